@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package Cuvil needs, then configures and builds it.
+# Idempotent: re-running only installs what is missing and rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  clang-14 libclang-rt-14-dev            # libFuzzer + sanitizers
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libprotobuf-dev protobuf-compiler libonnx-dev
+  python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-pytest
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+if [[ "${CUVIL_SKIP_BUILD:-0}" != "1" ]]; then
+  scripts/build.sh
+fi

@@ -1,0 +1,394 @@
+#include "frontend/onnx/onnx_importer.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unordered_set>
+
+#include "frontend/onnx/converter.h"
+#include "ir/op_schema.h"
+#include "ir/shape_inference.h"
+#include "ir/verifier.h"
+
+namespace cuvil {
+
+namespace {
+
+constexpr int kMaxOpset = 17;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  CUVIL_CHECK(f, "cannot open '", path, "': ", std::strerror(errno));
+  f.seekg(0, std::ios::end);
+  auto size = f.tellg();
+  CUVIL_CHECK(size >= 0, "cannot read '", path, "'");
+  std::string data(size_t(size), '\0');
+  f.seekg(0);
+  f.read(data.data(), size);
+  CUVIL_CHECK(f, "cannot read '", path, "'");
+  return data;
+}
+
+// ONNX names may be any string; dim_param names become symbols, which must be identifiers.
+std::string symbol_name(const std::string& s) {
+  std::string r;
+  for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0])) || r[0] == '_') r = "s" + r;
+  return r;
+}
+
+TensorType convert_type(const onnx::TypeProto& tp, const std::string& what) {
+  CUVIL_CHECK(tp.has_tensor_type(), what, ": only tensor types are supported (sequence, map, optional and sparse "
+              "values are not)");
+  const auto& tt = tp.tensor_type();
+  auto dt = dtype_from_onnx_id(tt.elem_type());
+  CUVIL_CHECK(dt, what, ": unsupported element type ", onnx::TensorProto_DataType_Name(tt.elem_type()), " (",
+              tt.elem_type(), ")");
+  if (!tt.has_shape()) return {*dt, Shape::unknown_rank()};
+  std::vector<Dim> dims;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto& d = tt.shape().dim(i);
+    if (d.has_dim_value()) {
+      CUVIL_CHECK(d.dim_value() >= 0, what, ": negative dim ", d.dim_value());
+      dims.push_back(Dim(d.dim_value()));
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      dims.push_back(Dim::symbol(symbol_name(d.dim_param())));
+    } else {
+      dims.push_back(Dim::symbol(symbol_name(what) + "_d" + std::to_string(i)));
+    }
+  }
+  return {*dt, Shape(dims)};
+}
+
+template <class T, class Src>
+void copy_field(Tensor& t, const Src& field, const std::string& name) {
+  CUVIL_CHECK(int64_t(field.size()) == t.numel(), "tensor '", name, "' has ", field.size(), " values for ",
+              t.type_str());
+  T* out = static_cast<T*>(t.raw());
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = T(field.Get(int(i)));
+}
+
+void load_external(const onnx::TensorProto& tp, Tensor& t, const std::string& base_dir) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : tp.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  CUVIL_CHECK(!location.empty(), "tensor '", tp.name(), "': external data without a location");
+  CUVIL_CHECK(!base_dir.empty(), "tensor '", tp.name(), "': external data '", location,
+              "' needs the model's directory (load the model from a file)");
+  std::filesystem::path rel(location);
+  CUVIL_CHECK(rel.is_relative(), "tensor '", tp.name(), "': external data path '", location, "' must be relative");
+  for (const auto& part : rel)
+    CUVIL_CHECK(part != "..", "tensor '", tp.name(), "': external data path '", location,
+                "' may not leave the model's directory");
+  std::string path = (std::filesystem::path(base_dir) / rel).string();
+  std::ifstream f(path, std::ios::binary);
+  CUVIL_CHECK(f, "tensor '", tp.name(), "': cannot open external data file '", path, "'");
+  f.seekg(0, std::ios::end);
+  int64_t file_size = f.tellg();
+  int64_t want = int64_t(t.nbytes());
+  if (length < 0) length = want;
+  CUVIL_CHECK(length == want, "tensor '", tp.name(), "': external data length ", length, " but ", t.type_str(),
+              " needs ", want, " bytes");
+  CUVIL_CHECK(offset >= 0 && offset + length <= file_size, "tensor '", tp.name(), "': external data [", offset,
+              ", ", offset + length, ") is past the end of '", path, "' (", file_size, " bytes)");
+  f.seekg(offset);
+  f.read(static_cast<char*>(t.raw()), length);
+  CUVIL_CHECK(f, "tensor '", tp.name(), "': cannot read external data from '", path, "'");
+}
+
+}  // namespace
+
+Tensor onnx_tensor_to_cuvil(const void* proto, const std::string& base_dir) {
+  const auto& tp = *static_cast<const onnx::TensorProto*>(proto);
+  const std::string& name = tp.name();
+  auto dt = dtype_from_onnx_id(tp.data_type());
+  CUVIL_CHECK(dt, "tensor '", name, "': unsupported element type ",
+              onnx::TensorProto_DataType_IsValid(tp.data_type())
+                  ? onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(tp.data_type()))
+                  : std::to_string(tp.data_type()));
+  std::vector<int64_t> dims(tp.dims().begin(), tp.dims().end());
+  for (int64_t d : dims) CUVIL_CHECK(d >= 0, "tensor '", name, "': negative dim ", d);
+  CUVIL_CHECK(!tp.has_segment(), "tensor '", name, "': segmented tensors are not supported");
+  Tensor t = Tensor::zeros(*dt, dims);
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
+    load_external(tp, t, base_dir);
+    return t;
+  }
+  if (tp.has_raw_data()) {
+    CUVIL_CHECK(tp.raw_data().size() == t.nbytes(), "tensor '", name, "': raw_data has ", tp.raw_data().size(),
+                " bytes, but ", t.type_str(), " needs ", t.nbytes());
+    if (t.nbytes()) std::memcpy(t.raw(), tp.raw_data().data(), t.nbytes());
+    return t;
+  }
+  switch (*dt) {
+    case DType::f32: copy_field<float>(t, tp.float_data(), name); break;
+    case DType::f64: copy_field<double>(t, tp.double_data(), name); break;
+    case DType::i64: copy_field<int64_t>(t, tp.int64_data(), name); break;
+    case DType::i32: copy_field<int32_t>(t, tp.int32_data(), name); break;
+    case DType::i16: copy_field<int16_t>(t, tp.int32_data(), name); break;
+    case DType::i8: copy_field<int8_t>(t, tp.int32_data(), name); break;
+    case DType::u16: copy_field<uint16_t>(t, tp.int32_data(), name); break;
+    case DType::u8: copy_field<uint8_t>(t, tp.int32_data(), name); break;
+    case DType::boolean: copy_field<bool>(t, tp.int32_data(), name); break;
+    case DType::f16:  // the bits, stored in int32_data
+    case DType::bf16: copy_field<uint16_t>(t, tp.int32_data(), name); break;
+    case DType::u32: copy_field<uint32_t>(t, tp.uint64_data(), name); break;
+    case DType::u64: copy_field<uint64_t>(t, tp.uint64_data(), name); break;
+  }
+  return t;
+}
+
+// ---- ConvertContext
+
+const std::string& ConvertContext::op_type() const { return node_.op_type(); }
+
+std::optional<Attribute> ConvertContext::take_attr(const std::string& n) {
+  auto it = attrs_.find(n);
+  if (it == attrs_.end()) return std::nullopt;
+  Attribute a = std::move(it->second);
+  attrs_.erase(it);
+  return a;
+}
+
+Value* ConvertContext::const_tensor(Tensor t, const std::string& hint) {
+  std::string base = output_names_.empty() || output_names_[0].empty() ? "c" : output_names_[0];
+  return graph_.add_constant(graph_.unique_name(base + "_" + hint), std::move(t));
+}
+
+Value* ConvertContext::const_i64(const std::vector<int64_t>& v, const std::string& hint) {
+  return const_tensor(Tensor::from_vector<int64_t>(v, {int64_t(v.size())}), hint);
+}
+
+Node* ConvertContext::emit(OpKind op) { return emit_final(op, inputs_, attrs_); }
+
+Node* ConvertContext::emit_temp(OpKind op, std::vector<Value*> inputs, AttrMap attrs, size_t num_outputs) {
+  std::vector<std::string> names;
+  std::string base = output_names_.empty() || output_names_[0].empty() ? "t" : output_names_[0];
+  for (size_t i = 0; i < num_outputs; ++i) names.push_back(graph_.unique_name(base + "_" + std::string(op_name(op))));
+  return graph_.add_node(op, std::move(inputs), names, std::move(attrs), loc_);
+}
+
+Node* ConvertContext::emit_final(OpKind op, std::vector<Value*> inputs, AttrMap attrs) {
+  // Trailing omitted inputs are dropped; omitted inputs in the middle stay as nullptr.
+  while (!inputs.empty() && !inputs.back()) inputs.pop_back();
+  const OpSchema& s = op_schema(op);
+  for (auto& [name, a] : attrs) {
+    const AttrSpec* spec = s.find_attr(name);
+    if (!spec) error("attribute '", name, "' is not supported");
+    if (spec->kind != a.kind() && !(spec->kind == AttrKind::Float && a.kind() == AttrKind::Int))
+      error("attribute '", name, "' must be ", attr_kind_name(spec->kind), ", got ", attr_kind_name(a.kind()));
+    if (spec->kind == AttrKind::Float && a.kind() == AttrKind::Int) a = Attribute(double(a.i()));
+  }
+  return graph_.add_node(op, std::move(inputs), output_names_, std::move(attrs), loc_);
+}
+
+const OnnxConverterTable& onnx_converters() {
+  static const OnnxConverterTable table = [] {
+    OnnxConverterTable t;
+    register_onnx_elementwise(t);
+    register_onnx_reduction(t);
+    register_onnx_tensor(t);
+    register_onnx_nn(t);
+    register_onnx_recurrent(t);
+    register_onnx_control(t);
+    return t;
+  }();
+  return table;
+}
+
+// ---- the importer
+
+namespace {
+
+class Importer {
+ public:
+  Importer(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+
+  std::shared_ptr<Graph> import_model(const onnx::ModelProto& m) {
+    CUVIL_CHECK(m.has_graph(), "ONNX model has no graph");
+    opset_ = -1;
+    for (const auto& op : m.opset_import()) {
+      if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = int(op.version());
+    }
+    if (opset_ < 0) opset_ = m.opset_import_size() == 0 ? 1 : opset_;
+    CUVIL_CHECK(opset_ >= 1, "ONNX model does not import the default (ai.onnx) operator set");
+    CUVIL_CHECK(opset_ <= kMaxOpset, "ONNX model uses opset ", opset_, "; Cuvil supports opsets up to ", kMaxOpset);
+    auto g = std::make_shared<Graph>(m.graph().name().empty() ? "main" : m.graph().name());
+    convert_graph(m.graph(), *g, /*is_region=*/false);
+    return g;
+  }
+
+ private:
+  void convert_graph(const onnx::GraphProto& gp, Graph& g, bool is_region) {
+    CUVIL_CHECK(gp.sparse_initializer_size() == 0, "graph '", gp.name(), "': sparse initializers are not supported");
+    std::unordered_set<std::string> init_names;
+    for (const auto& init : gp.initializer()) {
+      CUVIL_CHECK(!init.name().empty(), "graph '", gp.name(), "': an initializer has no name");
+      CUVIL_CHECK(!g.lookup(init.name()) || g.lookup(init.name())->graph() != &g, "graph '", gp.name(),
+                  "': duplicate initializer '", init.name(), "'");
+      g.add_constant(init.name(), onnx_tensor_to_cuvil(&init, base_dir_));
+      init_names.insert(init.name());
+    }
+    for (const auto& in : gp.input()) {
+      if (init_names.count(in.name())) continue;  // an initializer listed as input (IR < 4): a constant
+      CUVIL_CHECK(!in.name().empty(), "graph '", gp.name(), "': an input has no name");
+      CUVIL_CHECK(in.has_type() || is_region, "graph input '", in.name(), "' has no type");
+      TensorType t = in.has_type() && in.type().has_tensor_type()
+                         ? convert_type(in.type(), "input '" + in.name() + "'")
+                         : (in.has_type() ? convert_type(in.type(), "input '" + in.name() + "'")
+                                          : TensorType{DType::f32, Shape::unknown_rank()});
+      CUVIL_CHECK(!g.lookup(in.name()) || g.lookup(in.name())->graph() != &g, "duplicate graph input '", in.name(),
+                  "'");
+      g.add_input(in.name(), t);
+    }
+    for (const auto& np : gp.node()) convert_node(np, g);
+    for (const auto& out : gp.output()) {
+      Value* v = g.lookup(out.name());
+      CUVIL_CHECK(v, "graph '", gp.name(), "' output '", out.name(), "' is not produced by any node");
+      g.add_output(v);
+    }
+  }
+
+  Attribute convert_attr(const onnx::AttributeProto& a, Graph& g, const std::string& where) {
+    switch (a.type()) {
+      case onnx::AttributeProto::FLOAT: return Attribute(double(a.f()));
+      case onnx::AttributeProto::INT: return Attribute(int64_t(a.i()));
+      case onnx::AttributeProto::STRING: return Attribute(a.s());
+      case onnx::AttributeProto::TENSOR: return Attribute(onnx_tensor_to_cuvil(&a.t(), base_dir_));
+      case onnx::AttributeProto::GRAPH: return Attribute(convert_region(a.g(), g, a.name()));
+      case onnx::AttributeProto::FLOATS: return Attribute(std::vector<double>(a.floats().begin(), a.floats().end()));
+      case onnx::AttributeProto::INTS: return Attribute(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+      case onnx::AttributeProto::STRINGS:
+        return Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+      case onnx::AttributeProto::GRAPHS: {
+        std::vector<GraphPtr> gs;
+        for (const auto& sg : a.graphs()) gs.push_back(convert_region(sg, g, a.name()));
+        return Attribute(gs);
+      }
+      default: break;
+    }
+    fail(where, ": attribute '", a.name(), "' has an unsupported type (",
+         onnx::AttributeProto_AttributeType_Name(a.type()), ")");
+  }
+
+  GraphPtr convert_region(const onnx::GraphProto& gp, Graph& parent, const std::string& attr_name) {
+    auto r = std::make_shared<Graph>(gp.name().empty() ? attr_name : gp.name());
+    r->set_parent(&parent);
+    convert_graph(gp, *r, /*is_region=*/true);
+    return r;
+  }
+
+  void convert_node(const onnx::NodeProto& np, Graph& g) {
+    Location loc;
+    loc.name = np.name().empty() ? (np.output_size() ? np.output(0) : np.op_type()) : np.name();
+    std::string where = "ONNX " + np.op_type() + " " + loc.str();
+    const std::string& domain = np.domain();
+    CUVIL_CHECK(domain.empty() || domain == "ai.onnx", "unsupported op '", np.op_type(), "' of domain '", domain,
+                "' at ", loc.str(), ": only the default ONNX domain is supported");
+    std::vector<Value*> inputs;
+    for (const auto& name : np.input()) {
+      if (name.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      Value* v = g.lookup(name);
+      CUVIL_CHECK(v, where, ": input '", name, "' is not defined before this node");
+      inputs.push_back(v);
+    }
+    AttrMap attrs;
+    for (const auto& a : np.attribute()) {
+      if (!a.ref_attr_name().empty()) fail(where, ": attribute references (functions) are not supported");
+      attrs[a.name()] = convert_attr(a, g, where);
+    }
+    // Omitted outputs in the middle get placeholder names; trailing ones are dropped.
+    std::vector<std::string> outs(np.output().begin(), np.output().end());
+    while (!outs.empty() && outs.back().empty()) outs.pop_back();
+    for (auto& o : outs)
+      if (o.empty()) o = g.unique_name("unused");
+    if (np.op_type() == "Constant") return convert_constant(np, g, attrs, outs, where);
+    ConvertContext ctx(np, opset_, g, std::move(inputs), std::move(attrs), outs, loc);
+    const auto& table = onnx_converters();
+    auto it = table.find(np.op_type());
+    if (it != table.end()) {
+      it->second(ctx);
+      return;
+    }
+    auto kind = op_from_name(np.op_type());
+    CUVIL_CHECK(kind, "unsupported op '", np.op_type(), "' (domain 'ai.onnx', opset ", opset_, ") at ", loc.str());
+    ctx.emit(*kind);
+  }
+
+  // Constant nodes become constant values; the IR has no Constant op.
+  void convert_constant(const onnx::NodeProto& np, Graph& g, AttrMap& attrs, const std::vector<std::string>& outs,
+                        const std::string& where) {
+    CUVIL_CHECK(outs.size() == 1 && attrs.size() == 1, where, ": expected one output and one value attribute");
+    auto& [name, a] = *attrs.begin();
+    Tensor t;
+    if (name == "value") t = a.t();
+    else if (name == "value_float") t = Tensor::scalar<float>(float(a.f()));
+    else if (name == "value_int") t = Tensor::scalar<int64_t>(a.i());
+    else if (name == "value_floats") {
+      std::vector<float> v(a.floats().begin(), a.floats().end());
+      t = Tensor::from_vector<float>(v, {int64_t(v.size())});
+    } else if (name == "value_ints") {
+      t = Tensor::from_vector<int64_t>(a.ints(), {int64_t(a.ints().size())});
+    } else {
+      fail(where, ": unsupported Constant attribute '", name, "'");
+    }
+    (void)np;
+    g.add_constant(outs[0], std::move(t));
+  }
+
+  std::string base_dir_;
+  int opset_ = 0;
+};
+
+std::shared_ptr<Graph> finish(std::shared_ptr<Graph> g, const OnnxImportOptions& opts) {
+  if (opts.infer_and_verify) {
+    infer_shapes(*g);
+    verify(*g);
+  }
+  return g;
+}
+
+}  // namespace
+
+std::shared_ptr<Graph> import_onnx_bytes(const void* data, size_t size, const std::string& base_dir,
+                                         const OnnxImportOptions& opts) {
+  CUVIL_CHECK(size <= size_t(INT32_MAX), "ONNX file is larger than 2 GiB; store weights as external data");
+  onnx::ModelProto m;
+  CUVIL_CHECK(m.ParseFromArray(data, int(size)),
+              "not a valid ONNX model: the protobuf cannot be parsed (truncated or corrupt file?)");
+  return finish(Importer(base_dir).import_model(m), opts);
+}
+
+std::shared_ptr<Graph> import_onnx_file(const std::string& path, const OnnxImportOptions& opts) {
+  std::string bytes = read_file(path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  try {
+    return import_onnx_bytes(bytes.data(), bytes.size(), dir, opts);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+}  // namespace cuvil
+
+namespace cuvil {
+
+Tensor read_onnx_tensor_file(const std::string& path) {
+  std::string bytes = read_file(path);
+  onnx::TensorProto tp;
+  CUVIL_CHECK(tp.ParseFromString(bytes), path, ": not a valid serialized TensorProto");
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return onnx_tensor_to_cuvil(&tp, dir);
+}
+
+}  // namespace cuvil

@@ -1,0 +1,53 @@
+#include "ir/dtype.h"
+
+namespace cuvil {
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+#define CUVIL_X(e, ty, s, o) \
+  case DType::e:             \
+    return s;
+    CUVIL_DTYPES(CUVIL_X)
+#undef CUVIL_X
+  }
+  return "?";
+}
+
+std::optional<DType> dtype_from_name(std::string_view s) {
+#define CUVIL_X(e, ty, str, o) \
+  if (s == str) return DType::e;
+  CUVIL_DTYPES(CUVIL_X)
+#undef CUVIL_X
+  return std::nullopt;
+}
+
+size_t dtype_size(DType t) {
+  return visit_dtype(t, []<class T>() { return sizeof(T); });
+}
+
+int dtype_onnx_id(DType t) {
+  switch (t) {
+#define CUVIL_X(e, ty, s, o) \
+  case DType::e:             \
+    return o;
+    CUVIL_DTYPES(CUVIL_X)
+#undef CUVIL_X
+  }
+  return 0;
+}
+
+std::optional<DType> dtype_from_onnx_id(int id) {
+#define CUVIL_X(e, ty, s, o) \
+  if (id == o) return DType::e;
+  CUVIL_DTYPES(CUVIL_X)
+#undef CUVIL_X
+  return std::nullopt;
+}
+
+bool is_float(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16; }
+bool is_integer(DType t) { return !is_float(t) && t != DType::boolean; }
+bool is_signed(DType t) {
+  return is_float(t) || t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64;
+}
+
+}  // namespace cuvil

@@ -1,0 +1,71 @@
+// A dense, contiguous, row-major tensor with concrete dims. Used for constants in the IR and for every value at
+// run time. Storage is shared (copying a Tensor is cheap and aliases); `clone()` copies the data.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace cuvil {
+
+inline constexpr size_t kTensorAlignment = 64;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates zero-initialized, 64-byte-aligned storage.
+  static Tensor zeros(DType dtype, std::vector<int64_t> shape);
+  // Wraps memory owned by someone else (an arena, a caller's buffer). The caller keeps it alive.
+  static Tensor view(DType dtype, std::vector<int64_t> shape, void* data);
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& v, std::vector<int64_t> shape) {
+    Tensor t = zeros(dtype_of<T>::value, std::move(shape));
+    CUVIL_CHECK(int64_t(v.size()) == t.numel(), "internal error: from_vector size mismatch");
+    for (size_t i = 0; i < v.size(); ++i) t.data<T>()[i] = v[i];
+    return t;
+  }
+  template <class T>
+  static Tensor scalar(T v) { return from_vector<T>({v}, {}); }
+
+  bool defined() const { return data_ != nullptr || numel_ == 0; }
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  size_t rank() const { return shape_.size(); }
+  int64_t dim(size_t i) const { return shape_.at(i); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return size_t(numel_) * dtype_size(dtype_); }
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <class T> T* data() { check_type<T>(); return static_cast<T*>(data_); }
+  template <class T> const T* data() const { check_type<T>(); return static_cast<const T*>(data_); }
+
+  Tensor clone() const;
+  // Same bytes, other dims (numel must match). Shares storage.
+  Tensor reshaped(std::vector<int64_t> shape) const;
+  // Element i converted to double / int64 (for small index and shape tensors).
+  double get_f64(int64_t i) const;
+  int64_t get_i64(int64_t i) const;
+  std::vector<int64_t> to_i64_vector() const;  // requires an integer (or bool) dtype
+  std::string type_str() const;                 // "f32[2, 3]"
+  bool same_bytes(const Tensor& o) const;        // dtype, shape and contents equal bit-for-bit
+
+ private:
+  template <class T>
+  void check_type() const {
+    CUVIL_CHECK(dtype_of<T>::value == dtype_, "internal error: tensor of ", dtype_name(dtype_), " read as ",
+                dtype_name(dtype_of<T>::value));
+  }
+  DType dtype_ = DType::f32;
+  std::vector<int64_t> shape_;
+  int64_t numel_ = 0;
+  void* data_ = nullptr;
+  std::shared_ptr<void> storage_;
+};
+
+int64_t shape_numel(const std::vector<int64_t>& shape);
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace cuvil

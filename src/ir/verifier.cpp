@@ -1,0 +1,115 @@
+#include "ir/verifier.h"
+
+#include <unordered_set>
+
+#include "ir/op_schema.h"
+
+namespace cuvil {
+
+namespace {
+
+// A dim that re-inference made fresh (a data-dependent size) matches anything recorded.
+bool dims_match(const Dim& inferred, const Dim& recorded) {
+  if (inferred == recorded) return true;
+  std::set<std::string> syms;
+  inferred.collect_symbols(syms);
+  for (auto& s : syms)
+    if (!s.empty() && s[0] == '_') return true;
+  return false;
+}
+
+bool types_match(const TensorType& inferred, const TensorType& recorded) {
+  if (inferred.dtype != recorded.dtype) return false;
+  if (!inferred.shape.rank_known() || !recorded.shape.rank_known()) return true;
+  if (inferred.shape.rank() != recorded.shape.rank()) return false;
+  for (size_t i = 0; i < inferred.shape.rank(); ++i)
+    if (!dims_match(inferred.shape[i], recorded.shape[i])) return false;
+  return true;
+}
+
+class Verifier {
+ public:
+  void graph(const Graph& g) {
+    for (Value* v : g.inputs()) defined_.insert(v);
+    for (Value* c : g.constants()) defined_.insert(c);
+    for (auto& n : g.nodes()) node(*n);
+    for (Value* v : g.outputs()) {
+      CUVIL_CHECK(v, "graph '", g.name(), "' has a null output");
+      CUVIL_CHECK(defined_.count(v), "graph '", g.name(), "' output '", v->name(), "' is not defined in scope");
+    }
+  }
+
+ private:
+  void node(const Node& n) {
+    const OpSchema& s = op_schema(n.op());
+    auto where = n.describe();
+    int ni = int(n.num_inputs()), no = int(n.num_outputs());
+    CUVIL_CHECK(ni >= s.min_inputs && (s.max_inputs < 0 || ni <= s.max_inputs), where, ": has ", ni,
+                " inputs; the op takes ", s.min_inputs, s.max_inputs < 0 ? " or more" : " to " + std::to_string(s.max_inputs));
+    CUVIL_CHECK(no >= s.min_outputs && (s.max_outputs < 0 || no <= s.max_outputs), where, ": has ", no,
+                " outputs; the op gives ", s.min_outputs,
+                s.max_outputs < 0 ? " or more" : " to " + std::to_string(s.max_outputs));
+    for (auto& [name, a] : n.attrs()) {
+      const AttrSpec* spec = s.find_attr(name);
+      CUVIL_CHECK(spec, where, ": unknown attribute '", name, "'");
+      CUVIL_CHECK(spec->kind == a.kind(), where, ": attribute '", name, "' must be ", attr_kind_name(spec->kind),
+                  ", got ", attr_kind_name(a.kind()));
+    }
+    for (auto& spec : s.attrs)
+      CUVIL_CHECK(!spec.required || n.has_attr(spec.name), where, ": required attribute '", spec.name, "' is missing");
+    for (int i = 0; i < ni; ++i) {
+      Value* v = n.input(size_t(i));
+      if (!v) continue;
+      CUVIL_CHECK(defined_.count(v), where, ": input ", i, " '", v->name(),
+                  "' is used before it is defined (or outside its scope)");
+    }
+    // Regions see everything defined so far; their own values go out of scope after them.
+    for (Graph* r : n.regions()) {
+      auto saved = defined_;
+      graph(*r);
+      defined_ = std::move(saved);
+    }
+    check_types(n);
+    for (Value* v : n.outputs()) {
+      CUVIL_CHECK(v && v->producer() == &n, where, ": output bookkeeping is inconsistent");
+      defined_.insert(v);
+    }
+  }
+
+  void check_types(const Node& n) {
+    std::vector<const TensorType*> types;
+    std::vector<const Tensor*> values;
+    for (Value* v : n.inputs()) {
+      types.push_back(v ? &v->type() : nullptr);
+      values.push_back(v && v->is_constant() ? &v->constant() : nullptr);
+    }
+    InferContext ctx(n, types, values, {}, &fresh_);
+    // Regions were verified on their own; here only their signatures matter.
+    ctx.region_inferrer = [&n](Graph& region, const std::vector<TensorType>& in) {
+      CUVIL_CHECK(in.size() == region.inputs().size(), n.describe(), ": region '", region.name(), "' takes ",
+                  region.inputs().size(), " inputs, the op passes ", in.size());
+      std::vector<TensorType> out;
+      for (Value* v : region.outputs()) out.push_back(v->type());
+      return out;
+    };
+    op_schema(n.op()).infer(ctx);
+    for (size_t i = 0; i < n.num_outputs(); ++i) {
+      const TensorType& rec = n.output(i)->type();
+      CUVIL_CHECK(ctx.output_set(i), n.describe(), ": inference leaves output ", i, " untyped");
+      const TensorType& inf = ctx.output_types()[i];
+      CUVIL_CHECK(types_match(inf, rec), n.describe(), ": output ", i, " '", n.output(i)->name(), "' is typed ",
+                  rec.str(), " but its inputs give ", inf.str());
+    }
+  }
+
+  std::unordered_set<const Value*> defined_;
+  int64_t fresh_ = 1000000;
+};
+
+}  // namespace
+
+void verify(const Graph& g) {
+  Verifier().graph(g);
+}
+
+}  // namespace cuvil

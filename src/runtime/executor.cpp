@@ -1,0 +1,316 @@
+#include "runtime/executor.h"
+
+#include <cstring>
+
+#include "ir/op_schema.h"
+#include "kernels/ref/ref_kernels.h"
+#include "runtime/memory_plan.h"
+
+namespace cuvil {
+
+SymbolBindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
+  const auto& decl = g.inputs();
+  CUVIL_CHECK(inputs.size() == decl.size(), "expected ", decl.size(), " inputs, got ", inputs.size());
+  SymbolBindings b;
+  for (size_t i = 0; i < decl.size(); ++i) {
+    const Value* v = decl[i];
+    const Tensor& t = inputs[i];
+    CUVIL_CHECK(t.dtype() == v->dtype(), "input '", v->name(), "': expected dtype ", dtype_name(v->dtype()),
+                ", got ", dtype_name(t.dtype()));
+    const Shape& s = v->shape();
+    if (!s.rank_known()) continue;
+    CUVIL_CHECK(t.rank() == s.rank(), "input '", v->name(), "': expected rank ", s.rank(), " (shape ", s.str(),
+                "), got rank ", t.rank(), " (shape ", shape_str(t.shape()), ")");
+    for (size_t d = 0; d < s.rank(); ++d) {
+      const Dim& dim = s[d];
+      int64_t got = t.dim(d);
+      if (dim.is_const()) {
+        CUVIL_CHECK(dim.value() == got, "input '", v->name(), "': dim ", d, " must be ", dim.value(), " (shape ",
+                    s.str(), "), got ", got, " (shape ", shape_str(t.shape()), ")");
+      } else if (dim.is_symbol()) {
+        auto [it, fresh] = b.emplace(dim.symbol_name(), got);
+        CUVIL_CHECK(fresh || it->second == got, "input '", v->name(), "': dim ", d, " is '", dim.symbol_name(),
+                    "' = ", it->second, " from an earlier input, but this input has ", got);
+      }
+    }
+  }
+  // Expression dims (rare on inputs) must agree with the symbols bound above.
+  for (size_t i = 0; i < decl.size(); ++i) {
+    const Shape& s = decl[i]->shape();
+    if (!s.rank_known()) continue;
+    for (size_t d = 0; d < s.rank(); ++d) {
+      if (s[d].is_const() || s[d].is_symbol()) continue;
+      auto want = s[d].eval(b);
+      CUVIL_CHECK(!want || *want == inputs[i].dim(d), "input '", decl[i]->name(), "': dim ", d, " must be ",
+                  s[d].str(), " = ", want.value_or(0), ", got ", inputs[i].dim(d));
+    }
+  }
+  return b;
+}
+
+namespace {
+
+// Static facts about one graph (the main graph or a region), computed once.
+struct Program {
+  const Graph* graph;
+  std::vector<std::vector<size_t>> frees_after;  // values (by id) whose last use is node i
+  std::vector<int> last_use;                      // by value id: last node index using it (-1: none)
+  std::vector<bool> is_output;                    // by value id
+  std::vector<bool> arena_eligible;               // by value id: node output the plan may place in the arena
+  std::vector<KernelFn> kernels;
+
+  explicit Program(const Graph& g) : graph(&g) {
+    size_t nv = g.num_values();
+    last_use.assign(nv, -1);
+    is_output.assign(nv, false);
+    arena_eligible.assign(nv, false);
+    const auto& nodes = g.nodes();
+    frees_after.resize(nodes.size());
+    for (Value* v : g.outputs()) is_output[size_t(v->id())] = true;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = *nodes[i];
+      kernels.push_back(ref_kernel(n.op()));
+      for (Value* v : n.inputs())
+        if (v && v->graph() == &g) last_use[size_t(v->id())] = int(i);
+      // A region's uses of this graph's values keep them alive until the node that owns the region finishes.
+      for (Graph* r : n.regions()) mark_captures(*r, g, int(i));
+      bool has_regions = !n.regions().empty();
+      for (Value* v : n.outputs()) arena_eligible[size_t(v->id())] = !has_regions && !is_output[size_t(v->id())];
+    }
+    for (size_t id = 0; id < nv; ++id)
+      if (last_use[id] >= 0 && !is_output[id]) frees_after[size_t(last_use[id])].push_back(id);
+  }
+
+  void mark_captures(const Graph& region, const Graph& owner, int node_index) {
+    for (auto& n : region.nodes()) {
+      for (Value* v : n->inputs())
+        if (v && v->graph() == &owner) last_use[size_t(v->id())] = std::max(last_use[size_t(v->id())], node_index);
+      for (Graph* r : n->regions()) mark_captures(*r, owner, node_index);
+    }
+    for (Value* v : region.outputs())
+      if (v->graph() == &owner) last_use[size_t(v->id())] = std::max(last_use[size_t(v->id())], node_index);
+  }
+};
+
+// The arena layout for one shape signature.
+struct Plan {
+  std::vector<int64_t> offset;  // by value id; -1: not in the arena
+  std::vector<int64_t> bytes;   // by value id
+  int64_t arena_bytes = 0;
+  int64_t planned_bytes = 0;
+  int64_t inplace = 0;
+};
+
+Plan build_plan(const Program& p, const SymbolBindings& b) {
+  const Graph& g = *p.graph;
+  Plan plan;
+  size_t nv = g.num_values();
+  plan.offset.assign(nv, -1);
+  plan.bytes.assign(nv, 0);
+  // Each arena value maps to a buffer; in-place outputs share their input's buffer.
+  std::vector<int> buffer_of(nv, -1);
+  std::vector<BufferRequest> buffers;
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = *nodes[i];
+    const OpSchema& schema = op_schema(n.op());
+    for (Value* out : n.outputs()) {
+      size_t id = size_t(out->id());
+      if (!p.arena_eligible[id] || !out->shape().rank_known() || p.last_use[id] < 0) continue;
+      auto numel = out->shape().numel().eval(b);
+      if (!numel) continue;  // data-dependent size: allocated when produced
+      int64_t bytes = *numel * int64_t(dtype_size(out->dtype()));
+      plan.bytes[id] = bytes;
+      int buf = -1;
+      for (auto [in_idx, out_idx] : schema.inplace) {
+        if (n.output(size_t(out_idx)) != out) continue;
+        Value* in = n.input(size_t(in_idx));
+        if (!in || in->graph() != &g || buffer_of[size_t(in->id())] < 0) continue;
+        if (p.last_use[size_t(in->id())] != int(i) || plan.bytes[size_t(in->id())] != bytes) continue;
+        int cand = buffer_of[size_t(in->id())];
+        if (buffers[size_t(cand)].last != int(i)) continue;  // the buffer is still needed by another value
+        buf = cand;
+        ++plan.inplace;
+        break;
+      }
+      if (buf < 0) {
+        buf = int(buffers.size());
+        buffers.push_back({bytes, int(i), int(i)});
+      }
+      buffer_of[id] = buf;
+      buffers[size_t(buf)].last = std::max(buffers[size_t(buf)].last, p.last_use[id]);
+    }
+  }
+  MemoryPlan mp = plan_memory(buffers);
+  for (size_t id = 0; id < nv; ++id)
+    if (buffer_of[id] >= 0) plan.offset[id] = mp.offsets[size_t(buffer_of[id])];
+  plan.arena_bytes = mp.arena_bytes;
+  plan.planned_bytes = mp.total_bytes;
+  return plan;
+}
+
+std::string signature_key(const SymbolBindings& b) {
+  std::map<std::string, int64_t> sorted(b.begin(), b.end());
+  std::string k;
+  for (auto& [s, v] : sorted) k += s + "=" + std::to_string(v) + ";";
+  return k;
+}
+
+}  // namespace
+
+struct Executor::Impl : RegionRunner {
+  // Values of one graph during one execution; regions look up captured values through `parent`.
+  struct Frame {
+    const Graph* graph;
+    std::vector<Tensor> values;
+    Frame* parent;
+  };
+
+  RunStats* stats;
+  std::unordered_map<const Graph*, std::unique_ptr<Program>> programs;
+  std::unordered_map<std::string, Plan> plans;  // main graph, by signature
+  std::vector<uint8_t, std::allocator<uint8_t>> arena_storage;
+  Frame* current = nullptr;
+
+  Program& program(const Graph& g) {
+    auto& p = programs[&g];
+    if (!p) p = std::make_unique<Program>(g);
+    return *p;
+  }
+
+  static Tensor* find(Frame* f, const Value* v) {
+    for (; f; f = f->parent)
+      if (f->graph == v->graph()) return &f->values[size_t(v->id())];
+    return nullptr;
+  }
+
+  uint8_t* arena(int64_t bytes) {
+    size_t need = size_t(bytes) + kTensorAlignment;
+    if (arena_storage.size() < need) arena_storage.assign(need, 0);
+    auto addr = reinterpret_cast<uintptr_t>(arena_storage.data());
+    return arena_storage.data() + ((kTensorAlignment - addr % kTensorAlignment) % kTensorAlignment);
+  }
+
+  std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs, Frame* parent, const Plan* plan,
+                              uint8_t* arena_base) {
+    Program& p = program(g);
+    Frame frame{&g, std::vector<Tensor>(g.num_values()), parent};
+    for (size_t i = 0; i < inputs.size(); ++i) frame.values[size_t(g.inputs()[i]->id())] = inputs[i];
+    for (Value* c : g.constants()) frame.values[size_t(c->id())] = c->constant();
+    Frame* saved = current;
+    current = &frame;
+    const auto& nodes = g.nodes();
+    int64_t fresh = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = *nodes[i];
+      std::vector<const Tensor*> ins;
+      for (Value* v : n.inputs()) {
+        if (!v) {
+          ins.push_back(nullptr);
+          continue;
+        }
+        Tensor* t = find(&frame, v);
+        CUVIL_CHECK(t && t->defined(), n.describe(), ": internal error: input '", v->name(), "' has no value");
+        ins.push_back(t);
+      }
+      std::vector<Tensor> outs(n.num_outputs());
+      if (n.regions().empty()) allocate_outputs(n, ins, outs, plan, arena_base, fresh);
+      KernelContext ctx(n, ins, &outs, this);
+      p.kernels[i](ctx);
+      for (size_t k = 0; k < outs.size(); ++k) {
+        CUVIL_CHECK(outs[k].defined(), n.describe(), ": internal error: kernel left output ", k, " unset");
+        frame.values[size_t(n.output(k)->id())] = std::move(outs[k]);
+      }
+      for (size_t id : p.frees_after[i]) frame.values[id] = Tensor();
+    }
+    std::vector<Tensor> result;
+    for (Value* v : g.outputs()) {
+      Tensor* t = find(&frame, v);
+      CUVIL_CHECK(t && t->defined(), "internal error: graph output '", v->name(), "' has no value");
+      // Outputs never alias constants, inputs or the arena: the caller owns them.
+      bool owned = v->graph() == &g && v->producer() && !(plan && plan->offset[size_t(v->id())] >= 0);
+      result.push_back(owned ? *t : t->clone());
+    }
+    current = saved;
+    return result;
+  }
+
+  // Runs concrete shape inference for node n and allocates each output it can size: in the arena when the plan
+  // placed it there, else on the heap. Outputs inference cannot size are left for the kernel to allocate.
+  void allocate_outputs(const Node& n, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs,
+                        const Plan* plan, uint8_t* arena_base, int64_t& fresh) {
+    std::vector<TensorType> in_types;
+    in_types.reserve(ins.size());
+    for (const Tensor* t : ins) in_types.push_back(t ? TensorType{t->dtype(), Shape::of(t->shape())} : TensorType{});
+    std::vector<const TensorType*> type_ptrs;
+    for (size_t k = 0; k < ins.size(); ++k) type_ptrs.push_back(ins[k] ? &in_types[k] : nullptr);
+    InferContext ctx(n, type_ptrs, ins, {}, &fresh);
+    op_schema(n.op()).infer(ctx);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (!ctx.output_set(k)) continue;
+      const TensorType& t = ctx.output_types()[k];
+      if (!t.shape.is_static()) continue;  // data-dependent: the kernel allocates it
+      std::vector<int64_t> dims = t.shape.static_dims();
+      Value* v = n.output(k);
+      CUVIL_CHECK(t.dtype == v->dtype(), n.describe(), ": internal error: output ", k, " has dtype ",
+                  dtype_name(t.dtype), " at run time but ", dtype_name(v->dtype()), " in the IR");
+      int64_t off = plan ? plan->offset[size_t(v->id())] : -1;
+      if (off >= 0) {
+        Tensor view = Tensor::view(t.dtype, dims, arena_base + off);
+        CUVIL_CHECK(int64_t(view.nbytes()) == plan->bytes[size_t(v->id())], n.describe(),
+                    ": internal error: output ", k, " is ", view.type_str(), " at run time but the plan sized it ",
+                    plan->bytes[size_t(v->id())], " bytes from ", v->type().str());
+        outs[k] = view;
+      } else {
+        outs[k] = Tensor::zeros(t.dtype, dims);
+        stats->dynamic_bytes += int64_t(outs[k].nbytes());
+      }
+    }
+  }
+
+  std::vector<Tensor> run_region(const Graph& region, const std::vector<Tensor>& inputs) override {
+    CUVIL_CHECK(inputs.size() == region.inputs().size(), "region '", region.name(), "' takes ",
+                region.inputs().size(), " inputs, given ", inputs.size());
+    return execute(region, inputs, current, nullptr, nullptr);
+  }
+};
+
+Executor::Executor(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)), impl_(std::make_unique<Impl>()) {
+  impl_->stats = &stats_;
+}
+
+Executor::~Executor() = default;
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
+  SymbolBindings b = bind_inputs(*graph_, inputs);
+  std::string key = signature_key(b);
+  auto it = impl_->plans.find(key);
+  if (it == impl_->plans.end()) {
+    it = impl_->plans.emplace(key, build_plan(impl_->program(*graph_), b)).first;
+    ++stats_.plans_built;
+  }
+  const Plan& plan = it->second;
+  stats_.arena_bytes = plan.arena_bytes;
+  stats_.planned_bytes = plan.planned_bytes;
+  stats_.inplace_reuses = plan.inplace;
+  stats_.dynamic_bytes = 0;
+  uint8_t* base = impl_->arena(plan.arena_bytes);
+  return impl_->execute(*graph_, inputs, nullptr, &plan, base);
+}
+
+std::vector<Tensor> Executor::run(const std::map<std::string, Tensor>& inputs) {
+  std::vector<Tensor> ordered;
+  for (Value* v : graph_->inputs()) {
+    auto it = inputs.find(v->name());
+    CUVIL_CHECK(it != inputs.end(), "missing input '", v->name(), "'");
+    ordered.push_back(it->second);
+  }
+  for (auto& [name, t] : inputs) {
+    bool known = false;
+    for (Value* v : graph_->inputs()) known |= v->name() == name;
+    CUVIL_CHECK(known, "unknown input '", name, "'");
+  }
+  return run(ordered);
+}
+
+}  // namespace cuvil

@@ -1,0 +1,51 @@
+// Runs a graph on the reference kernels with a static memory plan.
+//
+// Per shape signature (the values of the input symbols) the executor evaluates every intermediate value's
+// symbolic size, plans one arena (liveness -> offsets, in-place reuse where the op allows it) and caches the plan.
+// Values whose size depends on data (NonZero, control flow) are allocated when produced and freed after their
+// last use. Inputs are validated first: count, names, dtypes, ranks, static dims and consistent symbol values.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace cuvil {
+
+struct RunStats {
+  int64_t arena_bytes = 0;        // the planned arena of the last run
+  int64_t planned_bytes = 0;      // sum of planned buffer sizes (what no reuse would cost)
+  int64_t dynamic_bytes = 0;      // bytes allocated outside the arena in the last run
+  int64_t inplace_reuses = 0;     // outputs that share their input's buffer
+  int64_t plans_built = 0;        // distinct shape signatures planned so far
+};
+
+class Executor {
+ public:
+  // `graph` must be shape-inferred (infer_shapes) and verified.
+  explicit Executor(std::shared_ptr<const Graph> graph);
+  ~Executor();
+
+  // Inputs in the graph's input order.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // Inputs by name; every graph input must be given.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+  const Graph& graph() const { return *graph_; }
+  const RunStats& stats() const { return stats_; }
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Graph> graph_;
+  std::unique_ptr<Impl> impl_;
+  RunStats stats_;
+};
+
+// Checks `inputs` against the graph's declared inputs and returns the symbol bindings they imply.
+SymbolBindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs);
+
+}  // namespace cuvil

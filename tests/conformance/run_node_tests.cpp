@@ -1,0 +1,221 @@
+// Runs the ONNX backend node test suite against Cuvil's reference backend.
+//
+// Each case directory holds model.onnx and test_data_set_N/{input,output}_K.pb. A case passes when every output
+// matches within the suite's tolerances (rtol 1e-3, atol 1e-7; exact for integers and booleans; NaN == NaN).
+// A case may be skipped only when its model uses an op outside Cuvil's op table; the reason is printed.
+//
+//   cuvil_onnx_conformance DIR [--filter SUBSTRING] [--verbose] [--min-pass-rate 0.85]
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "frontend/onnx/onnx_importer.h"
+#include "ir/op_schema.h"
+#include "runtime/executor.h"
+
+namespace fs = std::filesystem;
+using namespace cuvil;
+
+namespace {
+
+// Ops outside the op table, by the reason they are out of scope.
+std::string out_of_scope_reason(const std::string& op) {
+  auto starts = [&](const char* p) { return op.rfind(p, 0) == 0; };
+  if (starts("Sequence") || op == "SplitToSequence" || op == "ConcatFromSequence") return "sequence op";
+  if (starts("Optional")) return "optional op";
+  if (op == "StringNormalizer" || op == "RegexFullMatch" || op == "StringSplit" || op == "StringConcat")
+    return "string op";
+  if (op == "Adam" || op == "Adagrad" || op == "Momentum" || op == "Gradient") return "training op";
+  if (starts("Random") || op == "Bernoulli" || op == "Multinomial") return "random op";
+  if (op == "DFT" || op == "STFT" || op == "MelWeightMatrix" || op.find("Window") != std::string::npos)
+    return "signal op";
+  if (op == "NonMaxSuppression" || op == "RoiAlign" || op == "GridSample") return "detection op";
+  return "not in the op table";
+}
+
+void collect_ops(const onnx::GraphProto& g, std::set<std::string>& ops) {
+  for (const auto& n : g.node()) {
+    ops.insert(n.op_type());
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_ops(a.g(), ops);
+      for (const auto& sg : a.graphs()) collect_ops(sg, ops);
+    }
+  }
+}
+
+bool has_non_tensor_io(const onnx::GraphProto& g) {
+  for (const auto& v : g.input())
+    if (!v.type().has_tensor_type() || v.type().tensor_type().elem_type() == onnx::TensorProto::STRING) return true;
+  for (const auto& v : g.output())
+    if (!v.type().has_tensor_type() || v.type().tensor_type().elem_type() == onnx::TensorProto::STRING) return true;
+  return false;
+}
+
+// Empty string when equal within tolerance, else a description of the first mismatch.
+std::string compare(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  if (got.dtype() != want.dtype())
+    return "dtype " + std::string(dtype_name(got.dtype())) + " != expected " + std::string(dtype_name(want.dtype()));
+  if (got.shape() != want.shape()) return "shape " + shape_str(got.shape()) + " != expected " + shape_str(want.shape());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double g = got.get_f64(i), w = want.get_f64(i);
+    bool ok;
+    if (is_float(got.dtype())) {
+      if (std::isnan(w)) ok = std::isnan(g);
+      else if (std::isinf(w)) ok = g == w;
+      else ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
+    } else {
+      ok = got.get_i64(i) == want.get_i64(i) && g == w;
+    }
+    if (!ok) {
+      std::ostringstream os;
+      os << "element " << i << ": got " << g << ", expected " << w;
+      return os.str();
+    }
+  }
+  return "";
+}
+
+std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> files;
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) files.push_back(e.path());
+  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
+    auto num = [](const fs::path& p) {
+      std::string s = p.stem().string();
+      return std::stoi(s.substr(s.find('_') + 1));
+    };
+    return num(a) < num(b);
+  });
+  return files;
+}
+
+enum class Result { Pass, Fail, Skip };
+
+Result run_case(const fs::path& dir, bool verbose, std::string& why) {
+  onnx::ModelProto m;
+  {
+    std::ifstream f(dir / "model.onnx", std::ios::binary);
+    if (!m.ParseFromIstream(&f)) {
+      why = "cannot parse model.onnx";
+      return Result::Fail;
+    }
+  }
+  std::set<std::string> ops;
+  collect_ops(m.graph(), ops);
+  for (const auto& op : ops) {
+    if (op == "Constant" || op_from_name(op)) continue;
+    why = op + ": " + out_of_scope_reason(op);
+    return Result::Skip;
+  }
+  if (has_non_tensor_io(m.graph())) {
+    why = "string, sequence or optional values as graph inputs or outputs";
+    return Result::Skip;
+  }
+  try {
+    auto graph = import_onnx_file((dir / "model.onnx").string());
+    Executor exec(graph);
+    for (auto& ds : fs::directory_iterator(dir)) {
+      if (!ds.is_directory() || ds.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
+      std::vector<Tensor> inputs;
+      for (auto& p : sorted_files(ds.path(), "input_")) inputs.push_back(read_onnx_tensor_file(p.string()));
+      // Optional graph inputs may be omitted in the data set; the model's own inputs decide the count.
+      if (inputs.size() != graph->inputs().size()) {
+        why = "data set has " + std::to_string(inputs.size()) + " inputs, graph " +
+              std::to_string(graph->inputs().size());
+        return Result::Fail;
+      }
+      auto outputs = exec.run(inputs);
+      auto expected = sorted_files(ds.path(), "output_");
+      if (expected.size() != outputs.size()) {
+        why = "produced " + std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
+        return Result::Fail;
+      }
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        Tensor want = read_onnx_tensor_file(expected[k].string());
+        std::string diff = compare(outputs[k], want, 1e-3, 1e-7);
+        if (!diff.empty()) {
+          why = ds.path().filename().string() + " output " + std::to_string(k) + " ('" +
+                graph->outputs()[k]->name() + "'): " + diff;
+          return Result::Fail;
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    why = e.what();
+    return Result::Fail;
+  }
+  (void)verbose;
+  return Result::Pass;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: cuvil_onnx_conformance NODE_TEST_DIR [--filter S] [--verbose] [--min-pass-rate R] "
+                 "[--total N]\n";
+    return 2;
+  }
+  fs::path root = argv[1];
+  std::string filter;
+  bool verbose = false;
+  double min_rate = 0;
+  int64_t total_cases = 0;  // the suite size the pass rate is measured against (default: cases found)
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+    else if (a == "--verbose") verbose = true;
+    else if (a == "--min-pass-rate" && i + 1 < argc) min_rate = std::stod(argv[++i]);
+    else if (a == "--total" && i + 1 < argc) total_cases = std::stoll(argv[++i]);
+    else {
+      std::cerr << "unknown argument " << a << "\n";
+      return 2;
+    }
+  }
+  std::vector<fs::path> cases;
+  for (auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && e.path().filename().string().find(filter) != std::string::npos) cases.push_back(e.path());
+  std::sort(cases.begin(), cases.end());
+  int passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, std::vector<std::string>> skip_reasons;
+  for (auto& c : cases) {
+    std::string why;
+    Result r = run_case(c, verbose, why);
+    std::string name = c.filename().string();
+    if (r == Result::Pass) {
+      ++passed;
+      if (verbose) std::cout << "PASS " << name << "\n";
+    } else if (r == Result::Fail) {
+      ++failed;
+      std::cout << "FAIL " << name << ": " << why << "\n";
+    } else {
+      ++skipped;
+      skip_reasons[why].push_back(name);
+    }
+  }
+  if (!skip_reasons.empty()) {
+    std::cout << "skipped (ops outside the op table):\n";
+    for (auto& [why, names] : skip_reasons) {
+      std::cout << "  " << why << ": " << names.size() << " case(s):";
+      for (auto& n : names) std::cout << " " << n;
+      std::cout << "\n";
+    }
+  }
+  if (total_cases == 0) total_cases = int64_t(cases.size());
+  double rate = total_cases ? double(passed) / double(total_cases) : 0;
+  std::cout << "conformance: " << passed << " of " << total_cases << " cases pass (" << int(rate * 1000) / 10.0
+            << "%)\n";
+  std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
+  if (failed > 0) return 1;
+  if (rate < min_rate) {
+    std::cout << "pass rate " << rate << " is below the required " << min_rate << "\n";
+    return 1;
+  }
+  return 0;
+}
