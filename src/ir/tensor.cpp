@@ -38,6 +38,7 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
 }
 
 Tensor Tensor::view(DType dtype, std::vector<int64_t> shape, void* data) {
+  CUVIL_CHECK(data, "internal error: tensor view of a null pointer");
   Tensor t;
   t.dtype_ = dtype;
   t.numel_ = shape_numel(shape);

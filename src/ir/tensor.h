@@ -18,7 +18,8 @@ class Tensor {
   Tensor() = default;
   // Allocates zero-initialized, 64-byte-aligned storage.
   static Tensor zeros(DType dtype, std::vector<int64_t> shape);
-  // Wraps memory owned by someone else (an arena, a caller's buffer). The caller keeps it alive.
+  // Wraps memory owned by someone else (an arena, a caller's buffer). The caller keeps it alive. `data` must not
+  // be null, even for an empty tensor.
   static Tensor view(DType dtype, std::vector<int64_t> shape, void* data);
   template <class T>
   static Tensor from_vector(const std::vector<T>& v, std::vector<int64_t> shape) {
@@ -30,7 +31,9 @@ class Tensor {
   template <class T>
   static Tensor scalar(T v) { return from_vector<T>({v}, {}); }
 
-  bool defined() const { return data_ != nullptr || numel_ == 0; }
+  // False for a default-constructed Tensor (no storage, not a view). Every allocated or viewed tensor, even an
+  // empty one, has a non-null data pointer.
+  bool defined() const { return data_ != nullptr; }
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   size_t rank() const { return shape_.size(); }

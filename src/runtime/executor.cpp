@@ -66,7 +66,9 @@ struct Program {
     arena_eligible.assign(nv, false);
     const auto& nodes = g.nodes();
     frees_after.resize(nodes.size());
-    for (Value* v : g.outputs()) is_output[size_t(v->id())] = true;
+    // A region may yield a value of an enclosing graph (or a constant of its own): only this graph's count here.
+    for (Value* v : g.outputs())
+      if (v->graph() == &g) is_output[size_t(v->id())] = true;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = *nodes[i];
       kernels.push_back(ref_kernel(n.op()));
@@ -197,7 +199,12 @@ struct Executor::Impl : RegionRunner {
     Frame frame{&g, std::vector<Tensor>(g.num_values()), parent};
     for (size_t i = 0; i < inputs.size(); ++i) frame.values[size_t(g.inputs()[i]->id())] = inputs[i];
     for (Value* c : g.constants()) frame.values[size_t(c->id())] = c->constant();
-    Frame* saved = current;
+    // Regions run by this graph's kernels capture from this frame; restored even when a kernel throws.
+    struct Restore {
+      Frame*& slot;
+      Frame* saved;
+      ~Restore() { slot = saved; }
+    } restore{current, current};
     current = &frame;
     const auto& nodes = g.nodes();
     int64_t fresh = 0;
@@ -231,7 +238,6 @@ struct Executor::Impl : RegionRunner {
       bool owned = v->graph() == &g && v->producer() && !(plan && plan->offset[size_t(v->id())] >= 0);
       result.push_back(owned ? *t : t->clone());
     }
-    current = saved;
     return result;
   }
 
@@ -298,7 +304,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   return impl_->execute(*graph_, inputs, nullptr, &plan, base);
 }
 
-std::vector<Tensor> Executor::run(const std::map<std::string, Tensor>& inputs) {
+std::vector<Tensor> Executor::run_named(const std::map<std::string, Tensor>& inputs) {
   std::vector<Tensor> ordered;
   for (Value* v : graph_->inputs()) {
     auto it = inputs.find(v->name());

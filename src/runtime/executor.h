@@ -33,7 +33,7 @@ class Executor {
   // Inputs in the graph's input order.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   // Inputs by name; every graph input must be given.
-  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  std::vector<Tensor> run_named(const std::map<std::string, Tensor>& inputs);
 
   const Graph& graph() const { return *graph_; }
   const RunStats& stats() const { return stats_; }

@@ -1,1 +1,278 @@
-int main() { return 0; }
+// The `cuvil` command: inspect, run and benchmark models without Python.
+//
+//   cuvil inspect MODEL [--ir]
+//   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR
+//   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
+//
+// MODEL is an .onnx file or Cuvil IR text (.cvir). Any error prints one line and exits non-zero.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "frontend/load_model.h"
+#include "ir/graph_stats.h"
+#include "ir/text_format.h"
+#include "runtime/executor.h"
+#include "support/npy.h"
+
+using namespace cuvil;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage:\n"
+    "  cuvil inspect MODEL [--ir]\n"
+    "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR\n"
+    "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
+    "              [--warmup N] [--json]\n"
+    "  cuvil --version\n"
+    "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
+
+struct UsageError : Error {
+  using Error::Error;
+};
+
+struct Args {
+  std::string command, model;
+  std::map<std::string, std::string> inputs;  // name -> .npy path
+  std::map<std::string, int64_t> dims;        // symbol -> value, for random inputs
+  std::string output_dir;
+  int threads = 1, iters = 10, warmup = 2;
+  bool json = false, ir = false;
+};
+
+int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
+  size_t used = 0;
+  int64_t n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != v.size() || n < lo) throw UsageError(flag + " expects an integer >= " + std::to_string(lo) + ", got '" + v + "'");
+  return n;
+}
+
+std::pair<std::string, std::string> split_assignment(const std::string& flag, const std::string& v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+    throw UsageError(flag + " expects NAME=VALUE, got '" + v + "'");
+  return {v.substr(0, eq), v.substr(eq + 1)};
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  std::vector<std::string> pos;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--input") {
+      auto [n, p] = split_assignment(s, value());
+      if (!a.inputs.emplace(n, p).second) throw UsageError("input '" + n + "' given twice");
+    } else if (s == "--dim") {
+      auto [n, v] = split_assignment(s, value());
+      a.dims[n] = parse_int("--dim", v, 0);
+    } else if (s == "--output-dir") a.output_dir = value();
+    else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
+    else if (s == "--iters") a.iters = int(parse_int(s, value(), 1));
+    else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
+    else if (s == "--json") a.json = true;
+    else if (s == "--ir") a.ir = true;
+    else if (s.size() > 1 && s[0] == '-') throw UsageError("unknown option " + s);
+    else pos.push_back(s);
+  }
+  if (pos.size() != 2) throw UsageError("expected a command and a model");
+  a.command = pos[0];
+  a.model = pos[1];
+  return a;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      r += buf;
+      continue;
+    }
+    r += c;
+  }
+  return r;
+}
+
+std::string human_bytes(int64_t b) {
+  char buf[32];
+  if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", double(b) / (1 << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", double(b) / 1024);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+int cmd_inspect(const Args& a) {
+  auto g = load_model(a.model);
+  if (a.ir) {
+    PrintOptions o;
+    o.elide_large_constants = true;
+    std::cout << print_graph(*g, o);
+    return 0;
+  }
+  GraphStats s = graph_stats(*g);
+  std::cout << "model: " << a.model << "\n";
+  std::cout << "inputs:\n";
+  for (Value* v : g->inputs()) std::cout << "  " << v->name() << ": " << v->type().str() << "\n";
+  std::cout << "outputs:\n";
+  for (Value* v : g->outputs()) std::cout << "  " << v->name() << ": " << v->type().str() << "\n";
+  std::cout << "nodes: " << s.nodes << "\n";
+  std::cout << "ops:\n";
+  std::vector<std::pair<std::string, int64_t>> ops(s.op_counts.begin(), s.op_counts.end());
+  std::stable_sort(ops.begin(), ops.end(), [](auto& x, auto& y) { return x.second > y.second; });
+  for (auto& [op, n] : ops) std::cout << "  " << op << ": " << n << "\n";
+  std::cout << "parameters: " << s.parameters << " (" << human_bytes(s.parameter_bytes) << ")\n";
+  std::cout << "flops: " << s.flops.str();
+  if (s.flops.is_const()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.3f GFLOP)", double(s.flops.value()) / 1e9);
+    std::cout << buf;
+  }
+  std::cout << "\n";
+  return 0;
+}
+
+std::vector<Tensor> load_inputs(const Graph& g, const Args& a, bool allow_random) {
+  for (auto& [name, path] : a.inputs) {
+    bool known = false;
+    for (Value* v : g.inputs()) known |= v->name() == name;
+    if (!known) {
+      std::string list;
+      for (Value* v : g.inputs()) list += (list.empty() ? "" : ", ") + v->name();
+      fail("the model has no input '", name, "' (its inputs: ", list, ")");
+    }
+  }
+  std::mt19937_64 rng(0);
+  std::vector<Tensor> ins;
+  SymbolBindings dims(a.dims.begin(), a.dims.end());
+  for (Value* v : g.inputs()) {
+    auto it = a.inputs.find(v->name());
+    if (it != a.inputs.end()) {
+      ins.push_back(read_npy_file(it->second));
+      continue;
+    }
+    CUVIL_CHECK(allow_random, "missing input '", v->name(), "' (pass --input ", v->name(), "=FILE.npy)");
+    CUVIL_CHECK(v->shape().rank_known(), "input '", v->name(), "' has unknown rank: pass it with --input");
+    std::vector<int64_t> shape;
+    for (auto& d : v->shape().dims()) {
+      std::set<std::string> syms;
+      d.collect_symbols(syms);
+      for (auto& s : syms) dims.emplace(s, 1);  // unbound symbols default to 1 (override with --dim)
+      shape.push_back(*d.eval(dims));
+    }
+    Tensor t = Tensor::zeros(v->dtype(), shape);
+    std::uniform_real_distribution<double> u(-1, 1);
+    visit_dtype(v->dtype(), [&]<class T>() {
+      T* p = t.data<T>();
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if constexpr (is_float_v<T>) p[i] = T(compute_t<T>(u(rng)));
+        else if constexpr (std::is_same_v<T, bool>) p[i] = rng() & 1;
+        else p[i] = T(rng() % 8);
+      }
+    });
+    ins.push_back(t);
+  }
+  return ins;
+}
+
+std::string file_safe(const std::string& name) {
+  std::string r;
+  for (char c : name) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
+  if (r.empty() || r == "." || r == "..") r = "output" + r;
+  return r;
+}
+
+int cmd_run(const Args& a) {
+  if (a.output_dir.empty()) throw UsageError("run needs --output-dir DIR");
+  auto g = load_model(a.model);
+  std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/false);
+  Executor exec(g);
+  auto outs = exec.run(ins);
+  fs::create_directories(a.output_dir);
+  std::set<std::string> used;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::string base = file_safe(g->outputs()[i]->name()), name = base;
+    for (int k = 1; used.count(name); ++k) name = base + "_" + std::to_string(k);
+    used.insert(name);
+    std::string path = (fs::path(a.output_dir) / (name + ".npy")).string();
+    write_npy_file(path, outs[i]);
+    std::cout << g->outputs()[i]->name() << ": " << outs[i].type_str() << " -> " << path << "\n";
+  }
+  return 0;
+}
+
+int cmd_bench(const Args& a) {
+  auto g = load_model(a.model);
+  std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
+  Executor exec(g);
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < a.warmup; ++i) exec.run(ins);
+  std::vector<double> ms;
+  for (int i = 0; i < a.iters; ++i) {
+    auto t0 = clock::now();
+    exec.run(ins);
+    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                    : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+  double mn = sorted.front();
+  // The reference backend runs on one thread; --threads is recorded for the fast backend to come.
+  int threads_used = 1;
+  if (a.json) {
+    std::printf("{\"model\": \"%s\", \"backend\": \"ref\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"iters\": %d, "
+                "\"warmup\": %d, \"threads\": %d, \"threads_requested\": %d, \"arena_bytes\": %lld}\n",
+                json_escape(a.model).c_str(), median, mn, a.iters, a.warmup, threads_used, a.threads,
+                static_cast<long long>(exec.stats().arena_bytes));
+  } else {
+    std::printf("%s: median %.3f ms, min %.3f ms over %d iterations (%d warm-up), %d thread(s), backend ref, "
+                "arena %s\n",
+                a.model.c_str(), median, mn, a.iters, a.warmup, threads_used,
+                human_bytes(exec.stats().arena_bytes).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && (std::string(argv[1]) == "--version" || std::string(argv[1]) == "version")) {
+    std::cout << "cuvil " << CUVIL_VERSION << "\n";
+    return 0;
+  }
+  if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "help" || std::string(argv[1]) == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  try {
+    Args a = parse_args(argc, argv);
+    if (a.command == "inspect") return cmd_inspect(a);
+    if (a.command == "run") return cmd_run(a);
+    if (a.command == "bench") return cmd_bench(a);
+    throw UsageError("unknown command '" + a.command + "'");
+  } catch (const UsageError& e) {
+    std::cerr << "cuvil: " << e.what() << "\n" << kUsage;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "cuvil: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,8 +1,97 @@
 // ONNX converters for the recurrent family: version differences and lowerings (see converter.h).
+//
+//   RNN/GRU/LSTM-1: output_sequence only said whether Y is wanted; the outputs the node lists say the same.
+//   Resize-10:      (X, scales) with asymmetric coordinates and Resize-10's own nearest rounding.
+//   Upsample-1/7/9: lowered to Resize with the same coordinates and rounding as Resize-10.
 #include "frontend/onnx/converter.h"
 
 namespace cuvil {
 
-void register_onnx_recurrent(OnnxConverterTable& t) { (void)t; }
+namespace {
+
+void convert_rnn_family(ConvertContext& ctx, OpKind op) {
+  if (ctx.opset() < 7) ctx.take_attr("output_sequence");
+  ctx.emit(op);
+}
+
+// Resize-10 and Upsample round a nearest sample down on upsampled axes and up on downsampled ones. Where the
+// scales are constants and agree in direction, that is a standard nearest_mode; otherwise the IR's "simple".
+std::string legacy_nearest_mode(const Value* scales) {
+  if (!scales || !scales->is_constant()) return "simple";
+  const Tensor& s = scales->constant();
+  bool any_up = false, any_down = false;
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    double v = s.get_f64(i);
+    any_up |= v > 1;
+    any_down |= v < 1;
+  }
+  if (any_up && any_down) return "simple";
+  return any_down ? "ceil" : "floor";
+}
+
+// Emits Resize(X, roi omitted, scales) with the legacy semantics of Resize-10 / Upsample.
+void emit_legacy_resize(ConvertContext& ctx, Value* x, Value* scales, std::string mode) {
+  if (mode == "bilinear") mode = "linear";  // Upsample-1's name for it
+  if (mode != "nearest" && mode != "linear") ctx.error("mode '", mode, "' must be nearest or linear");
+  if (!ctx.attrs().empty()) ctx.error("attribute '", ctx.attrs().begin()->first, "' is not supported");
+  AttrMap attrs;
+  attrs["mode"] = Attribute(mode);
+  attrs["coordinate_transformation_mode"] = Attribute("asymmetric");
+  attrs["nearest_mode"] = Attribute(legacy_nearest_mode(scales));
+  ctx.emit_final(OpKind::Resize, {x, nullptr, scales}, std::move(attrs));
+}
+
+std::string take_mode(ConvertContext& ctx) {
+  auto m = ctx.take_attr("mode");
+  if (!m) return "nearest";
+  if (m->kind() != AttrKind::String) ctx.error("attribute 'mode' must be a string");
+  return m->s();
+}
+
+void convert_resize(ConvertContext& ctx) {
+  if (ctx.opset() >= 11) {
+    ctx.emit(OpKind::Resize);
+    return;
+  }
+  if (!ctx.input(0) || !ctx.input(1) || ctx.inputs().size() != 2) ctx.error("expects the inputs X and scales");
+  std::string mode = take_mode(ctx);
+  emit_legacy_resize(ctx, ctx.input(0), ctx.input(1), mode);
+}
+
+void convert_upsample(ConvertContext& ctx) {
+  if (!ctx.input(0)) ctx.error("input X is required");
+  std::string mode = take_mode(ctx);
+  Value* scales = nullptr;
+  if (ctx.opset() >= 9) {
+    if (!ctx.input(1) || ctx.inputs().size() != 2) ctx.error("expects the inputs X and scales");
+    scales = ctx.input(1);
+  } else {
+    if (ctx.inputs().size() != 1) ctx.error("expects one input (scales is an attribute before opset 9)");
+    std::vector<float> v;
+    if (ctx.opset() >= 7) {
+      auto a = ctx.take_attr("scales");
+      if (!a || a->kind() != AttrKind::Floats) ctx.error("attribute 'scales' (floats) is required");
+      for (double f : a->floats()) v.push_back(float(f));
+    } else {
+      // Upsample-1 scales the last two dims of an NCHW tensor.
+      auto h = ctx.take_attr("height_scale"), w = ctx.take_attr("width_scale");
+      if (!h || !w || h->kind() != AttrKind::Float || w->kind() != AttrKind::Float)
+        ctx.error("attributes 'height_scale' and 'width_scale' (floats) are required");
+      v = {1.f, 1.f, float(h->f()), float(w->f())};
+    }
+    scales = ctx.const_tensor(Tensor::from_vector<float>(v, {int64_t(v.size())}), "scales");
+  }
+  emit_legacy_resize(ctx, ctx.input(0), scales, mode);
+}
+
+}  // namespace
+
+void register_onnx_recurrent(OnnxConverterTable& t) {
+  t["RNN"] = [](ConvertContext& ctx) { convert_rnn_family(ctx, OpKind::RNN); };
+  t["GRU"] = [](ConvertContext& ctx) { convert_rnn_family(ctx, OpKind::GRU); };
+  t["LSTM"] = [](ConvertContext& ctx) { convert_rnn_family(ctx, OpKind::LSTM); };
+  t["Resize"] = convert_resize;
+  t["Upsample"] = convert_upsample;
+}
 
 }  // namespace cuvil

@@ -1,78 +1,558 @@
-// Op definitions (arity, attributes, shape inference) of the nn family.
+// Op definitions (arity, attributes, shape inference) of the nn family: convolutions, pooling, matrix products,
+// Einsum, Det and quantization.
+//
+// Differences from ONNX (opset 17):
+//   - Conv/ConvTranspose/pools support 1 to 3 spatial dims (the reference loops are written for at most 3).
+//   - Float ops also accept bf16 (computed in float), which later opsets allow for most of them.
+//   - With ceil_mode, a last pooling window that would start inside the end padding is dropped (PyTorch's rule;
+//     the ONNX 1.12 formula would produce an output element that sees no input).
+//   - Gemm on integer types requires integral alpha and beta (integer results stay exact).
+#include <cmath>
+
 #include "ir/ops/infer_util.h"
+#include "ir/ops/nn_einsum.h"
+#include "ir/ops/nn_window.h"
 
 namespace cuvil {
 
+namespace {
+
+using nn::Window;
+using nn::WindowAttrs;
+
+const std::vector<int64_t> kNoInts;
+
+void expect_float(const InferContext& c, size_t i) {
+  infer::expect_dtype(c, i, {DType::f16, DType::bf16, DType::f32, DType::f64});
+}
+void expect_q8(const InferContext& c, size_t i) { infer::expect_dtype(c, i, {DType::u8, DType::i8}); }
+void expect_gemm_type(const InferContext& c, size_t i) {
+  infer::expect_dtype(c, i, {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i32, DType::i64, DType::u32,
+                             DType::u64});
+}
+
+bool dim_is(const Dim& d, int64_t v) { return d.is_const() && d.value() == v; }
+
+// Checks that two dims that must be equal are not provably different.
+void expect_dims_equal(const InferContext& c, const Dim& a, const Dim& b, const char* what) {
+  if (a.is_const() && b.is_const() && a.value() != b.value())
+    c.error(what, ": ", a.value(), " vs ", b.value());
+}
+
+// The number of spatial dims of an (N, C, spatial...) input.
+size_t spatial_rank(const InferContext& c, size_t i) {
+  size_t r = c.input_rank(i);
+  if (r < 3)
+    c.error("input ", i, " must have rank >= 3 (N, C, spatial dims...), got shape ", c.input_shape(i).str());
+  if (r - 2 > nn::kMaxSpatialDims)
+    c.error("input ", i, " has ", r - 2, " spatial dims; at most ", nn::kMaxSpatialDims, " are supported");
+  return r - 2;
+}
+
+// A quantization parameter (scale or zero point): a scalar (rank 0, or rank 1 with one element) or, where
+// `per_channel` is given, a 1-D tensor of that many elements.
+void expect_quant_param(const InferContext& c, size_t i, const Dim* per_channel, const char* what) {
+  const Shape& s = c.input_shape(i);
+  if (!s.rank_known()) return;
+  if (s.rank() == 0 || (s.rank() == 1 && dim_is(s[0], 1))) return;
+  if (per_channel && s.rank() == 1) {
+    expect_dims_equal(c, s[0], *per_channel, (std::string(what) + " must have one value per channel").c_str());
+    return;
+  }
+  c.error(what, " (input ", i, ") must be a scalar", per_channel ? " or a 1-D tensor with one value per channel" : "",
+          ", got shape ", s.str());
+}
+
+// Checks that `from` broadcasts one way (numpy rules, never growing `to`) to `to`.
+void expect_unidirectional(const InferContext& c, const Shape& from, const Shape& to, const char* what) {
+  if (!from.rank_known() || !to.rank_known()) return;
+  if (from.rank() > to.rank()) c.error(what, " of shape ", from.str(), " cannot broadcast to ", to.str());
+  size_t off = to.rank() - from.rank();
+  for (size_t i = 0; i < from.rank(); ++i) {
+    const Dim &f = from[i], &t = to[off + i];
+    if (f.is_const() && t.is_const() && f.value() != 1 && f.value() != t.value())
+      c.error(what, " of shape ", from.str(), " cannot broadcast to ", to.str());
+  }
+}
+
+// A matrix-product zero point or scale: scalar, 1-D per row of A ([M] -> [M, 1]) or per column of B ([N]), or of
+// the operand's rank with a 1 in the reduced dim.
+Shape matmul_param_shape(const Shape& s, bool is_a) {
+  if (!s.rank_known() || s.rank() != 1 || dim_is(s[0], 1)) return s;
+  return is_a ? Shape({s[0], Dim(1)}) : Shape({Dim(1), s[0]});
+}
+
+// ---- convolutions
+
+void conv_attrs(OpSchema& s) {
+  s.attr("auto_pad", AttrKind::String, "NOTSET")
+      .attr("dilations", AttrKind::Ints, kNoInts)
+      .attr("group", AttrKind::Int, int64_t(1))
+      .attr("kernel_shape", AttrKind::Ints, kNoInts)
+      .attr("pads", AttrKind::Ints, kNoInts)
+      .attr("strides", AttrKind::Ints, kNoInts);
+}
+
+int64_t read_group(const InferContext& c) {
+  int64_t g = c.i("group");
+  if (g < 1) c.error("group must be >= 1, got ", g);
+  return g;
+}
+
+// The kernel size along spatial dim i: the weights' dim, checked against kernel_shape when both are known.
+Dim kernel_dim(const InferContext& c, const Window& w, const Shape& ws, size_t i) {
+  const Dim& k = ws[2 + i];
+  if (w.kernel.empty()) return k;
+  if (k.is_const() && k.value() != w.kernel[i])
+    c.error("kernel_shape[", i, "] = ", w.kernel[i], " but the weights have ", k.value());
+  return w.kernel[i];
+}
+
+// Output shape of a forward convolution of input xi by weights wi: [N, M, spatial...].
+Shape conv_shape(InferContext& c, size_t xi, size_t wi) {
+  size_t S = spatial_rank(c, xi);
+  if (c.input_rank(wi) != S + 2)
+    c.error("weights (input ", wi, ") must have rank ", S + 2, " like the input, got shape ",
+            c.input_shape(wi).str());
+  Window w = nn::read_window(c, S, WindowAttrs{});
+  int64_t group = read_group(c);
+  const Shape &xs = c.input_shape(xi), &ws = c.input_shape(wi);
+  if (xs[1].is_const() && ws[1].is_const() && xs[1].value() != ws[1].value() * group)
+    c.error("input has ", xs[1].value(), " channels but the weights expect ", ws[1].value(), " x group ", group);
+  if (ws[0].is_const() && ws[0].value() % group != 0)
+    c.error("the weights' ", ws[0].value(), " output channels are not divisible by group ", group);
+  std::vector<Dim> out{xs[0], ws[0]};
+  for (size_t i = 0; i < S; ++i) {
+    Dim k = kernel_dim(c, w, ws, i);
+    if (k.is_const() && k.value() < 1) c.error("kernel dim ", i, " must be >= 1, got ", k.value());
+    out.push_back(nn::window_out_dim(c, w, i, xs[2 + i], k));
+  }
+  return Shape(out);
+}
+
+void expect_bias(const InferContext& c, size_t bi, const Dim& m) {
+  if (!c.has_input(bi)) return;
+  const Shape& b = c.input_shape(bi);
+  if (!b.rank_known()) return;
+  if (b.rank() != 1) c.error("bias (input ", bi, ") must be 1-D, got shape ", b.str());
+  expect_dims_equal(c, b[0], m, "bias must have one value per output channel");
+}
+
+// ---- pooling
+
+void pool_common_attrs(OpSchema& s) {
+  s.attr("auto_pad", AttrKind::String, "NOTSET")
+      .attr("ceil_mode", AttrKind::Int, int64_t(0))
+      .required_attr("kernel_shape", AttrKind::Ints)
+      .attr("pads", AttrKind::Ints, kNoInts)
+      .attr("strides", AttrKind::Ints, kNoInts);
+}
+
+Shape pool_shape(InferContext& c, bool has_dilations) {
+  size_t S = spatial_rank(c, 0);
+  WindowAttrs which;
+  which.has_dilations = has_dilations;
+  which.has_ceil_mode = true;
+  which.kernel_required = true;
+  Window w = nn::read_window(c, S, which);
+  const Shape& xs = c.input_shape(0);
+  std::vector<Dim> out{xs[0], xs[1]};
+  for (size_t i = 0; i < S; ++i) out.push_back(nn::window_out_dim(c, w, i, xs[2 + i], w.kernel[i]));
+  return Shape(out);
+}
+
+void infer_global_pool(InferContext& c) {
+  expect_float(c, 0);
+  size_t r = c.input_rank(0);
+  if (r < 2) c.error("input must have rank >= 2 (N, C, spatial dims...), got shape ", c.input_shape(0).str());
+  std::vector<Dim> out(c.input_shape(0).dims().begin(), c.input_shape(0).dims().begin() + 2);
+  out.resize(r, Dim(1));
+  c.set_output(0, c.input_dtype(0), Shape(out));
+}
+
+// ---- matrix products
+
+// numpy matmul: 1-D operands are promoted to matrices and their added dim removed from the result.
+Shape matmul_shape(const InferContext& c, size_t ai, size_t bi) {
+  const Shape &a = c.input_shape(ai), &b = c.input_shape(bi);
+  if (!a.rank_known() || !b.rank_known()) return Shape::unknown_rank();
+  if (a.rank() == 0 || b.rank() == 0)
+    c.error("matrix product operands must have rank >= 1, got shapes ", a.str(), " and ", b.str());
+  std::vector<Dim> ad = a.dims(), bd = b.dims();
+  if (ad.size() == 1) ad.insert(ad.begin(), Dim(1));
+  if (bd.size() == 1) bd.push_back(Dim(1));
+  const Dim &ka = ad[ad.size() - 1], &kb = bd[bd.size() - 2];
+  if (ka.is_const() && kb.is_const() && ka.value() != kb.value())
+    c.error("inner dims differ: A ", a.str(), " has K = ", ka.value(), ", B ", b.str(), " has K = ", kb.value());
+  Shape batch = infer::broadcast(c, Shape(std::vector<Dim>(ad.begin(), ad.end() - 2)),
+                                 Shape(std::vector<Dim>(bd.begin(), bd.end() - 2)));
+  std::vector<Dim> out = batch.dims();
+  if (a.rank() > 1) out.push_back(ad[ad.size() - 2]);
+  if (b.rank() > 1) out.push_back(bd.back());
+  return Shape(out);
+}
+
+void expect_matmul_param(const InferContext& c, size_t pi, size_t oi, bool is_a, const char* what) {
+  if (!c.has_input(pi)) return;
+  expect_unidirectional(c, matmul_param_shape(c.input_shape(pi), is_a), c.input_shape(oi), what);
+}
+
+// ---- quantization
+
+// Checks QuantizeLinear/DequantizeLinear's scale (input 1) and zero point (input 2) against x's shape and axis.
+void expect_axis_params(InferContext& c) {
+  const Shape& x = c.input_shape(0);
+  const Shape& s = c.input_shape(1);
+  if (!s.rank_known() || !x.rank_known()) return;
+  bool per_axis = !(s.rank() == 0 || (s.rank() == 1 && dim_is(s[0], 1)));
+  if (per_axis) {
+    if (s.rank() != 1) c.error("scale must be a scalar or 1-D, got shape ", s.str());
+    int64_t axis = infer::normalize_axis(c, c.i("axis"), int64_t(x.rank()));
+    expect_dims_equal(c, s[0], x[size_t(axis)], "a 1-D scale must have one value per element of x's axis");
+  }
+  if (c.has_input(2) && c.input_shape(2).rank_known() && c.input_shape(2) != s &&
+      !(c.input_shape(2).numel() == Dim(1) && s.numel() == Dim(1)))
+    c.error("zero point shape ", c.input_shape(2).str(), " differs from scale shape ", s.str());
+}
+
+}  // namespace
+
 CUVIL_DEFINE_OP(Conv) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  s.inputs(2, 3).outputs(1, 1);
+  conv_attrs(s);
+  s.infer_with([](InferContext& c) {
+    expect_float(c, 0);
+    infer::expect_same_dtype(c, 0, 1);
+    if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
+    Shape out = conv_shape(c, 0, 1);
+    expect_bias(c, 2, out[1]);
+    c.set_output(0, c.input_dtype(0), out);
+  });
 }
 
 CUVIL_DEFINE_OP(ConvTranspose) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  s.inputs(2, 3).outputs(1, 1);
+  conv_attrs(s);
+  s.attr("output_padding", AttrKind::Ints, kNoInts).attr("output_shape", AttrKind::Ints, kNoInts);
+  s.infer_with([](InferContext& c) {
+    expect_float(c, 0);
+    infer::expect_same_dtype(c, 0, 1);
+    if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
+    size_t S = spatial_rank(c, 0);
+    if (c.input_rank(1) != S + 2)
+      c.error("weights must have rank ", S + 2, " like the input, got shape ", c.input_shape(1).str());
+    Window w = nn::read_window(c, S, WindowAttrs{});
+    int64_t group = read_group(c);
+    const Shape &xs = c.input_shape(0), &ws = c.input_shape(1);
+    expect_dims_equal(c, xs[1], ws[0], "the weights' first dim must equal the input's channels");
+    if (ws[0].is_const() && ws[0].value() % group != 0)
+      c.error("the weights' ", ws[0].value(), " input channels are not divisible by group ", group);
+    std::vector<int64_t> opad = c.ints("output_padding");
+    if (opad.empty()) opad.assign(S, 0);
+    if (opad.size() != S) c.error("output_padding has ", opad.size(), " values; expected ", S);
+    for (int64_t p : opad)
+      if (p < 0) c.error("output_padding must be >= 0, got ", p);
+    std::vector<int64_t> oshape = c.ints("output_shape");
+    if (oshape.size() == S + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
+    if (!oshape.empty() && oshape.size() != S)
+      c.error("output_shape has ", oshape.size(), " values; expected ", S, " (or ", S + 2, ")");
+    for (int64_t d : oshape)
+      if (d < 0) c.error("output_shape values must be >= 0, got ", d);
+    Dim m = ws[1] * group;
+    std::vector<Dim> out{xs[0], m};
+    for (size_t i = 0; i < S; ++i) {
+      Dim k = kernel_dim(c, w, ws, i);
+      if (k.is_const() && k.value() < 1) c.error("kernel dim ", i, " must be >= 1, got ", k.value());
+      const Dim& in = xs[2 + i];
+      Dim o;
+      if (!oshape.empty()) o = oshape[i];
+      else if (w.same()) o = in * w.strides[i];
+      else
+        o = (in - 1) * w.strides[i] + opad[i] + (k - 1) * w.dilations[i] + 1 - w.pads[i] - w.pads[S + i];
+      if (o.is_const() && o.value() < 0) c.error("spatial dim ", i, " of the output would be ", o.value());
+      out.push_back(o);
+    }
+    expect_bias(c, 2, m);
+    c.set_output(0, c.input_dtype(0), Shape(out));
+  });
 }
 
 CUVIL_DEFINE_OP(ConvInteger) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  s.inputs(2, 4).outputs(1, 1);
+  conv_attrs(s);
+  s.infer_with([](InferContext& c) {
+    expect_q8(c, 0);
+    expect_q8(c, 1);
+    Shape out = conv_shape(c, 0, 1);
+    if (c.has_input(2)) {
+      infer::expect_same_dtype(c, 0, 2);
+      expect_quant_param(c, 2, nullptr, "x_zero_point");
+    }
+    if (c.has_input(3)) {
+      infer::expect_same_dtype(c, 1, 3);
+      expect_quant_param(c, 3, &out[1], "w_zero_point");
+    }
+    c.set_output(0, DType::i32, out);
+  });
 }
 
 CUVIL_DEFINE_OP(QLinearConv) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  // x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B
+  s.inputs(8, 9).outputs(1, 1);
+  conv_attrs(s);
+  s.infer_with([](InferContext& c) {
+    expect_q8(c, 0);
+    expect_q8(c, 3);
+    expect_q8(c, 7);
+    infer::expect_same_dtype(c, 0, 2);
+    infer::expect_same_dtype(c, 3, 5);
+    for (size_t i : {1, 4, 6}) infer::expect_dtype(c, i, {DType::f32});
+    Shape out = conv_shape(c, 0, 3);
+    expect_quant_param(c, 1, nullptr, "x_scale");
+    expect_quant_param(c, 2, nullptr, "x_zero_point");
+    expect_quant_param(c, 4, &out[1], "w_scale");
+    expect_quant_param(c, 5, &out[1], "w_zero_point");
+    expect_quant_param(c, 6, nullptr, "y_scale");
+    expect_quant_param(c, 7, nullptr, "y_zero_point");
+    if (c.has_input(8)) {
+      infer::expect_dtype(c, 8, {DType::i32});
+      expect_bias(c, 8, out[1]);
+    }
+    c.set_output(0, c.input_dtype(7), out);
+  });
 }
 
 CUVIL_DEFINE_OP(MaxPool) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  s.inputs(1, 1).outputs(1, 2);
+  pool_common_attrs(s);
+  s.attr("dilations", AttrKind::Ints, kNoInts).attr("storage_order", AttrKind::Int, int64_t(0));
+  s.infer_with([](InferContext& c) {
+    infer::expect_dtype(c, 0, {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::u8});
+    int64_t so = c.i("storage_order");
+    if (so != 0 && so != 1) c.error("storage_order must be 0 or 1, got ", so);
+    Shape out = pool_shape(c, true);
+    c.set_output(0, c.input_dtype(0), out);
+    c.set_output(1, DType::i64, out);
+  });
 }
 
 CUVIL_DEFINE_OP(AveragePool) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  s.inputs(1, 1).outputs(1, 1);
+  pool_common_attrs(s);
+  s.attr("count_include_pad", AttrKind::Int, int64_t(0));
+  s.infer_with([](InferContext& c) {
+    expect_float(c, 0);
+    int64_t cip = c.i("count_include_pad");
+    if (cip != 0 && cip != 1) c.error("count_include_pad must be 0 or 1, got ", cip);
+    c.set_output(0, c.input_dtype(0), pool_shape(c, false));
+  });
 }
 
-CUVIL_DEFINE_OP(GlobalAveragePool) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
-}
+CUVIL_DEFINE_OP(GlobalAveragePool) { s.inputs(1, 1).outputs(1, 1).infer_with(infer_global_pool); }
 
-CUVIL_DEFINE_OP(GlobalMaxPool) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
-}
+CUVIL_DEFINE_OP(GlobalMaxPool) { s.inputs(1, 1).outputs(1, 1).infer_with(infer_global_pool); }
 
 CUVIL_DEFINE_OP(MaxUnpool) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  // X, I, output_shape
+  s.inputs(2, 3).outputs(1, 1);
+  s.required_attr("kernel_shape", AttrKind::Ints)
+      .attr("pads", AttrKind::Ints, kNoInts)
+      .attr("strides", AttrKind::Ints, kNoInts);
+  s.infer_with([](InferContext& c) {
+    expect_float(c, 0);
+    infer::expect_dtype(c, 1, {DType::i64});
+    size_t S = spatial_rank(c, 0);
+    const Shape &xs = c.input_shape(0), &is = c.input_shape(1);
+    if (is.rank_known()) {
+      if (is.rank() != xs.rank()) c.error("indices shape ", is.str(), " differs from the input's ", xs.str());
+      for (size_t d = 0; d < xs.rank(); ++d) expect_dims_equal(c, is[d], xs[d], "indices shape differs from input's");
+    }
+    WindowAttrs which;
+    which.has_auto_pad = false;
+    which.has_dilations = false;
+    which.kernel_required = true;
+    Window w = nn::read_window(c, S, which);
+    std::vector<Dim> natural{xs[0], xs[1]};
+    for (size_t i = 0; i < S; ++i) {
+      Dim o = (xs[2 + i] - 1) * w.strides[i] + w.kernel[i] - w.pads[i] - w.pads[S + i];
+      if (o.is_const() && o.value() < 0) c.error("spatial dim ", i, " of the output would be ", o.value());
+      natural.push_back(o);
+    }
+    if (!c.has_input(2)) {
+      c.set_output(0, c.input_dtype(0), Shape(natural));
+      return;
+    }
+    // An explicit output_shape may only pad the unpooled result at the end of each dim.
+    infer::expect_dtype(c, 2, {DType::i64});
+    const Shape& os = c.input_shape(2);
+    if (os.rank_known() && (os.rank() != 1 || (os[0].is_const() && os[0].value() != int64_t(xs.rank()))))
+      c.error("output_shape must be a 1-D tensor of ", xs.rank(), " values, got shape ", os.str());
+    const std::vector<Dim>* v = c.input_dims_value(2);
+    if (!v) {
+      c.set_output(0, c.input_dtype(0), infer::fresh_shape(c, xs.rank()));
+      return;
+    }
+    if (v->size() != xs.rank()) c.error("output_shape has ", v->size(), " values; expected ", xs.rank());
+    for (size_t d = 0; d < v->size(); ++d) {
+      const Dim &o = (*v)[d], &n = natural[d];
+      if (o.is_const() && n.is_const() && o.value() < n.value())
+        c.error("output_shape[", d, "] = ", o.value(), " is smaller than the unpooled size ", n.value());
+    }
+    c.set_output(0, c.input_dtype(0), Shape(*v));
+  });
 }
 
 CUVIL_DEFINE_OP(Gemm) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  s.inputs(2, 3).outputs(1, 1);
+  s.attr("alpha", AttrKind::Float, 1.0)
+      .attr("beta", AttrKind::Float, 1.0)
+      .attr("transA", AttrKind::Int, int64_t(0))
+      .attr("transB", AttrKind::Int, int64_t(0));
+  s.infer_with([](InferContext& c) {
+    expect_gemm_type(c, 0);
+    infer::expect_same_dtype(c, 0, 1);
+    if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
+    if (c.input_rank(0) != 2 || c.input_rank(1) != 2)
+      c.error("A and B must be matrices, got shapes ", c.input_shape(0).str(), " and ", c.input_shape(1).str());
+    bool ta = c.i("transA") != 0, tb = c.i("transB") != 0;
+    const Shape &a = c.input_shape(0), &b = c.input_shape(1);
+    Dim m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+    if (ka.is_const() && kb.is_const() && ka.value() != kb.value())
+      c.error("inner dims differ: A ", a.str(), (ta ? " (transposed)" : ""), " and B ", b.str(),
+              (tb ? " (transposed)" : ""));
+    Shape out({m, n});
+    if (c.has_input(2)) expect_unidirectional(c, c.input_shape(2), out, "C");
+    if (is_integer(c.input_dtype(0))) {
+      double al = c.f("alpha"), be = c.f("beta");
+      auto integral = [](double v) { return std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 9e18; };
+      if (!integral(al) || !integral(be))
+        c.error("alpha and beta must be integral for integer inputs, got ", al, " and ", be);
+    }
+    c.set_output(0, c.input_dtype(0), out);
+  });
 }
 
 CUVIL_DEFINE_OP(MatMul) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  s.inputs(2, 2).outputs(1, 1).infer_with([](InferContext& c) {
+    expect_gemm_type(c, 0);
+    infer::expect_same_dtype(c, 0, 1);
+    c.set_output(0, c.input_dtype(0), matmul_shape(c, 0, 1));
+  });
 }
 
 CUVIL_DEFINE_OP(MatMulInteger) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  // A, B, a_zero_point, b_zero_point
+  s.inputs(2, 4).outputs(1, 1).infer_with([](InferContext& c) {
+    expect_q8(c, 0);
+    expect_q8(c, 1);
+    Shape out = matmul_shape(c, 0, 1);
+    if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
+    if (c.has_input(3)) infer::expect_same_dtype(c, 1, 3);
+    expect_matmul_param(c, 2, 0, true, "a_zero_point");
+    expect_matmul_param(c, 3, 1, false, "b_zero_point");
+    c.set_output(0, DType::i32, out);
+  });
 }
 
 CUVIL_DEFINE_OP(QLinearMatMul) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  // a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point
+  s.inputs(8, 8).outputs(1, 1).infer_with([](InferContext& c) {
+    expect_q8(c, 0);
+    expect_q8(c, 3);
+    expect_q8(c, 7);
+    infer::expect_same_dtype(c, 0, 2);
+    infer::expect_same_dtype(c, 3, 5);
+    for (size_t i : {1, 4, 6}) infer::expect_dtype(c, i, {DType::f32});
+    Shape out = matmul_shape(c, 0, 3);
+    expect_matmul_param(c, 1, 0, true, "a_scale");
+    expect_matmul_param(c, 2, 0, true, "a_zero_point");
+    expect_matmul_param(c, 4, 3, false, "b_scale");
+    expect_matmul_param(c, 5, 3, false, "b_zero_point");
+    expect_quant_param(c, 6, nullptr, "y_scale");
+    expect_quant_param(c, 7, nullptr, "y_zero_point");
+    c.set_output(0, c.input_dtype(7), out);
+  });
 }
 
 CUVIL_DEFINE_OP(Einsum) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  s.inputs(1, -1).outputs(1, 1);
+  s.required_attr("equation", AttrKind::String);
+  s.infer_with([](InferContext& c) {
+    infer::expect_dtype(c, 0, {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::i16, DType::i32,
+                               DType::i64, DType::u8, DType::u16, DType::u32, DType::u64});
+    std::vector<size_t> ranks;
+    for (size_t k = 0; k < c.num_inputs(); ++k) {
+      infer::expect_same_dtype(c, 0, k);
+      ranks.push_back(c.input_rank(k));
+    }
+    nn::EinsumSpec spec = nn::parse_einsum(c, c.s("equation"), ranks);
+    // Each label's size: equal across operands, except that 1 broadcasts (as in numpy).
+    std::vector<std::optional<Dim>> size(size_t(spec.num_labels));
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      for (size_t d = 0; d < ranks[k]; ++d) {
+        const Dim& x = c.input_shape(k)[d];
+        auto& cur = size[size_t(spec.inputs[k][d])];
+        if (!cur || dim_is(*cur, 1)) cur = x;
+        else if (dim_is(x, 1) || x == *cur) continue;
+        else if (cur->is_const() && x.is_const())
+          c.error("equation '", c.s("equation"), "': input ", k, " dim ", d, " is ", x.value(),
+                  " but that label has size ", cur->value(), " elsewhere");
+        else if (!cur->is_const() && x.is_const()) cur = x;
+      }
+    }
+    std::vector<Dim> out;
+    for (int l : spec.output) out.push_back(*size[size_t(l)]);
+    c.set_output(0, c.input_dtype(0), Shape(out));
+  });
 }
 
 CUVIL_DEFINE_OP(Det) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  s.inputs(1, 1).outputs(1, 1).infer_with([](InferContext& c) {
+    expect_float(c, 0);
+    size_t r = c.input_rank(0);
+    const Shape& x = c.input_shape(0);
+    if (r < 2) c.error("input must have rank >= 2 ([*, M, M]), got shape ", x.str());
+    expect_dims_equal(c, x[r - 2], x[r - 1], "the matrices must be square");
+    c.set_output(0, c.input_dtype(0), Shape(std::vector<Dim>(x.dims().begin(), x.dims().end() - 2)));
+  });
 }
 
 CUVIL_DEFINE_OP(QuantizeLinear) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  // x, y_scale, y_zero_point
+  s.inputs(2, 3).outputs(1, 1).attr("axis", AttrKind::Int, int64_t(1));
+  s.infer_with([](InferContext& c) {
+    infer::expect_dtype(c, 0, {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32});
+    infer::expect_dtype(c, 1, {DType::f32});
+    DType out = DType::u8;
+    if (c.has_input(2)) {
+      expect_q8(c, 2);
+      out = c.input_dtype(2);
+    }
+    expect_axis_params(c);
+    c.set_output(0, out, c.input_shape(0));
+  });
 }
 
 CUVIL_DEFINE_OP(DequantizeLinear) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  // x, x_scale, x_zero_point
+  s.inputs(2, 3).outputs(1, 1).attr("axis", AttrKind::Int, int64_t(1)).allow_inplace(0, 0);
+  s.infer_with([](InferContext& c) {
+    infer::expect_dtype(c, 0, {DType::u8, DType::i8, DType::i32});
+    infer::expect_dtype(c, 1, {DType::f32});
+    if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
+    expect_axis_params(c);
+    c.set_output(0, DType::f32, c.input_shape(0));
+  });
 }
 
 CUVIL_DEFINE_OP(DynamicQuantizeLinear) {
-  s.inputs(0, -1).outputs(0, -1).infer_with([](InferContext& c) { c.error("TODO: not implemented"); });
+  // x -> y, y_scale, y_zero_point
+  s.inputs(1, 1).outputs(3, 3).infer_with([](InferContext& c) {
+    infer::expect_dtype(c, 0, {DType::f32});
+    c.set_output(0, DType::u8, c.input_shape(0));
+    c.set_output(1, DType::f32, Shape());
+    c.set_output(2, DType::u8, Shape());
+  });
 }
 
 }  // namespace cuvil

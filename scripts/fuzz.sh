@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs each libFuzzer target (built by scripts/test.sh into build-asan/) for $1 seconds, seeded from small valid
+# inputs: ONNX node-suite models, printed IR, and .npy files. A crash leaves its input in out/fuzz/<target>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER_TARGET=${1:-60}
+CORPUS=out/fuzz
+mkdir -p "$CORPUS"/{onnx,ir,npy}
+# Seeds: a few small node-suite models and their tensors.
+for c in test_relu test_add_bcast test_if test_loop11 test_reshape_negative_dim test_conv_with_strides_padding; do
+  d=build/onnx-node-tests/node/$c
+  [[ -f $d/model.onnx ]] && cp "$d/model.onnx" "$CORPUS/onnx/$c.onnx"
+done
+/usr/bin/python3 - "$CORPUS/npy" <<'PY'
+import sys, numpy as np
+for i, a in enumerate([np.arange(6, dtype=np.float32).reshape(2, 3), np.asfortranarray(np.ones((2, 3), np.int64)),
+                       np.array(True), np.zeros((0, 4), np.float16), np.arange(4, dtype='>i4')]):
+    np.save(f"{sys.argv[1]}/seed{i}.npy", a)
+PY
+for m in "$CORPUS"/onnx/*.onnx; do
+  build/bin/cuvil inspect "$m" --ir > "$CORPUS/ir/$(basename "$m" .onnx).cvir" 2>/dev/null || true
+done
+run() {
+  local target=$1 corpus=$2
+  mkdir -p "$CORPUS/$target"
+  echo "fuzzing $target for ${SECONDS_PER_TARGET}s"
+  ASAN_OPTIONS=detect_leaks=1 build-asan/bin/$target -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 \
+    -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$CORPUS/$target/" "$corpus" \
+    2>&1 | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)" || true
+  if ls "$CORPUS/$target"/crash-* "$CORPUS/$target"/timeout-* "$CORPUS/$target"/leak-* >/dev/null 2>&1; then
+    echo "$target found a failing input in $CORPUS/$target"; return 1
+  fi
+}
+run fuzz_onnx_loader "$CORPUS/onnx"
+run fuzz_ir_parser "$CORPUS/ir"
+run fuzz_npy "$CORPUS/npy"

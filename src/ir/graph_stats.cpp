@@ -1,0 +1,71 @@
+#include "ir/graph_stats.h"
+
+namespace cuvil {
+
+namespace {
+
+Dim numel_or_zero(const Value* v) {
+  if (!v || !v->shape().rank_known()) return Dim(0);
+  return v->shape().numel();
+}
+
+Dim node_flops(const Node& n) {
+  const Value* y = n.num_outputs() ? n.output(0) : nullptr;
+  auto known = [](const Value* v) { return v && v->shape().rank_known(); };
+  switch (n.op()) {
+    case OpKind::Conv:
+    case OpKind::ConvInteger:
+    case OpKind::QLinearConv: {
+      const Value* w = n.input(n.op() == OpKind::QLinearConv ? 3 : 1);
+      if (!known(w) || w->shape().rank() < 1) return Dim(0);
+      // per output element: (Cin / group) * prod(kernel) multiply-adds = numel(W) / Cout
+      Dim per = Dim::floordiv(w->shape().numel(), w->shape()[0]);
+      return Dim(2) * numel_or_zero(y) * per;
+    }
+    case OpKind::ConvTranspose: {
+      const Value *x = n.input(0), *w = n.input(1);
+      if (!known(w) || w->shape().rank() < 1) return Dim(0);
+      return Dim(2) * numel_or_zero(x) * Dim::floordiv(w->shape().numel(), w->shape()[0]);
+    }
+    case OpKind::MatMul:
+    case OpKind::MatMulInteger:
+    case OpKind::QLinearMatMul:
+    case OpKind::Gemm: {
+      const Value* a = n.input(0);
+      if (!known(a) || a->shape().rank() < 1) return Dim(0);
+      size_t r = a->shape().rank();
+      // K: the contracted dim; Gemm with transA contracts dim 0.
+      Dim k = a->shape()[r - 1];
+      if (n.op() == OpKind::Gemm && r == 2 && n.has_attr("transA") && n.attrs().at("transA").i()) k = a->shape()[0];
+      return Dim(2) * numel_or_zero(y) * k;
+    }
+    default: break;
+  }
+  std::string_view fam = op_family(n.op());
+  if (fam == "reduction") return numel_or_zero(n.input(0));
+  if (fam == "tensor") return Dim(0);  // data movement
+  return numel_or_zero(y);
+}
+
+void accumulate(const Graph& g, GraphStats& s) {
+  for (Value* c : g.constants()) {
+    s.parameters += c->constant().numel();
+    s.parameter_bytes += int64_t(c->constant().nbytes());
+  }
+  for (auto& n : g.nodes()) {
+    ++s.op_counts[std::string(n->op_name())];
+    ++s.nodes;
+    s.flops = s.flops + node_flops(*n);
+    for (Graph* r : n->regions()) accumulate(*r, s);
+  }
+}
+
+}  // namespace
+
+GraphStats graph_stats(const Graph& g) {
+  GraphStats s;
+  accumulate(g, s);
+  return s;
+}
+
+}  // namespace cuvil

@@ -1,0 +1,226 @@
+// Loop nests of the reference convolutions and pools. Spatial dims are padded to three (leading dims of size 1,
+// stride 1, no padding) so one nest serves 1-D, 2-D and 3-D. Inner loops run over the last spatial dim, which is
+// contiguous in memory, over a range computed up front so they carry no bounds checks.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace cuvil::ref::nn {
+
+inline int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+struct Geom {
+  int64_t n = 0, c_in = 0, c_out = 0, group = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, pb[3] = {0, 0, 0}, pe[3] = {0, 0, 0};
+
+  int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+  int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+  int64_t k_size() const { return k[0] * k[1] * k[2]; }
+};
+
+struct Range {
+  int64_t lo, hi;  // [lo, hi)
+  bool empty() const { return lo >= hi; }
+};
+
+// Positions o in [0, limit) with 0 <= o * s + off < n: the outputs a kernel tap reaches (forward) or the inputs a
+// tap reads into range (transposed).
+inline Range tap_range(int64_t limit, int64_t s, int64_t off, int64_t n) {
+  return {std::max<int64_t>(0, ceil_div(-off, s)), std::min(limit, ceil_div(n - off, s))};
+}
+
+// Forward convolution: y[n, m, o] = bias[m] + sum over ci, k of x[n, grp*Cg + ci, o*s + k*d - pb] * w[m, ci, k].
+// x: [N, C, in], w: [M, C/group, k], y: [N, M, out], all contiguous and of the accumulation type A.
+template <class A>
+void conv_forward(const Geom& g, const A* x, const A* w, const A* bias, A* y) {
+  const int64_t cg = g.c_in / g.group, mg = g.c_out / g.group;
+  const int64_t in_plane = g.in_plane(), out_plane = g.out_plane(), ksz = g.k_size();
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t m = 0; m < g.c_out; ++m) {
+      A* yp = y + (n * g.c_out + m) * out_plane;
+      std::fill(yp, yp + out_plane, bias ? bias[m] : A(0));
+      const int64_t grp = m / mg;
+      for (int64_t ci = 0; ci < cg; ++ci) {
+        const A* xp = x + (n * g.c_in + grp * cg + ci) * in_plane;
+        const A* wp = w + (m * cg + ci) * ksz;
+        for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+          const int64_t off0 = k0 * g.d[0] - g.pb[0];
+          const Range r0 = tap_range(g.out[0], g.s[0], off0, g.in[0]);
+          for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+            const int64_t off1 = k1 * g.d[1] - g.pb[1];
+            const Range r1 = tap_range(g.out[1], g.s[1], off1, g.in[1]);
+            for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+              const int64_t off2 = k2 * g.d[2] - g.pb[2];
+              const Range r2 = tap_range(g.out[2], g.s[2], off2, g.in[2]);
+              if (r0.empty() || r1.empty() || r2.empty()) continue;
+              const A wv = wp[(k0 * g.k[1] + k1) * g.k[2] + k2];
+              const int64_t len = r2.hi - r2.lo, s2 = g.s[2];
+              for (int64_t o0 = r0.lo; o0 < r0.hi; ++o0) {
+                const int64_t i0 = o0 * g.s[0] + off0;
+                for (int64_t o1 = r1.lo; o1 < r1.hi; ++o1) {
+                  const int64_t i1 = o1 * g.s[1] + off1;
+                  const A* xr = xp + (i0 * g.in[1] + i1) * g.in[2] + r2.lo * s2 + off2;
+                  A* yr = yp + (o0 * g.out[1] + o1) * g.out[2] + r2.lo;
+                  if (s2 == 1) {
+                    for (int64_t j = 0; j < len; ++j) yr[j] += wv * xr[j];
+                  } else {
+                    for (int64_t j = 0; j < len; ++j) yr[j] += wv * xr[j * s2];
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Transposed convolution: y[n, m, i*s + k*d - pb] += x[n, c, i] * w[c, mo, k] for each input channel c of the
+// group of output channel m = grp*Mg + mo. x: [N, C, in], w: [C, M/group, k], y: [N, M, out].
+template <class A>
+void conv_transpose(const Geom& g, const A* x, const A* w, const A* bias, A* y) {
+  const int64_t cg = g.c_in / g.group, mg = g.c_out / g.group;
+  const int64_t in_plane = g.in_plane(), out_plane = g.out_plane(), ksz = g.k_size();
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t m = 0; m < g.c_out; ++m) {
+      A* yp = y + (n * g.c_out + m) * out_plane;
+      std::fill(yp, yp + out_plane, bias ? bias[m] : A(0));
+      const int64_t grp = m / mg, mo = m % mg;
+      for (int64_t ci = 0; ci < cg; ++ci) {
+        const int64_t c = grp * cg + ci;
+        const A* xp = x + (n * g.c_in + c) * in_plane;
+        const A* wp = w + (c * mg + mo) * ksz;
+        for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+          const int64_t off0 = k0 * g.d[0] - g.pb[0];
+          const Range r0 = tap_range(g.in[0], g.s[0], off0, g.out[0]);
+          for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+            const int64_t off1 = k1 * g.d[1] - g.pb[1];
+            const Range r1 = tap_range(g.in[1], g.s[1], off1, g.out[1]);
+            for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+              const int64_t off2 = k2 * g.d[2] - g.pb[2];
+              const Range r2 = tap_range(g.in[2], g.s[2], off2, g.out[2]);
+              if (r0.empty() || r1.empty() || r2.empty()) continue;
+              const A wv = wp[(k0 * g.k[1] + k1) * g.k[2] + k2];
+              const int64_t len = r2.hi - r2.lo, s2 = g.s[2];
+              for (int64_t i0 = r0.lo; i0 < r0.hi; ++i0) {
+                const int64_t o0 = i0 * g.s[0] + off0;
+                for (int64_t i1 = r1.lo; i1 < r1.hi; ++i1) {
+                  const int64_t o1 = i1 * g.s[1] + off1;
+                  const A* xr = xp + (i0 * g.in[1] + i1) * g.in[2] + r2.lo;
+                  A* yr = yp + (o0 * g.out[1] + o1) * g.out[2] + r2.lo * s2 + off2;
+                  for (int64_t j = 0; j < len; ++j) yr[j * s2] += wv * xr[j];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class V>
+bool is_nan_value(V v) {
+  if constexpr (std::is_floating_point_v<V>) return std::isnan(v);
+  else return false;
+}
+
+// Max pooling over each (n, c) plane. NaN propagates (as in numpy and PyTorch). `ind`, when given, receives the
+// flat index of each maximum in x (row-major, or column-major over the spatial dims when col_major), including
+// the (n, c) plane offset.
+template <class T>
+void max_pool(const Geom& g, const T* x, T* y, int64_t* ind, bool col_major) {
+  using C = compute_t<T>;
+  const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
+  const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                        : std::numeric_limits<C>::lowest();
+  for (int64_t p = 0; p < g.n * g.c_in; ++p) {
+    const T* xp = x + p * in_plane;
+    int64_t o = 0;
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+        for (int64_t o2 = 0; o2 < g.out[2]; ++o2, ++o) {
+          const int64_t st[3] = {o0 * g.s[0] - g.pb[0], o1 * g.s[1] - g.pb[1], o2 * g.s[2] - g.pb[2]};
+          // The taps that land inside the input, per dim.
+          Range r[3];
+          for (int a = 0; a < 3; ++a) r[a] = tap_range(g.k[a], g.d[a], st[a], g.in[a]);
+          C best = lowest;
+          int64_t best_i[3] = {-1, -1, -1};
+          for (int64_t k0 = r[0].lo; k0 < r[0].hi; ++k0) {
+            const int64_t i0 = st[0] + k0 * g.d[0];
+            for (int64_t k1 = r[1].lo; k1 < r[1].hi; ++k1) {
+              const int64_t i1 = st[1] + k1 * g.d[1];
+              const T* xr = xp + (i0 * g.in[1] + i1) * g.in[2];
+              for (int64_t k2 = r[2].lo; k2 < r[2].hi; ++k2) {
+                const int64_t i2 = st[2] + k2 * g.d[2];
+                const C v = C(xr[i2]);
+                if (best_i[0] < 0 || v > best || (is_nan_value(v) && !is_nan_value(best))) {
+                  best = v;
+                  best_i[0] = i0, best_i[1] = i1, best_i[2] = i2;
+                }
+              }
+            }
+          }
+          y[p * out_plane + o] = T(best);
+          if (!ind) continue;
+          int64_t flat = -1;  // a window entirely in the padding has no maximum
+          if (best_i[0] >= 0) {
+            flat = col_major ? best_i[0] + best_i[1] * g.in[0] + best_i[2] * g.in[0] * g.in[1]
+                             : (best_i[0] * g.in[1] + best_i[1]) * g.in[2] + best_i[2];
+            flat += p * in_plane;
+          }
+          ind[p * out_plane + o] = flat;
+        }
+      }
+    }
+  }
+}
+
+// Average pooling over each (n, c) plane, summing in double. The divisor counts the taps inside the input, or
+// with count_include_pad the taps inside the padded input (taps past the end padding, which ceil_mode can add,
+// never count).
+template <class T>
+void avg_pool(const Geom& g, const T* x, T* y, bool count_include_pad) {
+  const int64_t in_plane = g.in_plane(), out_plane = g.out_plane();
+  for (int64_t p = 0; p < g.n * g.c_in; ++p) {
+    const T* xp = x + p * in_plane;
+    int64_t o = 0;
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+        for (int64_t o2 = 0; o2 < g.out[2]; ++o2, ++o) {
+          const int64_t st[3] = {o0 * g.s[0] - g.pb[0], o1 * g.s[1] - g.pb[1], o2 * g.s[2] - g.pb[2]};
+          Range r[3];
+          int64_t count = 1;
+          for (int a = 0; a < 3; ++a) {
+            r[a] = tap_range(g.k[a], 1, st[a], g.in[a]);
+            if (count_include_pad) {
+              Range padded = tap_range(g.k[a], 1, st[a] + g.pb[a], g.in[a] + g.pb[a] + g.pe[a]);
+              count *= std::max<int64_t>(0, padded.hi - padded.lo);
+            } else {
+              count *= std::max<int64_t>(0, r[a].hi - r[a].lo);
+            }
+          }
+          double sum = 0;
+          for (int64_t k0 = r[0].lo; k0 < r[0].hi; ++k0) {
+            for (int64_t k1 = r[1].lo; k1 < r[1].hi; ++k1) {
+              const T* xr = xp + ((st[0] + k0) * g.in[1] + st[1] + k1) * g.in[2] + st[2];
+              for (int64_t k2 = r[2].lo; k2 < r[2].hi; ++k2) sum += double(xr[k2]);
+            }
+          }
+          y[p * out_plane + o] = T(compute_t<T>(sum / double(count)));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace cuvil::ref::nn

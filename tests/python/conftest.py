@@ -1,0 +1,19 @@
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+CUVIL = os.path.join(ROOT, "build", "bin", "cuvil")
+
+
+@pytest.fixture(scope="session")
+def cuvil_bin():
+    assert os.path.exists(CUVIL), f"{CUVIL} is missing: build first (scripts/build.sh)"
+    return CUVIL
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("models"))

@@ -1,0 +1,149 @@
+"""The `cuvil` command: inspect, run and bench, and a clear one-line error with a non-zero exit on bad input."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+
+def run(cuvil_bin, *args):
+    return subprocess.run([cuvil_bin, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    """y = Relu(MatMul(x, W) + b) with x: f32[batch, 4]; a second output with an unsafe file name."""
+    d = tmp_path_factory.mktemp("small")
+    w = helper.make_tensor("W", TensorProto.FLOAT, [4, 3], np.arange(12, dtype=np.float32) / 10 - 0.5)
+    b = helper.make_tensor("b", TensorProto.FLOAT, [3], [0.1, -0.2, 0.3])
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["xw"], name="mm"),
+             helper.make_node("Add", ["xw", "b"], ["pre"], name="add"),
+             helper.make_node("Relu", ["pre"], ["y"], name="relu"),
+             helper.make_node("Neg", ["pre"], ["out/../neg"], name="neg")]
+    g = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3]),
+                           helper.make_tensor_value_info("out/../neg", TensorProto.FLOAT, ["batch", 3])],
+                          [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    path = str(d / "small.onnx")
+    onnx.save(m, path)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    np.save(str(d / "x.npy"), x)
+    expect = np.maximum(x @ (np.arange(12, dtype=np.float32).reshape(4, 3) / 10 - 0.5) + [0.1, -0.2, 0.3], 0)
+    return {"dir": d, "onnx": path, "x": str(d / "x.npy"), "x_value": x, "y": expect.astype(np.float32)}
+
+
+def expect_one_line_error(r, needle):
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("cuvil: error: "), lines[0]
+    assert needle in lines[0], lines[0]
+
+
+def test_inspect(cuvil_bin, small_model):
+    r = run(cuvil_bin, "inspect", small_model["onnx"])
+    assert r.returncode == 0, r.stderr
+    assert "x: f32[batch, 4]" in r.stdout
+    assert "y: f32[batch, 3]" in r.stdout
+    assert "MatMul: 1" in r.stdout and "Relu: 1" in r.stdout
+    assert "parameters: 15" in r.stdout
+    assert "flops: " in r.stdout and "batch" in r.stdout.split("flops: ")[1]
+    ir = run(cuvil_bin, "inspect", small_model["onnx"], "--ir")
+    assert ir.returncode == 0 and "= MatMul(%x, %W)" in ir.stdout and 'loc("mm")' in ir.stdout
+
+
+def test_run_writes_file_safe_outputs(cuvil_bin, small_model, tmp_path):
+    r = run(cuvil_bin, "run", small_model["onnx"], "--input", f"x={small_model['x']}", "--output-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    y = np.load(str(tmp_path / "y.npy"))
+    np.testing.assert_allclose(y, small_model["y"], rtol=1e-6, atol=1e-6)
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["out_.._neg.npy", "y.npy"], names
+
+
+def test_run_accepts_fortran_order_and_text_ir(cuvil_bin, small_model, tmp_path):
+    xf = str(tmp_path / "xf.npy")
+    np.save(xf, np.asfortranarray(small_model["x_value"]))
+    r = run(cuvil_bin, "run", small_model["onnx"], "--input", f"x={xf}", "--output-dir", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_allclose(np.load(str(tmp_path / "o" / "y.npy")), small_model["y"], rtol=1e-6, atol=1e-6)
+    # The printed IR (without elision) is itself a model the CLI can run.
+    ir = run(cuvil_bin, "inspect", small_model["onnx"], "--ir")
+    cvir = tmp_path / "small.cvir"
+    cvir.write_text(ir.stdout)
+    r = run(cuvil_bin, "run", str(cvir), "--input", f"x={xf}", "--output-dir", str(tmp_path / "o2"))
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_allclose(np.load(str(tmp_path / "o2" / "y.npy")), small_model["y"], rtol=1e-6, atol=1e-6)
+
+
+def test_bench_json(cuvil_bin, small_model):
+    r = run(cuvil_bin, "bench", small_model["onnx"], "--iters", "7", "--threads", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["iters"] == 7 and j["min_ms"] <= j["median_ms"] and j["threads"] >= 1
+    r = run(cuvil_bin, "bench", small_model["onnx"], "--input", f"x={small_model['x']}", "--iters", "2")
+    assert r.returncode == 0 and "median" in r.stdout
+
+
+def test_bad_model_files(cuvil_bin, small_model, tmp_path):
+    data = open(small_model["onnx"], "rb").read()
+    trunc = tmp_path / "trunc.onnx"
+    trunc.write_bytes(data[: len(data) // 2])
+    expect_one_line_error(run(cuvil_bin, "inspect", str(trunc)), "trunc.onnx")
+    garbled = tmp_path / "garbled.onnx"
+    garbled.write_bytes(bytes(b ^ 0xA5 for b in data))
+    expect_one_line_error(run(cuvil_bin, "inspect", str(garbled)), "garbled.onnx")
+    expect_one_line_error(run(cuvil_bin, "inspect", str(tmp_path / "missing.onnx")), "cannot open")
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    expect_one_line_error(run(cuvil_bin, "run", str(empty), "--output-dir", str(tmp_path)), "empty.onnx")
+
+
+def test_unsupported_op(cuvil_bin, tmp_path):
+    g = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], name="frob_1")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = str(tmp_path / "unsup.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    expect_one_line_error(run(cuvil_bin, "inspect", path), "unsupported op 'Frobnicate'")
+    expect_one_line_error(run(cuvil_bin, "inspect", path), "node 'frob_1'")
+
+
+def test_bad_inputs(cuvil_bin, small_model, tmp_path):
+    m, out = small_model["onnx"], str(tmp_path / "o")
+    wrong_shape = str(tmp_path / "ws.npy")
+    np.save(wrong_shape, np.zeros((2, 5), np.float32))
+    expect_one_line_error(run(cuvil_bin, "run", m, "--input", f"x={wrong_shape}", "--output-dir", out),
+                          "input 'x': dim 1 must be 4")
+    wrong_dtype = str(tmp_path / "wd.npy")
+    np.save(wrong_dtype, np.zeros((2, 4), np.float64))
+    expect_one_line_error(run(cuvil_bin, "run", m, "--input", f"x={wrong_dtype}", "--output-dir", out),
+                          "expected dtype f32, got f64")
+    wrong_rank = str(tmp_path / "wr.npy")
+    np.save(wrong_rank, np.zeros((4,), np.float32))
+    expect_one_line_error(run(cuvil_bin, "run", m, "--input", f"x={wrong_rank}", "--output-dir", out),
+                          "expected rank 2")
+    expect_one_line_error(run(cuvil_bin, "run", m, "--output-dir", out), "missing input 'x'")
+    expect_one_line_error(run(cuvil_bin, "run", m, "--input", f"nope={small_model['x']}", "--output-dir", out),
+                          "no input 'nope'")
+    bad_npy = tmp_path / "bad.npy"
+    bad_npy.write_bytes(b"\x93NUMPY\x01\x00garbage")
+    expect_one_line_error(run(cuvil_bin, "run", m, "--input", f"x={bad_npy}", "--output-dir", out), "bad.npy")
+    complex_npy = str(tmp_path / "c.npy")
+    np.save(complex_npy, np.zeros((2, 4), np.complex64))
+    expect_one_line_error(run(cuvil_bin, "run", m, "--input", f"x={complex_npy}", "--output-dir", out),
+                          "unsupported dtype")
+
+
+def test_usage_errors(cuvil_bin, small_model):
+    r = run(cuvil_bin, "frobnicate", small_model["onnx"])
+    assert r.returncode == 2 and "unknown command" in r.stderr
+    r = run(cuvil_bin, "bench", small_model["onnx"], "--iters", "0")
+    assert r.returncode == 2 and "--iters expects an integer >= 1" in r.stderr
+    r = run(cuvil_bin, "run", small_model["onnx"])
+    assert r.returncode == 2 and "--output-dir" in r.stderr
+    assert run(cuvil_bin, "--version").stdout.startswith("cuvil ")
