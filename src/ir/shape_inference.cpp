@@ -6,23 +6,21 @@
 
 namespace cuvil {
 
-namespace {
-
-class ShapeInference {
- public:
+struct IncrementalShapeInference::Impl {
   void run(Graph& g) {
-    for (Value* c : g.constants()) {
-      const Tensor& t = c->constant();
-      if (!is_float(t.dtype()) && t.rank() <= 1 && t.numel() <= kMaxDimsValueElements) {
-        std::vector<Dim> v;
-        for (int64_t k = 0; k < t.numel(); ++k) v.push_back(Dim(t.get_i64(k)));
-        dims_values_[c] = std::move(v);
-      }
-    }
+    for (Value* c : g.constants()) add_constant(c);
     for (auto& node : g.nodes()) infer_node(*node);
   }
 
- private:
+  void add_constant(const Value* c) {
+    const Tensor& t = c->constant();
+    if (!is_float(t.dtype()) && t.rank() <= 1 && t.numel() <= kMaxDimsValueElements) {
+      std::vector<Dim> v;
+      for (int64_t k = 0; k < t.numel(); ++k) v.push_back(Dim(t.get_i64(k)));
+      dims_values_[c] = std::move(v);
+    }
+  }
+
   void infer_node(Node& n) {
     const OpSchema& schema = op_schema(n.op());
     std::vector<const TensorType*> types;
@@ -58,8 +56,11 @@ class ShapeInference {
   int64_t fresh_ = 0;
 };
 
-}  // namespace
+IncrementalShapeInference::IncrementalShapeInference() : impl_(std::make_unique<Impl>()) {}
+IncrementalShapeInference::~IncrementalShapeInference() = default;
+void IncrementalShapeInference::add_constant(const Value* c) { impl_->add_constant(c); }
+void IncrementalShapeInference::infer_node(Node& n) { impl_->infer_node(n); }
 
-void infer_shapes(Graph& g) { ShapeInference().run(g); }
+void infer_shapes(Graph& g) { IncrementalShapeInference::Impl().run(g); }
 
 }  // namespace cuvil

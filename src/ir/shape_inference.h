@@ -3,6 +3,8 @@
 // (Shape -> Gather -> Concat -> Reshape) keeps symbolic shapes exact instead of giving up.
 #pragma once
 
+#include <memory>
+
 #include "ir/graph.h"
 
 namespace cuvil {
@@ -10,5 +12,21 @@ namespace cuvil {
 // Infers the types of every node output in `g` (and its regions). Graph inputs and constants must already have
 // types. Throws cuvil::Error naming the node on an inconsistency (e.g. mismatched broadcast dims).
 void infer_shapes(Graph& g);
+
+// Incremental inference for frontends that build a graph node by node and need each node's output types at
+// once (to choose dtypes for the nodes that follow). Call add_constant for constants and infer_node for each node
+// right after adding it; the result equals infer_shapes on the finished graph.
+class IncrementalShapeInference {
+ public:
+  IncrementalShapeInference();
+  ~IncrementalShapeInference();
+  void add_constant(const Value* c);
+  void infer_node(Node& n);
+
+  struct Impl;  // public so that infer_shapes can run one over a whole graph
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace cuvil

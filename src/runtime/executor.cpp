@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "ir/op_schema.h"
@@ -8,28 +9,33 @@
 
 namespace cuvil {
 
+#define CUVIL_CHECK_INPUT(cond, ...) \
+  do {                               \
+    if (!(cond)) throw InputError(str_cat(__VA_ARGS__)); \
+  } while (0)
+
 SymbolBindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
   const auto& decl = g.inputs();
-  CUVIL_CHECK(inputs.size() == decl.size(), "expected ", decl.size(), " inputs, got ", inputs.size());
+  CUVIL_CHECK_INPUT(inputs.size() == decl.size(), "expected ", decl.size(), " inputs, got ", inputs.size());
   SymbolBindings b;
   for (size_t i = 0; i < decl.size(); ++i) {
     const Value* v = decl[i];
     const Tensor& t = inputs[i];
-    CUVIL_CHECK(t.dtype() == v->dtype(), "input '", v->name(), "': expected dtype ", dtype_name(v->dtype()),
+    CUVIL_CHECK_INPUT(t.dtype() == v->dtype(), "input '", v->name(), "': expected dtype ", dtype_name(v->dtype()),
                 ", got ", dtype_name(t.dtype()));
     const Shape& s = v->shape();
     if (!s.rank_known()) continue;
-    CUVIL_CHECK(t.rank() == s.rank(), "input '", v->name(), "': expected rank ", s.rank(), " (shape ", s.str(),
+    CUVIL_CHECK_INPUT(t.rank() == s.rank(), "input '", v->name(), "': expected rank ", s.rank(), " (shape ", s.str(),
                 "), got rank ", t.rank(), " (shape ", shape_str(t.shape()), ")");
     for (size_t d = 0; d < s.rank(); ++d) {
       const Dim& dim = s[d];
       int64_t got = t.dim(d);
       if (dim.is_const()) {
-        CUVIL_CHECK(dim.value() == got, "input '", v->name(), "': dim ", d, " must be ", dim.value(), " (shape ",
+        CUVIL_CHECK_INPUT(dim.value() == got, "input '", v->name(), "': dim ", d, " must be ", dim.value(), " (shape ",
                     s.str(), "), got ", got, " (shape ", shape_str(t.shape()), ")");
       } else if (dim.is_symbol()) {
         auto [it, fresh] = b.emplace(dim.symbol_name(), got);
-        CUVIL_CHECK(fresh || it->second == got, "input '", v->name(), "': dim ", d, " is '", dim.symbol_name(),
+        CUVIL_CHECK_INPUT(fresh || it->second == got, "input '", v->name(), "': dim ", d, " is '", dim.symbol_name(),
                     "' = ", it->second, " from an earlier input, but this input has ", got);
       }
     }
@@ -41,7 +47,7 @@ SymbolBindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
     for (size_t d = 0; d < s.rank(); ++d) {
       if (s[d].is_const() || s[d].is_symbol()) continue;
       auto want = s[d].eval(b);
-      CUVIL_CHECK(!want || *want == inputs[i].dim(d), "input '", decl[i]->name(), "': dim ", d, " must be ",
+      CUVIL_CHECK_INPUT(!want || *want == inputs[i].dim(d), "input '", decl[i]->name(), "': dim ", d, " must be ",
                   s[d].str(), " = ", want.value_or(0), ", got ", inputs[i].dim(d));
     }
   }
@@ -169,6 +175,7 @@ struct Executor::Impl : RegionRunner {
   };
 
   RunStats* stats;
+  std::vector<NodeTime>* profile = nullptr;  // set while profiling
   std::unordered_map<const Graph*, std::unique_ptr<Program>> programs;
   std::unordered_map<std::string, Plan> plans;  // main graph, by signature
   std::vector<uint8_t, std::allocator<uint8_t>> arena_storage;
@@ -223,7 +230,10 @@ struct Executor::Impl : RegionRunner {
       std::vector<Tensor> outs(n.num_outputs());
       if (n.regions().empty()) allocate_outputs(n, ins, outs, plan, arena_base, fresh);
       KernelContext ctx(n, ins, &outs, this);
+      auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       p.kernels[i](ctx);
+      if (profile)
+        profile->push_back({&n, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()});
       for (size_t k = 0; k < outs.size(); ++k) {
         CUVIL_CHECK(outs[k].defined(), n.describe(), ": internal error: kernel left output ", k, " unset");
         frame.values[size_t(n.output(k)->id())] = std::move(outs[k]);
@@ -287,6 +297,17 @@ Executor::Executor(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)
 
 Executor::~Executor() = default;
 
+std::vector<NodeTime> Executor::profile(const std::vector<Tensor>& inputs) {
+  std::vector<NodeTime> times;
+  impl_->profile = &times;
+  struct Reset {
+    Impl* impl;
+    ~Reset() { impl->profile = nullptr; }
+  } reset{impl_.get()};
+  run(inputs);
+  return times;
+}
+
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   SymbolBindings b = bind_inputs(*graph_, inputs);
   std::string key = signature_key(b);
@@ -308,13 +329,13 @@ std::vector<Tensor> Executor::run_named(const std::map<std::string, Tensor>& inp
   std::vector<Tensor> ordered;
   for (Value* v : graph_->inputs()) {
     auto it = inputs.find(v->name());
-    CUVIL_CHECK(it != inputs.end(), "missing input '", v->name(), "'");
+    CUVIL_CHECK_INPUT(it != inputs.end(), "missing input '", v->name(), "'");
     ordered.push_back(it->second);
   }
   for (auto& [name, t] : inputs) {
     bool known = false;
     for (Value* v : graph_->inputs()) known |= v->name() == name;
-    CUVIL_CHECK(known, "unknown input '", name, "'");
+    CUVIL_CHECK_INPUT(known, "unknown input '", name, "'");
   }
   return run(ordered);
 }

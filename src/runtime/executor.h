@@ -24,6 +24,13 @@ struct RunStats {
   int64_t plans_built = 0;        // distinct shape signatures planned so far
 };
 
+// Time spent in one node's kernel (regions' nodes included, in execution order).
+struct NodeTime {
+  const Node* node;
+  double ms;
+};
+
+// Not thread-safe: one run at a time per Executor (the Python layer keeps a pool of them).
 class Executor {
  public:
   // `graph` must be shape-inferred (infer_shapes) and verified.
@@ -34,6 +41,9 @@ class Executor {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   // Inputs by name; every graph input must be given.
   std::vector<Tensor> run_named(const std::map<std::string, Tensor>& inputs);
+
+  // Runs once and returns each kernel's time.
+  std::vector<NodeTime> profile(const std::vector<Tensor>& inputs);
 
   const Graph& graph() const { return *graph_; }
   const RunStats& stats() const { return stats_; }

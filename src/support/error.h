@@ -14,6 +14,12 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A run's inputs do not match the model (count, names, dtypes, ranks, dims). Python maps it to ValueError.
+class InputError : public Error {
+ public:
+  using Error::Error;
+};
+
 template <class... Args>
 std::string str_cat(const Args&... args) {
   std::ostringstream os;

@@ -6,13 +6,16 @@
 
 #include "frontend/onnx/onnx_importer.h"
 #include "runtime/executor.h"
+#include "onnx_test_util.h"
 #include "test_util.h"
 
 using namespace cuvil;
+using namespace cuvil::test;
 
 namespace {
 
-void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem, std::vector<std::string> dims) {
+// Like set_type, with each dim a number or a symbol name.
+void set_symbolic_type(onnx::ValueInfoProto* v, const std::string& name, int elem, std::vector<std::string> dims) {
   v->set_name(name);
   auto* tt = v->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(elem);
@@ -26,13 +29,10 @@ void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem, std::v
 
 // y = Relu(x) + w, x: f32[batch, 3], w an initializer.
 onnx::ModelProto relu_add_model() {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(13);
+  onnx::ModelProto m = onnx_model(8, 13);
   auto* g = m.mutable_graph();
-  g->set_name("g");
-  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {"batch", "3"});
-  set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {"batch", "3"});
+  set_symbolic_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {"batch", "3"});
+  set_symbolic_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {"batch", "3"});
   auto* w = g->add_initializer();
   w->set_name("w");
   w->set_data_type(onnx::TensorProto::FLOAT);
@@ -50,11 +50,6 @@ onnx::ModelProto relu_add_model() {
   add->add_input("w");
   add->add_output("y");
   return m;
-}
-
-std::shared_ptr<Graph> import(const onnx::ModelProto& m) {
-  std::string bytes = m.SerializeAsString();
-  return import_onnx_bytes(bytes.data(), bytes.size());
 }
 
 }  // namespace
@@ -125,7 +120,7 @@ TEST(OnnxImport, MalformedGraphsGiveClearErrors) {
   m.mutable_graph()->mutable_initializer(0)->set_dims(0, 4);
   EXPECT_CUVIL_ERROR(import(m), "tensor 'w'");
   m = relu_add_model();
-  set_type(m.mutable_graph()->mutable_input(0), "x", onnx::TensorProto::FLOAT, {"batch", "4"});
+  set_symbolic_type(m.mutable_graph()->mutable_input(0), "x", onnx::TensorProto::FLOAT, {"batch", "4"});
   EXPECT_CUVIL_ERROR(import(m), "Add node 'add_1'");
 }
 
@@ -157,7 +152,7 @@ TEST(OnnxImport, ExternalDataIsReadAndConfined) {
 
 TEST(Executor, ValidatesInputs) {
   auto m = relu_add_model();
-  set_type(m.mutable_graph()->add_input(), "z", onnx::TensorProto::FLOAT, {"batch", "2"});
+  set_symbolic_type(m.mutable_graph()->add_input(), "z", onnx::TensorProto::FLOAT, {"batch", "2"});
   auto g = import(m);
   Executor exec(g);
   Tensor ok = Tensor::zeros(DType::f32, {2, 3});
@@ -180,7 +175,7 @@ TEST(Executor, PlansOneArenaWithReuse) {
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
   auto* g = m.mutable_graph();
-  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {"64", "64"});
+  set_symbolic_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {"64", "64"});
   std::string prev = "x";
   for (int i = 0; i < 6; ++i) {
     auto* n = g->add_node();
@@ -189,7 +184,7 @@ TEST(Executor, PlansOneArenaWithReuse) {
     prev = "v" + std::to_string(i);
     n->add_output(prev);
   }
-  set_type(g->add_output(), prev, onnx::TensorProto::FLOAT, {"64", "64"});
+  set_symbolic_type(g->add_output(), prev, onnx::TensorProto::FLOAT, {"64", "64"});
   Executor exec(import(m));
   Tensor x = Tensor::zeros(DType::f32, {64, 64});
   x.data<float>()[5] = 3;

@@ -13,9 +13,11 @@
 #include "ir/text_format.h"
 #include "ir/verifier.h"
 #include "runtime/executor.h"
+#include "onnx_test_util.h"
 #include "test_util.h"
 
 using namespace cuvil;
+using namespace cuvil::test;
 
 namespace {
 
@@ -31,22 +33,12 @@ GraphPtr region(Graph& parent, const std::string& name) {
 
 bool is_fresh(const Dim& d) { return d.is_symbol() && d.symbol_name()[0] == '_'; }
 
-std::vector<Tensor> run(const std::shared_ptr<Graph>& g, const std::vector<Tensor>& inputs) {
-  Executor e(g);
-  return e.run(inputs);
-}
-
 void prepare(Graph& g) {
   infer_shapes(g);
   verify(g);
 }
 
-template <class T>
-std::vector<T> values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
-}
-
-Tensor f32s(std::vector<float> v, std::vector<int64_t> shape) { return Tensor::from_vector<float>(v, shape); }
+Tensor f32s(const std::vector<float>& v, std::vector<int64_t> shape) { return tensor<float>(v, std::move(shape)); }
 
 // ---- If
 
@@ -79,7 +71,7 @@ TEST(RefControlIf, ConstantConditionGivesTheBranchTypeExactly) {
   auto g = if_graph(true, false);
   prepare(*g);
   EXPECT_EQ(g->outputs()[0]->shape(), Shape::of({3}));
-  EXPECT_EQ(values<float>(run(g, {})[0]), (std::vector<float>{3, 4, 5}));
+  EXPECT_EQ(values<float>(run_graph(g, {})[0]), (std::vector<float>{3, 4, 5}));
 }
 
 TEST(RefControlIf, BranchesReturnOuterValuesWithoutAliasingThem) {
@@ -184,7 +176,7 @@ TEST(RefControlLoop, ConstantTripCountStacksScanOutputs) {
   EXPECT_EQ(g->outputs()[1]->type(), tt(DType::i64, {4}));
   EXPECT_EQ(g->outputs()[2]->shape(), Shape({4, sym("batch"), 3}));
   Tensor x = f32s({1, 2, 3, 4, 5, 6}, {2, 3});
-  auto out = run(g, {x});
+  auto out = run_graph(g, {x});
   EXPECT_EQ(values<float>(out[0]), values<float>(x));
   EXPECT_NE(out[0].raw(), x.raw());
   EXPECT_EQ(values<int64_t>(out[1]), (std::vector<int64_t>{0, 1, 2, 3}));
@@ -219,7 +211,7 @@ TEST(RefControlLoop, ConstantZeroTripCountKeepsInitialTypes) {
   auto g = counting_loop([](Graph& g) { return g.add_constant("M", Tensor::scalar<int64_t>(0)); }, false);
   prepare(*g);
   EXPECT_EQ(g->outputs()[1]->type(), tt(DType::i64, {0}));
-  auto out = run(g, {f32s({1, 2, 3}, {1, 3})});
+  auto out = run_graph(g, {f32s({1, 2, 3}, {1, 3})});
   EXPECT_EQ(out[2].shape(), (std::vector<int64_t>{0, 1, 3}));
 }
 
@@ -239,7 +231,7 @@ TEST(RefControlLoop, BodyConditionStopsAWhileLoop) {
   for (Value* v : n->outputs()) g->add_output(v);
   prepare(*g);
   EXPECT_TRUE(is_fresh(g->outputs()[2]->shape()[0]));
-  auto out = run(g, {});
+  auto out = run_graph(g, {});
   EXPECT_EQ(values<int64_t>(out[2]), (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(values<bool>(out[0]), std::vector<bool>{false});
 }
@@ -259,7 +251,7 @@ TEST(RefControlLoop, SymbolicTripCountFromAShape) {
   g->add_output(n->output(0));
   prepare(*g);
   EXPECT_EQ(g->outputs()[0]->type(), tt(DType::i64, {sym("batch")}));
-  auto out = run(g, {f32s({1, 2, 3, 4, 5, 6}, {3, 2})});
+  auto out = run_graph(g, {f32s({1, 2, 3, 4, 5, 6}, {3, 2})});
   EXPECT_EQ(values<int64_t>(out[0]), (std::vector<int64_t>{0, 1, 2}));
 }
 
@@ -396,7 +388,7 @@ TEST(RefControlNested, LoopAccumulatesWithAdd) {
   prepare(*g);
   EXPECT_EQ(g->outputs()[0]->type(), tt(DType::f32, {2}));
   EXPECT_EQ(g->outputs()[1]->type(), tt(DType::f32, {4, 2}));
-  auto out = run(g, {f32s({0, 1}, {2}), f32s({1, -0.5f}, {2})});
+  auto out = run_graph(g, {f32s({0, 1}, {2}), f32s({1, -0.5f}, {2})});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{4, -1}));
   EXPECT_EQ(values<float>(out[1]), (std::vector<float>{1, 0.5f, 2, 0, 3, -0.5f, 4, -1}));
 }
@@ -436,7 +428,7 @@ TEST(RefControlScan, IdentityScanRestacksAlongAxis0) {
   prepare(*g);
   EXPECT_EQ(g->outputs()[1]->shape(), Shape({sym("t"), 2}));
   Tensor x = f32s({1, 2, 3, 4, 5, 6}, {3, 2});
-  auto out = run(g, {f32s({0, 0}, {2}), x});
+  auto out = run_graph(g, {f32s({0, 0}, {2}), x});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{5, 6}));
   EXPECT_EQ(values<float>(out[1]), values<float>(x));
 }
@@ -460,7 +452,7 @@ TEST(RefControlScan, AxesAndDirectionsTransposeAndReverse) {
     prepare(*g);
     EXPECT_EQ(g->outputs()[1]->shape(), Shape::of(c.shape));
     std::vector<int64_t> state_shape = c.spec.in_axes[0] == 0 ? std::vector<int64_t>{3} : std::vector<int64_t>{2};
-    auto out = run(g, {Tensor::zeros(DType::f32, state_shape), x});
+    auto out = run_graph(g, {Tensor::zeros(DType::f32, state_shape), x});
     EXPECT_EQ(out[1].shape(), c.shape);
     EXPECT_EQ(values<float>(out[1]), c.ys);
     EXPECT_EQ(values<float>(out[0]), c.last);
@@ -476,7 +468,7 @@ TEST(RefControlScan, EveryDtypeMovesBitExactly) {
     Tensor x = Tensor::zeros(d, {3, 5});
     auto* bytes = static_cast<uint8_t*>(x.raw());
     for (size_t b = 0; b < x.nbytes(); ++b) bytes[b] = d == DType::boolean ? uint8_t(b % 3 == 0) : uint8_t(b * 37 + 11);
-    auto out = run(g, {Tensor::zeros(d, {3}), x});
+    auto out = run_graph(g, {Tensor::zeros(d, {3}), x});
     ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{5, 3}));
     size_t es = dtype_size(d);
     for (int64_t i = 0; i < 3; ++i)
@@ -585,26 +577,10 @@ TEST(RefControlScan, ScanOutputChangingShapeIsAnError) {
 
 // ---- ONNX import: Scan-8 (batch axis) becomes a Scan over the batch of Scans; outer-scope names resolve.
 
-void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem, std::vector<int64_t> dims) {
-  v->set_name(name);
-  auto* tt = v->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(elem);
-  auto* shape = tt->mutable_shape();
-  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
-}
-
-std::shared_ptr<Graph> import(const onnx::ModelProto& m) {
-  std::string bytes = m.SerializeAsString();
-  return import_onnx_bytes(bytes.data(), bytes.size());
-}
-
 // Scan-8 over x[batch=2, seq=3, 2] with body (s, e) -> (e, e) and reversed scanning.
 onnx::ModelProto scan8_model(bool with_sequence_lens) {
-  onnx::ModelProto m;
-  m.set_ir_version(3);
-  m.add_opset_import()->set_version(8);
+  onnx::ModelProto m = onnx_model(3, 8);
   auto* g = m.mutable_graph();
-  g->set_name("g");
   set_type(g->add_input(), "init", onnx::TensorProto::FLOAT, {2, 2});
   set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3, 2});
   set_type(g->add_output(), "last", onnx::TensorProto::FLOAT, {2, 2});
@@ -643,7 +619,7 @@ TEST(RefControlOnnx, Scan8RunsEachBatchEntry) {
   EXPECT_EQ(g->outputs()[1]->shape(), Shape::of({2, 3, 2}));
   std::vector<float> xv;
   for (int i = 0; i < 12; ++i) xv.push_back(float(i));
-  auto out = run(g, {f32s({0, 0, 0, 0}, {2, 2}), f32s(xv, {2, 3, 2})});
+  auto out = run_graph(g, {f32s({0, 0, 0, 0}, {2, 2}), f32s(xv, {2, 3, 2})});
   // Reversed scanning: the final state is each batch entry's first element; scan outputs are in visiting order.
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{0, 1, 6, 7}));
   EXPECT_EQ(values<float>(out[1]), (std::vector<float>{4, 5, 2, 3, 0, 1, 10, 11, 8, 9, 6, 7}));
@@ -655,11 +631,8 @@ TEST(RefControlOnnx, Scan8SequenceLensIsRejectedClearly) {
 
 // If(c) { Loop(M) { scan output: outer x } } else { x }: names from two levels up resolve in the importer.
 TEST(RefControlOnnx, OuterScopeNamesResolveThroughNestedRegions) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(16);
+  onnx::ModelProto m = onnx_model(8, 16);
   auto* g = m.mutable_graph();
-  g->set_name("g");
   set_type(g->add_input(), "c", onnx::TensorProto::BOOL, {});
   set_type(g->add_input(), "x", onnx::TensorProto::INT32, {2});
   set_type(g->add_output(), "y", onnx::TensorProto::INT32, {});
@@ -719,7 +692,7 @@ TEST(RefControlText, NestedRegionsRoundTripAndRun) {
   auto parsed = parse_graph(text);
   EXPECT_EQ(print_graph(*parsed), text);
   verify(*parsed);
-  auto out = run(parsed, {f32s({0, 0, 0, 0}, {2, 2}), f32s({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {2, 3, 2})});
+  auto out = run_graph(parsed, {f32s({0, 0, 0, 0}, {2, 2}), f32s({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {2, 3, 2})});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{0, 1, 6, 7}));
 }
 
@@ -733,7 +706,7 @@ TEST(RefControlScan, LongScansAreLinear) {
   prepare(*g);
   Tensor x = Tensor::zeros(DType::f32, {20000, 64});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 1000);
-  auto out = run(g, {Tensor::zeros(DType::f32, {64}), x});
+  auto out = run_graph(g, {Tensor::zeros(DType::f32, {64}), x});
   EXPECT_TRUE(out[1].same_bytes(x));
 }
 

@@ -14,56 +14,18 @@
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "runtime/executor.h"
+#include "onnx_test_util.h"
+#include "test_util.h"
 
 using namespace cuvil;
+using namespace cuvil::test;
 
 namespace {
 
 using Ints = std::vector<int64_t>;
-using OptTensor = std::optional<Tensor>;
 
-#define EXPECT_NN_ERROR(stmt, needle)                                                          \
-  do {                                                                                         \
-    try {                                                                                      \
-      stmt;                                                                                    \
-      ADD_FAILURE() << "expected a cuvil::Error containing '" << (needle) << "'";              \
-    } catch (const ::cuvil::Error& e) {                                                        \
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what(); \
-    }                                                                                          \
-  } while (0)
-
-// Builds a one-node graph (inputs as graph inputs with static shapes, or as constants where `constant` says so;
-// nullopt = omitted), infers, verifies and runs it on the reference backend.
-std::vector<Tensor> run_op(OpKind op, const std::vector<OptTensor>& inputs, AttrMap attrs = {},
-                           size_t num_outputs = 1, std::vector<bool> constant = {}) {
-  auto g = std::make_shared<Graph>("t");
-  std::vector<Value*> ins;
-  std::vector<Tensor> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    std::string name = "in" + std::to_string(i);
-    if (i < constant.size() && constant[i]) {
-      ins.push_back(g->add_constant(name, *inputs[i]));
-    } else {
-      ins.push_back(g->add_input(name, TensorType{inputs[i]->dtype(), Shape::of(inputs[i]->shape())}));
-      feeds.push_back(*inputs[i]);
-    }
-  }
-  std::vector<std::string> outs;
-  for (size_t i = 0; i < num_outputs; ++i) outs.push_back("out" + std::to_string(i));
-  Node* n = g->add_node(op, ins, outs, std::move(attrs), Location{"node", "", 0});
-  for (Value* v : n->outputs()) g->add_output(v);
-  infer_shapes(*g);
-  verify(*g);
-  Executor ex(g);
-  return ex.run(feeds);
-}
-
-Tensor run1(OpKind op, const std::vector<OptTensor>& inputs, AttrMap attrs = {}) {
-  return run_op(op, inputs, std::move(attrs))[0];
+Tensor run1(OpKind op, const std::vector<Tensor>& inputs, AttrMap attrs = {}) {
+  return run_on_inputs(op, inputs, std::move(attrs))[0];
 }
 
 // The output type that inference gives a node on inputs of the given types.
@@ -95,17 +57,9 @@ Tensor convert(const Tensor& t) {
   return Tensor::from_vector<T>(v, t.shape());
 }
 
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = t.get_f64(i);
-  return v;
-}
-
 void expect_close(const Tensor& got, const std::vector<double>& want, Ints shape, double tol = 1e-5) {
   ASSERT_EQ(got.shape(), shape);
-  ASSERT_EQ(size_t(got.numel()), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_NEAR(got.get_f64(int64_t(i)), want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
+  expect_values(got, want, tol);
 }
 
 AttrMap attrs(std::initializer_list<std::pair<const std::string, Attribute>> kv) { return AttrMap(kv); }
@@ -183,7 +137,7 @@ TEST(RefNN, ConvMatchesNaiveAcrossShapes) {
     Tensor x = rand_f32(c.x, seed++), w = rand_f32(c.w, seed++), b = rand_f32({c.w[0]}, seed++);
     Ints yshape;
     std::vector<double> want = naive_conv(x, w, c.bias ? &b : nullptr, c.p, yshape);
-    std::vector<OptTensor> ins{x, w};
+    std::vector<Tensor> ins{x, w};
     if (c.bias) ins.push_back(b);
     expect_close(run1(OpKind::Conv, ins, conv_attrs(c.p)), want, yshape);
   }
@@ -351,16 +305,16 @@ TEST(RefNN, ConvSymbolicShapes) {
 
 TEST(RefNN, ConvErrors) {
   Tensor x = rand_f32({1, 3, 5, 5}, 41);
-  EXPECT_NN_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 2, 3, 3}, 42)}), "channels");
-  EXPECT_NN_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 7, 7}, 42)}), "larger than the padded input");
-  EXPECT_NN_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3, 3}, 42)}, attrs({{"auto_pad", "SAME"}})), "auto_pad");
-  EXPECT_NN_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3, 3}, 42)}, attrs({{"strides", Ints{1}}})), "strides");
-  EXPECT_NN_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3, 3}, 42)}, attrs({{"strides", Ints{0, 1}}})), ">= 1");
-  EXPECT_NN_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3, 3}, 42), rand_f32({3}, 1)}), "bias");
-  EXPECT_NN_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3}, 42)}), "rank");
-  EXPECT_NN_ERROR(run1(OpKind::Conv, {Tensor::zeros(DType::i32, {1, 3, 5, 5}), Tensor::zeros(DType::i32, {1, 3, 1, 1})}),
-                  "dtype");
-  EXPECT_NN_ERROR(run1(OpKind::Conv, {x, rand_f32({3, 3, 3, 3}, 42)}, attrs({{"group", int64_t(2)}})), "channels");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 2, 3, 3}, 42)}), "channels");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 7, 7}, 42)}), "larger than the padded input");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3, 3}, 42)}, attrs({{"auto_pad", "SAME"}})), "auto_pad");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3, 3}, 42)}, attrs({{"strides", Ints{1}}})), "strides");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3, 3}, 42)}, attrs({{"strides", Ints{0, 1}}})), ">= 1");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3, 3}, 42), rand_f32({3}, 1)}), "bias");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Conv, {x, rand_f32({2, 3, 3}, 42)}), "rank");
+  EXPECT_CUVIL_ERROR(
+      run1(OpKind::Conv, {Tensor::zeros(DType::i32, {1, 3, 5, 5}), Tensor::zeros(DType::i32, {1, 3, 1, 1})}), "dtype");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Conv, {x, rand_f32({3, 3, 3, 3}, 42)}, attrs({{"group", int64_t(2)}})), "channels");
 }
 
 // ---- ConvTranspose
@@ -411,7 +365,7 @@ TEST(RefNN, ConvTransposeOutputShape) {
   Tensor s = run1(OpKind::ConvTranspose, {x, w}, attrs({{"strides", Ints{2, 2}}, {"auto_pad", "SAME_UPPER"}}));
   Ints ss{1, 2, 6, 6};
   expect_close(s, naive_conv_transpose(x, w, nullptr, {{2, 2}, {1, 1}, {0, 0, 0, 0}, 1}, ss), ss);
-  EXPECT_NN_ERROR(run1(OpKind::ConvTranspose, {x, w}, attrs({{"output_shape", Ints{6}}})), "output_shape");
+  EXPECT_CUVIL_ERROR(run1(OpKind::ConvTranspose, {x, w}, attrs({{"output_shape", Ints{6}}})), "output_shape");
 }
 
 // ---- ConvInteger / QLinearConv
@@ -459,7 +413,7 @@ TEST(RefNN, MaxPoolIndicesNaNAndStorageOrder) {
   v[13] = std::numeric_limits<float>::quiet_NaN();
   Tensor x = Tensor::from_vector<float>(v, {1, 1, 4, 5});
   AttrMap a = attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
-  auto out = run_op(OpKind::MaxPool, {x}, a, 2);
+  auto out = run_on_inputs(OpKind::MaxPool, {x}, a, 2);
   ASSERT_EQ(out[0].shape(), (Ints{1, 1, 2, 2}));
   // Windows (row-major flat ids): {0,1,5,6} {2,3,7,8} {10,11,15,16} {12,13,17,18}
   std::vector<int64_t> want_idx;
@@ -476,7 +430,7 @@ TEST(RefNN, MaxPoolIndicesNaNAndStorageOrder) {
   EXPECT_TRUE(std::isnan(out[0].data<float>()[3]));
   EXPECT_EQ(out[1].data<int64_t>()[3], 13);
   a["storage_order"] = int64_t(1);
-  auto col = run_op(OpKind::MaxPool, {x}, a, 2);
+  auto col = run_on_inputs(OpKind::MaxPool, {x}, a, 2);
   EXPECT_EQ(col[1].data<int64_t>()[3], 2 + 3 * 4);  // (h=2, w=3) column-major: h + w * H
 }
 
@@ -484,7 +438,8 @@ TEST(RefNN, MaxPoolIntegerDilationAndBatchOffset) {
   std::vector<int8_t> v(2 * 2 * 5);
   for (size_t i = 0; i < v.size(); ++i) v[i] = int8_t(int(i * 37 % 23) - 11);
   Tensor x = Tensor::from_vector<int8_t>(v, {2, 2, 5});
-  auto out = run_op(OpKind::MaxPool, {x}, attrs({{"kernel_shape", Ints{2}}, {"dilations", Ints{2}}, {"pads", Ints{1, 0}}}), 2);
+  auto out = run_on_inputs(OpKind::MaxPool, {x},
+                           attrs({{"kernel_shape", Ints{2}}, {"dilations", Ints{2}}, {"pads", Ints{1, 0}}}), 2);
   ASSERT_EQ(out[0].shape(), (Ints{2, 2, 4}));
   for (int64_t p = 0; p < 4; ++p)
     for (int64_t o = 0; o < 4; ++o) {
@@ -549,13 +504,13 @@ TEST(RefNN, GlobalPools) {
   EXPECT_EQ(d.shape(), (Ints{1, 1, 1, 1}));
   EXPECT_EQ(d.data<double>()[0], 6.0);
   EXPECT_EQ(run1(OpKind::GlobalAveragePool, {Tensor::zeros(DType::f32, {0, 3, 4, 4})}).shape(), (Ints{0, 3, 1, 1}));
-  EXPECT_NN_ERROR(run1(OpKind::GlobalAveragePool, {Tensor::zeros(DType::i32, {1, 3, 4, 4})}), "dtype");
+  EXPECT_CUVIL_ERROR(run1(OpKind::GlobalAveragePool, {Tensor::zeros(DType::i32, {1, 3, 4, 4})}), "dtype");
 }
 
 TEST(RefNN, MaxUnpoolRoundTripAndBadIndex) {
   Tensor x = rand_f32({2, 3, 4, 6}, 81);
   AttrMap a = attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
-  auto pooled = run_op(OpKind::MaxPool, {x}, a, 2);
+  auto pooled = run_on_inputs(OpKind::MaxPool, {x}, a, 2);
   Tensor u = run1(OpKind::MaxUnpool, {pooled[0], pooled[1]}, a);
   ASSERT_EQ(u.shape(), x.shape());
   int64_t nonzero = 0;
@@ -567,7 +522,7 @@ TEST(RefNN, MaxUnpoolRoundTripAndBadIndex) {
   EXPECT_EQ(nonzero, pooled[0].numel());
   // An explicit larger output_shape pads at the end.
   Tensor os = Tensor::from_vector<int64_t>({2, 3, 5, 7}, {4});
-  Tensor big = run_op(OpKind::MaxUnpool, {pooled[0], pooled[1], os}, a, 1, {false, false, true})[0];
+  Tensor big = run_op(OpKind::MaxUnpool, {input(pooled[0]), input(pooled[1]), constant(os)}, a)[0];
   ASSERT_EQ(big.shape(), (Ints{2, 3, 5, 7}));
   EXPECT_EQ(big.data<float>()[(1 * 3 + 2) * 35 + 3 * 7 + 5], u.data<float>()[(1 * 3 + 2) * 24 + 3 * 6 + 5]);
   // output_shape as a graph input (unknown at compile time) still works.
@@ -575,11 +530,11 @@ TEST(RefNN, MaxUnpoolRoundTripAndBadIndex) {
   EXPECT_TRUE(big2.same_bytes(big));
   Tensor bad = pooled[1].clone();
   bad.data<int64_t>()[3] = x.numel();
-  EXPECT_NN_ERROR(run1(OpKind::MaxUnpool, {pooled[0], bad}, a), "out of range");
+  EXPECT_CUVIL_ERROR(run1(OpKind::MaxUnpool, {pooled[0], bad}, a), "out of range");
   bad.data<int64_t>()[3] = -1;
-  EXPECT_NN_ERROR(run1(OpKind::MaxUnpool, {pooled[0], bad}, a), "out of range");
-  EXPECT_NN_ERROR(run1(OpKind::MaxUnpool, {pooled[0], pooled[1], Tensor::from_vector<int64_t>({2, 3, 3, 6}, {4})}, a),
-                  "smaller");
+  EXPECT_CUVIL_ERROR(run1(OpKind::MaxUnpool, {pooled[0], bad}, a), "out of range");
+  EXPECT_CUVIL_ERROR(
+      run1(OpKind::MaxUnpool, {pooled[0], pooled[1], Tensor::from_vector<int64_t>({2, 3, 3, 6}, {4})}, a), "smaller");
 }
 
 // ---- Gemm / MatMul
@@ -596,7 +551,7 @@ std::vector<double> naive_matmul(const std::vector<double>& a, const std::vector
 TEST(RefNN, GemmTransposesAndBroadcastC) {
   int64_t m = 3, k = 5, n = 4;
   Tensor a = rand_f32({m, k}, 91), b = rand_f32({k, n}, 92);
-  std::vector<double> ab = naive_matmul(values(a), values(b), m, k, n);
+  std::vector<double> ab = naive_matmul(as_f64(a), as_f64(b), m, k, n);
   // Transposed copies of a and b.
   std::vector<float> at(size_t(m * k)), bt(size_t(k * n));
   for (int64_t i = 0; i < m; ++i)
@@ -616,8 +571,8 @@ TEST(RefNN, GemmTransposesAndBroadcastC) {
     expect_close(run1(OpKind::Gemm, {aT, bT, c}, at_attrs), want, {m, n});
   }
   expect_close(run1(OpKind::Gemm, {a, b}), ab, {m, n});
-  EXPECT_NN_ERROR(run1(OpKind::Gemm, {a, b, rand_f32({2, n}, 1)}), "cannot broadcast");
-  EXPECT_NN_ERROR(run1(OpKind::Gemm, {a, a}), "inner dims");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Gemm, {a, b, rand_f32({2, n}, 1)}), "cannot broadcast");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Gemm, {a, a}), "inner dims");
 }
 
 TEST(RefNN, GemmIntegers) {
@@ -626,8 +581,8 @@ TEST(RefNN, GemmIntegers) {
   Tensor c = Tensor::from_vector<int32_t>({10, 20}, {2});
   Tensor y = run1(OpKind::Gemm, {a, b, c}, attrs({{"alpha", 2.0}, {"beta", -1.0}}));
   // a@b = [[-1, 2], [2, 2]] -> 2*ab - c
-  EXPECT_EQ(values(y), (std::vector<double>{-12, -16, -6, -16}));
-  EXPECT_NN_ERROR(run1(OpKind::Gemm, {a, b, c}, attrs({{"alpha", 0.5}})), "integral");
+  EXPECT_EQ(as_f64(y), (std::vector<double>{-12, -16, -6, -16}));
+  EXPECT_CUVIL_ERROR(run1(OpKind::Gemm, {a, b, c}, attrs({{"alpha", 0.5}})), "integral");
   Tensor u = run1(OpKind::Gemm, {Tensor::from_vector<uint64_t>({1ull << 63, 3}, {1, 2}),
                                  Tensor::from_vector<uint64_t>({2, 5}, {2, 1})});
   EXPECT_EQ(u.data<uint64_t>()[0], 15u);  // 2^64 wraps to 0
@@ -637,12 +592,12 @@ TEST(RefNN, MatMulNumpySemantics) {
   Tensor v = rand_f32({4}, 101), w = rand_f32({4}, 102);
   Tensor dot = run1(OpKind::MatMul, {v, w});
   EXPECT_EQ(dot.rank(), 0u);
-  expect_close(dot, naive_matmul(values(v), values(w), 1, 4, 1), {});
+  expect_close(dot, naive_matmul(as_f64(v), as_f64(w), 1, 4, 1), {});
   // [2, 1, 3, 4] x [5, 4, 2] -> [2, 5, 3, 2]
   Tensor a = rand_f32({2, 1, 3, 4}, 103), b = rand_f32({5, 4, 2}, 104);
   Tensor y = run1(OpKind::MatMul, {a, b});
   ASSERT_EQ(y.shape(), (Ints{2, 5, 3, 2}));
-  auto av = values(a), bv = values(b);
+  auto av = as_f64(a), bv = as_f64(b);
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t j = 0; j < 5; ++j) {
       std::vector<double> as(av.begin() + i * 12, av.begin() + (i + 1) * 12), bs(bv.begin() + j * 8, bv.begin() + (j + 1) * 8);
@@ -654,16 +609,16 @@ TEST(RefNN, MatMulNumpySemantics) {
   EXPECT_EQ(run1(OpKind::MatMul, {rand_f32({3, 2, 4}, 106), v}).shape(), (Ints{3, 2}));
   // Empty K gives zeros; empty M gives an empty result.
   Tensor z = run1(OpKind::MatMul, {Tensor::zeros(DType::f32, {2, 0}), Tensor::zeros(DType::f32, {0, 3})});
-  EXPECT_EQ(values(z), std::vector<double>(6, 0.0));
+  EXPECT_EQ(as_f64(z), std::vector<double>(6, 0.0));
   EXPECT_EQ(run1(OpKind::MatMul, {Tensor::zeros(DType::f32, {0, 4}), rand_f32({4, 3}, 1)}).shape(), (Ints{0, 3}));
   Tensor h = run1(OpKind::MatMul, {convert<f16_t>(a), convert<f16_t>(b)});
   EXPECT_EQ(h.dtype(), DType::f16);
   Tensor i = run1(OpKind::MatMul, {Tensor::from_vector<int64_t>({1, 2, 3, 4}, {2, 2}),
                                    Tensor::from_vector<int64_t>({-1, 0, 0, -1}, {2, 2})});
-  EXPECT_EQ(values(i), (std::vector<double>{-1, -2, -3, -4}));
-  EXPECT_NN_ERROR(run1(OpKind::MatMul, {rand_f32({2, 3}, 1), rand_f32({4, 2}, 2)}), "inner dims");
-  EXPECT_NN_ERROR(run1(OpKind::MatMul, {rand_f32({2, 2, 3}, 1), rand_f32({3, 3, 2}, 2)}), "broadcast");
-  EXPECT_NN_ERROR(run1(OpKind::MatMul, {Tensor::scalar<float>(1), v}), "rank");
+  EXPECT_EQ(as_f64(i), (std::vector<double>{-1, -2, -3, -4}));
+  EXPECT_CUVIL_ERROR(run1(OpKind::MatMul, {rand_f32({2, 3}, 1), rand_f32({4, 2}, 2)}), "inner dims");
+  EXPECT_CUVIL_ERROR(run1(OpKind::MatMul, {rand_f32({2, 2, 3}, 1), rand_f32({3, 3, 2}, 2)}), "broadcast");
+  EXPECT_CUVIL_ERROR(run1(OpKind::MatMul, {Tensor::scalar<float>(1), v}), "rank");
   // Symbolic batch.
   TensorType t = infer_type(OpKind::MatMul, {TensorType{DType::f32, Shape({Dim::symbol("b"), Dim(7), Dim(3)})},
                                              TensorType{DType::f32, Shape::of({3, 5})}});
@@ -679,9 +634,9 @@ TEST(RefNN, MatMulIntegerZeroPoints) {
   ASSERT_EQ(y.dtype(), DType::i32);
   std::vector<double> av{0 - 1., 255 - 1., 3 - 1., 4 - 2., 5 - 2., 6 - 2.};
   std::vector<double> bv{-128 + 1., 127 - 1., 2 + 1., -3 - 1., 4 + 1., 5 - 1.};
-  EXPECT_EQ(values(y), naive_matmul(av, bv, 2, 3, 2));
+  EXPECT_EQ(as_f64(y), naive_matmul(av, bv, 2, 3, 2));
   Tensor y0 = run1(OpKind::MatMulInteger, {a, b});
-  EXPECT_EQ(values(y0), naive_matmul(values(a), values(b), 2, 3, 2));
+  EXPECT_EQ(as_f64(y0), naive_matmul(as_f64(a), as_f64(b), 2, 3, 2));
 }
 
 TEST(RefNN, QLinearMatMulMatchesFloatMath) {
@@ -702,32 +657,32 @@ TEST(RefNN, QLinearMatMulMatchesFloatMath) {
 TEST(RefNN, EinsumForms) {
   Tensor a = rand_f32({2, 3, 4}, 111), b = rand_f32({2, 4, 5}, 112);
   Tensor bmm = run1(OpKind::Einsum, {a, b}, attrs({{"equation", "bij,bjk->bik"}}));
-  expect_close(bmm, values(run1(OpKind::MatMul, {a, b})), {2, 3, 5});
+  expect_close(bmm, as_f64(run1(OpKind::MatMul, {a, b})), {2, 3, 5});
   // Implicit output: letters appearing once, in order ('B' sorts before 'a').
   Tensor t = run1(OpKind::Einsum, {rand_f32({3, 2}, 113)}, attrs({{"equation", "aB"}}));
   EXPECT_EQ(t.shape(), (Ints{2, 3}));
   Tensor sq = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
-  EXPECT_EQ(values(run1(OpKind::Einsum, {sq}, attrs({{"equation", "ii"}}))), (std::vector<double>{15}));
-  EXPECT_EQ(values(run1(OpKind::Einsum, {sq}, attrs({{"equation", "ii->i"}}))), (std::vector<double>{1, 5, 9}));
+  EXPECT_EQ(as_f64(run1(OpKind::Einsum, {sq}, attrs({{"equation", "ii"}}))), (std::vector<double>{15}));
+  EXPECT_EQ(as_f64(run1(OpKind::Einsum, {sq}, attrs({{"equation", "ii->i"}}))), (std::vector<double>{1, 5, 9}));
   // Ellipsis broadcasting: [2, 1, 3] and [4, 3] -> [2, 4]
   Tensor e = run1(OpKind::Einsum, {rand_f32({2, 1, 3}, 114), rand_f32({4, 3}, 115)},
                   attrs({{"equation", "...j,...j->..."}}));
   EXPECT_EQ(e.shape(), (Ints{2, 4}));
   // Outer product, integer dtype, three operands.
   Tensor i1 = Tensor::from_vector<int32_t>({1, 2}, {2}), i2 = Tensor::from_vector<int32_t>({3, 4, 5}, {3});
-  EXPECT_EQ(values(run1(OpKind::Einsum, {i1, i2, i1}, attrs({{"equation", "i,j,i->j"}}))),
+  EXPECT_EQ(as_f64(run1(OpKind::Einsum, {i1, i2, i1}, attrs({{"equation", "i,j,i->j"}}))),
             (std::vector<double>{15, 20, 25}));
   Tensor s8 = run1(OpKind::Einsum, {Tensor::from_vector<int8_t>({100, 100}, {2})}, attrs({{"equation", "i->"}}));
   EXPECT_EQ(int(s8.data<int8_t>()[0]), int(int8_t(200 - 256)));  // wraps like int8 arithmetic
   // Sum over an empty dim.
-  EXPECT_EQ(values(run1(OpKind::Einsum, {Tensor::zeros(DType::f32, {3, 0})}, attrs({{"equation", "ij->i"}}))),
+  EXPECT_EQ(as_f64(run1(OpKind::Einsum, {Tensor::zeros(DType::f32, {3, 0})}, attrs({{"equation", "ij->i"}}))),
             (std::vector<double>{0, 0, 0}));
-  EXPECT_NN_ERROR(run1(OpKind::Einsum, {a, b}, attrs({{"equation", "bij,bkj->bik"}})), "size");
-  EXPECT_NN_ERROR(run1(OpKind::Einsum, {a}, attrs({{"equation", "ij->ij"}})), "does not match");
-  EXPECT_NN_ERROR(run1(OpKind::Einsum, {a}, attrs({{"equation", "ijk->l"}})), "does not appear");
-  EXPECT_NN_ERROR(run1(OpKind::Einsum, {a}, attrs({{"equation", "i.k->i"}})), "ellipsis");
-  EXPECT_NN_ERROR(run1(OpKind::Einsum, {a}, attrs({{"equation", "...k->k"}})), "...");
-  EXPECT_NN_ERROR(run1(OpKind::Einsum, {a, b}, attrs({{"equation", "bij->bi"}})), "input terms");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Einsum, {a, b}, attrs({{"equation", "bij,bkj->bik"}})), "size");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Einsum, {a}, attrs({{"equation", "ij->ij"}})), "does not match");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Einsum, {a}, attrs({{"equation", "ijk->l"}})), "does not appear");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Einsum, {a}, attrs({{"equation", "i.k->i"}})), "ellipsis");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Einsum, {a}, attrs({{"equation", "...k->k"}})), "...");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Einsum, {a, b}, attrs({{"equation", "bij->bi"}})), "input terms");
 }
 
 // ---- Det
@@ -744,8 +699,8 @@ TEST(RefNN, Det) {
   EXPECT_EQ(one.data<double>()[0], 1.0);
   Tensor swap = run1(OpKind::Det, {convert<f16_t>(Tensor::from_vector<float>({0, 1, 1, 0}, {2, 2}))});
   EXPECT_EQ(float(swap.data<f16_t>()[0]), -1.0f);
-  EXPECT_NN_ERROR(run1(OpKind::Det, {rand_f32({2, 3}, 1)}), "square");
-  EXPECT_NN_ERROR(run1(OpKind::Det, {rand_f32({3}, 1)}), "rank");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Det, {rand_f32({2, 3}, 1)}), "square");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Det, {rand_f32({3}, 1)}), "rank");
 }
 
 // ---- quantization
@@ -754,16 +709,16 @@ TEST(RefNN, QuantizeLinearRoundingSaturationAndNaN) {
   float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   Tensor x = Tensor::from_vector<float>({0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 1000, -1000, nan, inf, -inf}, {10});
   Tensor u = run1(OpKind::QuantizeLinear, {x, Tensor::scalar<float>(1.0f), Tensor::scalar<uint8_t>(10)});
-  EXPECT_EQ(values(u), (std::vector<double>{10, 12, 12, 10, 8, 255, 0, 10, 255, 0}));
+  EXPECT_EQ(as_f64(u), (std::vector<double>{10, 12, 12, 10, 8, 255, 0, 10, 255, 0}));
   Tensor s = run1(OpKind::QuantizeLinear, {x, Tensor::scalar<float>(1.0f), Tensor::scalar<int8_t>(-1)});
   EXPECT_EQ(s.dtype(), DType::i8);
-  EXPECT_EQ(values(s), (std::vector<double>{-1, 1, 1, -1, -3, 127, -128, -1, 127, -128}));
+  EXPECT_EQ(as_f64(s), (std::vector<double>{-1, 1, 1, -1, -3, 127, -128, -1, 127, -128}));
   // No zero point: u8 with zero point 0.
   Tensor d = run1(OpKind::QuantizeLinear, {x, Tensor::scalar<float>(2.0f)});
   EXPECT_EQ(d.dtype(), DType::u8);
   Tensor i = run1(OpKind::QuantizeLinear, {Tensor::from_vector<int32_t>({5, -7, 300}, {3}), Tensor::scalar<float>(2.0f),
                                            Tensor::scalar<int8_t>(0)});
-  EXPECT_EQ(values(i), (std::vector<double>{2, -4, 127}));  // 2.5 -> 2, -3.5 -> -4
+  EXPECT_EQ(as_f64(i), (std::vector<double>{2, -4, 127}));  // 2.5 -> 2, -3.5 -> -4
 }
 
 TEST(RefNN, QuantizeDequantizePerAxis) {
@@ -771,24 +726,24 @@ TEST(RefNN, QuantizeDequantizePerAxis) {
   Tensor scale = Tensor::from_vector<float>({1, 0.5f, 2}, {3});
   Tensor zp = Tensor::from_vector<int8_t>({0, 1, -1}, {3});
   Tensor q = run1(OpKind::QuantizeLinear, {x, scale, zp}, attrs({{"axis", int64_t(-1)}}));
-  EXPECT_EQ(values(q), (std::vector<double>{1, 5, 1, 4, 11, 2}));
+  EXPECT_EQ(as_f64(q), (std::vector<double>{1, 5, 1, 4, 11, 2}));
   Tensor dq = run1(OpKind::DequantizeLinear, {q, scale, zp}, attrs({{"axis", int64_t(1)}}));
   EXPECT_EQ(dq.dtype(), DType::f32);
-  EXPECT_EQ(values(dq), (std::vector<double>{1, 2, 4, 4, 5, 6}));
+  EXPECT_EQ(as_f64(dq), (std::vector<double>{1, 2, 4, 4, 5, 6}));
   // Per axis 0.
   Tensor s0 = Tensor::from_vector<float>({1, 10}, {2});
   Tensor q0 = run1(OpKind::QuantizeLinear, {x, s0, Tensor::from_vector<uint8_t>({0, 0}, {2})}, attrs({{"axis", int64_t(0)}}));
-  EXPECT_EQ(values(q0), (std::vector<double>{1, 2, 3, 0, 0, 1}));  // 0.4 -> 0, 0.5 -> 0, 0.6 -> 1
+  EXPECT_EQ(as_f64(q0), (std::vector<double>{1, 2, 3, 0, 0, 1}));  // 0.4 -> 0, 0.5 -> 0, 0.6 -> 1
   Tensor i32 = run1(OpKind::DequantizeLinear, {Tensor::from_vector<int32_t>({-4, 6}, {2}), Tensor::scalar<float>(0.5f)});
-  EXPECT_EQ(values(i32), (std::vector<double>{-2, 3}));
-  EXPECT_NN_ERROR(run1(OpKind::QuantizeLinear, {x, Tensor::from_vector<float>({1, 2}, {2})}), "axis");
-  EXPECT_NN_ERROR(run1(OpKind::QuantizeLinear, {x, scale, zp}, attrs({{"axis", int64_t(2)}})), "out of range");
-  EXPECT_NN_ERROR(run1(OpKind::QuantizeLinear, {x, scale, Tensor::scalar<int32_t>(0)}), "dtype");
-  EXPECT_NN_ERROR(run1(OpKind::DequantizeLinear, {x, scale}), "dtype");
+  EXPECT_EQ(as_f64(i32), (std::vector<double>{-2, 3}));
+  EXPECT_CUVIL_ERROR(run1(OpKind::QuantizeLinear, {x, Tensor::from_vector<float>({1, 2}, {2})}), "axis");
+  EXPECT_CUVIL_ERROR(run1(OpKind::QuantizeLinear, {x, scale, zp}, attrs({{"axis", int64_t(2)}})), "out of range");
+  EXPECT_CUVIL_ERROR(run1(OpKind::QuantizeLinear, {x, scale, Tensor::scalar<int32_t>(0)}), "dtype");
+  EXPECT_CUVIL_ERROR(run1(OpKind::DequantizeLinear, {x, scale}), "dtype");
 }
 
 TEST(RefNN, DynamicQuantizeLinear) {
-  auto out = run_op(OpKind::DynamicQuantizeLinear, {Tensor::from_vector<float>({-1, 0, 2, 3}, {2, 2})}, {}, 3);
+  auto out = run_on_inputs(OpKind::DynamicQuantizeLinear, {Tensor::from_vector<float>({-1, 0, 2, 3}, {2, 2})}, {}, 3);
   float scale = 4.0f / 255.0f;
   EXPECT_FLOAT_EQ(out[1].data<float>()[0], scale);
   uint8_t zp = out[2].data<uint8_t>()[0];
@@ -796,13 +751,13 @@ TEST(RefNN, DynamicQuantizeLinear) {
   EXPECT_EQ(int(out[0].data<uint8_t>()[1]), int(zp));  // 0 is exact
   EXPECT_EQ(int(out[0].data<uint8_t>()[3]), 255);
   // All zeros (and an empty tensor): scale 0, zero point 0, no NaN anywhere.
-  auto z = run_op(OpKind::DynamicQuantizeLinear, {Tensor::zeros(DType::f32, {3})}, {}, 3);
+  auto z = run_on_inputs(OpKind::DynamicQuantizeLinear, {Tensor::zeros(DType::f32, {3})}, {}, 3);
   EXPECT_EQ(z[1].data<float>()[0], 0.0f);
-  EXPECT_EQ(values(z[0]), (std::vector<double>{0, 0, 0}));
-  auto e = run_op(OpKind::DynamicQuantizeLinear, {Tensor::zeros(DType::f32, {0, 2})}, {}, 3);
+  EXPECT_EQ(as_f64(z[0]), (std::vector<double>{0, 0, 0}));
+  auto e = run_on_inputs(OpKind::DynamicQuantizeLinear, {Tensor::zeros(DType::f32, {0, 2})}, {}, 3);
   EXPECT_EQ(e[0].shape(), (Ints{0, 2}));
   // Positive-only input: the range still includes 0, so the zero point is 0.
-  auto p = run_op(OpKind::DynamicQuantizeLinear, {Tensor::from_vector<float>({2, 4}, {2})}, {}, 3);
+  auto p = run_on_inputs(OpKind::DynamicQuantizeLinear, {Tensor::from_vector<float>({2, 4}, {2})}, {}, 3);
   EXPECT_EQ(int(p[2].data<uint8_t>()[0]), 0);
   EXPECT_EQ(int(p[0].data<uint8_t>()[1]), 255);
 }
@@ -810,18 +765,10 @@ TEST(RefNN, DynamicQuantizeLinear) {
 // ---- ONNX converter
 
 TEST(RefNN, OnnxGemmOpset6BroadcastAttributeIsDropped) {
-  onnx::ModelProto m;
-  m.set_ir_version(3);
-  m.add_opset_import()->set_version(6);
+  onnx::ModelProto m = onnx_model(3, 6);
   auto* g = m.mutable_graph();
-  g->set_name("g");
-  for (auto [name, dims] : {std::pair<const char*, Ints>{"a", {2, 3}}, {"b", {3, 4}}, {"c", {4}}}) {
-    auto* v = g->add_input();
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  }
+  for (auto [name, dims] : {std::pair<const char*, Ints>{"a", {2, 3}}, {"b", {3, 4}}, {"c", {4}}})
+    set_type(g->add_input(), name, onnx::TensorProto::FLOAT, dims);
   g->add_output()->set_name("y");
   auto* n = g->add_node();
   n->set_op_type("Gemm");
@@ -831,8 +778,7 @@ TEST(RefNN, OnnxGemmOpset6BroadcastAttributeIsDropped) {
   attr->set_name("broadcast");
   attr->set_type(onnx::AttributeProto::INT);
   attr->set_i(1);
-  std::string bytes = m.SerializeAsString();
-  auto graph = import_onnx_bytes(bytes.data(), bytes.size());
+  auto graph = import(m);
   ASSERT_EQ(graph->nodes().size(), 1u);
   EXPECT_FALSE(graph->nodes()[0]->has_attr("broadcast"));
   EXPECT_EQ(graph->outputs()[0]->shape(), Shape::of({2, 4}));

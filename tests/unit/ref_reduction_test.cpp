@@ -9,25 +9,16 @@
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "runtime/executor.h"
+#include "onnx_test_util.h"
 #include "test_util.h"
 
 using namespace cuvil;
+using namespace cuvil::test;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::nan("");
-
-// An input of the node under test: a graph input (shape known only as its type), a constant (its value is
-// known to inference), or omitted.
-struct In {
-  Tensor t;
-  bool constant = false;
-  bool absent = false;
-};
-In input(Tensor t) { return {std::move(t), false, false}; }
-In constant(Tensor t) { return {std::move(t), true, false}; }
-In absent() { return {Tensor(), false, true}; }
 
 template <class T>
 Tensor make(const std::vector<double>& v, std::vector<int64_t> shape) {
@@ -41,53 +32,8 @@ Tensor make(const std::vector<double>& v, std::vector<int64_t> shape) {
 Tensor f32(const std::vector<double>& v, std::vector<int64_t> shape) { return make<float>(v, std::move(shape)); }
 Tensor i64(const std::vector<double>& v, std::vector<int64_t> shape) { return make<int64_t>(v, std::move(shape)); }
 
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> r;
-  for (int64_t i = 0; i < t.numel(); ++i) r.push_back(t.get_f64(i));
-  return r;
-}
-
-// Builds one node over the given inputs, infers shapes, verifies, runs it on the reference backend.
-std::shared_ptr<Graph> build(OpKind op, const std::vector<In>& ins, AttrMap attrs, size_t num_outputs) {
-  auto g = std::make_shared<Graph>("main");
-  std::vector<Value*> vals;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    std::string name = "in" + std::to_string(i);
-    if (ins[i].absent) vals.push_back(nullptr);
-    else if (ins[i].constant) vals.push_back(g->add_constant(name, ins[i].t));
-    else vals.push_back(g->add_input(name, {ins[i].t.dtype(), Shape::of(ins[i].t.shape())}));
-  }
-  std::vector<std::string> outs;
-  for (size_t k = 0; k < num_outputs; ++k) outs.push_back("out" + std::to_string(k));
-  Node* n = g->add_node(op, vals, outs, std::move(attrs), Location{"node_under_test", "", 0});
-  for (Value* v : n->outputs()) g->add_output(v);
-  infer_shapes(*g);
-  verify(*g);
-  return g;
-}
-
-std::vector<Tensor> run_graph(const std::shared_ptr<Graph>& g, const std::vector<In>& ins) {
-  std::vector<Tensor> feeds;
-  for (const In& in : ins)
-    if (!in.absent && !in.constant) feeds.push_back(in.t);
-  Executor exec(g);
-  return exec.run(feeds);
-}
-
-std::vector<Tensor> run(OpKind op, const std::vector<In>& ins, AttrMap attrs = {}, size_t num_outputs = 1) {
-  return run_graph(build(op, ins, std::move(attrs), num_outputs), ins);
-}
-
-Tensor run1(OpKind op, const std::vector<In>& ins, AttrMap attrs = {}) { return run(op, ins, std::move(attrs))[0]; }
-
-void expect_values(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
-  std::vector<double> got = values(t);
-  ASSERT_EQ(got.size(), want.size()) << t.type_str();
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got[i])) << "element " << i << " = " << got[i];
-    else if (std::isinf(want[i])) EXPECT_EQ(got[i], want[i]) << "element " << i;
-    else EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
-  }
+Tensor run1(OpKind op, const std::vector<OpArg>& ins, AttrMap attrs = {}) {
+  return run_op(op, ins, std::move(attrs))[0];
 }
 
 Tensor axes(std::vector<double> a) { return i64(a, {int64_t(a.size())}); }
@@ -98,7 +44,7 @@ Tensor axes(std::vector<double> a) { return i64(a, {int64_t(a.size())}); }
 
 TEST(RefReduction, ReduceOpsOverOneAxis) {
   Tensor x = f32({1, -2, 3, 4, 5, -6}, {2, 3});
-  In ax = constant(axes({1}));
+  OpArg ax = constant(axes({1}));
   expect_values(run1(OpKind::ReduceSum, {input(x), ax}), {2, 3});
   expect_values(run1(OpKind::ReduceMean, {input(x), ax}), {2.0 / 3, 1});
   expect_values(run1(OpKind::ReduceMax, {input(x), ax}), {3, 5});
@@ -145,7 +91,7 @@ TEST(RefReduction, ReduceEmptyAxesReducesAllOrNothing) {
 
 TEST(RefReduction, ReduceOverAnEmptyDimGivesTheIdentity) {
   Tensor x = f32({}, {2, 0});
-  In ax = constant(axes({1}));
+  OpArg ax = constant(axes({1}));
   expect_values(run1(OpKind::ReduceSum, {input(x), ax}), {0, 0});
   expect_values(run1(OpKind::ReduceProd, {input(x), ax}), {1, 1});
   expect_values(run1(OpKind::ReduceMax, {input(x), ax}), {-kInf, -kInf});
@@ -165,7 +111,7 @@ TEST(RefReduction, ReduceOverAnEmptyDimGivesTheIdentity) {
 
 TEST(RefReduction, ReduceSpecialFloats) {
   Tensor x = f32({1, kNaN, 3, -kInf, 2, 0}, {2, 3});
-  In ax = constant(axes({1}));
+  OpArg ax = constant(axes({1}));
   expect_values(run1(OpKind::ReduceMax, {input(x), ax}), {kNaN, 2});
   expect_values(run1(OpKind::ReduceMin, {input(x), ax}), {kNaN, -kInf});
   expect_values(run1(OpKind::ReduceSum, {input(x), ax}), {kNaN, -kInf});
@@ -179,7 +125,7 @@ TEST(RefReduction, ReduceSpecialFloats) {
 
 TEST(RefReduction, ReduceIntegersWrapAndTruncate) {
   Tensor x = make<int32_t>({2147483647, 1, -7, 2}, {2, 2});
-  In ax = constant(axes({1}));
+  OpArg ax = constant(axes({1}));
   Tensor s = run1(OpKind::ReduceSum, {input(x), ax});
   EXPECT_EQ(s.dtype(), DType::i32);
   expect_values(s, {double(INT32_MIN), -5});  // wraps like int32 arithmetic
@@ -212,18 +158,18 @@ TEST(RefReduction, ReduceHalfTypes) {
 
 TEST(RefReduction, ReduceAxesKnownOnlyAtRunTime) {
   Tensor x = f32({1, 2, 3, 4, 5, 6}, {2, 3});
-  std::vector<In> ins = {input(x), input(axes({0}))};
-  auto g = build(OpKind::ReduceSum, ins, {}, 1);
-  const Shape& s = g->outputs()[0]->shape();
+  std::vector<OpArg> ins = {input(x), input(axes({0}))};
+  OneOp op = build_op(OpKind::ReduceSum, ins);
+  const Shape& s = op.type().shape;
   ASSERT_TRUE(s.rank_known());
   EXPECT_EQ(s.rank(), 2u);  // keepdims: rank kept, sizes fresh
-  Tensor y = run_graph(g, ins)[0];
+  Tensor y = run_graph(op.g, op.feeds)[0];
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{1, 3}));
   expect_values(y, {5, 7, 9});
   // without keepdims the rank is input rank minus the axes count
-  auto g2 = build(OpKind::ReduceSum, ins, {{"keepdims", int64_t(0)}}, 1);
-  EXPECT_EQ(g2->outputs()[0]->shape().rank(), 1u);
-  expect_values(run_graph(g2, ins)[0], {5, 7, 9});
+  OneOp op2 = build_op(OpKind::ReduceSum, ins, {{"keepdims", int64_t(0)}});
+  EXPECT_EQ(op2.type().shape.rank(), 1u);
+  expect_values(run_graph(op2.g, op2.feeds)[0], {5, 7, 9});
 }
 
 TEST(RefReduction, ReduceProdOfShapeStaysSymbolic) {
@@ -319,7 +265,7 @@ TEST(RefReduction, SoftmaxRejectsBadInput) {
 
 TEST(RefReduction, CumSumDirectionsAndTypes) {
   Tensor x = f32({1, 2, 3, 4, 5, 6}, {2, 3});
-  In ax1 = constant(make<int32_t>({1}, {}));
+  OpArg ax1 = constant(make<int32_t>({1}, {}));
   expect_values(run1(OpKind::CumSum, {input(x), ax1}), {1, 3, 6, 4, 9, 15});
   expect_values(run1(OpKind::CumSum, {input(x), ax1}, {{"exclusive", int64_t(1)}}), {0, 1, 3, 0, 4, 9});
   expect_values(run1(OpKind::CumSum, {input(x), ax1}, {{"reverse", int64_t(1)}}), {6, 5, 3, 15, 11, 6});
@@ -345,43 +291,43 @@ TEST(RefReduction, CumSumRejectsBadAxis) {
 
 TEST(RefReduction, TopKLargestSmallestTies) {
   Tensor x = f32({3, 1, 3, 2, 0, 5, 5, 4}, {2, 4});
-  auto r = run(OpKind::TopK, {input(x), constant(i64({2}, {1}))}, {}, 2);
+  auto r = run_op(OpKind::TopK, {input(x), constant(i64({2}, {1}))}, {}, 2);
   EXPECT_EQ(r[0].shape(), (std::vector<int64_t>{2, 2}));
   expect_values(r[0], {3, 3, 5, 5});
   expect_values(r[1], {0, 2, 1, 2});  // ties: lower index first
-  auto s = run(OpKind::TopK, {input(x), constant(i64({3}, {1}))}, {{"largest", int64_t(0)}}, 2);
+  auto s = run_op(OpKind::TopK, {input(x), constant(i64({3}, {1}))}, {{"largest", int64_t(0)}}, 2);
   expect_values(s[0], {1, 2, 3, 0, 4, 5});
   expect_values(s[1], {1, 3, 0, 0, 3, 1});
   // along axis 0 of [2, 4]
-  auto c = run(OpKind::TopK, {input(x), constant(i64({1}, {1}))}, {{"axis", int64_t(0)}}, 2);
+  auto c = run_op(OpKind::TopK, {input(x), constant(i64({1}, {1}))}, {{"axis", int64_t(0)}}, 2);
   expect_values(c[0], {3, 5, 5, 4});
   expect_values(c[1], {0, 1, 1, 1});
 }
 
 TEST(RefReduction, TopKSpecialCases) {
   Tensor x = f32({1, kNaN, 3, -kInf}, {4});
-  auto l = run(OpKind::TopK, {input(x), constant(i64({4}, {1}))}, {}, 2);
+  auto l = run_op(OpKind::TopK, {input(x), constant(i64({4}, {1}))}, {}, 2);
   expect_values(l[0], {kNaN, 3, 1, -kInf});
-  auto s = run(OpKind::TopK, {input(x), constant(i64({4}, {1}))}, {{"largest", int64_t(0)}}, 2);
+  auto s = run_op(OpKind::TopK, {input(x), constant(i64({4}, {1}))}, {{"largest", int64_t(0)}}, 2);
   expect_values(s[0], {-kInf, 1, 3, kNaN});
-  auto z = run(OpKind::TopK, {input(x), constant(i64({0}, {1}))}, {}, 2);
+  auto z = run_op(OpKind::TopK, {input(x), constant(i64({0}, {1}))}, {}, 2);
   EXPECT_EQ(z[0].shape(), (std::vector<int64_t>{0}));
   // K known only at run time
-  std::vector<In> ins = {input(make<int64_t>({7, -1, 9}, {3})), input(i64({2}, {1}))};
-  auto g = build(OpKind::TopK, ins, {}, 2);
-  EXPECT_FALSE(g->outputs()[0]->shape()[0].is_const());
-  auto r = run_graph(g, ins);
+  std::vector<OpArg> ins = {input(make<int64_t>({7, -1, 9}, {3})), input(i64({2}, {1}))};
+  OneOp op = build_op(OpKind::TopK, ins, {}, 2);
+  EXPECT_FALSE(op.type().shape[0].is_const());
+  auto r = run_graph(op.g, op.feeds);
   expect_values(r[0], {9, 7});
   expect_values(r[1], {2, 0});
 }
 
 TEST(RefReduction, TopKRejectsBadK) {
   Tensor x = f32({1, 2, 3}, {3});
-  EXPECT_CUVIL_ERROR(run(OpKind::TopK, {input(x), constant(i64({4}, {1}))}, {}, 2), "larger");
-  EXPECT_CUVIL_ERROR(run(OpKind::TopK, {input(x), input(i64({4}, {1}))}, {}, 2), "larger");  // checked at run time
-  EXPECT_CUVIL_ERROR(run(OpKind::TopK, {input(x), constant(i64({-1}, {1}))}, {}, 2), ">= 0");
-  EXPECT_CUVIL_ERROR(run(OpKind::TopK, {input(x), constant(i64({1, 1}, {2}))}, {}, 2), "one value");
-  EXPECT_CUVIL_ERROR(run(OpKind::TopK, {input(x), constant(make<int32_t>({1}, {1}))}, {}, 2), "dtype");
+  EXPECT_CUVIL_ERROR(run_op(OpKind::TopK, {input(x), constant(i64({4}, {1}))}, {}, 2), "larger");
+  EXPECT_CUVIL_ERROR(run_op(OpKind::TopK, {input(x), input(i64({4}, {1}))}, {}, 2), "larger");  // checked at run time
+  EXPECT_CUVIL_ERROR(run_op(OpKind::TopK, {input(x), constant(i64({-1}, {1}))}, {}, 2), ">= 0");
+  EXPECT_CUVIL_ERROR(run_op(OpKind::TopK, {input(x), constant(i64({1, 1}, {2}))}, {}, 2), "one value");
+  EXPECT_CUVIL_ERROR(run_op(OpKind::TopK, {input(x), constant(make<int32_t>({1}, {1}))}, {}, 2), "dtype");
 }
 
 // ---- Normalizations
@@ -390,7 +336,7 @@ TEST(RefReduction, LayerNormalizationWithBroadcastScaleAndStats) {
   Tensor x = f32({1, 2, 3, 4, 6, 8}, {2, 3});
   Tensor scale = f32({1, 2, 1}, {3});
   Tensor bias = f32({0, 0, 1}, {1, 3});
-  auto r = run(OpKind::LayerNormalization, {input(x), input(scale), input(bias)}, {{"epsilon", 0.0}}, 3);
+  auto r = run_op(OpKind::LayerNormalization, {input(x), input(scale), input(bias)}, {{"epsilon", 0.0}}, 3);
   double s1 = 1 / std::sqrt(2.0 / 3), s2 = 1 / std::sqrt(8.0 / 3);
   expect_values(r[0], {-s1, 0, s1 + 1, -2 * s2, 0, 2 * s2 + 1});
   EXPECT_EQ(r[1].shape(), (std::vector<int64_t>{2, 1}));
@@ -398,11 +344,11 @@ TEST(RefReduction, LayerNormalizationWithBroadcastScaleAndStats) {
   expect_values(r[1], {2, 6});
   expect_values(r[2], {s1, s2});
   // axis 0 normalizes everything; no B
-  auto a0 = run(OpKind::LayerNormalization, {input(f32({1, 3}, {2, 1})), input(f32({1}, {1}))},
+  auto a0 = run_op(OpKind::LayerNormalization, {input(f32({1, 3}, {2, 1})), input(f32({1}, {1}))},
                 {{"axis", int64_t(0)}, {"epsilon", 0.0}}, 1);
   expect_values(a0[0], {-1, 1});
   // f16 input: f32 statistics
-  auto h = run(OpKind::LayerNormalization, {input(make<f16_t>({1, 3}, {2})), input(make<f16_t>({1, 1}, {2}))},
+  auto h = run_op(OpKind::LayerNormalization, {input(make<f16_t>({1, 3}, {2})), input(make<f16_t>({1, 1}, {2}))},
                {{"epsilon", 0.0}}, 2);
   EXPECT_EQ(h[0].dtype(), DType::f16);
   EXPECT_EQ(h[1].dtype(), DType::f32);
@@ -435,7 +381,7 @@ TEST(RefReduction, BatchNormalizationInferenceAndTraining) {
   Tensor y = run1(OpKind::BatchNormalization, {input(x), input(scale), input(bias), input(mean), input(var)},
                   {{"epsilon", 0.0}});
   expect_values(y, {0, 0.5, 1 + 2, 1 + 4, 2, 2.5, 1 + 10, 1 + 12});
-  auto t = run(OpKind::BatchNormalization, {input(x), input(scale), input(bias), input(mean), input(var)},
+  auto t = run_op(OpKind::BatchNormalization, {input(x), input(scale), input(bias), input(mean), input(var)},
                {{"epsilon", 0.0}, {"training_mode", int64_t(1)}, {"momentum", 0.5}}, 3);
   // channel 0 values 1,2,5,6: mean 3.5, var 4.25; channel 1 values 3,4,7,8: mean 5.5, var 4.25
   double s = 1 / std::sqrt(4.25);
@@ -443,7 +389,7 @@ TEST(RefReduction, BatchNormalizationInferenceAndTraining) {
   expect_values(t[1], {0.5 * 1 + 0.5 * 3.5, 0.5 * 2 + 0.5 * 5.5});
   expect_values(t[2], {0.5 * 4 + 0.5 * 4.25, 0.5 * 1 + 0.5 * 4.25});
   // mixed dtypes: f16 X with f32 statistics, f64 running stats
-  auto h = run(OpKind::BatchNormalization,
+  auto h = run_op(OpKind::BatchNormalization,
                {input(make<f16_t>({1, 2}, {1, 2})), input(scale), input(bias),
                 input(make<double>({1, 2}, {2})), input(make<double>({4, 1}, {2}))},
                {{"epsilon", 0.0}});
@@ -454,7 +400,7 @@ TEST(RefReduction, BatchNormalizationInferenceAndTraining) {
 TEST(RefReduction, BatchNormalizationRejectsBadInput) {
   Tensor x = f32({1, 2, 3, 4}, {2, 2});
   Tensor p = f32({1, 1}, {2});
-  EXPECT_CUVIL_ERROR(run(OpKind::BatchNormalization, {input(x), input(p), input(p), input(p), input(p)}, {}, 3),
+  EXPECT_CUVIL_ERROR(run_op(OpKind::BatchNormalization, {input(x), input(p), input(p), input(p), input(p)}, {}, 3),
                      "training_mode");
   EXPECT_CUVIL_ERROR(
       run1(OpKind::BatchNormalization, {input(x), input(f32({1, 1, 1}, {3})), input(p), input(p), input(p)}),
@@ -481,7 +427,7 @@ TEST(RefReduction, LRNWindowIsAsymmetricForEvenSizes) {
     expect_values(y, want({1, 2, 3, 4}, size, 0.5, 0.75, 2.0));
   }
   EXPECT_CUVIL_ERROR(run1(OpKind::LRN, {input(x)}, {{"size", int64_t(0)}}), "size");
-  EXPECT_CUVIL_ERROR(build(OpKind::LRN, {input(x)}, {}, 1), "size");
+  EXPECT_CUVIL_ERROR(build_op(OpKind::LRN, {input(x)}), "size");
 }
 
 TEST(RefReduction, MeanVarianceNormalization) {
@@ -539,12 +485,12 @@ TEST(RefReduction, LossesRejectBadInput) {
 
 TEST(RefReduction, SoftmaxCrossEntropyLoss) {
   Tensor s = f32({0, std::log(3.0), 1000, 1000}, {2, 2});
-  auto r = run(OpKind::SoftmaxCrossEntropyLoss, {input(s), input(i64({1, 0}, {2}))}, {{"reduction", "none"}}, 2);
+  auto r = run_op(OpKind::SoftmaxCrossEntropyLoss, {input(s), input(i64({1, 0}, {2}))}, {{"reduction", "none"}}, 2);
   expect_values(r[0], {-std::log(0.75), std::log(2.0)});
   expect_values(r[1], {std::log(0.25), std::log(0.75), -std::log(2.0), -std::log(2.0)});
-  auto m = run(OpKind::SoftmaxCrossEntropyLoss, {input(s), input(i64({1, 0}, {2})), input(f32({2, 1}, {2}))}, {}, 1);
+  auto m = run_op(OpKind::SoftmaxCrossEntropyLoss, {input(s), input(i64({1, 0}, {2})), input(f32({2, 1}, {2}))}, {}, 1);
   expect_values(m[0], {(-std::log(0.75) * 1 + std::log(2.0) * 2) / 3});
-  auto h = run(OpKind::SoftmaxCrossEntropyLoss, {input(make<f16_t>({0, 0}, {1, 2})), input(i64({1}, {1}))}, {}, 1);
+  auto h = run_op(OpKind::SoftmaxCrossEntropyLoss, {input(make<f16_t>({0, 0}, {1, 2})), input(i64({1}, {1}))}, {}, 1);
   EXPECT_EQ(h[0].dtype(), DType::f16);
   expect_values(h[0], {std::log(2.0)}, 1e-3);
 }
@@ -585,19 +531,9 @@ void fill_tensor(onnx::TensorProto* tp, const std::string& name, const Tensor& t
 }
 
 std::vector<Tensor> run_onnx(const OnnxCase& c) {
-  onnx::ModelProto m;
-  m.set_ir_version(7);
-  m.add_opset_import()->set_version(c.opset);
+  onnx::ModelProto m = onnx_model(7, c.opset);
   auto* g = m.mutable_graph();
-  g->set_name("g");
-  for (auto& [name, t] : c.inputs) {
-    auto* v = g->add_input();
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(dtype_onnx_id(t.dtype()));
-    auto* shape = tt->mutable_shape();
-    for (int64_t d : t.shape()) shape->add_dim()->set_dim_value(d);
-  }
+  for (auto& [name, t] : c.inputs) set_type(g->add_input(), name, dtype_onnx_id(t.dtype()), t.shape());
   for (auto& [name, t] : c.initializers) fill_tensor(g->add_initializer(), name, t);
   auto* n = g->add_node();
   n->set_op_type(c.op);
@@ -607,12 +543,9 @@ std::vector<Tensor> run_onnx(const OnnxCase& c) {
   for (auto& a : c.attrs) *n->add_attribute() = a;
   for (auto& s : c.node_outputs)
     if (!s.empty()) g->add_output()->set_name(s);
-  std::string bytes = m.SerializeAsString();
-  auto graph = import_onnx_bytes(bytes.data(), bytes.size());
   std::vector<Tensor> feeds;
   for (auto& [name, t] : c.inputs) feeds.push_back(t);
-  Executor exec(graph);
-  return exec.run(feeds);
+  return run_graph(import(m), feeds);
 }
 
 }  // namespace
@@ -702,7 +635,7 @@ TEST(RefReduction, LargeInputsStayFast) {
   Tensor flat = x.reshaped({784, 1024});
   EXPECT_EQ(run1(OpKind::LayerNormalization, {input(flat), input(f32(std::vector<double>(1024, 1.0), {1024}))}).numel(),
             flat.numel());
-  EXPECT_EQ(run(OpKind::TopK, {input(x.reshaped({1, 802816})), constant(i64({100}, {1}))}, {}, 2)[0].numel(), 100);
+  EXPECT_EQ(run_op(OpKind::TopK, {input(x.reshaped({1, 802816})), constant(i64({100}, {1}))}, {}, 2)[0].numel(), 100);
   EXPECT_EQ(run1(OpKind::CumSum, {input(x), constant(i64({3}, {}))}).numel(), x.numel());
 }
 

@@ -14,9 +14,11 @@
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "runtime/executor.h"
+#include "onnx_test_util.h"
 #include "test_util.h"
 
 using namespace cuvil;
+using namespace cuvil::test;
 
 namespace {
 
@@ -59,8 +61,6 @@ Tensor run(const Cfg& cfg, const I64s& x, std::vector<int64_t> shape, DType dt =
   Executor e(g);
   return e.run({tokens(dt, x, shape)})[0];
 }
-
-std::vector<float> values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
 
 // The spec read literally: every n-gram x[i], x[i+d], ..., x[i+(n-1)d] with n in [min, max] and d in 1..skips+1
 // (d = 1 only for n = 1), looked up in a map from the pool's n-grams to their output coordinates.
@@ -115,14 +115,14 @@ TEST(RefTextTfIdf, SpecExampleSkipGrams) {
   c.pool = {94, 12, 17, 28};
   I64s x{94, 17, 36, 12, 28};
   c.skips = 2;
-  EXPECT_EQ(values(run(c, x, {5})), (std::vector<float>{1, 1}));
+  EXPECT_EQ(values<float>(run(c, x, {5})), (std::vector<float>{1, 1}));
   c.skips = 1;
-  EXPECT_EQ(values(run(c, x, {5})), (std::vector<float>{0, 0}));
+  EXPECT_EQ(values<float>(run(c, x, {5})), (std::vector<float>{0, 0}));
   // Every distance up to skips + 1 counts: (94 17) and (17 36) at distance 1, (94 36) at distance 2.
   c.pool = {94, 17, 17, 36, 94, 36};
   c.indexes = {0, 1, 2};
   c.skips = 2;
-  EXPECT_EQ(values(run(c, x, {5})), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(values<float>(run(c, x, {5})), (std::vector<float>{1, 1, 1}));
 }
 
 TEST(RefTextTfIdf, SpecExamplePermutedCoordinates) {
@@ -132,14 +132,14 @@ TEST(RefTextTfIdf, SpecExamplePermutedCoordinates) {
   c.counts = {0, 0};
   c.indexes = {1, 0};
   c.pool = {94, 17, 17, 36};
-  EXPECT_EQ(values(run(c, {17, 36, 94, 17, 36, 17, 36}, {7})), (std::vector<float>{3, 1}));
+  EXPECT_EQ(values<float>(run(c, {17, 36, 94, 17, 36, 17, 36}, {7})), (std::vector<float>{3, 1}));
 }
 
 TEST(RefTextTfIdf, UnigramsCountOnceWhateverTheSkipCount) {
   Cfg c = backend_pool();
   c.max_n = 1;
   c.skips = 7;
-  EXPECT_EQ(values(run(c, {3, 3, 5, 9, 3}, {5})), (std::vector<float>{0, 3, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(values<float>(run(c, {3, 3, 5, 9, 3}, {5})), (std::vector<float>{0, 3, 1, 0, 0, 0, 0}));
 }
 
 TEST(RefTextTfIdf, LongerGramsUseOneUniformSkip) {
@@ -152,13 +152,13 @@ TEST(RefTextTfIdf, LongerGramsUseOneUniformSkip) {
   c.counts = {0, 0, 0};
   c.indexes = {0, 1};
   c.pool = {1, 3, 5, 1, 2, 5};
-  EXPECT_EQ(values(run(c, {1, 2, 3, 4, 5}, {5})), (std::vector<float>{1, 0}));
+  EXPECT_EQ(values<float>(run(c, {1, 2, 3, 4, 5}, {5})), (std::vector<float>{1, 0}));
   // Both 2-grams and 3-grams, with 1-grams of the pool outside [min, max] and so ignored.
   c.min_n = 2;
   c.counts = {0, 2, 6};
   c.indexes = {0, 1, 2, 3, 4};
   c.pool = {1, 5, 1, 3, 3, 5, 1, 3, 5};  // 1-grams 1 5; 2-grams (1 3) (3 5); 3-gram (1 3 5)
-  EXPECT_EQ(values(run(c, {1, 2, 3, 4, 5}, {5})), (std::vector<float>{0, 0, 1, 1, 1}));
+  EXPECT_EQ(values<float>(run(c, {1, 2, 3, 4, 5}, {5})), (std::vector<float>{0, 0, 1, 1, 1}));
 }
 
 TEST(RefTextTfIdf, Int32AndInt64AgreeAndNegativeIdsWork) {
@@ -170,11 +170,11 @@ TEST(RefTextTfIdf, Int32AndInt64AgreeAndNegativeIdsWork) {
   c.pool = {-5, 2147483647, -5, -7};
   I64s x{-5, 0, -7, -5, 2147483647};
   std::vector<float> want{2, 1, 1};
-  EXPECT_EQ(values(run(c, x, {5}, DType::i64)), want);
-  EXPECT_EQ(values(run(c, x, {5}, DType::i32)), want);
+  EXPECT_EQ(values<float>(run(c, x, {5}, DType::i64)), want);
+  EXPECT_EQ(values<float>(run(c, x, {5}, DType::i32)), want);
   // An i64 id outside the i32 range matches only itself.
   c.pool = {int64_t(1) << 40, 1, 1, 1};
-  EXPECT_EQ(values(run(c, {int64_t(1) << 40, 0, 1}, {3})), (std::vector<float>{1, 1, 0}));
+  EXPECT_EQ(values<float>(run(c, {int64_t(1) << 40, 0, 1}, {3})), (std::vector<float>{1, 1, 0}));
 }
 
 TEST(RefTextTfIdf, BatchRowsAreIndependentAndTheBatchDimStaysSymbolic) {
@@ -188,12 +188,12 @@ TEST(RefTextTfIdf, BatchRowsAreIndependentAndTheBatchDimStaysSymbolic) {
   // The backend tests' two rows, and a third row continuing the second: no n-gram spans two rows.
   auto y = e.run({tokens(DType::i32, {1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8, 7, 9, 9, 9, 9, 8}, {3, 6})})[0];
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{3, 7}));
-  EXPECT_EQ(values(y), (std::vector<float>{0, 3, 0, 0, 0, 0, 0,  //
+  EXPECT_EQ(values<float>(y), (std::vector<float>{0, 3, 0, 0, 0, 0, 0,  //
                                            0, 0, 1, 0, 1, 1, 1,  //
                                            0, 0, 0, 0, 0, 1, 0}));
   // Running again (the arena is reused) gives the right answer for other sizes.
   y = e.run({tokens(DType::i32, {7, 8}, {1, 2})})[0];
-  EXPECT_EQ(values(y), (std::vector<float>{0, 0, 0, 0, 0, 1, 0}));
+  EXPECT_EQ(values<float>(y), (std::vector<float>{0, 0, 0, 0, 0, 1, 0}));
 }
 
 TEST(RefTextTfIdf, SharedCoordinatesAddUpAndDuplicatesTakeTheLastCoordinate) {
@@ -201,10 +201,10 @@ TEST(RefTextTfIdf, SharedCoordinatesAddUpAndDuplicatesTakeTheLastCoordinate) {
   c.counts = {0};
   c.indexes = {2, 2, 0};
   c.pool = {4, 5, 6};
-  EXPECT_EQ(values(run(c, {4, 5, 5, 6, 1}, {5})), (std::vector<float>{1, 0, 3}));
+  EXPECT_EQ(values<float>(run(c, {4, 5, 5, 6, 1}, {5})), (std::vector<float>{1, 0, 3}));
   c.indexes = {0, 1};
   c.pool = {4, 4};
-  EXPECT_EQ(values(run(c, {4, 4}, {2})), (std::vector<float>{0, 2}));
+  EXPECT_EQ(values<float>(run(c, {4, 4}, {2})), (std::vector<float>{0, 2}));
 }
 
 TEST(RefTextTfIdf, HugeSkipCountAndShortRows) {
@@ -212,10 +212,10 @@ TEST(RefTextTfIdf, HugeSkipCountAndShortRows) {
   c.min_n = 1;
   c.max_n = 2;
   c.skips = int64_t(1) << 62;
-  EXPECT_EQ(values(run(c, {5, 9, 9, 9, 6}, {5})), (std::vector<float>{0, 0, 1, 0, 1, 0, 0}));
-  EXPECT_EQ(values(run(c, {3}, {1})), (std::vector<float>{0, 1, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(values<float>(run(c, {5, 9, 9, 9, 6}, {5})), (std::vector<float>{0, 0, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(values<float>(run(c, {3}, {1})), (std::vector<float>{0, 1, 0, 0, 0, 0, 0}));
   c.skips = std::numeric_limits<int64_t>::max();
-  EXPECT_EQ(values(run(c, {7, 8}, {2})), (std::vector<float>{0, 0, 0, 0, 0, 1, 0}));
+  EXPECT_EQ(values<float>(run(c, {7, 8}, {2})), (std::vector<float>{0, 0, 0, 0, 0, 1, 0}));
 }
 
 // ---- weighting
@@ -229,32 +229,32 @@ TEST(RefTextTfIdf, WeightingModesScaleByOutputCoordinate) {
   c.weights = {10, 100, 1000};
   I64s x{1, 1, 1, 2, 4};
   c.mode = "TF";
-  EXPECT_EQ(values(run(c, x, {5})), (std::vector<float>{1, 0, 3}));
+  EXPECT_EQ(values<float>(run(c, x, {5})), (std::vector<float>{1, 0, 3}));
   c.mode = "IDF";
-  EXPECT_EQ(values(run(c, x, {5})), (std::vector<float>{10, 0, 1000}));
+  EXPECT_EQ(values<float>(run(c, x, {5})), (std::vector<float>{10, 0, 1000}));
   c.mode = "TFIDF";
-  EXPECT_EQ(values(run(c, x, {5})), (std::vector<float>{10, 0, 3000}));
+  EXPECT_EQ(values<float>(run(c, x, {5})), (std::vector<float>{10, 0, 3000}));
   c.weights = {-0.5, 2, 0.25};
-  EXPECT_EQ(values(run(c, x, {5})), (std::vector<float>{-0.5f, 0, 0.75f}));
+  EXPECT_EQ(values<float>(run(c, x, {5})), (std::vector<float>{-0.5f, 0, 0.75f}));
   // IDF selects the weight of a present n-gram, so an absent one stays 0 even for an inf or NaN weight; TFIDF
   // multiplies, so 0 * inf is NaN (as in onnxruntime).
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   c.weights = {-inf, inf, nan};
   c.mode = "IDF";
-  std::vector<float> y = values(run(c, x, {5}));
+  std::vector<float> y = values<float>(run(c, x, {5}));
   EXPECT_EQ(y[0], -std::numeric_limits<float>::infinity());
   EXPECT_EQ(y[1], 0.0f);
   EXPECT_TRUE(std::isnan(y[2]));
   c.mode = "TFIDF";
-  y = values(run(c, x, {5}));
+  y = values<float>(run(c, x, {5}));
   EXPECT_EQ(y[0], -std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(y[1]));
   EXPECT_TRUE(std::isnan(y[2]));
   c.weights.clear();
   c.mode = "IDF";
-  EXPECT_EQ(values(run(c, x, {5})), (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(values<float>(run(c, x, {5})), (std::vector<float>{1, 0, 1}));
   c.mode = "TFIDF";
-  EXPECT_EQ(values(run(c, x, {5})), (std::vector<float>{1, 0, 3}));
+  EXPECT_EQ(values<float>(run(c, x, {5})), (std::vector<float>{1, 0, 3}));
 }
 
 TEST(RefTextTfIdf, TfIgnoresWeightsEvenWhenTooFew) {
@@ -263,7 +263,7 @@ TEST(RefTextTfIdf, TfIgnoresWeightsEvenWhenTooFew) {
   c.indexes = {0, 3};
   c.pool = {1, 2};
   c.weights = {2, 2};
-  EXPECT_EQ(values(run(c, {2, 2, 1}, {3})), (std::vector<float>{1, 0, 0, 2}));
+  EXPECT_EQ(values<float>(run(c, {2, 2, 1}, {3})), (std::vector<float>{1, 0, 0, 2}));
 }
 
 // ---- empty tensors and pools
@@ -272,23 +272,23 @@ TEST(RefTextTfIdf, EmptyInputsAndPools) {
   Cfg c = backend_pool();
   c.max_n = 2;
   c.skips = 3;
-  EXPECT_EQ(values(run(c, {}, {0})), std::vector<float>(7, 0.0f));
+  EXPECT_EQ(values<float>(run(c, {}, {0})), std::vector<float>(7, 0.0f));
   Tensor y = run(c, {}, {0, 4});
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{0, 7}));
   y = run(c, {}, {3, 0});
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{3, 7}));
-  EXPECT_EQ(values(y), std::vector<float>(21, 0.0f));
+  EXPECT_EQ(values<float>(y), std::vector<float>(21, 0.0f));
   // No n-grams at all: a zero vector sized by ngram_indexes.
   Cfg empty;
   empty.indexes = {0, 1, 4};
-  EXPECT_EQ(values(run(empty, {1, 2, 3}, {3})), std::vector<float>(5, 0.0f));
+  EXPECT_EQ(values<float>(run(empty, {1, 2, 3}, {3})), std::vector<float>(5, 0.0f));
   // Levels may be empty: here only 3-grams.
   Cfg only3;
   only3.min_n = 1;
   only3.max_n = 3;
   only3.counts = {0, 0, 0};
   only3.pool = {1, 2, 3};
-  EXPECT_EQ(values(run(only3, {1, 2, 3, 1, 2, 3}, {6})), (std::vector<float>{2}));
+  EXPECT_EQ(values<float>(run(only3, {1, 2, 3, 1, 2, 3}, {6})), (std::vector<float>{2}));
 }
 
 // ---- randomized comparison with the brute-force enumeration
@@ -324,7 +324,7 @@ TEST(RefTextTfIdf, MatchesBruteForceOnRandomCases) {
       len = rows * len;
       rows = 1;
     }
-    EXPECT_EQ(values(run(c, x, shape, dt)), brute_force(c, x, rows, len)) << "case " << iter;
+    EXPECT_EQ(values<float>(run(c, x, shape, dt)), brute_force(c, x, rows, len)) << "case " << iter;
   }
 }
 
@@ -451,27 +451,16 @@ TEST(RefTextTfIdf, BadInputsAreErrors) {
   infer_shapes(*g);
   EXPECT_FALSE(g->outputs()[0]->shape().rank_known());
   Executor e(g);
-  EXPECT_EQ(values(e.run({tokens(DType::i64, {3, 5}, {2})})[0]), (std::vector<float>{0, 1, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(values<float>(e.run({tokens(DType::i64, {3, 5}, {2})})[0]), (std::vector<float>{0, 1, 1, 0, 0, 0, 0}));
   EXPECT_CUVIL_ERROR(e.run({tokens(DType::i64, {3, 5}, {1, 1, 2})}), "rank 1");
   EXPECT_CUVIL_ERROR(e.run({Tensor::scalar<int64_t>(3)}), "rank 1");
 }
 
 // ---- ONNX import
 
-void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem, std::vector<int64_t> dims) {
-  v->set_name(name);
-  auto* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(elem);
-  auto* s = t->mutable_shape();
-  for (int64_t d : dims) s->add_dim()->set_dim_value(d);
-}
-
 onnx::ModelProto tfidf_model(int elem) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(9);
+  onnx::ModelProto m = onnx_model(8, 9);
   auto* g = m.mutable_graph();
-  g->set_name("g");
   set_type(g->add_input(), "x", elem, {4});
   set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {3});
   auto* n = g->add_node();
@@ -511,16 +500,11 @@ onnx::ModelProto tfidf_model(int elem) {
   return m;
 }
 
-std::shared_ptr<Graph> import(const onnx::ModelProto& m) {
-  std::string bytes = m.SerializeAsString();
-  return import_onnx_bytes(bytes.data(), bytes.size());
-}
-
 TEST(RefTextTfIdf, OnnxImport) {
   auto g = import(tfidf_model(onnx::TensorProto::INT32));
   Executor e(g);
   auto y = e.run({Tensor::from_vector<int32_t>({9, 7, 9, 1}, {4})})[0];
-  EXPECT_EQ(values(y), (std::vector<float>{1, 0, 2}));
+  EXPECT_EQ(values<float>(y), (std::vector<float>{1, 0, 2}));
   // String token inputs are out of scope: the input type is rejected with a clear message.
   EXPECT_CUVIL_ERROR(import(tfidf_model(onnx::TensorProto::STRING)), "STRING");
   // So is a string pool on an integer input.

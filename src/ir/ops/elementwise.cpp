@@ -82,6 +82,12 @@ void unary(OpSchema& s, const DTypes& allowed) {
   });
 }
 
+// Float activations with one float attribute, alpha.
+void unary_with_alpha(OpSchema& s, double alpha) {
+  s.attr("alpha", AttrKind::Float, alpha);
+  unary(s, kFloat);
+}
+
 // Unary predicates: float input, bool output.
 void unary_predicate(OpSchema& s, const DTypes& allowed) {
   s.inputs(1, 1).outputs(1, 1).allow_inplace(0, 0).infer_with([allowed](InferContext& c) {
@@ -119,6 +125,16 @@ void variadic(OpSchema& s, const DTypes& allowed) {
     check_dtype(c, 0, allowed);
     check_same_dtype_all(c);
     infer::broadcast_inputs(c);
+  });
+}
+
+// Adds `extra` to the inference the schema already has, to run after it.
+template <class Fn>
+void then_infer(OpSchema& s, Fn extra) {
+  auto base = s.infer;
+  s.infer_with([base, extra](InferContext& c) {
+    base(c);
+    extra(c);
   });
 }
 
@@ -208,11 +224,10 @@ CUVIL_DEFINE_OP(Relu) { unary(s, kSignedNumeric); }
 CUVIL_DEFINE_OP(Sigmoid) { unary(s, kFloat); }
 CUVIL_DEFINE_OP(Softplus) { unary(s, kFloat); }
 CUVIL_DEFINE_OP(Softsign) { unary(s, kFloat); }
-
-CUVIL_DEFINE_OP(Elu) {
-  s.attr("alpha", AttrKind::Float, 1.0);
-  unary(s, kFloat);
-}
+CUVIL_DEFINE_OP(HardSwish) { unary(s, kFloat); }
+CUVIL_DEFINE_OP(Elu) { unary_with_alpha(s, 1.0); }
+CUVIL_DEFINE_OP(LeakyRelu) { unary_with_alpha(s, 0.01); }
+CUVIL_DEFINE_OP(ThresholdedRelu) { unary_with_alpha(s, 1.0); }
 
 CUVIL_DEFINE_OP(Selu) {
   s.attr("alpha", AttrKind::Float, 1.67326319217681884765625).attr("gamma", AttrKind::Float, 1.05070102214813232421875);
@@ -220,8 +235,7 @@ CUVIL_DEFINE_OP(Selu) {
 }
 
 CUVIL_DEFINE_OP(Celu) {
-  s.attr("alpha", AttrKind::Float, 1.0);
-  unary(s, kFloat);
+  unary_with_alpha(s, 1.0);
   auto base = s.infer;
   s.infer_with([base](InferContext& c) {
     if (c.f("alpha") == 0) c.error("attribute 'alpha' must not be 0");
@@ -229,20 +243,8 @@ CUVIL_DEFINE_OP(Celu) {
   });
 }
 
-CUVIL_DEFINE_OP(LeakyRelu) {
-  s.attr("alpha", AttrKind::Float, 0.01);
-  unary(s, kFloat);
-}
-
 CUVIL_DEFINE_OP(HardSigmoid) {
   s.attr("alpha", AttrKind::Float, 0.2).attr("beta", AttrKind::Float, 0.5);
-  unary(s, kFloat);
-}
-
-CUVIL_DEFINE_OP(HardSwish) { unary(s, kFloat); }
-
-CUVIL_DEFINE_OP(ThresholdedRelu) {
-  s.attr("alpha", AttrKind::Float, 1.0);
   unary(s, kFloat);
 }
 
@@ -351,9 +353,7 @@ CUVIL_DEFINE_OP(Xor) { binary(s, kBool, true); }
 // Equal on shape values feeds Where in Reshape-target computations; it is known where the dims are decidable.
 CUVIL_DEFINE_OP(Equal) {
   binary(s, kAll, true);
-  auto base = s.infer;
-  s.infer_with([base](InferContext& c) {
-    base(c);
+  then_infer(s, [](InferContext& c) {
     if (!carries_dims(c.input_dtype(0))) return;
     propagate_dims2(
         c,
@@ -398,20 +398,12 @@ CUVIL_DEFINE_OP(Where) {
 
 CUVIL_DEFINE_OP(Max) {
   variadic(s, kNumeric);
-  auto base = s.infer;
-  s.infer_with([base](InferContext& c) {
-    base(c);
-    propagate_dims_fold(c, &Dim::max);
-  });
+  then_infer(s, [](InferContext& c) { propagate_dims_fold(c, &Dim::max); });
 }
 
 CUVIL_DEFINE_OP(Min) {
   variadic(s, kNumeric);
-  auto base = s.infer;
-  s.infer_with([base](InferContext& c) {
-    base(c);
-    propagate_dims_fold(c, &Dim::min);
-  });
+  then_infer(s, [](InferContext& c) { propagate_dims_fold(c, &Dim::min); });
 }
 
 CUVIL_DEFINE_OP(Sum) { variadic(s, kFloat); }

@@ -31,6 +31,17 @@ void expect_gemm_type(const InferContext& c, size_t i) {
                              DType::u64});
 }
 
+// The dtypes of a QLinear op's inputs (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+// 8-bit a, b and y, zero points of their operand's dtype, f32 scales.
+void expect_qlinear_dtypes(const InferContext& c) {
+  expect_q8(c, 0);
+  expect_q8(c, 3);
+  expect_q8(c, 7);
+  infer::expect_same_dtype(c, 0, 2);
+  infer::expect_same_dtype(c, 3, 5);
+  for (size_t i : {1, 4, 6}) infer::expect_dtype(c, i, {DType::f32});
+}
+
 bool dim_is(const Dim& d, int64_t v) { return d.is_const() && d.value() == v; }
 
 // Checks that two dims that must be equal are not provably different.
@@ -301,12 +312,7 @@ CUVIL_DEFINE_OP(QLinearConv) {
   s.inputs(8, 9).outputs(1, 1);
   conv_attrs(s);
   s.infer_with([](InferContext& c) {
-    expect_q8(c, 0);
-    expect_q8(c, 3);
-    expect_q8(c, 7);
-    infer::expect_same_dtype(c, 0, 2);
-    infer::expect_same_dtype(c, 3, 5);
-    for (size_t i : {1, 4, 6}) infer::expect_dtype(c, i, {DType::f32});
+    expect_qlinear_dtypes(c);
     Shape out = conv_shape(c, 0, 3);
     expect_quant_param(c, 1, nullptr, "x_scale");
     expect_quant_param(c, 2, nullptr, "x_zero_point");
@@ -457,12 +463,7 @@ CUVIL_DEFINE_OP(MatMulInteger) {
 CUVIL_DEFINE_OP(QLinearMatMul) {
   // a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point
   s.inputs(8, 8).outputs(1, 1).infer_with([](InferContext& c) {
-    expect_q8(c, 0);
-    expect_q8(c, 3);
-    expect_q8(c, 7);
-    infer::expect_same_dtype(c, 0, 2);
-    infer::expect_same_dtype(c, 3, 5);
-    for (size_t i : {1, 4, 6}) infer::expect_dtype(c, i, {DType::f32});
+    expect_qlinear_dtypes(c);
     Shape out = matmul_shape(c, 0, 3);
     expect_matmul_param(c, 1, 0, true, "a_scale");
     expect_matmul_param(c, 2, 0, true, "a_zero_point");

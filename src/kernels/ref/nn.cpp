@@ -200,6 +200,18 @@ void for_each_axis_param(const KernelContext& ctx, const Tensor& x, const Tensor
       for (int64_t j = 0; j < inner; ++j) fn(i++, c);
 }
 
+// The scale (input 1) and zero point (input 2; 0 when omitted) of (De)QuantizeLinear as doubles and ints, with one
+// zero point per scale.
+struct QuantParams {
+  std::vector<double> scale;
+  std::vector<int64_t> zero_point;
+};
+QuantParams quant_params(const KernelContext& ctx) {
+  QuantParams p{ref::nn::param_floats(ctx.input(1)), ref::nn::param_ints(ctx.has_input(2) ? &ctx.input(2) : nullptr)};
+  if (p.zero_point.size() != p.scale.size()) p.zero_point.assign(p.scale.size(), p.zero_point[0]);
+  return p;
+}
+
 // Determinant by LU decomposition with partial pivoting, in double.
 double determinant(std::vector<double>& a, int64_t n) {
   double det = 1;
@@ -530,11 +542,8 @@ CUVIL_REF_KERNEL(Det) {
 
 CUVIL_REF_KERNEL(QuantizeLinear) {
   const Tensor &x = ctx.input(0), &scale = ctx.input(1);
-  const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   Tensor& y = ctx.output(0);
-  std::vector<double> s = ref::nn::param_floats(scale);
-  std::vector<int64_t> z = ref::nn::param_ints(zp);
-  if (z.size() != s.size()) z.assign(s.size(), z[0]);
+  const QuantParams qp = quant_params(ctx);
   visit_among<CUVIL_NN_Q8>(ctx, y.dtype(), [&]<class Q>() {
     Q* yp = y.data<Q>();
     visit_among<CUVIL_NN_FLOATS, int32_t>(ctx, x.dtype(), [&]<class T>() {
@@ -542,9 +551,9 @@ CUVIL_REF_KERNEL(QuantizeLinear) {
       for_each_axis_param(ctx, x, scale, [&](int64_t i, int64_t c) {
         // f32 and the 16-bit floats divide in float (as the ONNX reference does), f64 and i32 in double.
         double q;
-        if constexpr (std::is_same_v<compute_t<T>, float>) q = float(xp[i]) / float(s[size_t(c)]);
-        else q = double(xp[i]) / s[size_t(c)];
-        yp[i] = ref::nn::quantize_value<Q>(q, z[size_t(c)]);
+        if constexpr (std::is_same_v<compute_t<T>, float>) q = float(xp[i]) / float(qp.scale[size_t(c)]);
+        else q = double(xp[i]) / qp.scale[size_t(c)];
+        yp[i] = ref::nn::quantize_value<Q>(q, qp.zero_point[size_t(c)]);
       });
     });
   });
@@ -552,16 +561,13 @@ CUVIL_REF_KERNEL(QuantizeLinear) {
 
 CUVIL_REF_KERNEL(DequantizeLinear) {
   const Tensor &x = ctx.input(0), &scale = ctx.input(1);
-  const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   Tensor& y = ctx.output(0);
-  std::vector<double> s = ref::nn::param_floats(scale);
-  std::vector<int64_t> z = ref::nn::param_ints(zp);
-  if (z.size() != s.size()) z.assign(s.size(), z[0]);
+  const QuantParams qp = quant_params(ctx);
   float* yp = y.data<float>();
   visit_among<CUVIL_NN_Q8, int32_t>(ctx, x.dtype(), [&]<class T>() {
     const T* xp = x.data<T>();  // may alias yp (in place): element i is read before it is written
     for_each_axis_param(ctx, x, scale, [&](int64_t i, int64_t c) {
-      yp[i] = float(int64_t(xp[i]) - z[size_t(c)]) * float(s[size_t(c)]);
+      yp[i] = float(int64_t(xp[i]) - qp.zero_point[size_t(c)]) * float(qp.scale[size_t(c)]);
     });
   });
 }

@@ -4,6 +4,7 @@
 // type itself would (without signed-overflow undefined behaviour) and is truncated back at the end.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "kernels/ref/reduction_util.h"
 #include "kernels/ref/ref_kernels.h"
@@ -112,16 +113,11 @@ struct ExtremeOp {
   T finish(Acc a, int64_t) const { return T(a); }
 };
 
-// Which axes a Reduce* node reduces (mask over x's dims); `noop` when it reduces nothing.
-std::vector<bool> reduce_mask(const KernelContext& ctx, int64_t rank, bool& noop) {
-  std::vector<int64_t> axes;
-  if (ctx.has_input(1)) {
-    const Tensor& a = ctx.input(1);
-    if (a.dtype() != DType::i64 || a.rank() != 1) ctx.error("axes must be a 1-D int64 tensor, got ", a.type_str());
-    axes = a.to_i64_vector();
-  }
-  noop = axes.empty() && ctx.i("noop_with_empty_axes") != 0;
-  std::vector<bool> mask(size_t(rank), axes.empty());
+// The mask over `rank` dims that marks `axes` (negative ones count from the back; one given twice is an error).
+// Empty axes mark every dim where `empty_means_all`, none otherwise.
+std::vector<bool> axes_mask(const KernelContext& ctx, const std::vector<int64_t>& axes, int64_t rank,
+                            bool empty_means_all) {
+  std::vector<bool> mask(size_t(rank), axes.empty() && empty_means_all);
   for (int64_t a : axes) {
     int64_t n = ref::normalize_axis(ctx, a, rank);
     if (mask[size_t(n)]) ctx.error("axis ", a, " is given more than once in axes");
@@ -130,23 +126,36 @@ std::vector<bool> reduce_mask(const KernelContext& ctx, int64_t rank, bool& noop
   return mask;
 }
 
+// Which axes a Reduce* node reduces (mask over x's dims); nullopt when it reduces nothing (empty axes with
+// noop_with_empty_axes), after copying x to y.
+std::optional<std::vector<bool>> reduce_mask(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  std::vector<int64_t> axes;
+  if (ctx.has_input(1)) {
+    const Tensor& a = ctx.input(1);
+    if (a.dtype() != DType::i64 || a.rank() != 1) ctx.error("axes must be a 1-D int64 tensor, got ", a.type_str());
+    axes = a.to_i64_vector();
+  }
+  if (axes.empty() && ctx.i("noop_with_empty_axes") != 0) {
+    if (x.nbytes()) std::memcpy(ctx.output(0).raw(), x.raw(), x.nbytes());
+    return std::nullopt;
+  }
+  return axes_mask(ctx, axes, int64_t(x.rank()), /*empty_means_all=*/true);
+}
+
 // Runs one accumulator per output element over every input element: op.add(acc[group(i)], x[i]).
 template <class T, class Op>
 void reduce_with(KernelContext& ctx, const Op& op) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  bool noop = false;
-  std::vector<bool> mask = reduce_mask(ctx, int64_t(x.rank()), noop);
-  if (noop) {
-    if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
-    return;
-  }
+  std::optional<std::vector<bool>> mask = reduce_mask(ctx);
+  if (!mask) return;
   int64_t count = 1;
   for (size_t d = 0; d < x.rank(); ++d)
-    if (mask[d]) count *= x.dim(d);
+    if ((*mask)[d]) count *= x.dim(d);
   std::vector<typename Op::Acc> acc(size_t(y.numel()), op.init());
   const T* xp = x.data<T>();
-  ref::MultiIndex it(x.shape(), {ref::group_strides(x.shape(), mask)});
+  ref::MultiIndex it(x.shape(), {ref::group_strides(x.shape(), *mask)});
   for (int64_t i = 0; i < x.numel(); ++i, it.next()) op.add(acc[size_t(it.offset(0))], xp[i]);
   T* yp = y.data<T>();
   for (int64_t o = 0; o < y.numel(); ++o) yp[o] = op.finish(acc[size_t(o)], count);
@@ -167,14 +176,10 @@ template <class T>
 void reduce_log_sum_exp(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  bool noop = false;
-  std::vector<bool> mask = reduce_mask(ctx, int64_t(x.rank()), noop);
-  if (noop) {
-    if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
-    return;
-  }
+  std::optional<std::vector<bool>> mask = reduce_mask(ctx);
+  if (!mask) return;
   const T* xp = x.data<T>();
-  std::vector<int64_t> gs = ref::group_strides(x.shape(), mask);
+  std::vector<int64_t> gs = ref::group_strides(x.shape(), *mask);
   std::vector<double> mx(size_t(y.numel()), -std::numeric_limits<double>::infinity());
   std::vector<double> sum(size_t(y.numel()), 0.0);
   ref::MultiIndex it(x.shape(), {gs});
@@ -595,12 +600,7 @@ CUVIL_REF_KERNEL(LRN) {
 CUVIL_REF_KERNEL(MeanVarianceNormalization) {
   const Tensor& x = ctx.input(0);
   int64_t rank = int64_t(x.rank());
-  std::vector<bool> mask(size_t(rank), false);
-  for (int64_t a : ctx.ints("axes")) {
-    int64_t n = ref::normalize_axis(ctx, a, rank);
-    if (mask[size_t(n)]) ctx.error("axis ", a, " is given more than once in axes");
-    mask[size_t(n)] = true;
-  }
+  std::vector<bool> mask = axes_mask(ctx, ctx.ints("axes"), rank, /*empty_means_all=*/false);
   int64_t groups = 1, count = 1;
   for (int64_t d = 0; d < rank; ++d) (mask[size_t(d)] ? count : groups) *= x.dim(size_t(d));
   std::vector<int64_t> gs = ref::group_strides(x.shape(), mask);

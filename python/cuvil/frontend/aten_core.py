@@ -1,0 +1,253 @@
+"""Core converters: prim:: list/tuple plumbing, scalars and shapes, arithmetic, and a first set of NN ops."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .torchscript import ConvertContext, converter, _onnx_dtype_id, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL
+
+# ---- prim:: plumbing
+
+
+@converter("prim::ListConstruct", "prim::TupleConstruct")
+def _list_construct(ctx: ConvertContext, ins):
+    return list(ins) if ctx.node.kind() == "prim::ListConstruct" else tuple(ins)
+
+
+@converter("prim::ListUnpack", "prim::TupleUnpack")
+def _list_unpack(ctx: ConvertContext, ins):
+    seq = ins[0]
+    if not isinstance(seq, (list, tuple)):
+        raise ctx.error("unpacking a list computed at run time is not supported")
+    return tuple(seq)
+
+
+@converter("prim::TupleIndex", "aten::__getitem__")
+def _getitem(ctx: ConvertContext, ins):
+    seq, idx = ins
+    return seq[ctx.const(idx, "the index")]
+
+
+@converter("aten::size")
+def _size(ctx: ConvertContext, ins):
+    x = ins[0]
+    shape = ctx.emit("Shape", [x])
+    if len(ins) == 1:
+        return [_dim(ctx, x, shape, d) for d in range(ctx.rank_of(x))]
+    return _dim(ctx, x, shape, ctx.const(ins[1], "the dim"))
+
+
+def _dim(ctx: ConvertContext, x, shape, d: int):
+    """Dim d of x: a Python int when static, else a 0-d i64 tensor."""
+    dims = x.shape
+    if d < 0:
+        d += len(dims)
+    if isinstance(dims[d], int):
+        return dims[d]
+    g = ctx.emit("Gather", [shape, np.array(d, np.int64)], {"axis": 0})
+    return g
+
+
+@converter("prim::NumToTensor", "aten::Int", "aten::Float", "aten::Bool", "aten::ScalarImplicit")
+def _scalar(ctx: ConvertContext, ins):
+    x = ins[0]
+    kind = ctx.node.kind()
+    target = {"aten::Int": "i64", "aten::Float": "f32", "aten::Bool": "bool"}.get(kind)
+    if not ctx.is_value(x):
+        if target == "i64":
+            return int(x)
+        if target == "f32":
+            return float(x)
+        if target == "bool":
+            return bool(x)
+        return x
+    if target is not None and x.dtype != target:
+        x = ctx.emit("Cast", [x], {"to": _onnx_dtype_id(target)})
+    if x.shape not in ([], None) and kind != "prim::NumToTensor":
+        x = ctx.emit("Reshape", [x, np.zeros((0,), np.int64)])
+    return x
+
+
+# ---- arithmetic with PyTorch's type promotion
+
+
+_CATEGORY = {"bool": 0, "u8": 1, "i8": 1, "i16": 1, "i32": 1, "i64": 1, "f16": 2, "bf16": 2, "f32": 2, "f64": 2}
+_ORDER = ["bool", "u8", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"]
+
+
+def result_dtype(ctx: ConvertContext, *xs) -> str:
+    """torch.result_type for tensors, 0-d tensors and Python scalars (dimensioned tensors win within a
+    category; a higher category from a scalar gives the default dtype of that category)."""
+    tensors = [x for x in xs if ctx.is_value(x) or isinstance(x, torch.Tensor)]
+    scalars = [x for x in xs if not (ctx.is_value(x) or isinstance(x, torch.Tensor)) and x is not None]
+    dimmed = [ctx.dtype_of(t) for t in tensors if ctx.rank_of(t) > 0]
+    zero_d = [ctx.dtype_of(t) for t in tensors if ctx.rank_of(t) == 0]
+
+    def best(ds):
+        return max(ds, key=lambda d: (_CATEGORY[d], _ORDER.index(d))) if ds else None
+
+    r = best(dimmed)
+    for group in (zero_d, [ctx.dtype_of(s) for s in scalars]):
+        g = best(group)
+        if g is None:
+            continue
+        if r is None:
+            r = g
+        elif _CATEGORY[g] > _CATEGORY[r]:
+            r = g if group is zero_d else {0: "bool", 1: "i64", 2: "f32"}[_CATEGORY[g]]
+    return r or "f32"
+
+
+def binary(ctx: ConvertContext, op: str, a, b, out_dtype: str = None):
+    dt = result_dtype(ctx, a, b)
+    out = ctx.emit(op, [ctx.tensor(a, dt), ctx.tensor(b, dt)])
+    if out_dtype is not None and out.dtype != out_dtype:
+        out = ctx.emit("Cast", [out], {"to": _onnx_dtype_id(out_dtype)})
+    return out
+
+
+def _is_static(ctx, *xs):
+    return all(not ctx.is_value(x) for x in xs)
+
+
+@converter("aten::add", "aten::add_")
+def _add(ctx: ConvertContext, ins):
+    a, b = ins[0], ins[1]
+    alpha = ins[2] if len(ins) > 2 else 1
+    if isinstance(a, (list, tuple)):  # list concatenation
+        return list(a) + list(b)
+    if _is_static(ctx, a, b, alpha):
+        return a + alpha * b
+    if ctx.const(alpha, "alpha") != 1:
+        b = binary(ctx, "Mul", b, alpha)
+    return binary(ctx, "Add", a, b)
+
+
+@converter("aten::sub", "aten::sub_", "aten::rsub")
+def _sub(ctx: ConvertContext, ins):
+    a, b = ins[0], ins[1]
+    if ctx.node.kind() == "aten::rsub":
+        a, b = b, a
+    alpha = ins[2] if len(ins) > 2 else 1
+    if _is_static(ctx, a, b, alpha):
+        return a - alpha * b
+    if ctx.const(alpha, "alpha") != 1:
+        b = binary(ctx, "Mul", b, alpha)
+    return binary(ctx, "Sub", a, b)
+
+
+@converter("aten::mul", "aten::mul_")
+def _mul(ctx: ConvertContext, ins):
+    a, b = ins
+    if _is_static(ctx, a, b):
+        return a * b
+    return binary(ctx, "Mul", a, b)
+
+
+@converter("aten::div", "aten::div_")
+def _div(ctx: ConvertContext, ins):
+    a, b = ins[0], ins[1]
+    mode = ins[2] if len(ins) > 2 else None
+    if _is_static(ctx, a, b) and mode is None:
+        return a / b
+    dt = result_dtype(ctx, a, b)
+    if mode is None and _CATEGORY[dt] < 2:
+        dt = "f32"  # true division of integers gives floats
+    out = ctx.emit("Div", [ctx.tensor(a, dt), ctx.tensor(b, dt)])
+    if mode == "floor" and _CATEGORY[dt] == 2:
+        out = ctx.emit("Floor", [out])
+    elif mode == "trunc" and _CATEGORY[dt] == 2:
+        sign = ctx.emit("Sign", [out])
+        out = ctx.emit("Mul", [ctx.emit("Floor", [ctx.emit("Abs", [out])]), sign])
+    elif mode == "floor":
+        raise ctx.error("floor division of integer tensors is not supported yet")
+    return out
+
+
+@converter("aten::floordiv")
+def _floordiv(ctx: ConvertContext, ins):
+    a, b = ins
+    if _is_static(ctx, a, b):
+        return a // b
+    # Shape arithmetic on non-negative ints: Div truncates, which equals floor there.
+    return binary(ctx, "Div", a, b)
+
+
+@converter("aten::neg")
+def _neg(ctx: ConvertContext, ins):
+    return -ins[0] if _is_static(ctx, ins[0]) else ctx.emit("Neg", [ins[0]])
+
+
+def _compare(op: str, py):
+    def conv(ctx: ConvertContext, ins):
+        a, b = ins
+        if _is_static(ctx, a, b):
+            return py(a, b)
+        dt = result_dtype(ctx, a, b)
+        return ctx.emit(op, [ctx.tensor(a, dt), ctx.tensor(b, dt)])
+    return conv
+
+
+for _kind, _op, _py in [("gt", "Greater", lambda a, b: a > b), ("lt", "Less", lambda a, b: a < b),
+                        ("ge", "GreaterOrEqual", lambda a, b: a >= b), ("le", "LessOrEqual", lambda a, b: a <= b),
+                        ("eq", "Equal", lambda a, b: a == b)]:
+    converter(f"aten::{_kind}")(_compare(_op, _py))
+
+
+@converter("aten::ne")
+def _ne(ctx: ConvertContext, ins):
+    a, b = ins
+    if _is_static(ctx, a, b):
+        return a != b
+    return ctx.emit("Not", [_compare("Equal", None)(ctx, ins)])
+
+
+# ---- unary elementwise
+
+_UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
+          "abs": "Abs", "neg": None, "erf": "Erf", "sin": "Sin", "cos": "Cos", "floor": "Floor", "ceil": "Ceil",
+          "reciprocal": "Reciprocal", "sign": "Sign"}
+for _name, _op in _UNARY.items():
+    if _op is None:
+        continue
+
+    def _make(op):
+        def conv(ctx: ConvertContext, ins):
+            x = ins[0]
+            if op in ("Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Erf", "Sin", "Cos", "Reciprocal") and \
+                    _CATEGORY[ctx.dtype_of(x)] < 2:
+                x = ctx.tensor(x, "f32")  # these promote integers to the default float
+            return ctx.emit(op, [x])
+        return conv
+
+    converter(f"aten::{_name}", f"aten::{_name}_")(_make(_op))
+
+
+# ---- linear algebra and a first set of NN ops
+
+
+@converter("aten::linear")
+def _linear(ctx: ConvertContext, ins):
+    x, w, b = ins
+    wt = ctx.emit("Transpose", [w], {"perm": [1, 0]})
+    y = ctx.emit("MatMul", [x, wt])
+    return ctx.emit("Add", [y, b]) if b is not None else y
+
+
+@converter("aten::matmul")
+def _matmul(ctx: ConvertContext, ins):
+    return ctx.emit("MatMul", ins)
+
+
+@converter("aten::sum")
+def _sum(ctx: ConvertContext, ins):
+    x = ins[0]
+    dims = ins[1] if len(ins) > 1 else None
+    keep = bool(ctx.const(ins[2])) if len(ins) > 2 else False
+    dtype = ins[3] if len(ins) > 3 else None
+    if dtype is not None:
+        x = ctx.tensor(x, TORCH_TO_CUVIL[SCALAR_TYPE_TO_TORCH[ctx.const(dtype)]])
+    elif _CATEGORY[ctx.dtype_of(x)] < 2 and ctx.dtype_of(x) != "i64":
+        x = ctx.tensor(x, "i64")  # torch sums bools and small ints into int64
+    axes = None if dims is None or ctx.const(dims) == [] else np.array(ctx.const(dims), np.int64)
+    return ctx.emit("ReduceSum", [x, axes], {"keepdims": int(keep)})

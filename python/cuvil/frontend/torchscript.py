@@ -1,0 +1,438 @@
+"""PyTorch front end: TorchScript capture, then a direct aten::/prim:: -> Cuvil IR conversion (no ONNX round trip).
+
+Capture: torch.jit.script first (keeps Python if/for/while on tensor values), torch.jit.trace as the fall-back
+with a warning; then freeze (parameters become constants, attribute reads disappear) and inline. Each TorchScript
+node converts through the table in aten_ops.py; prim::If / prim::Loop become IR regions. Every node keeps its
+Python file:line as its Location.
+
+Values while converting: a TorchScript value maps to a cuvil Value (tensors, and ints/floats/bools computed at run
+time, as 0-d tensors), a Python constant (ints, floats, lists, None, dtypes, devices, constant tensors), or a list
+or tuple of those.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+import warnings
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+
+from .. import _C
+from ..compiled import CompiledModule
+from ..errors import CompileError
+
+# torch dtype <-> Cuvil dtype name
+TORCH_TO_CUVIL = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
+    torch.bool: "bool",
+}
+CUVIL_TO_TORCH = {v: k for k, v in TORCH_TO_CUVIL.items()}
+# TorchScript passes dtypes as ScalarType ints
+SCALAR_TYPE_TO_TORCH = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
+                        5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
+
+Converter = Callable[["ConvertContext", list], Any]
+CONVERTERS: dict[str, Converter] = {}
+
+
+def converter(*kinds: str):
+    """Registers a converter for TorchScript node kinds ("aten::relu", ...). It receives the context and the
+    node's converted inputs and returns the converted output (or a tuple for several outputs)."""
+    def wrap(fn: Converter) -> Converter:
+        for k in kinds:
+            if k in CONVERTERS:
+                raise RuntimeError(f"converter for {k} registered twice")
+            CONVERTERS[k] = fn
+        return fn
+    return wrap
+
+
+_LOC_RE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _location(node) -> tuple[str, int]:
+    m = _LOC_RE.search(node.sourceRange() or "")
+    return (m.group(1), int(m.group(2))) if m else ("", 0)
+
+
+class ConvertContext:
+    """What a converter sees: the builder of the current region, the node being converted and helpers."""
+
+    def __init__(self, builder: "_C.GraphBuilder"):
+        self.builder = builder
+        self.node = None
+        self._const_cache: dict[int, Any] = {}
+
+    # ---- locations and errors
+    def where(self) -> str:
+        file, line = _location(self.node) if self.node is not None else ("", 0)
+        return f"{file}:{line}" if file else "<unknown location>"
+
+    def error(self, msg: str) -> CompileError:
+        kind = self.node.kind() if self.node is not None else "?"
+        return CompileError(f"{kind} at {self.where()}: {msg}")
+
+    # ---- emitting nodes
+    def emit(self, op: str, inputs: list, attrs: Optional[dict] = None, num_outputs: int = 1):
+        """Adds a Cuvil node; inputs may be cuvil Values, None (omitted optional input) or constants (made
+        tensors). Returns one Value, or a list when num_outputs != 1."""
+        file, line = _location(self.node) if self.node is not None else ("", 0)
+        ins = [None if x is None else self.tensor(x) for x in inputs]
+        try:
+            outs = self.builder.add_node(op, ins, num_outputs, attrs or {}, file, line, "")
+        except (_C.Error, ValueError) as e:
+            raise self.error(str(e)) from None
+        return outs[0] if num_outputs == 1 else outs
+
+    # ---- values
+    def is_value(self, x) -> bool:
+        return isinstance(x, _C.Value)
+
+    def tensor(self, x, dtype: Optional[str] = None) -> "_C.Value":
+        """x as a cuvil Value: Values pass through (cast when `dtype` differs); constants become constants."""
+        if isinstance(x, _C.Value):
+            if dtype is not None and x.dtype != dtype:
+                return self.emit("Cast", [x], {"to": _onnx_dtype_id(dtype)})
+            return x
+        if isinstance(x, (list, tuple)) and any(isinstance(e, _C.Value) for e in x):
+            return self.stack_scalars(x, dtype or "i64")
+        if isinstance(x, torch.Tensor):
+            t = x.detach().contiguous()
+            if dtype is not None:
+                t = t.to(CUVIL_TO_TORCH[dtype])
+            if t.dtype == torch.bfloat16:
+                return self.builder.add_constant("c", t.view(torch.int16).numpy().view(np.uint16), "bf16")
+            return self.builder.add_constant("c", t.numpy())
+        if x is None:
+            raise self.error("expected a tensor, got None")
+        arr = np.asarray(x)
+        if dtype is not None:
+            arr = arr.astype(_NUMPY_DTYPES[dtype])
+        elif arr.dtype == np.float64:
+            arr = arr.astype(np.float32)  # Python floats are torch's default dtype
+        return self.builder.add_constant("c", arr)
+
+    def stack_scalars(self, items, dtype: str = "i64") -> "_C.Value":
+        """A list of ints/scalar Values (e.g. a size list with dynamic entries) as a 1-D tensor."""
+        parts = []
+        for e in items:
+            v = self.tensor(e, dtype)
+            if v.shape != [1]:
+                v = self.emit("Reshape", [v, np.array([1], np.int64)])
+            parts.append(v)
+        if not parts:
+            return self.tensor(np.zeros((0,), _NUMPY_DTYPES[dtype]))
+        return parts[0] if len(parts) == 1 else self.emit("Concat", parts, {"axis": 0})
+
+    def const(self, x, what: str = "this argument"):
+        """The Python value of a constant argument; a CompileError when it is only known at run time."""
+        if isinstance(x, _C.Value):
+            if x.is_constant:
+                c = x.constant
+                return c.item() if c.ndim == 0 else c.tolist()
+            raise self.error(f"{what} must be a constant; it is computed at run time")
+        if isinstance(x, (list, tuple)):
+            return type(x)(self.const(e, what) for e in x)
+        return x
+
+    def dtype_of(self, x) -> str:
+        """The Cuvil dtype of a value or constant (Python numbers map as torch does: int -> i64, float -> f32)."""
+        if isinstance(x, _C.Value):
+            return x.dtype
+        if isinstance(x, torch.Tensor):
+            return TORCH_TO_CUVIL[x.dtype]
+        if isinstance(x, bool):
+            return "bool"
+        if isinstance(x, int):
+            return "i64"
+        if isinstance(x, float):
+            return "f32"
+        raise self.error(f"no dtype for {type(x).__name__}")
+
+    def rank_of(self, x) -> int:
+        if isinstance(x, _C.Value):
+            if x.shape is None:
+                raise self.error("the rank of this input is unknown")
+            return len(x.shape)
+        if isinstance(x, torch.Tensor):
+            return x.dim()
+        return 0
+
+
+_NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "u8": np.uint8,
+                 "i16": np.int16, "i32": np.int32, "i64": np.int64, "bool": np.bool_, "u16": np.uint16,
+                 "u32": np.uint32, "u64": np.uint64}
+_ONNX_IDS = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9, "f16": 10, "f64": 11,
+             "u32": 12, "u64": 13, "bf16": 16}
+
+
+def _onnx_dtype_id(d: str) -> int:
+    return _ONNX_IDS[d]
+
+
+# ---- the graph walk
+
+
+class _Converter:
+    def __init__(self, ctx: ConvertContext):
+        self.ctx = ctx
+        self.env: dict[Any, Any] = {}
+
+    def value(self, v):
+        if v in self.env:
+            return self.env[v]
+        raise CompileError(f"internal error: TorchScript value %{v.debugName()} used before it is converted")
+
+    def block(self, block):
+        for node in block.nodes():
+            self.node(node)
+
+    def node(self, node):
+        ctx = self.ctx
+        ctx.node = node
+        kind = node.kind()
+        if kind == "prim::Constant":
+            self.env[node.output()] = _constant_value(node)
+            return
+        if kind == "prim::If":
+            return self.if_node(node)
+        if kind == "prim::Loop":
+            return self.loop_node(node)
+        fn = CONVERTERS.get(kind)
+        if fn is None:
+            raise _unsupported(ctx, kind)
+        inputs = [self.value(i) for i in node.inputs()]
+        result = fn(ctx, inputs)
+        outs = list(node.outputs())
+        if len(outs) == 1:
+            self.env[outs[0]] = result
+        else:
+            if not isinstance(result, (tuple, list)) or len(result) != len(outs):
+                raise ctx.error(f"internal error: converter returned {type(result).__name__} for {len(outs)} outputs")
+            for o, r in zip(outs, result):
+                self.env[o] = r
+
+    def sub_block(self, block, builder, inputs: list) -> list:
+        """Converts a TorchScript block into the region `builder`; `inputs` are the region's Values for the
+        block's parameters. Returns the block's converted outputs."""
+        saved = self.ctx.builder
+        self.ctx.builder = builder
+        try:
+            for p, v in zip(block.inputs(), inputs):
+                self.env[p] = v
+            self.block(block)
+            return [self.value(o) for o in block.outputs()]
+        finally:
+            self.ctx.builder = saved
+
+    def if_node(self, node):
+        ctx = self.ctx
+        cond = self.value(node.input())
+        blocks = list(node.blocks())
+        outs = list(node.outputs())
+        if not isinstance(cond, _C.Value) or cond.is_constant:
+            # A condition known when compiling (e.g. self.training after freezing): convert only that branch.
+            taken = blocks[0] if bool(ctx.const(cond)) else blocks[1]
+            results = self.sub_block(taken, ctx.builder, [])
+            for o, r in zip(outs, results):
+                self.env[o] = r
+            return
+        regions = []
+        for name, blk in (("then_branch", blocks[0]), ("else_branch", blocks[1])):
+            region = ctx.builder.new_region(name)
+            results = self.sub_block(blk, region, [])
+            ctx.node = node
+            region.set_outputs([_region_output(ctx, region, r) for r in results])
+            regions.append(region)
+        cond_b = ctx.emit("Cast", [cond], {"to": _onnx_dtype_id("bool")}) if cond.dtype != "bool" else cond
+        if cond_b.shape not in ([], None):
+            cond_b = ctx.emit("Reshape", [cond_b, np.zeros((0,), np.int64)])
+        res = ctx.emit("If", [cond_b], {"then_branch": regions[0], "else_branch": regions[1]}, num_outputs=len(outs))
+        res = [res] if len(outs) == 1 else res
+        for o, r in zip(outs, res):
+            self.env[o] = r
+
+    def loop_node(self, node):
+        ctx = self.ctx
+        ins = [self.value(i) for i in node.inputs()]
+        trip, cond, carried = ins[0], ins[1], ins[2:]
+        block = next(node.blocks())
+        outs = list(node.outputs())
+        for c in carried:
+            if isinstance(c, (list, tuple)) and not all(not isinstance(e, _C.Value) for e in c):
+                raise ctx.error("lists carried through a loop are not supported; carry tensors instead")
+        init = [ctx.tensor(c) for c in carried]
+        region = ctx.builder.new_region("body")
+        it = region.add_input("iter", "i64", [])
+        cond_in = region.add_input("cond", "bool", [])
+        params = [region.add_input("carried", v.dtype, v.shape) for v in init]
+        results = self.sub_block(block, region, [it] + params)
+        ctx.node = node
+        region.set_outputs([_region_output(ctx, region, r, dtype=("bool" if k == 0 else init[k - 1].dtype))
+                            for k, r in enumerate(results)])
+        _ = cond_in
+        m = ctx.tensor(trip, "i64")
+        c = ctx.tensor(cond, "bool")
+        res = ctx.emit("Loop", [m, c] + init, {"body": region}, num_outputs=len(init))
+        res = [res] if len(init) == 1 else res
+        for o, r in zip(outs, res):
+            self.env[o] = r
+
+
+def _region_output(ctx: ConvertContext, region, r, dtype: Optional[str] = None):
+    """A region's output as a Value of that region (constants are materialized inside it)."""
+    saved = ctx.builder
+    ctx.builder = region
+    try:
+        v = ctx.tensor(r, dtype)
+        if dtype is not None and v.dtype != dtype:
+            v = ctx.emit("Cast", [v], {"to": _onnx_dtype_id(dtype)})
+        return v
+    finally:
+        ctx.builder = saved
+
+
+def _constant_value(node):
+    out = node.output()
+    if not node.hasAttribute("value"):
+        return None
+    ty = out.type()
+    val = out.toIValue()
+    if isinstance(ty, torch._C.DeviceObjType) or isinstance(val, torch.device):
+        return torch.device(val) if not isinstance(val, torch.device) else val
+    return val
+
+
+def _unsupported(ctx: ConvertContext, kind: str) -> CompileError:
+    import difflib
+    supported = sorted(CONVERTERS)
+    close = difflib.get_close_matches(kind, supported, n=4, cutoff=0.6)
+    hint = f" Similar supported ops: {', '.join(close)}." if close else ""
+    return CompileError(f"unsupported op '{kind}' at {ctx.where()}. Cuvil supports {len(supported)} aten/prim "
+                        f"ops (cuvil.frontend.torchscript.CONVERTERS lists them).{hint}")
+
+
+# ---- capture
+
+
+def _capture(model, example_inputs: tuple):
+    """TorchScript of the model: scripted if possible (keeps control flow), traced otherwise (with a warning)."""
+    if isinstance(model, torch.jit.ScriptModule):
+        return model
+    try:
+        return torch.jit.script(model)
+    except Exception as e:  # noqa: BLE001 - scripting raises many exception types
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        warnings.warn(f"cuvil: torch.jit.script failed ({reason}); falling back to torch.jit.trace, which freezes "
+                      f"data-dependent control flow to the path the example inputs take", stacklevel=3)
+        with torch.no_grad():
+            return torch.jit.trace(model, example_inputs, check_trace=False)
+
+
+def _input_names(model, n: int) -> list[str]:
+    fn = model.forward if not isinstance(model, torch.jit.ScriptModule) else None
+    names = []
+    if fn is not None:
+        try:
+            params = [p for p in inspect.signature(fn).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            names = [p.name for p in params]
+        except (TypeError, ValueError):
+            names = []
+    if len(names) < n:
+        names = names + [f"input{i}" for i in range(len(names), n)]
+    return names[:n]
+
+
+def _output_structure(x) -> Any:
+    if isinstance(x, _C.Value) or not isinstance(x, (tuple, list)):
+        return "tensor"
+    return ("tuple" if isinstance(x, tuple) else "list", [_output_structure(e) for e in x])
+
+
+def _flatten(x) -> list:
+    if isinstance(x, (tuple, list)):
+        return [v for e in x for v in _flatten(e)]
+    return [x]
+
+
+def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, precision: str = "fp32",
+            device: str = "cpu", threads: Optional[int] = None, **options) -> CompiledModule:
+    """Compiles a torch.nn.Module (or ScriptModule) into a CompiledModule with the same call signature.
+
+    example_inputs: a tensor or a tuple of tensors. dynamic_shapes: {"x": {0: "batch"}} marks dims symbolic,
+    keyed by forward()'s argument names. Raises cuvil.CompileError naming the unsupported aten op and its Python
+    source line."""
+    if options:
+        raise TypeError(f"unknown option(s): {', '.join(sorted(options))}")
+    if precision != "fp32":
+        raise CompileError(f"precision '{precision}' is not available yet (only 'fp32')")
+    if device != "cpu":
+        raise CompileError(f"device '{device}' is not available yet (only 'cpu')")
+    if threads is not None and threads < 1:
+        raise ValueError("threads must be >= 1")
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    for i, x in enumerate(example_inputs):
+        if not isinstance(x, torch.Tensor):
+            raise CompileError(f"example input {i} is a {type(x).__name__}; only tensors are supported")
+
+    names = _input_names(model, len(example_inputs))
+    dynamic_shapes = dynamic_shapes or {}
+    for k in dynamic_shapes:
+        if k not in names:
+            raise CompileError(f"dynamic_shapes names '{k}', which is not an argument of forward ({', '.join(names)})")
+
+    was_training = getattr(model, "training", False)
+    if isinstance(model, torch.nn.Module):
+        model.eval()
+    try:
+        scripted = _capture(model, example_inputs)
+        frozen = torch.jit.freeze(scripted.eval()) if hasattr(scripted, "_c") else scripted
+    finally:
+        if was_training and isinstance(model, torch.nn.Module):
+            model.train()
+    graph = frozen.graph.copy() if hasattr(frozen, "graph") else frozen.forward.graph.copy()
+    torch._C._jit_pass_inline(graph)
+    torch._C._jit_pass_constant_propagation(graph)
+    torch._C._jit_pass_remove_mutation(graph)
+    torch._C._jit_pass_dce(graph)
+
+    from . import aten_ops  # noqa: F401 - registers the converters
+
+    builder = _C.GraphBuilder("main")
+    ctx = ConvertContext(builder)
+    conv = _Converter(ctx)
+    graph_inputs = list(graph.inputs())
+    if len(graph_inputs) - 1 != len(example_inputs):
+        raise CompileError(f"forward takes {len(graph_inputs) - 1} inputs, {len(example_inputs)} example inputs "
+                           f"given")
+    conv.env[graph_inputs[0]] = None  # self
+    for name, tv, x in zip(names, graph_inputs[1:], example_inputs):
+        dims: list = list(x.shape)
+        for axis, sym in dynamic_shapes.get(name, {}).items():
+            if not isinstance(axis, int) or not -x.dim() <= axis < x.dim():
+                raise CompileError(f"dynamic_shapes['{name}'] names dim {axis}, but '{name}' has rank {x.dim()}")
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", str(sym)):
+                raise CompileError(f"dynamic_shapes['{name}'][{axis}] = {sym!r} is not a valid symbol name")
+            dims[axis] = str(sym)
+        if x.dtype not in TORCH_TO_CUVIL:
+            raise CompileError(f"input '{name}' has unsupported dtype {x.dtype}")
+        conv.env[tv] = builder.add_input(name, TORCH_TO_CUVIL[x.dtype], dims)
+    conv.block(graph.block())
+    ctx.node = None
+    ret = [conv.value(o) for o in graph.outputs()]
+    result = ret[0] if len(ret) == 1 else tuple(ret)
+    flat = _flatten(result)
+    if not flat:
+        raise CompileError("the model returns no tensors")
+    builder.set_outputs([_region_output(ctx, builder, r) for r in flat])
+    try:
+        model_c = builder.build()
+    except _C.Error as e:
+        raise CompileError(str(e)) from None
+    return CompiledModule(model_c, _output_structure(result))

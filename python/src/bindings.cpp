@@ -1,0 +1,378 @@
+// The cuvil._C extension: the only translation unit that includes pybind11.
+//
+// It exposes three things to the Python package: a GraphBuilder (frontends build Cuvil IR node by node and read
+// each node's inferred types at once), Model (an inferred, verified graph plus a pool of executors) and the
+// error types. Tensors cross the boundary as NumPy arrays without copies: inputs through the buffer protocol,
+// outputs as arrays whose base object keeps the runtime's tensor alive.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "frontend/onnx/onnx_importer.h"
+#include "ir/op_schema.h"
+#include "ir/shape_inference.h"
+#include "ir/text_format.h"
+#include "ir/verifier.h"
+#include "runtime/executor.h"
+
+namespace py = pybind11;
+using namespace cuvil;
+
+namespace {
+
+// ---- dtypes between NumPy and Cuvil. NumPy has no bf16: it travels as uint16 bits, and the Python layer
+// reinterprets (torch's bfloat16 <-> int16 views).
+
+DType dtype_from_numpy(const py::dtype& d) {
+  char kind = d.kind();
+  size_t size = size_t(d.itemsize());
+  if (kind == 'f' && size == 4) return DType::f32;
+  if (kind == 'f' && size == 8) return DType::f64;
+  if (kind == 'f' && size == 2) return DType::f16;
+  if (kind == 'b') return DType::boolean;
+  if (kind == 'i') {
+    if (size == 1) return DType::i8;
+    if (size == 2) return DType::i16;
+    if (size == 4) return DType::i32;
+    if (size == 8) return DType::i64;
+  }
+  if (kind == 'u') {
+    if (size == 1) return DType::u8;
+    if (size == 2) return DType::u16;
+    if (size == 4) return DType::u32;
+    if (size == 8) return DType::u64;
+  }
+  throw InputError("unsupported array dtype '" + py::repr(py::handle(d)).cast<std::string>() + "'");
+}
+
+py::dtype numpy_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return py::dtype("float32");
+    case DType::f64: return py::dtype("float64");
+    case DType::f16: return py::dtype("float16");
+    case DType::boolean: return py::dtype("bool");
+    case DType::i8: return py::dtype("int8");
+    case DType::i16: return py::dtype("int16");
+    case DType::i32: return py::dtype("int32");
+    case DType::i64: return py::dtype("int64");
+    case DType::u8: return py::dtype("uint8");
+    case DType::u16:
+    case DType::bf16: return py::dtype("uint16");
+    case DType::u32: return py::dtype("uint32");
+    case DType::u64: return py::dtype("uint64");
+  }
+  throw Error("internal error: no NumPy dtype");
+}
+
+DType parse_dtype(const std::string& s) {
+  auto d = dtype_from_name(s);
+  CUVIL_CHECK(d, "unknown dtype '", s, "'");
+  return *d;
+}
+
+// A view of a C-contiguous array (the Python layer makes non-contiguous ones contiguous first). `as_dtype`
+// reinterprets the bits (bf16 arrives as uint16).
+Tensor tensor_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt) {
+  if (!(a.flags() & py::array::c_style)) throw InputError("internal error: array is not C-contiguous");
+  DType t = dtype_from_numpy(a.dtype());
+  if (as_dtype) {
+    CUVIL_CHECK(dtype_size(*as_dtype) == dtype_size(t), "cannot view ", dtype_name(t), " data as ",
+                dtype_name(*as_dtype));
+    t = *as_dtype;
+  }
+  std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+  static uint8_t empty_anchor[kTensorAlignment];
+  void* data = const_cast<void*>(a.data());
+  return Tensor::view(t, shape, data ? data : empty_anchor);
+}
+
+py::array to_numpy(const Tensor& t) {
+  // The capsule owns a copy of the Tensor handle, which shares (and so keeps alive) the storage.
+  auto* keep = new Tensor(t);
+  py::capsule base(keep, [](void* p) { delete static_cast<Tensor*>(p); });
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  return py::array(numpy_dtype(t.dtype()), shape, {}, const_cast<void*>(t.raw()), base);
+}
+
+py::object dims_to_py(const Shape& s) {
+  if (!s.rank_known()) return py::none();
+  py::list l;
+  for (const Dim& d : s.dims()) {
+    if (d.is_const()) l.append(d.value());
+    else l.append(d.str());
+  }
+  return std::move(l);
+}
+
+Shape dims_from_py(const py::object& o) {
+  if (o.is_none()) return Shape::unknown_rank();
+  std::vector<Dim> dims;
+  for (auto item : o) {
+    if (py::isinstance<py::int_>(item)) dims.push_back(Dim(item.cast<int64_t>()));
+    else dims.push_back(Dim::parse(item.cast<std::string>()));
+  }
+  return Shape(dims);
+}
+
+// ---- graph building
+
+struct PyValue {
+  std::shared_ptr<Graph> root;  // keeps the graph alive
+  Value* v;
+  std::string name() const { return v->name(); }
+  std::string dtype() const { return std::string(dtype_name(v->dtype())); }
+  py::object shape() const { return dims_to_py(v->shape()); }
+  bool is_constant() const { return v->is_constant(); }
+  py::object constant() const { return v->is_constant() ? py::object(to_numpy(v->constant())) : py::none(); }
+};
+
+class GraphBuilder {
+ public:
+  GraphBuilder(std::shared_ptr<Graph> root, std::shared_ptr<Graph> graph,
+               std::shared_ptr<IncrementalShapeInference> inference)
+      : root_(std::move(root)), graph_(std::move(graph)), inference_(std::move(inference)) {}
+
+  static GraphBuilder create(const std::string& name) {
+    auto g = std::make_shared<Graph>(name);
+    return GraphBuilder(g, g, std::make_shared<IncrementalShapeInference>());
+  }
+
+  PyValue add_input(const std::string& name, const std::string& dtype, const py::object& dims) {
+    return {root_, graph_->add_input(graph_->unique_name(name), TensorType{parse_dtype(dtype), dims_from_py(dims)})};
+  }
+
+  PyValue add_constant(const std::string& hint, const py::array& array, const std::string& dtype) {
+    py::array c = py::array::ensure(array, py::array::c_style);
+    std::optional<DType> as;
+    if (!dtype.empty()) as = parse_dtype(dtype);
+    Value* v = graph_->add_constant(graph_->unique_name(hint), tensor_view(c, as).clone());
+    inference_->add_constant(v);
+    return {root_, v};
+  }
+
+  std::vector<PyValue> add_node(const std::string& op, const std::vector<std::optional<PyValue>>& inputs,
+                                size_t num_outputs, const py::dict& attrs, const std::string& file, int line,
+                                const std::string& name, const std::vector<std::string>& output_names) {
+    auto kind = op_from_name(op);
+    CUVIL_CHECK(kind, "internal error: no op '", op, "' in the op table");
+    std::vector<Value*> ins;
+    for (auto& i : inputs) ins.push_back(i ? i->v : nullptr);
+    std::vector<std::string> names;
+    for (size_t k = 0; k < num_outputs; ++k)
+      names.push_back(graph_->unique_name(k < output_names.size() && !output_names[k].empty() ? output_names[k]
+                                                                                              : "t"));
+    Location loc{name, file, line};
+    Node* n = graph_->add_node(*kind, ins, names, convert_attrs(*kind, attrs), loc);
+    inference_->infer_node(*n);
+    std::vector<PyValue> out;
+    for (Value* v : n->outputs()) out.push_back({root_, v});
+    return out;
+  }
+
+  GraphBuilder new_region(const std::string& name) {
+    auto r = std::make_shared<Graph>(name);
+    r->set_parent(graph_.get());
+    return GraphBuilder(root_, r, inference_);
+  }
+
+  void set_outputs(const std::vector<PyValue>& outs) {
+    std::vector<Value*> v;
+    for (auto& o : outs) v.push_back(o.v);
+    graph_->set_outputs(v);
+  }
+
+  std::shared_ptr<Graph> graph() const { return graph_; }
+  std::shared_ptr<Graph> root() const { return root_; }
+
+ private:
+  AttrMap convert_attrs(OpKind op, const py::dict& attrs) {
+    AttrMap m;
+    const OpSchema& s = op_schema(op);
+    for (auto [k, v] : attrs) {
+      std::string key = k.cast<std::string>();
+      const AttrSpec* spec = s.find_attr(key);
+      CUVIL_CHECK(spec, "internal error: op ", op_name(op), " has no attribute '", key, "'");
+      switch (spec->kind) {
+        case AttrKind::Int: m[key] = Attribute(v.cast<int64_t>()); break;
+        case AttrKind::Float: m[key] = Attribute(v.cast<double>()); break;
+        case AttrKind::String: m[key] = Attribute(v.cast<std::string>()); break;
+        case AttrKind::Ints: m[key] = Attribute(v.cast<std::vector<int64_t>>()); break;
+        case AttrKind::Floats: m[key] = Attribute(v.cast<std::vector<double>>()); break;
+        case AttrKind::Strings: m[key] = Attribute(v.cast<std::vector<std::string>>()); break;
+        case AttrKind::Tensor: {
+          py::array a = py::array::ensure(v, py::array::c_style);
+          m[key] = Attribute(tensor_view(a).clone());
+          break;
+        }
+        case AttrKind::Graph: m[key] = Attribute(v.cast<GraphBuilder&>().graph()); break;
+        case AttrKind::Graphs: {
+          std::vector<GraphPtr> gs;
+          for (auto item : v) gs.push_back(item.cast<GraphBuilder&>().graph());
+          m[key] = Attribute(gs);
+          break;
+        }
+      }
+    }
+    return m;
+  }
+
+  std::shared_ptr<Graph> root_;
+  std::shared_ptr<Graph> graph_;
+  std::shared_ptr<IncrementalShapeInference> inference_;
+};
+
+// ---- compiled models
+
+class Model {
+ public:
+  explicit Model(std::shared_ptr<Graph> g) : graph_(std::move(g)) {
+    infer_shapes(*graph_);
+    verify(*graph_);
+  }
+
+  std::vector<std::string> input_names() const { return names(graph_->inputs()); }
+  std::vector<std::string> output_names() const { return names(graph_->outputs()); }
+  std::vector<std::string> input_types() const { return types(graph_->inputs()); }
+  std::vector<std::string> output_types() const { return types(graph_->outputs()); }
+  std::string ir(bool elide) const {
+    PrintOptions o;
+    o.elide_large_constants = elide;
+    return print_graph(*graph_, o);
+  }
+
+  // `bf16_inputs[i]`: input i's array holds bf16 bits as uint16.
+  std::vector<py::array> run(const std::vector<py::array>& inputs) {
+    std::vector<Tensor> ins = views(inputs);
+    std::vector<Tensor> outs;
+    {
+      py::gil_scoped_release nogil;
+      Lease lease(*this);
+      outs = lease.exec->run(ins);
+    }
+    std::vector<py::array> result;
+    for (auto& t : outs) result.push_back(to_numpy(t));
+    return result;
+  }
+
+  // Per node: (op, location, ms), in execution order.
+  std::vector<std::tuple<std::string, std::string, double>> profile(const std::vector<py::array>& inputs) {
+    std::vector<Tensor> ins = views(inputs);
+    std::vector<NodeTime> times;
+    {
+      py::gil_scoped_release nogil;
+      Lease lease(*this);
+      times = lease.exec->profile(ins);
+    }
+    std::vector<std::tuple<std::string, std::string, double>> r;
+    for (auto& t : times) r.emplace_back(std::string(t.node->op_name()), t.node->loc().str(), t.ms);
+    return r;
+  }
+
+  int64_t executors_created() const { return created_; }
+
+ private:
+  // Executors are not thread-safe; concurrent callers each lease their own from a pool.
+  struct Lease {
+    Model& m;
+    std::unique_ptr<Executor> exec;
+    explicit Lease(Model& model) : m(model) {
+      std::lock_guard<std::mutex> lock(m.mu_);
+      if (!m.pool_.empty()) {
+        exec = std::move(m.pool_.back());
+        m.pool_.pop_back();
+      } else {
+        exec = std::make_unique<Executor>(m.graph_);
+        ++m.created_;
+      }
+    }
+    ~Lease() {
+      std::lock_guard<std::mutex> lock(m.mu_);
+      m.pool_.push_back(std::move(exec));
+    }
+  };
+
+  std::vector<Tensor> views(const std::vector<py::array>& inputs) const {
+    std::vector<Tensor> ins;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::optional<DType> as;
+      if (i < graph_->inputs().size() && graph_->inputs()[i]->dtype() == DType::bf16 &&
+          dtype_from_numpy(inputs[i].dtype()) == DType::u16)
+        as = DType::bf16;
+      ins.push_back(tensor_view(inputs[i], as));
+    }
+    return ins;
+  }
+  static std::vector<std::string> names(const std::vector<Value*>& vs) {
+    std::vector<std::string> r;
+    for (Value* v : vs) r.push_back(v->name());
+    return r;
+  }
+  static std::vector<std::string> types(const std::vector<Value*>& vs) {
+    std::vector<std::string> r;
+    for (Value* v : vs) r.push_back(v->type().str());
+    return r;
+  }
+
+  std::shared_ptr<Graph> graph_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Executor>> pool_;
+  int64_t created_ = 0;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Cuvil's native core (bindings only; use the `cuvil` package).";
+  m.attr("__version__") = CUVIL_VERSION;
+  static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
+  static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      input_error(e.what());
+    } catch (const Error& e) {
+      error(e.what());
+    }
+  });
+
+  py::class_<PyValue>(m, "Value")
+      .def_property_readonly("name", &PyValue::name)
+      .def_property_readonly("dtype", &PyValue::dtype)
+      .def_property_readonly("shape", &PyValue::shape, "dims: ints, symbolic dims as strings; None if rank unknown")
+      .def_property_readonly("is_constant", &PyValue::is_constant)
+      .def_property_readonly("constant", &PyValue::constant)
+      .def("__repr__", [](const PyValue& v) { return "<cuvil.Value %" + v.v->name() + ": " + v.v->type().str() + ">"; });
+
+  py::class_<GraphBuilder>(m, "GraphBuilder")
+      .def(py::init(&GraphBuilder::create), py::arg("name") = "main")
+      .def("add_input", &GraphBuilder::add_input, py::arg("name"), py::arg("dtype"), py::arg("dims"))
+      .def("add_constant", &GraphBuilder::add_constant, py::arg("hint"), py::arg("array"), py::arg("dtype") = "")
+      .def("add_node", &GraphBuilder::add_node, py::arg("op"), py::arg("inputs"), py::arg("num_outputs") = 1,
+           py::arg("attrs") = py::dict(), py::arg("file") = "", py::arg("line") = 0, py::arg("name") = "",
+           py::arg("output_names") = std::vector<std::string>{})
+      .def("new_region", &GraphBuilder::new_region, py::arg("name"))
+      .def("set_outputs", &GraphBuilder::set_outputs)
+      .def("ir", [](const GraphBuilder& b) { return print_graph(*b.graph(), {true}); })
+      .def("build", [](const GraphBuilder& b) { return std::make_unique<Model>(b.root()); });
+
+  py::class_<Model>(m, "Model")
+      .def_property_readonly("input_names", &Model::input_names)
+      .def_property_readonly("output_names", &Model::output_names)
+      .def_property_readonly("input_types", &Model::input_types)
+      .def_property_readonly("output_types", &Model::output_types)
+      .def_property_readonly("executors_created", &Model::executors_created)
+      .def("ir", &Model::ir, py::arg("elide_large_constants") = true)
+      .def("run", &Model::run)
+      .def("profile", &Model::profile);
+
+  m.def("load_onnx", [](const std::string& path) { return std::make_unique<Model>(import_onnx_file(path)); });
+  m.def("op_names", []() {
+    std::vector<std::string> r;
+    for (int i = 0; i < kNumOps; ++i) r.emplace_back(op_name(OpKind(i)));
+    return r;
+  });
+}
