@@ -21,16 +21,21 @@ for m in "$CORPUS"/onnx/*.onnx; do
   build/bin/cuvil inspect "$m" --ir > "$CORPUS/ir/$(basename "$m" .onnx).cvir" 2>/dev/null || true
 done
 run() {
-  local target=$1 corpus=$2
+  local target=$1 corpus=$2  # $3: read-only seed directory
   mkdir -p "$CORPUS/$target"
+  rm -f "$CORPUS/$target"/{crash,timeout,leak,oom}-*  # artifacts of an earlier run
   echo "fuzzing $target for ${SECONDS_PER_TARGET}s"
-  ASAN_OPTIONS=detect_leaks=1 build-asan/bin/$target -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 \
-    -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$CORPUS/$target/" "$corpus" \
-    2>&1 | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)" || true
-  if ls "$CORPUS/$target"/crash-* "$CORPUS/$target"/timeout-* "$CORPUS/$target"/leak-* >/dev/null 2>&1; then
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/bin/$target -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 \
+    -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$CORPUS/$target/" "$corpus" "$3" \
+    2>&1 | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)|runtime error" || true
+  if compgen -G "$CORPUS/$target/crash-*" >/dev/null || compgen -G "$CORPUS/$target/timeout-*" >/dev/null ||
+     compgen -G "$CORPUS/$target/leak-*" >/dev/null || compgen -G "$CORPUS/$target/oom-*" >/dev/null; then
     echo "$target found a failing input in $CORPUS/$target"; return 1
   fi
 }
-run fuzz_onnx_loader "$CORPUS/onnx"
-run fuzz_ir_parser "$CORPUS/ir"
-run fuzz_npy "$CORPUS/npy"
+status=0
+# Past crashers (tests/fuzz/regressions/<kind>) seed each run too.
+run fuzz_onnx_loader "$CORPUS/onnx" tests/fuzz/regressions/onnx || status=1
+run fuzz_ir_parser "$CORPUS/ir" tests/fuzz/regressions/ir || status=1
+run fuzz_npy "$CORPUS/npy" tests/fuzz/regressions/npy || status=1
+exit $status

@@ -24,7 +24,7 @@ section "Python tests (model parity, CLI)"
 
 if [[ "${CUVIL_SKIP_SANITIZERS:-0}" != "1" ]]; then
   section "sanitizer build (clang, ASan + UBSan, libFuzzer)"
-  CC=clang-14 CXX=clang++-14 CUVIL_BUILD_DIR=build-asan CUVIL_BUILD_TYPE=RelWithDebInfo \
+  CC=clang-14 CXX=clang++-14 CUVIL_BUILD_DIR=build-asan CUVIL_BUILD_TYPE=Release \
     CUVIL_CMAKE_ARGS="-DCUVIL_SANITIZE=ON -DCUVIL_FUZZ=ON -DCUVIL_BUILD_PYTHON=OFF" scripts/build.sh
   section "unit tests under ASan + UBSan"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/bin/cuvil_unit_tests --gtest_brief=1

@@ -1,34 +1,69 @@
-"""CompiledModule: a compiled model you call like the original one."""
+"""CompiledModule: a compiled model you call like the original one, and load_onnx."""
 from __future__ import annotations
 
-import threading
-from typing import Any, Sequence
+import os
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from . import _C
+from .errors import CompileError, InputError
 
 try:  # torch is optional: ONNX models run without it
     import torch
 except ImportError:  # pragma: no cover
     torch = None
 
+# NumPy dtype kinds the core accepts: bool, signed and unsigned ints, floats.
+_NUMERIC_KINDS = frozenset("biuf")
+# torch dtypes whose .numpy() view the core reads as they are (bf16 travels as uint16 bits).
+_PLAIN_TORCH_DTYPES = frozenset() if torch is None else frozenset({
+    torch.float32, torch.float64, torch.float16, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+    torch.bool})
 
-def _to_array(x: Any, name: str) -> tuple[np.ndarray, bool]:
-    """A C-contiguous NumPy view of `x` (no copy when it already is one) and whether it came from torch."""
+
+def check_options(precision: str, device: str, threads: Optional[int], unknown: dict) -> None:
+    """Validates the compile options shared by cuvil.compile and cuvil.load_onnx."""
+    if unknown:
+        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))} "
+                        f"(the options are precision, device, threads)")
+    if precision != "fp32":
+        raise ValueError(f"precision {precision!r} is not available yet (only 'fp32')")
+    if device != "cpu":
+        raise ValueError(f"device {device!r} is not available yet (only 'cpu')")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+
+
+def _to_array(x: Any, name: str, expected_type: str) -> tuple[np.ndarray, bool]:
+    """A C-contiguous, aligned, native-endian NumPy view of `x` and whether `x` was a torch tensor. Views share
+    memory with `x`; a copy is made only when the layout requires one (non-contiguous, misaligned, byte-swapped)."""
     if torch is not None and isinstance(x, torch.Tensor):
-        if x.device.type != "cpu":
-            raise ValueError(f"input '{name}' is on {x.device}; the CPU backend needs CPU tensors")
-        t = x.detach()
+        if not x.is_cpu:
+            raise InputError(f"input '{name}' is on {x.device}; the CPU backend needs CPU tensors")
+        t = x.detach() if x.requires_grad else x  # (the cheap checks first: this is the per-call path)
+        if t.dtype not in _PLAIN_TORCH_DTYPES:
+            if t.dtype == torch.bfloat16:
+                if not expected_type.startswith("bf16"):
+                    raise InputError(f"input '{name}': expected dtype {expected_type.split('[')[0]}, got bf16")
+                return t.contiguous().view(torch.int16).numpy().view(np.uint16), True
+            raise InputError(f"input '{name}': unsupported dtype {t.dtype}")
+        if t.is_neg():  # a lazy negated view (torch._neg_view): materialize it
+            t = t.resolve_neg()
         if not t.is_contiguous():
             t = t.contiguous()  # one copy, only for non-contiguous views
-        if t.dtype == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(np.uint16), True
         return t.numpy(), True
-    if isinstance(x, np.ndarray):
-        return np.ascontiguousarray(x), False
-    if isinstance(x, (bool, int, float, np.generic)):
-        return np.asarray(x), False
+    if isinstance(x, (np.ndarray, np.generic)):
+        a = np.asarray(x)
+        if a.dtype.kind not in _NUMERIC_KINDS:
+            raise InputError(f"input '{name}': unsupported dtype {a.dtype}")
+        if not a.dtype.isnative:
+            a = a.astype(a.dtype.newbyteorder("="))
+        if not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
+        if not a.flags.aligned:
+            a = a.copy()  # NumPy allocations are aligned
+        return a, False
     raise TypeError(f"input '{name}' must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
 
 
@@ -37,58 +72,152 @@ def _to_torch(a: np.ndarray, cuvil_type: str):
     return t.view(torch.bfloat16) if cuvil_type.startswith("bf16") else t
 
 
-class CompiledModule:
-    """A compiled model. Call it with the original model's arguments (torch tensors or NumPy arrays); it returns
-    torch tensors when given torch tensors and NumPy arrays otherwise, in the original output structure.
+class ProfileRow(NamedTuple):
+    """One kernel's time in a profiled run."""
+    op: str        #: Cuvil op name ("Conv", "MatMul", ...)
+    location: str  #: where the node came from: Python "file:line", or an ONNX node name
+    ms: float      #: milliseconds spent in the kernel
 
-    Thread-safe: concurrent calls each run on their own executor; the GIL is released while running."""
+
+class Profile:
+    """The result of CompiledModule.profile: per-node kernel times in execution order (nodes inside If/Loop
+    regions included, once per execution) and totals per op. ``str(profile)`` is a readable table."""
+
+    def __init__(self, rows: Sequence[ProfileRow]):
+        self.nodes: list[ProfileRow] = list(rows)
+
+    @property
+    def total_ms(self) -> float:
+        """The sum of all kernels' times (excludes the Python call and input validation)."""
+        return sum(r.ms for r in self.nodes)
+
+    def by_op(self) -> dict[str, tuple[float, int]]:
+        """{op: (total ms, number of kernel runs)}, slowest op first."""
+        acc: dict[str, list] = {}
+        for r in self.nodes:
+            e = acc.setdefault(r.op, [0.0, 0])
+            e[0] += r.ms
+            e[1] += 1
+        return {op: (ms, n) for op, (ms, n) in sorted(acc.items(), key=lambda kv: -kv[1][0])}
+
+    def table(self, top: Optional[int] = None) -> str:
+        """The per-node table (time, share, op, location) followed by totals per op. `top` keeps only the slowest
+        `top` nodes in the first part."""
+        total = self.total_ms or 1e-12
+        rows = self.nodes if top is None else sorted(self.nodes, key=lambda r: -r.ms)[:top]
+        width = max([len(r.op) for r in self.nodes] + [10])
+        lines = [f"{'ms':>10} {'share':>7}  {'op':<{width}}  location"]
+        for r in rows:
+            lines.append(f"{r.ms:10.4f} {100 * r.ms / total:6.2f}%  {r.op:<{width}}  {_short_location(r.location)}")
+        if top is not None and top < len(self.nodes):
+            lines.append(f"{'':>10} {'':>7}  ({len(self.nodes) - top} faster nodes not shown)")
+        lines.append("")
+        lines.append(f"{'ms':>10} {'share':>7}  {'op':<{width}}  runs")
+        for op, (ms, n) in self.by_op().items():
+            lines.append(f"{ms:10.4f} {100 * ms / total:6.2f}%  {op:<{width}}  {n}")
+        lines.append(f"{self.total_ms:10.4f} {100.0:6.2f}%  {'total':<{width}}  {len(self.nodes)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return f"<cuvil.Profile {len(self.nodes)} kernel runs, {self.total_ms:.3f} ms>"
+
+
+def _short_location(loc: str) -> str:
+    """Library paths shortened to the package ("torch/nn/modules/conv.py:459"), others relative to the cwd."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in loc:
+            return loc.split(marker, 1)[1]
+    if loc.startswith(os.sep):
+        try:
+            rel = os.path.relpath(loc)
+            return rel if not rel.startswith("..") else loc
+        except ValueError:  # pragma: no cover - other drive on Windows
+            return loc
+    return loc
+
+
+class CompiledModule:
+    """A compiled model. Call it with the original model's arguments, positionally or by forward()'s parameter
+    names: ``compiled(x)``, ``compiled(x=x)``.
+
+    Inputs are torch tensors or NumPy arrays, passed to the engine without copies when they are C-contiguous (a
+    non-contiguous input is copied once). Every input is checked before anything runs: count, dtype, rank, static
+    dims and the consistency of symbolic dims (a ValueError, :class:`cuvil.InputError`, naming the input).
+    Outputs are fresh buffers owned by the caller, returned without copies: torch tensors when any input was a torch
+    tensor, NumPy arrays otherwise (bf16 outputs come back to NumPy as uint16 bits), in the original output
+    structure (a single tensor, or nested tuples/lists).
+
+    Thread-safe: concurrent calls each run on their own executor from a pool, and the GIL is released while the
+    model runs, so several Python threads can run one compiled module at once.
+    """
 
     def __init__(self, model: "_C.Model", output_structure: Any = None):
         self._model = model
-        self._structure = output_structure  # None: a tuple of outputs (single output unwrapped)
-        self._lock = threading.Lock()
+        # How the flat outputs nest (see frontend.torchscript._output_structure); None: one output unwrapped,
+        # several as a tuple.
+        self._structure = output_structure
+        # Cached once: the call path reads them on every call.
+        self._input_names = tuple(model.input_names)
+        self._input_types = tuple(model.input_types)
+        self._output_types = tuple(model.output_types)
 
     @property
     def input_names(self) -> list[str]:
-        return list(self._model.input_names)
+        """The inputs' names, in call order (forward()'s parameter names, or the ONNX graph's input names)."""
+        return list(self._input_names)
 
     @property
     def input_types(self) -> list[str]:
-        return list(self._model.input_types)
+        """Each input's declared type, e.g. ``"f32[batch, 3, 224, 224]"`` (symbolic dims by name)."""
+        return list(self._input_types)
 
     @property
     def output_names(self) -> list[str]:
+        """The flattened outputs' names."""
         return list(self._model.output_names)
 
+    @property
+    def output_types(self) -> list[str]:
+        """Each flattened output's type as inferred at compile time (dims may be symbolic expressions)."""
+        return list(self._output_types)
+
     def ir(self, elide_large_constants: bool = True) -> str:
-        """The compiled graph as Cuvil IR text."""
+        """The compiled graph as Cuvil IR text; large constants (weights) are elided unless asked for."""
         return self._model.ir(elide_large_constants)
 
     def _arrays(self, args: Sequence[Any], kwargs: dict) -> tuple[list[np.ndarray], bool]:
-        names = self.input_names
+        names = self._input_names
         if len(args) > len(names):
-            raise ValueError(f"expected {len(names)} inputs ({', '.join(names)}), got {len(args)}")
+            raise InputError(f"expected {len(names)} input(s) ({', '.join(names)}), got {len(args)}")
         values = list(args)
-        for name in names[len(args):]:
-            if name not in kwargs:
-                raise ValueError(f"missing input '{name}'")
-            values.append(kwargs.pop(name))
-        if kwargs:
-            raise ValueError(f"unknown input(s): {', '.join(sorted(kwargs))}")
+        if kwargs or len(args) < len(names):
+            for name in names[:len(args)]:
+                if name in kwargs:
+                    raise InputError(f"input '{name}' given both by position and by keyword")
+            missing = [n for n in names[len(args):] if n not in kwargs]
+            if missing:
+                raise InputError(f"missing input(s): {', '.join(repr(n) for n in missing)} (the model takes "
+                                 f"{', '.join(names)})")
+            values.extend(kwargs.pop(n) for n in names[len(args):])
+            if kwargs:
+                raise InputError(f"unknown input(s): {', '.join(sorted(kwargs))} (the model takes "
+                                 f"{', '.join(names)})")
         arrays, any_torch = [], False
-        for name, v in zip(names, values):
-            a, is_torch = _to_array(v, name)
+        for name, t, v in zip(names, self._input_types, values):
+            a, is_torch = _to_array(v, name, t)
             arrays.append(a)
             any_torch |= is_torch
         return arrays, any_torch
 
     def __call__(self, *args, **kwargs):
+        """Runs the model; see the class docstring for what goes in and comes out."""
         arrays, as_torch = self._arrays(args, kwargs)
         outs = self._model.run(arrays)
         if as_torch:
-            if torch is None:  # pragma: no cover
-                raise RuntimeError("torch is not importable")
-            outs = [_to_torch(a, t) for a, t in zip(outs, self._model.output_types)]
+            outs = [_to_torch(a, t) for a, t in zip(outs, self._output_types)]
         return self._restructure(outs)
 
     def _restructure(self, outs: list):
@@ -99,40 +228,42 @@ class CompiledModule:
         def build(s):
             if s == "tensor":
                 return next(it)
+            if s == "none":
+                return None
             kind, items = s
+            if kind == "dict":
+                return {k: build(v) for k, v in items}
             built = [build(x) for x in items]
             return tuple(built) if kind == "tuple" else built
 
         return build(self._structure)
 
-    def profile(self, *args, **kwargs) -> str:
-        """Runs once and returns a per-node table (time, share, op, location) followed by totals per op."""
+    def profile(self, *args, **kwargs) -> Profile:
+        """Runs once with these inputs (same rules as a call) and returns a :class:`Profile`: each kernel's time,
+        share, op and source location (Python file:line for torch models, node name for ONNX), and totals per op.
+        ``print(compiled.profile(x))`` prints the table."""
         arrays, _ = self._arrays(args, kwargs)
-        rows = self._model.profile(arrays)
-        total = sum(ms for _, _, ms in rows) or 1e-12
-        lines = [f"{'ms':>10} {'share':>7}  {'op':<24} location"]
-        for op, loc, ms in rows:
-            lines.append(f"{ms:10.4f} {100 * ms / total:6.2f}%  {op:<24} {loc}")
-        by_op: dict[str, float] = {}
-        for op, _, ms in rows:
-            by_op[op] = by_op.get(op, 0.0) + ms
-        lines.append("totals by op:")
-        for op, ms in sorted(by_op.items(), key=lambda kv: -kv[1]):
-            lines.append(f"{ms:10.4f} {100 * ms / total:6.2f}%  {op}")
-        lines.append(f"{total:10.4f} 100.00%  total")
-        return "\n".join(lines)
+        return Profile([ProfileRow(op, loc, ms) for op, loc, ms in self._model.profile(arrays)])
 
     def __repr__(self) -> str:
-        ins = ", ".join(f"{n}: {t}" for n, t in zip(self.input_names, self.input_types))
-        return f"<cuvil.CompiledModule ({ins}) -> {len(self.output_names)} output(s)>"
+        ins = ", ".join(f"{n}: {t}" for n, t in zip(self._input_names, self._input_types))
+        outs = ", ".join(self._output_types)
+        return f"<cuvil.CompiledModule ({ins}) -> ({outs})>"
 
 
-def load_onnx(path: str, **options) -> CompiledModule:
-    """Compiles an ONNX model file. Raises cuvil.CompileError for an unreadable or unsupported model."""
-    if options:
-        raise TypeError(f"unknown option(s): {', '.join(sorted(options))}")
-    from .errors import CompileError
+def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str = "cpu",
+              threads: Optional[int] = None, **options) -> CompiledModule:
+    """Compiles an ONNX model file into a :class:`CompiledModule`, called with the ONNX graph's inputs in order
+    (or by name) and returning its outputs (one array/tensor, or a tuple of them).
+
+    Options are those of :func:`cuvil.compile`: ``precision`` ("fp32"), ``device`` ("cpu"), ``threads`` (reserved;
+    the reference backend runs on one thread). Symbolic dims come from the ONNX model's input shapes. Raises
+    FileNotFoundError for a missing file and cuvil.CompileError for an unreadable or unsupported model."""
+    check_options(precision, device, threads, options)
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such ONNX file: {path}")
     try:
-        return CompiledModule(_C.load_onnx(str(path)))
+        return CompiledModule(_C.load_onnx(path))
     except _C.Error as e:
-        raise CompileError(str(e)) from None
+        raise CompileError(f"{path}: {e}") from None

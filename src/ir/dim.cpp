@@ -24,7 +24,21 @@ const char* atom_fn_name(AtomKind k) {
   return "";
 }
 
+// Dims come from untrusted models: arithmetic that leaves int64 is an error, never undefined behaviour.
+int64_t checked_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) fail("dimension arithmetic overflows int64 (", a, " + ", b, ")");
+  return r;
+}
+
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) fail("dimension arithmetic overflows int64 (", a, " * ", b, ")");
+  return r;
+}
+
 int64_t floor_div(int64_t a, int64_t b) {
+  if (b == -1) return checked_mul(a, -1);
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -68,7 +82,7 @@ struct DimPoly {
       auto k = monomial_key(t.factors);
       auto it = merged.find(k);
       if (it == merged.end()) merged.emplace(k, t);
-      else it->second.coeff += t.coeff;
+      else it->second.coeff = checked_add(it->second.coeff, t.coeff);
     }
     terms.clear();
     for (auto& [k, t] : merged)
@@ -129,10 +143,10 @@ static std::optional<int64_t> eval_atom(const DimAtom& a, const SymbolBindings& 
       return floor_div(*x, *y);
     case AtomKind::CeilDiv:
       if (*y == 0) return std::nullopt;
-      return -floor_div(-*x, *y);
+      return checked_mul(floor_div(checked_mul(*x, -1), *y), -1);
     case AtomKind::Mod:
       if (*y == 0) return std::nullopt;
-      return *x - floor_div(*x, *y) * *y;
+      return checked_add(*x, -checked_mul(floor_div(*x, *y), *y));
     case AtomKind::Max: return std::max(*x, *y);
     case AtomKind::Min: return std::min(*x, *y);
     case AtomKind::Symbol: break;
@@ -148,9 +162,9 @@ std::optional<int64_t> Dim::eval(const SymbolBindings& b) const {
     for (auto& f : t.factors) {
       auto v = eval_atom(*f, b);
       if (!v) return std::nullopt;
-      prod *= *v;
+      prod = checked_mul(prod, *v);
     }
-    sum += prod;
+    sum = checked_add(sum, prod);
   }
   return sum;
 }
@@ -199,7 +213,7 @@ bool Dim::operator==(const Dim& o) const {
 }
 
 Dim operator+(const Dim& a, const Dim& b) {
-  if (a.is_const() && b.is_const()) return Dim(a.value_ + b.value_);
+  if (a.is_const() && b.is_const()) return Dim(checked_add(a.value_, b.value_));
   DimPoly p = DimPoly::of(a), q = DimPoly::of(b);
   p.terms.insert(p.terms.end(), q.terms.begin(), q.terms.end());
   return Dim::from_poly(std::move(p));
@@ -208,11 +222,11 @@ Dim operator+(const Dim& a, const Dim& b) {
 Dim operator-(const Dim& a, const Dim& b) { return a + Dim(-1) * b; }
 
 Dim operator*(const Dim& a, const Dim& b) {
-  if (a.is_const() && b.is_const()) return Dim(a.value_ * b.value_);
+  if (a.is_const() && b.is_const()) return Dim(checked_mul(a.value_, b.value_));
   DimPoly p = DimPoly::of(a), q = DimPoly::of(b), r;
   for (auto& x : p.terms)
     for (auto& y : q.terms) {
-      DimPoly::Term t{x.coeff * y.coeff, x.factors};
+      DimPoly::Term t{checked_mul(x.coeff, y.coeff), x.factors};
       t.factors.insert(t.factors.end(), y.factors.begin(), y.factors.end());
       std::sort(t.factors.begin(), t.factors.end(), [](auto& l, auto& r) { return l->key < r->key; });
       r.terms.push_back(std::move(t));
@@ -251,7 +265,8 @@ Dim Dim::floordiv(const Dim& a, const Dim& b) {
 }
 
 Dim Dim::ceildiv(const Dim& a, const Dim& b) {
-  if (a.is_const() && b.is_const() && b.value_ != 0) return Dim(-floor_div(-a.value_, b.value_));
+  if (a.is_const() && b.is_const() && b.value_ != 0)
+    return Dim(checked_mul(floor_div(checked_mul(a.value_, -1), b.value_), -1));
   if (b.is_const() && b.value_ == 1) return a;
   if (b.is_const() && b.value_ > 0 && divisible(a, b.value_)) return divide_exact(a, b.value_);
   if (a == b) return Dim(1);
@@ -259,7 +274,8 @@ Dim Dim::ceildiv(const Dim& a, const Dim& b) {
 }
 
 Dim Dim::mod(const Dim& a, const Dim& b) {
-  if (a.is_const() && b.is_const() && b.value_ != 0) return Dim(a.value_ - floor_div(a.value_, b.value_) * b.value_);
+  if (a.is_const() && b.is_const() && b.value_ != 0)
+    return Dim(checked_add(a.value_, -checked_mul(floor_div(a.value_, b.value_), b.value_)));
   if (b.is_const() && b.value_ > 0 && divisible(a, b.value_)) return Dim(0);
   if (a == b) return Dim(0);
   return make_fn_atom(AtomKind::Mod, a, b);

@@ -50,6 +50,19 @@ const OpSchema& op_schema(OpKind k) {
   return table[size_t(k)];
 }
 
+void check_arity(const Node& n) {
+  const OpSchema& s = op_schema(n.op());
+  int ni = int(n.num_inputs()), no = int(n.num_outputs());
+  CUVIL_CHECK(ni >= s.min_inputs && (s.max_inputs < 0 || ni <= s.max_inputs), n.describe(), ": has ", ni,
+              " inputs; the op takes ", s.min_inputs,
+              s.max_inputs < 0 ? " or more" : " to " + std::to_string(s.max_inputs));
+  CUVIL_CHECK(no >= s.min_outputs && (s.max_outputs < 0 || no <= s.max_outputs), n.describe(), ": has ", no,
+              " outputs; the op gives ", s.min_outputs,
+              s.max_outputs < 0 ? " or more" : " to " + std::to_string(s.max_outputs));
+  for (int i = 0; i < s.min_inputs; ++i)
+    CUVIL_CHECK(n.input(size_t(i)), n.describe(), ": required input ", i, " is missing");
+}
+
 const AttrSpec* OpSchema::find_attr(const std::string& name) const {
   for (auto& a : attrs)
     if (a.name == name) return &a;

@@ -51,6 +51,10 @@ struct OpSchema {
 
 const OpSchema& op_schema(OpKind k);
 
+// Fails with a message naming the node unless its input and output counts are within the schema's bounds.
+// Inference runs it first, so op definitions may index inputs and outputs up to their declared minimums.
+void check_arity(const Node& n);
+
 // Reads a node's attributes with the schema's defaults filled in. Shared by inference and kernels.
 class AttrReader {
  public:

@@ -87,7 +87,9 @@ class Parser {
         if (i_ >= s_.size()) break;
         char e = s_[i_++];
         if (e == 'x') {
-          if (i_ + 2 > s_.size()) error("bad \\x escape");
+          if (i_ + 2 > s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[i_])) ||
+              !std::isxdigit(static_cast<unsigned char>(s_[i_ + 1])))
+            error("bad \\x escape");
           r += char(std::stoi(s_.substr(i_, 2), nullptr, 16));
           i_ += 2;
         } else {

@@ -43,6 +43,7 @@ struct IncrementalShapeInference::Impl {
       return out;
     };
     CUVIL_ASSERT(schema.infer);
+    check_arity(n);
     schema.infer(ctx);
     for (size_t i = 0; i < n.num_outputs(); ++i) {
       if (!ctx.output_set(i)) ctx.error("inference did not type output ", i);

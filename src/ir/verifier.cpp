@@ -43,12 +43,8 @@ class Verifier {
   void node(const Node& n) {
     const OpSchema& s = op_schema(n.op());
     auto where = n.describe();
-    int ni = int(n.num_inputs()), no = int(n.num_outputs());
-    CUVIL_CHECK(ni >= s.min_inputs && (s.max_inputs < 0 || ni <= s.max_inputs), where, ": has ", ni,
-                " inputs; the op takes ", s.min_inputs, s.max_inputs < 0 ? " or more" : " to " + std::to_string(s.max_inputs));
-    CUVIL_CHECK(no >= s.min_outputs && (s.max_outputs < 0 || no <= s.max_outputs), where, ": has ", no,
-                " outputs; the op gives ", s.min_outputs,
-                s.max_outputs < 0 ? " or more" : " to " + std::to_string(s.max_outputs));
+    int ni = int(n.num_inputs());
+    check_arity(n);
     for (auto& [name, a] : n.attrs()) {
       const AttrSpec* spec = s.find_attr(name);
       CUVIL_CHECK(spec, where, ": unknown attribute '", name, "'");

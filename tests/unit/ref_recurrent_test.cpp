@@ -11,81 +11,28 @@
 #include "ir/op_schema.h"
 #include "ir/shape_inference.h"
 #include "runtime/executor.h"
+#include "onnx_test_util.h"
 #include "test_util.h"
 
 using namespace cuvil;
+using namespace cuvil::test;
 
 namespace {
 
-template <class T>
-Tensor tv(std::vector<T> v, std::vector<int64_t> shape) {
-  return Tensor::from_vector<T>(v, std::move(shape));
-}
-Tensor f32(std::vector<float> v, std::vector<int64_t> shape) { return tv<float>(std::move(v), std::move(shape)); }
-Tensor i64v(std::vector<int64_t> v) {
-  int64_t n = int64_t(v.size());
-  return tv<int64_t>(std::move(v), {n});
-}
-Tensor scales(std::vector<float> v) {
-  int64_t n = int64_t(v.size());
-  return f32(std::move(v), {n});
-}
-
-std::vector<double> as_f64(const Tensor& t) {
-  std::vector<double> r;
-  for (int64_t i = 0; i < t.numel(); ++i) r.push_back(t.get_f64(i));
-  return r;
-}
+Tensor f32(const std::vector<float>& v, std::vector<int64_t> shape) { return tensor<float>(v, std::move(shape)); }
+Tensor i64v(const std::vector<int64_t>& v) { return vec<int64_t>(v); }
+Tensor scales(const std::vector<float>& v) { return vec<float>(v); }
 
 void expect_near(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
   ASSERT_EQ(t.numel(), int64_t(want.size())) << t.type_str();
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(t.get_f64(int64_t(i)), want[i], tol) << "element " << i;
 }
 
-// One op's input: a graph input fed at run time, a constant, or omitted.
-struct Arg {
-  Tensor t;
-  enum Kind { Input, Const, Missing } kind = Input;
-  std::optional<Shape> declared;  // a graph input's declared (possibly symbolic) shape
-};
-Arg C(Tensor t) { return {std::move(t), Arg::Const, std::nullopt}; }
-Arg I(Tensor t) { return {std::move(t), Arg::Input, std::nullopt}; }
-Arg Sym(Tensor t, Shape s) { return {std::move(t), Arg::Input, std::move(s)}; }
-Arg none() { return {Tensor(), Arg::Missing, std::nullopt}; }
-
-// A graph with one node: builds it, infers shapes, runs it on the reference kernels.
-struct OneOp {
-  std::shared_ptr<Graph> g = std::make_shared<Graph>();
-  Node* node = nullptr;
-  std::vector<Tensor> feeds;
-
-  OneOp(OpKind op, std::vector<Arg> args, AttrMap attrs = {}, size_t outputs = 1) {
-    std::vector<Value*> ins;
-    for (size_t i = 0; i < args.size(); ++i) {
-      std::string name = "in" + std::to_string(i);
-      if (args[i].kind == Arg::Missing) {
-        ins.push_back(nullptr);
-      } else if (args[i].kind == Arg::Const) {
-        ins.push_back(g->add_constant(name, args[i].t));
-      } else {
-        Shape s = args[i].declared ? *args[i].declared : Shape::of(args[i].t.shape());
-        ins.push_back(g->add_input(name, TensorType{args[i].t.dtype(), s}));
-        feeds.push_back(args[i].t);
-      }
-    }
-    std::vector<std::string> outs;
-    for (size_t i = 0; i < outputs; ++i) outs.push_back("out" + std::to_string(i));
-    node = g->add_node(op, ins, outs, std::move(attrs), Location{"node_1", "", 0});
-    for (Value* v : node->outputs()) g->add_output(v);
-  }
-  void infer() { infer_shapes(*g); }
-  const TensorType& type(size_t i = 0) const { return node->output(i)->type(); }
-  std::vector<Tensor> run() {
-    infer();
-    Executor ex(g);
-    return ex.run(feeds);
-  }
-};
+// Short names for the node's inputs: run-time inputs (Sym: with a declared, possibly symbolic, shape) and
+// constants.
+OpArg C(Tensor t) { return constant(std::move(t)); }
+OpArg I(Tensor t) { return input(std::move(t)); }
+OpArg Sym(Tensor t, Shape s) { return symbolic_input(std::move(t), std::move(s)); }
 
 // ---- RNN family helpers
 
@@ -127,7 +74,7 @@ TEST(RecurrentInfer, BadInputsAreErrors) {
   auto x = I(Tensor::zeros(DType::f32, {2, 1, 3}));
   auto w = I(Tensor::zeros(DType::f32, {1, 4, 3}));
   auto r = I(Tensor::zeros(DType::f32, {1, 4, 4}));
-  auto infer = [&](OpKind op, std::vector<Arg> args, AttrMap attrs) {
+  auto infer = [&](OpKind op, std::vector<OpArg> args, AttrMap attrs) {
     OneOp o(op, std::move(args), std::move(attrs), 2);
     o.infer();
   };
@@ -144,9 +91,9 @@ TEST(RecurrentInfer, BadInputsAreErrors) {
                      "activations lists 3 functions");
   EXPECT_CUVIL_ERROR(infer(OpKind::RNN, {x, w, r}, {{"clip", -1.0}}), "clip must be positive");
   EXPECT_CUVIL_ERROR(infer(OpKind::RNN, {I(Tensor::zeros(DType::i32, {2, 1, 3})), w, r}, {}), "dtype i32");
-  EXPECT_CUVIL_ERROR(infer(OpKind::RNN, {x, w, r, none(), I(Tensor::zeros(DType::i64, {1}))}, {}), "dtype i64");
+  EXPECT_CUVIL_ERROR(infer(OpKind::RNN, {x, w, r, absent(), I(Tensor::zeros(DType::i64, {1}))}, {}), "dtype i64");
   EXPECT_CUVIL_ERROR(infer(OpKind::RNN, {x, w, r, I(Tensor::zeros(DType::f32, {1, 7}))}, {}), "B has shape");
-  EXPECT_CUVIL_ERROR(infer(OpKind::RNN, {x, w, r, none(), none(), I(Tensor::zeros(DType::f32, {1, 2, 4}))}, {}),
+  EXPECT_CUVIL_ERROR(infer(OpKind::RNN, {x, w, r, absent(), absent(), I(Tensor::zeros(DType::f32, {1, 2, 4}))}, {}),
                      "initial_h has shape");
   EXPECT_CUVIL_ERROR(infer(OpKind::RNN, {I(Tensor::zeros(DType::f32, {2, 3})), w, r}, {}), "X must have rank 3");
   EXPECT_CUVIL_ERROR(infer(OpKind::RNN, {x, I(Tensor::zeros(DType::f64, {1, 4, 3})), r}, {}), "same dtype");
@@ -184,8 +131,8 @@ TEST(RecurrentKernel, SequenceLensZeroPadsAndEmptySequenceGivesZeroState) {
   // Batch 3 with lengths 2, 1, 0; seq 3; initial_h nonzero. Y past each length is zero; Y_h of the empty one too.
   Tensor x = f32({1, 1, 1, 1, 1, 1, 1, 1, 1}, {3, 3, 1});
   Tensor h0 = f32({0.5f, 0.5f, 0.5f}, {1, 3, 1});
-  Tensor lens = tv<int32_t>({2, 1, 0}, {3});
-  OneOp o(OpKind::RNN, {I(x), I(col({1})), I(col({1})), none(), I(lens), I(h0)}, {{"hidden_size", int64_t(1)}}, 2);
+  Tensor lens = tensor<int32_t>({2, 1, 0}, {3});
+  OneOp o(OpKind::RNN, {I(x), I(col({1})), I(col({1})), absent(), I(lens), I(h0)}, {{"hidden_size", int64_t(1)}}, 2);
   auto out = o.run();
   double s1 = std::tanh(1.5), s2 = std::tanh(1 + s1);
   expect_near(out[0], {s1, s1, 0, s2, 0, 0, 0, 0, 0});
@@ -195,7 +142,7 @@ TEST(RecurrentKernel, SequenceLensZeroPadsAndEmptySequenceGivesZeroState) {
 TEST(RecurrentKernel, BadSequenceLensIsAnError) {
   Tensor x = f32({1, 1}, {2, 1, 1});
   for (int32_t bad : {3, -1}) {
-    OneOp o(OpKind::RNN, {I(x), I(col({1})), I(col({1})), none(), I(tv<int32_t>({bad}, {1}))}, {}, 2);
+    OneOp o(OpKind::RNN, {I(x), I(col({1})), I(col({1})), absent(), I(tensor<int32_t>({bad}, {1}))}, {}, 2);
     EXPECT_CUVIL_ERROR(o.run(), "sequence_lens[0]");
   }
 }
@@ -209,7 +156,7 @@ TEST(RecurrentKernel, GruBothResetPlacementsByHand) {
   const double h = 0.5;
   double z = sigm(0.1 + 0.4 * h + 0.05), r = sigm(0.2 + 0.5 * h + 0.07);
   for (int64_t lbr : {0, 1}) {
-    OneOp o(OpKind::GRU, {I(x), I(col({0.1f, 0.2f, 0.3f})), I(col({0.4f, 0.5f, 0.6f})), I(b), none(), I(h0)},
+    OneOp o(OpKind::GRU, {I(x), I(col({0.1f, 0.2f, 0.3f})), I(col({0.4f, 0.5f, 0.6f})), I(b), absent(), I(h0)},
             {{"hidden_size", int64_t(1)}, {"linear_before_reset", lbr}}, 2);
     auto out = o.run();
     double hh = lbr ? std::tanh(0.3 + 0.03 + r * (0.6 * h + 0.06)) : std::tanh(0.3 + 0.03 + 0.6 * (r * h) + 0.06);
@@ -226,7 +173,7 @@ TEST(RecurrentKernel, LstmPeepholesAndInputForgetByHand) {
   Tensor h0 = f32({0.5f}, {1, 1, 1}), c0 = f32({-0.3f}, {1, 1, 1}), p = f32({0.9f, -0.8f, 0.7f}, {1, 3});
   const double h = 0.5, c = -0.3;
   for (int64_t couple : {0, 1}) {
-    OneOp o(OpKind::LSTM, {I(x), I(w), I(r), none(), none(), I(h0), I(c0), I(p)},
+    OneOp o(OpKind::LSTM, {I(x), I(w), I(r), absent(), absent(), I(h0), I(c0), I(p)},
             {{"hidden_size", int64_t(1)}, {"input_forget", couple}}, 3);
     auto out = o.run();
     double i = sigm(0.1 + 0.5 * h + 0.9 * c);
@@ -343,25 +290,25 @@ TEST(RecurrentKernel, SpecialValuesPropagate) {
 TEST(ResizeInfer, SymbolicDimsStayExactWhereTheyCan) {
   Shape xs({Dim::symbol("batch"), 3, Dim::symbol("h"), Dim::symbol("w")});
   Tensor x = Tensor::zeros(DType::f32, {1, 3, 4, 4});
-  OneOp up(OpKind::Resize, {Sym(x, xs), none(), C(scales({1, 1, 2, 3}))});
+  OneOp up(OpKind::Resize, {Sym(x, xs), absent(), C(scales({1, 1, 2, 3}))});
   up.infer();
   EXPECT_EQ(up.type().shape, Shape({Dim::symbol("batch"), 3, Dim::symbol("h") * 2, Dim::symbol("w") * 3}));
-  OneOp down(OpKind::Resize, {Sym(x, xs), none(), C(scales({1, 0.5f, 0.5f, 0.25f}))});
+  OneOp down(OpKind::Resize, {Sym(x, xs), absent(), C(scales({1, 0.5f, 0.5f, 0.25f}))});
   down.infer();
   EXPECT_EQ(down.type().shape, Shape({Dim::symbol("batch"), 1, Dim::floordiv(Dim::symbol("h"), 2),
                                       Dim::floordiv(Dim::symbol("w"), 4)}));
   // A scale with no exact symbolic form gets a fresh dim; the run still knows the size.
-  OneOp odd(OpKind::Resize, {Sym(x, xs), none(), C(scales({1, 1, 1.5f, 1}))});
+  OneOp odd(OpKind::Resize, {Sym(x, xs), absent(), C(scales({1, 1, 1.5f, 1}))});
   odd.infer();
   EXPECT_FALSE(odd.type().shape[2].is_const());
   EXPECT_EQ(odd.type().shape[3], Dim::symbol("w"));
   EXPECT_EQ(odd.run()[0].shape(), (std::vector<int64_t>{1, 3, 6, 4}));
   // Constant sizes win over symbolic input dims.
-  OneOp sized(OpKind::Resize, {Sym(x, xs), none(), none(), C(i64v({2, 3, 5, 7}))});
+  OneOp sized(OpKind::Resize, {Sym(x, xs), absent(), absent(), C(i64v({2, 3, 5, 7}))});
   sized.infer();
   EXPECT_EQ(sized.type().shape, Shape({2, 3, 5, 7}));
   // Sizes only known at run time: fresh dims at compile time, exact at run time.
-  OneOp dyn(OpKind::Resize, {I(f32({1, 2}, {1, 2})), none(), none(), I(i64v({1, 5}))});
+  OneOp dyn(OpKind::Resize, {I(f32({1, 2}, {1, 2})), absent(), absent(), I(i64v({1, 5}))});
   dyn.infer();
   EXPECT_FALSE(dyn.type().shape[1].is_const());
   EXPECT_EQ(dyn.run()[0].shape(), (std::vector<int64_t>{1, 5}));
@@ -375,27 +322,27 @@ TEST(ResizeInfer, SymbolicDimsStayExactWhereTheyCan) {
 
 TEST(ResizeInfer, BadInputsAreErrors) {
   Tensor x = f32({1, 2, 3, 4}, {2, 2});
-  auto infer = [&](std::vector<Arg> args, AttrMap attrs = {}) {
+  auto infer = [&](std::vector<OpArg> args, AttrMap attrs = {}) {
     OneOp o(OpKind::Resize, std::move(args), std::move(attrs));
     o.run();
   };
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), C(scales({1, 2})), C(i64v({2, 4}))}), "only one of 'scales' and 'sizes'");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), C(scales({1, 2})), C(i64v({2, 4}))}), "only one of 'scales' and 'sizes'");
   EXPECT_CUVIL_ERROR(infer({I(x)}), "one of 'scales' and 'sizes' must be given");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), C(Tensor::zeros(DType::f32, {0}))}), "must be given and non-empty");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), C(scales({1, 2, 3}))}), "scales has shape");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), I(scales({1, 2, 3}))}), "scales has shape");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), C(scales({1, -2}))}), "must be positive");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), I(scales({1, 0}))}), "must be positive");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), none(), I(i64v({2, -1}))}), "is negative");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), none(), C(tv<int32_t>({2, 2}, {2}))}), "dtype i32");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), C(scales({1, 2}))}, {{"mode", "bilinear"}}), "mode 'bilinear'");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), C(scales({1, 2}))}, {{"coordinate_transformation_mode", "x"}}),
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), C(Tensor::zeros(DType::f32, {0}))}), "must be given and non-empty");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), C(scales({1, 2, 3}))}), "scales has shape");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), I(scales({1, 2, 3}))}), "scales has shape");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), C(scales({1, -2}))}), "must be positive");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), I(scales({1, 0}))}), "must be positive");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), absent(), I(i64v({2, -1}))}), "is negative");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), absent(), C(tensor<int32_t>({2, 2}, {2}))}), "dtype i32");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), C(scales({1, 2}))}, {{"mode", "bilinear"}}), "mode 'bilinear'");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), C(scales({1, 2}))}, {{"coordinate_transformation_mode", "x"}}),
                      "coordinate_transformation_mode 'x'");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), C(scales({1, 2}))}, {{"nearest_mode", "up"}}), "nearest_mode 'up'");
-  EXPECT_CUVIL_ERROR(infer({I(x), none(), C(scales({1, 2}))}, {{"coordinate_transformation_mode",
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), C(scales({1, 2}))}, {{"nearest_mode", "up"}}), "nearest_mode 'up'");
+  EXPECT_CUVIL_ERROR(infer({I(x), absent(), C(scales({1, 2}))}, {{"coordinate_transformation_mode",
                                                                  "tf_crop_and_resize"}}),
                      "needs the roi input");
-  EXPECT_CUVIL_ERROR(infer({I(Tensor::zeros(DType::f32, {0, 2})), none(), none(), C(i64v({3, 2}))}),
+  EXPECT_CUVIL_ERROR(infer({I(Tensor::zeros(DType::f32, {0, 2})), absent(), absent(), C(i64v({3, 2}))}),
                      "cannot resize dim 0 from 0");
 }
 
@@ -405,7 +352,7 @@ TEST(ResizeInfer, BadInputsAreErrors) {
 TEST(ResizeKernel, NearestModesAndCoordinateModes) {
   Tensor x = f32({10, 20, 30, 40}, {4});
   auto run = [&](std::vector<int64_t> size, AttrMap attrs) {
-    OneOp o(OpKind::Resize, {I(x), none(), none(), C(i64v(size))}, std::move(attrs));
+    OneOp o(OpKind::Resize, {I(x), absent(), absent(), C(i64v(size))}, std::move(attrs));
     return as_f64(o.run()[0]);
   };
   // asymmetric, 4 -> 8: x = 0, .5, 1, 1.5, ...
@@ -433,7 +380,7 @@ TEST(ResizeKernel, NearestModesAndCoordinateModes) {
 TEST(ResizeKernel, LinearAndCubicByHand) {
   Tensor x = f32({1, 2}, {2});
   auto run = [&](int64_t n, AttrMap attrs) {
-    OneOp o(OpKind::Resize, {I(x), none(), none(), C(i64v({n}))}, std::move(attrs));
+    OneOp o(OpKind::Resize, {I(x), absent(), absent(), C(i64v({n}))}, std::move(attrs));
     return o.run()[0];
   };
   expect_near(run(4, {{"mode", "linear"}}), {1, 1.25, 1.75, 2});
@@ -443,7 +390,7 @@ TEST(ResizeKernel, LinearAndCubicByHand) {
   // Cubic at the exact samples reproduces the input; with a = -0.75 at x = 0.5 of [0, 0, 1, 1]-like data:
   expect_near(run(2, {{"mode", "cubic"}}), {1, 2});
   Tensor step = f32({0, 0, 1, 1}, {4});
-  OneOp c(OpKind::Resize, {I(step), none(), none(), C(i64v({7}))},
+  OneOp c(OpKind::Resize, {I(step), absent(), absent(), C(i64v({7}))},
           {{"mode", "cubic"}, {"coordinate_transformation_mode", "align_corners"}});
   auto y = c.run()[0];
   // x = 1.5: weights for d = 1.5, 0.5, 0.5, 1.5 -> (0 * w1 + 0 * w0) + (1 * w0 + 1 * w1) = 0.5 by symmetry
@@ -451,7 +398,7 @@ TEST(ResizeKernel, LinearAndCubicByHand) {
   EXPECT_NEAR(y.get_f64(0), 0, 1e-6);
   EXPECT_NEAR(y.get_f64(6), 1, 1e-6);
   // exclude_outside renormalizes the in-range weights: at x = 0.5 of [1, 2] both taps outside are dropped.
-  OneOp e(OpKind::Resize, {I(x), none(), none(), C(i64v({1}))},
+  OneOp e(OpKind::Resize, {I(x), absent(), absent(), C(i64v({1}))},
           {{"mode", "cubic"}, {"exclude_outside", int64_t(1)}, {"coordinate_transformation_mode", "half_pixel"}});
   expect_near(e.run()[0], {1.5});
 }
@@ -459,7 +406,7 @@ TEST(ResizeKernel, LinearAndCubicByHand) {
 TEST(ResizeKernel, CropAndResizeExtrapolates) {
   Tensor x = f32({0, 1, 2, 3}, {4});
   // roi [0.5, 1.5]: x = 1.5 + y * 3 / 2 -> 1.5, 3, 4.5 (outside -> extrapolation_value)
-  OneOp o(OpKind::Resize, {I(x), I(f32({0.5f, 1.5f}, {2})), none(), C(i64v({3}))},
+  OneOp o(OpKind::Resize, {I(x), I(f32({0.5f, 1.5f}, {2})), absent(), C(i64v({3}))},
           {{"mode", "linear"}, {"coordinate_transformation_mode", "tf_crop_and_resize"},
            {"extrapolation_value", -7.0}});
   expect_near(o.run()[0], {1.5, 3, -7});
@@ -467,24 +414,24 @@ TEST(ResizeKernel, CropAndResizeExtrapolates) {
 
 TEST(ResizeKernel, IntegerBoolAndHalfDtypes) {
   // u8: linear rounds to nearest and saturates; nearest copies exactly.
-  OneOp u8(OpKind::Resize, {I(tv<uint8_t>({0, 255}, {2})), none(), none(), C(i64v({4}))}, {{"mode", "linear"}});
+  OneOp u8(OpKind::Resize, {I(tensor<uint8_t>({0, 255}, {2})), absent(), absent(), C(i64v({4}))}, {{"mode", "linear"}});
   EXPECT_EQ(as_f64(u8.run()[0]), (std::vector<double>{0, 64, 191, 255}));
-  OneOp u8c(OpKind::Resize, {I(tv<uint8_t>({0, 255, 255, 0}, {4})), none(), none(), C(i64v({8}))},
+  OneOp u8c(OpKind::Resize, {I(tensor<uint8_t>({0, 255, 255, 0}, {4})), absent(), absent(), C(i64v({8}))},
             {{"mode", "cubic"}});
   for (double v : as_f64(u8c.run()[0])) EXPECT_TRUE(v >= 0 && v <= 255);  // overshoot saturates
   // i64 beyond double precision survives nearest exactly.
   const int64_t big = (int64_t(1) << 60) + 1;
-  OneOp i64n(OpKind::Resize, {I(tv<int64_t>({big, -big}, {2})), none(), C(scales({2}))});
+  OneOp i64n(OpKind::Resize, {I(tensor<int64_t>({big, -big}, {2})), absent(), C(scales({2}))});
   auto yi = i64n.run()[0];
   EXPECT_EQ(yi.data<int64_t>()[0], big);
   EXPECT_EQ(yi.data<int64_t>()[3], -big);
   // bool: nearest copies; linear rounds the blend.
-  OneOp bn(OpKind::Resize, {I(tv<bool>({true, false}, {2})), none(), C(scales({2}))});
+  OneOp bn(OpKind::Resize, {I(tensor<bool>({true, false}, {2})), absent(), C(scales({2}))});
   EXPECT_EQ(as_f64(bn.run()[0]), (std::vector<double>{1, 1, 0, 0}));
-  OneOp bl(OpKind::Resize, {I(tv<bool>({true, false}, {2})), none(), C(scales({2}))}, {{"mode", "linear"}});
+  OneOp bl(OpKind::Resize, {I(tensor<bool>({true, false}, {2})), absent(), C(scales({2}))}, {{"mode", "linear"}});
   EXPECT_EQ(as_f64(bl.run()[0]), (std::vector<double>{1, 1, 0, 0}));
   // i8 linear: negative values round half away from zero.
-  OneOp i8(OpKind::Resize, {I(tv<int8_t>({-1, -2}, {2})), none(), C(scales({2}))}, {{"mode", "linear"}});
+  OneOp i8(OpKind::Resize, {I(tensor<int8_t>({-1, -2}, {2})), absent(), C(scales({2}))}, {{"mode", "linear"}});
   EXPECT_EQ(as_f64(i8.run()[0]), (std::vector<double>{-1, -1, -2, -2}));
   // f16, bf16 and f64 agree with f32.
   for (DType d : {DType::f16, DType::bf16, DType::f64}) {
@@ -495,7 +442,7 @@ TEST(ResizeKernel, IntegerBoolAndHalfDtypes) {
         x.data<T>()[1] = T(compute_t<T>(2));
       }
     });
-    OneOp o(OpKind::Resize, {I(x), none(), C(scales({2}))}, {{"mode", "linear"}});
+    OneOp o(OpKind::Resize, {I(x), absent(), C(scales({2}))}, {{"mode", "linear"}});
     auto y = o.run()[0];
     EXPECT_EQ(y.dtype(), d);
     expect_near(y, {1, 1.25, 1.75, 2}, 1e-2);
@@ -505,30 +452,30 @@ TEST(ResizeKernel, IntegerBoolAndHalfDtypes) {
 TEST(ResizeKernel, SpecialValuesStayWhereTheyAre) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   // Identity scale, linear: every output is an exact sample, so inf and NaN do not leak into neighbours.
-  OneOp o(OpKind::Resize, {I(f32({1, inf, nan, -0.0f}, {4})), none(), C(scales({1}))}, {{"mode", "linear"}});
+  OneOp o(OpKind::Resize, {I(f32({1, inf, nan, -0.0f}, {4})), absent(), C(scales({1}))}, {{"mode", "linear"}});
   auto y = o.run()[0];
   EXPECT_EQ(y.get_f64(0), 1);
   EXPECT_EQ(y.get_f64(1), inf);
   EXPECT_TRUE(std::isnan(y.get_f64(2)));
   EXPECT_TRUE(std::signbit(y.get_f64(3)));
   // Upsampling between 1 and inf gives inf; nearest copies NaN bit-for-bit.
-  OneOp u(OpKind::Resize, {I(f32({1, inf}, {2})), none(), C(scales({2}))}, {{"mode", "linear"}});
+  OneOp u(OpKind::Resize, {I(f32({1, inf}, {2})), absent(), C(scales({2}))}, {{"mode", "linear"}});
   EXPECT_EQ(u.run()[0].get_f64(2), inf);
-  OneOp n(OpKind::Resize, {I(f32({nan, 2}, {2})), none(), C(scales({2}))});
+  OneOp n(OpKind::Resize, {I(f32({nan, 2}, {2})), absent(), C(scales({2}))});
   EXPECT_TRUE(std::isnan(n.run()[0].get_f64(1)));
 }
 
 TEST(ResizeKernel, EmptyTensorsAndHigherRanks) {
-  OneOp e(OpKind::Resize, {I(Tensor::zeros(DType::f32, {0, 3})), none(), C(scales({1, 2}))}, {{"mode", "cubic"}});
+  OneOp e(OpKind::Resize, {I(Tensor::zeros(DType::f32, {0, 3})), absent(), C(scales({1, 2}))}, {{"mode", "cubic"}});
   EXPECT_EQ(e.run()[0].shape(), (std::vector<int64_t>{0, 6}));
-  OneOp z(OpKind::Resize, {I(f32({1, 2}, {1, 2})), none(), none(), C(i64v({1, 0}))});
+  OneOp z(OpKind::Resize, {I(f32({1, 2}, {1, 2})), absent(), absent(), C(i64v({1, 0}))});
   EXPECT_EQ(z.run()[0].numel(), 0);
   // 5-D trilinear: a linear ramp in every axis is reproduced exactly by N-linear interpolation (align_corners).
   std::vector<float> v;
   for (int a = 0; a < 2; ++a)
     for (int b = 0; b < 2; ++b)
       for (int c = 0; c < 2; ++c) v.push_back(float(4 * a + 2 * b + c));
-  OneOp t(OpKind::Resize, {I(f32(v, {1, 2, 1, 2, 2})), none(), none(), C(i64v({1, 3, 1, 3, 3}))},
+  OneOp t(OpKind::Resize, {I(f32(v, {1, 2, 1, 2, 2})), absent(), absent(), C(i64v({1, 3, 1, 3, 3}))},
           {{"mode", "linear"}, {"coordinate_transformation_mode", "align_corners"}});
   auto y = t.run()[0];
   for (int a = 0; a < 3; ++a)
@@ -541,24 +488,13 @@ TEST(ResizeKernel, EmptyTensorsAndHigherRanks) {
 
 namespace {
 
-void add_vi(onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
-  v->set_name(name);
-  auto* tt = v->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  auto* shape = tt->mutable_shape();
-  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
-}
-
 // A model with one node `op` (opset `opset`) reading x: f32[1, 1, 2, 2] and, when given, a scales initializer.
 onnx::ModelProto upsample_model(const std::string& op, int opset, std::vector<float> init_scales,
                                 std::function<void(onnx::NodeProto*)> attrs) {
-  onnx::ModelProto m;
-  m.set_ir_version(7);
-  m.add_opset_import()->set_version(opset);
+  onnx::ModelProto m = onnx_model(7, opset);
   auto* g = m.mutable_graph();
-  g->set_name("g");
-  add_vi(g->add_input(), "x", {1, 1, 2, 2});
-  add_vi(g->add_output(), "y", {});
+  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 1, 2, 2});
+  set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {});
   g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
   auto* n = g->add_node();
   n->set_op_type(op);
@@ -574,11 +510,6 @@ onnx::ModelProto upsample_model(const std::string& op, int opset, std::vector<fl
   n->add_output("y");
   attrs(n);
   return m;
-}
-
-std::shared_ptr<Graph> import(const onnx::ModelProto& m) {
-  std::string bytes = m.SerializeAsString();
-  return import_onnx_bytes(bytes.data(), bytes.size());
 }
 
 std::vector<double> run_model(const std::shared_ptr<Graph>& g) {
@@ -644,13 +575,10 @@ TEST(RecurrentConvert, UpsampleAndResize10LowerToResize) {
 }
 
 TEST(RecurrentConvert, OldRnnDropsOutputSequence) {
-  onnx::ModelProto m;
-  m.set_ir_version(3);
-  m.add_opset_import()->set_version(1);
+  onnx::ModelProto m = onnx_model(3, 1);
   auto* g = m.mutable_graph();
-  g->set_name("g");
-  add_vi(g->add_input(), "x", {2, 1, 1});
-  add_vi(g->add_output(), "yh", {1, 1, 1});
+  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 1, 1});
+  set_type(g->add_output(), "yh", onnx::TensorProto::FLOAT, {1, 1, 1});
   for (const char* name : {"w", "r"}) {
     auto* t = g->add_initializer();
     t->set_name(name);

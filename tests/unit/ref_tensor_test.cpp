@@ -11,77 +11,32 @@
 #include "ir/op_schema.h"
 #include "ir/shape_inference.h"
 #include "runtime/executor.h"
+#include "test_util.h"
 
 using namespace cuvil;
+using namespace cuvil::test;
 
 namespace {
 
-template <class T>
-Tensor tv(std::vector<T> v, std::vector<int64_t> shape) {
-  return Tensor::from_vector<T>(v, std::move(shape));
+Tensor i64(const std::vector<int64_t>& v) { return vec<int64_t>(v); }
+Tensor f32(const std::vector<float>& v, std::vector<int64_t> shape) { return tensor<float>(v, std::move(shape)); }
+
+// Short names for the node's inputs: run-time inputs and constants.
+OpArg I(Tensor t) { return input(std::move(t)); }
+OpArg C(Tensor t) { return constant(std::move(t)); }
+
+// Runs op without verifying the graph.
+std::vector<Tensor> run(OpKind op, const std::vector<OpArg>& args, AttrMap attrs = {}, size_t outputs = 1) {
+  return OneOp(op, args, std::move(attrs), outputs).run();
 }
-Tensor i64(std::vector<int64_t> v) {
-  int64_t n = int64_t(v.size());
-  return tv<int64_t>(std::move(v), {n});
+Tensor run1(OpKind op, const std::vector<OpArg>& args, AttrMap attrs = {}) {
+  return run(op, args, std::move(attrs))[0];
 }
-Tensor f32(std::vector<float> v, std::vector<int64_t> shape) { return tv<float>(std::move(v), std::move(shape)); }
-
-template <class T>
-std::vector<T> values(const Tensor& t) {
-  const T* p = t.data<T>();
-  return std::vector<T>(p, p + t.numel());
-}
-
-// One op's input: a graph input fed at run time, a constant, or omitted.
-struct Arg {
-  Tensor t;
-  enum Kind { Input, Const, Missing } kind = Input;
-};
-Arg C(Tensor t) { return {std::move(t), Arg::Const}; }
-Arg I(Tensor t) { return {std::move(t), Arg::Input}; }
-Arg none() { return {Tensor(), Arg::Missing}; }
-
-// A graph with one node: builds it, infers shapes, runs it on the reference kernels.
-struct OneOp {
-  std::shared_ptr<Graph> g = std::make_shared<Graph>();
-  Node* node = nullptr;
-  std::vector<Tensor> feeds;
-
-  OneOp(OpKind op, std::vector<Arg> args, AttrMap attrs = {}, size_t outputs = 1) {
-    std::vector<Value*> ins;
-    for (size_t i = 0; i < args.size(); ++i) {
-      std::string name = "in" + std::to_string(i);
-      if (args[i].kind == Arg::Missing) {
-        ins.push_back(nullptr);
-      } else if (args[i].kind == Arg::Const) {
-        ins.push_back(g->add_constant(name, args[i].t));
-      } else {
-        ins.push_back(g->add_input(name, TensorType{args[i].t.dtype(), Shape::of(args[i].t.shape())}));
-        feeds.push_back(args[i].t);
-      }
-    }
-    std::vector<std::string> outs;
-    for (size_t k = 0; k < outputs; ++k) outs.push_back("out" + std::to_string(k));
-    node = g->add_node(op, ins, outs, std::move(attrs));
-    for (Value* v : node->outputs()) g->add_output(v);
-    infer_shapes(*g);
-  }
-  const TensorType& type(size_t k = 0) const { return node->output(k)->type(); }
-  std::vector<Tensor> run() {
-    Executor ex(g);
-    return ex.run(feeds);
-  }
-};
-
-std::vector<Tensor> run(OpKind op, std::vector<Arg> args, AttrMap attrs = {}, size_t outputs = 1) {
-  return OneOp(op, std::move(args), std::move(attrs), outputs).run();
-}
-Tensor run1(OpKind op, std::vector<Arg> args, AttrMap attrs = {}) { return run(op, std::move(args), std::move(attrs))[0]; }
 
 // Runs with the non-data inputs as constants and again as run-time inputs: both must agree (compile-time and
 // run-time inference share one function).
 Tensor run_both(OpKind op, std::vector<Tensor> ins, AttrMap attrs = {}) {
-  std::vector<Arg> a, b;
+  std::vector<OpArg> a, b;
   for (size_t i = 0; i < ins.size(); ++i) {
     a.push_back(i == 0 ? I(ins[i]) : C(ins[i]));
     b.push_back(I(ins[i]));
@@ -90,16 +45,6 @@ Tensor run_both(OpKind op, std::vector<Tensor> ins, AttrMap attrs = {}) {
   EXPECT_TRUE(x.same_bytes(y)) << x.type_str() << " vs " << y.type_str();
   return x;
 }
-
-#define EXPECT_CUVIL_ERROR(stmt, substr)                                            \
-  do {                                                                              \
-    try {                                                                           \
-      stmt;                                                                         \
-      ADD_FAILURE() << "expected cuvil::Error containing '" << substr << "'";       \
-    } catch (const Error& e) {                                                      \
-      EXPECT_NE(std::string(e.what()).find(substr), std::string::npos) << e.what(); \
-    }                                                                               \
-  } while (0)
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
@@ -136,7 +81,7 @@ TEST(RefTensorReshape, BadShapesAreErrors) {
   EXPECT_CUVIL_ERROR(run1(OpKind::Reshape, {I(x), C(i64({4, -1}))}), "cannot reshape");
   // The same errors when the shape only arrives at run time.
   EXPECT_CUVIL_ERROR(run1(OpKind::Reshape, {I(x), I(i64({4, 2}))}), "cannot reshape");
-  EXPECT_CUVIL_ERROR(run1(OpKind::Reshape, {I(x), C(tv<int32_t>({6}, {1}))}), "dtype");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Reshape, {I(x), C(tensor<int32_t>({6}, {1}))}), "dtype");
 }
 
 TEST(RefTensorReshape, RunsInPlace) {
@@ -165,7 +110,7 @@ TEST(RefTensorFlatten, AxesIncludingNegativeAndEnds) {
 }
 
 TEST(RefTensorSqueeze, WithAndWithoutAxes) {
-  Tensor x = tv<bool>({true, false, true}, {1, 3, 1});
+  Tensor x = tensor<bool>({true, false, true}, {1, 3, 1});
   Tensor y = run1(OpKind::Squeeze, {I(x)});
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{3}));
   EXPECT_EQ(values<bool>(y), (std::vector<bool>{true, false, true}));
@@ -265,6 +210,7 @@ TEST(RefTensorSymbolic, SliceFlattenRangeExpand) {
 TEST(RefTensorSymbolic, UnknownValuesGiveFreshDimsAndRunCorrectly) {
   // Shapes that arrive as run-time inputs: inference makes fresh dims, the runtime sizes them.
   OneOp op(OpKind::Reshape, {I(f32({1, 2, 3, 4, 5, 6}, {6})), I(i64({3, 2}))});
+  op.infer();
   ASSERT_EQ(op.type().shape.rank(), 2u);
   EXPECT_FALSE(op.type().shape[0].is_const());
   EXPECT_EQ(op.run()[0].shape(), (std::vector<int64_t>{3, 2}));
@@ -305,7 +251,7 @@ TEST(RefTensorTranspose, PermDefaultAndDtypes) {
   ASSERT_EQ(y.shape(), (std::vector<int64_t>{3, 4, 2}));
   // y[i][j][k] = x[k][i][j]
   EXPECT_EQ(values<float>(y)[size_t((1 * 4 + 2) * 2 + 1)], v[size_t(1 * 12 + 1 * 4 + 2)]);
-  Tensor h = tv<f16_t>({f16_t(1.f), f16_t(2.f), f16_t(3.f), f16_t(-0.f), f16_t(kNaN), f16_t(kInf)}, {2, 3});
+  Tensor h = tensor<f16_t>({f16_t(1.f), f16_t(2.f), f16_t(3.f), f16_t(-0.f), f16_t(kNaN), f16_t(kInf)}, {2, 3});
   Tensor t = run1(OpKind::Transpose, {I(h)});
   ASSERT_EQ(t.shape(), (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(float(t.data<f16_t>()[1]), -0.f);
@@ -317,8 +263,8 @@ TEST(RefTensorTranspose, PermDefaultAndDtypes) {
 }
 
 TEST(RefTensorConcat, NegativeAxisEmptyInputsAndErrors) {
-  Tensor a = tv<int32_t>({1, 2, 3, 4}, {2, 2});
-  Tensor b = tv<int32_t>({5, 6}, {2, 1});
+  Tensor a = tensor<int32_t>({1, 2, 3, 4}, {2, 2});
+  Tensor b = tensor<int32_t>({5, 6}, {2, 1});
   Tensor e = Tensor::zeros(DType::i32, {2, 0});
   Tensor y = run1(OpKind::Concat, {I(a), I(e), I(b)}, {{"axis", int64_t(-1)}});
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{2, 3}));
@@ -330,7 +276,7 @@ TEST(RefTensorConcat, NegativeAxisEmptyInputsAndErrors) {
 }
 
 TEST(RefTensorSplit, EqualVariableZeroAndErrors) {
-  Tensor x = tv<uint16_t>({1, 2, 3, 4, 5, 6}, {6});
+  Tensor x = tensor<uint16_t>({1, 2, 3, 4, 5, 6}, {6});
   auto eq = run(OpKind::Split, {I(x)}, {}, 3);
   EXPECT_EQ(values<uint16_t>(eq[2]), (std::vector<uint16_t>{5, 6}));
   auto var = run(OpKind::Split, {I(x), C(i64({1, 0, 5}))}, {{"axis", int64_t(-1)}}, 3);
@@ -352,7 +298,7 @@ TEST(RefTensorSplit, EqualVariableZeroAndErrors) {
 }
 
 TEST(RefTensorSlice, StepsClampingAndEmpty) {
-  Tensor x = tv<int64_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10});
+  Tensor x = tensor<int64_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10});
   auto sl = [&](int64_t s, int64_t e, int64_t st) {
     return values<int64_t>(run_both(OpKind::Slice, {x, i64({s}), i64({e}), i64({0}), i64({st})}));
   };
@@ -366,11 +312,11 @@ TEST(RefTensorSlice, StepsClampingAndEmpty) {
   EXPECT_EQ(sl(9, -11, INT64_MIN), (std::vector<int64_t>{9}));
   // int32 starts/ends, default axes, a 2-D input sliced on its second axis through negative axes
   Tensor m = f32({1, 2, 3, 4, 5, 6}, {2, 3});
-  Tensor y = run_both(OpKind::Slice, {m, tv<int32_t>({2}, {1}), tv<int32_t>({0}, {1}), tv<int32_t>({-1}, {1}),
-                                      tv<int32_t>({-1}, {1})});
+  Tensor y = run_both(OpKind::Slice, {m, tensor<int32_t>({2}, {1}), tensor<int32_t>({0}, {1}),
+                                      tensor<int32_t>({-1}, {1}), tensor<int32_t>({-1}, {1})});
   EXPECT_EQ(values<float>(y), (std::vector<float>{3, 2, 6, 5}));
   // axes omitted, steps given
-  EXPECT_EQ(values<float>(run1(OpKind::Slice, {I(m), C(i64({1, -1})), C(i64({2, INT64_MIN})), none(), C(i64({1, -2}))})),
+  EXPECT_EQ(values<float>(run1(OpKind::Slice, {I(m), C(i64({1, -1})), C(i64({2, INT64_MIN})), absent(), C(i64({1, -2}))})),
             (std::vector<float>{6, 4}));
   Tensor empty = Tensor::zeros(DType::f32, {0, 3});
   EXPECT_EQ(run_both(OpKind::Slice, {empty, i64({-1}), i64({0}), i64({0}), i64({-1})}).shape(),
@@ -378,20 +324,20 @@ TEST(RefTensorSlice, StepsClampingAndEmpty) {
   EXPECT_CUVIL_ERROR(run1(OpKind::Slice, {I(x), C(i64({0})), C(i64({1})), C(i64({0})), C(i64({0}))}), "0");
   EXPECT_CUVIL_ERROR(run1(OpKind::Slice, {I(m), C(i64({0, 0})), C(i64({1, 1})), C(i64({1, -1}))}), "twice");
   EXPECT_CUVIL_ERROR(run1(OpKind::Slice, {I(m), C(i64({0})), C(i64({1, 1}))}), "entries");
-  EXPECT_CUVIL_ERROR(run1(OpKind::Slice, {I(x), C(i64({0})), C(tv<int32_t>({1}, {1}))}), "dtype");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Slice, {I(x), C(i64({0})), C(tensor<int32_t>({1}, {1}))}), "dtype");
 }
 
 // ---- gathers
 
 TEST(RefTensorGather, AxesNegativeIndicesAndBounds) {
-  Tensor d = tv<bool>({true, false, false, true, true, true}, {3, 2});
-  Tensor y = run_both(OpKind::Gather, {d, tv<int32_t>({-1, 0}, {2})});
+  Tensor d = tensor<bool>({true, false, false, true, true, true}, {3, 2});
+  Tensor y = run_both(OpKind::Gather, {d, tensor<int32_t>({-1, 0}, {2})});
   EXPECT_EQ(values<bool>(y), (std::vector<bool>{true, true, true, false}));
   Tensor m = f32({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor c = run_both(OpKind::Gather, {m, Tensor::scalar<int64_t>(-1)}, {{"axis", int64_t(1)}});
   EXPECT_EQ(c.shape(), (std::vector<int64_t>{2}));
   EXPECT_EQ(values<float>(c), (std::vector<float>{3, 6}));
-  Tensor idx2 = tv<int64_t>({0, 2, 1, 1}, {2, 2});
+  Tensor idx2 = tensor<int64_t>({0, 2, 1, 1}, {2, 2});
   EXPECT_EQ(run1(OpKind::Gather, {I(m), I(idx2)}, {{"axis", int64_t(-1)}}).shape(), (std::vector<int64_t>{2, 2, 2}));
   EXPECT_EQ(run1(OpKind::Gather, {I(m), I(Tensor::zeros(DType::i64, {0}))}).shape(), (std::vector<int64_t>{0, 3}));
   EXPECT_CUVIL_ERROR(run1(OpKind::Gather, {I(m), I(i64({2}))}), "out of range");
@@ -400,30 +346,30 @@ TEST(RefTensorGather, AxesNegativeIndicesAndBounds) {
 }
 
 TEST(RefTensorGatherElements, AxisAndBounds) {
-  Tensor d = tv<int8_t>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
-  Tensor y = run1(OpKind::GatherElements, {I(d), I(tv<int32_t>({-1, 0, 1, 2}, {2, 2}))}, {{"axis", int64_t(1)}});
+  Tensor d = tensor<int8_t>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
+  Tensor y = run1(OpKind::GatherElements, {I(d), I(tensor<int32_t>({-1, 0, 1, 2}, {2, 2}))}, {{"axis", int64_t(1)}});
   EXPECT_EQ(values<int8_t>(y), (std::vector<int8_t>{3, 1, 5, 6}));
-  Tensor z = run1(OpKind::GatherElements, {I(d), I(tv<int64_t>({2, 0, 1}, {1, 3}))});
+  Tensor z = run1(OpKind::GatherElements, {I(d), I(tensor<int64_t>({2, 0, 1}, {1, 3}))});
   EXPECT_EQ(values<int8_t>(z), (std::vector<int8_t>{7, 2, 6}));
-  EXPECT_CUVIL_ERROR(run1(OpKind::GatherElements, {I(d), I(tv<int64_t>({3}, {1, 1}))}), "out of range");
-  EXPECT_CUVIL_ERROR(run1(OpKind::GatherElements, {I(d), I(tv<int64_t>({0, 0, 0, 0}, {4, 1}))},
+  EXPECT_CUVIL_ERROR(run1(OpKind::GatherElements, {I(d), I(tensor<int64_t>({3}, {1, 1}))}), "out of range");
+  EXPECT_CUVIL_ERROR(run1(OpKind::GatherElements, {I(d), I(tensor<int64_t>({0, 0, 0, 0}, {4, 1}))},
                           {{"axis", int64_t(1)}}),
                      "larger");
   EXPECT_CUVIL_ERROR(run1(OpKind::GatherElements, {I(d), I(i64({0}))}), "rank");
 }
 
 TEST(RefTensorGatherND, BatchDimsAndBounds) {
-  Tensor d = tv<double>({0, 1, 2, 3, 4, 5, 6, 7}, {2, 2, 2});
-  Tensor y = run1(OpKind::GatherND, {I(d), I(tv<int64_t>({1, 0}, {2, 1}))}, {{"batch_dims", int64_t(1)}});
+  Tensor d = tensor<double>({0, 1, 2, 3, 4, 5, 6, 7}, {2, 2, 2});
+  Tensor y = run1(OpKind::GatherND, {I(d), I(tensor<int64_t>({1, 0}, {2, 1}))}, {{"batch_dims", int64_t(1)}});
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(values<double>(y), (std::vector<double>{2, 3, 4, 5}));
-  Tensor z = run1(OpKind::GatherND, {I(d), I(tv<int64_t>({0, 1, -1, 0}, {2, 2}))});
+  Tensor z = run1(OpKind::GatherND, {I(d), I(tensor<int64_t>({0, 1, -1, 0}, {2, 2}))});
   EXPECT_EQ(values<double>(z), (std::vector<double>{2, 3, 4, 5}));
-  Tensor full = run1(OpKind::GatherND, {I(d), I(tv<int64_t>({1, 1, 1}, {1, 3}))});
+  Tensor full = run1(OpKind::GatherND, {I(d), I(tensor<int64_t>({1, 1, 1}, {1, 3}))});
   EXPECT_EQ(values<double>(full), (std::vector<double>{7}));
-  EXPECT_CUVIL_ERROR(run1(OpKind::GatherND, {I(d), I(tv<int64_t>({2}, {1, 1}))}), "out of range");
-  EXPECT_CUVIL_ERROR(run1(OpKind::GatherND, {I(d), I(tv<int64_t>({0, 0, 0, 0}, {1, 4}))}), "last dim");
-  EXPECT_CUVIL_ERROR(run1(OpKind::GatherND, {I(d), I(tv<int64_t>({0}, {1, 1}))}, {{"batch_dims", int64_t(2)}}),
+  EXPECT_CUVIL_ERROR(run1(OpKind::GatherND, {I(d), I(tensor<int64_t>({2}, {1, 1}))}), "out of range");
+  EXPECT_CUVIL_ERROR(run1(OpKind::GatherND, {I(d), I(tensor<int64_t>({0, 0, 0, 0}, {1, 4}))}), "last dim");
+  EXPECT_CUVIL_ERROR(run1(OpKind::GatherND, {I(d), I(tensor<int64_t>({0}, {1, 1}))}, {{"batch_dims", int64_t(2)}}),
                      "batch_dims");
 }
 
@@ -431,7 +377,7 @@ TEST(RefTensorGatherND, BatchDimsAndBounds) {
 
 TEST(RefTensorScatterElements, ReductionsDtypesAndBounds) {
   Tensor d = f32({1, 2, 3, 4, 5, 6}, {2, 3});
-  Tensor idx = tv<int64_t>({0, -1, 0}, {1, 3});
+  Tensor idx = tensor<int64_t>({0, -1, 0}, {1, 3});
   Tensor upd = f32({10, 20, 30}, {1, 3});
   auto sc = [&](const char* red) {
     return values<float>(run1(OpKind::ScatterElements, {I(d), I(idx), I(upd)},
@@ -441,15 +387,15 @@ TEST(RefTensorScatterElements, ReductionsDtypesAndBounds) {
   EXPECT_EQ(sc("none"), (std::vector<float>{30, 2, 20, 4, 5, 6}));
   EXPECT_EQ(sc("add"), (std::vector<float>{41, 2, 23, 4, 5, 6}));
   EXPECT_EQ(sc("mul"), (std::vector<float>{300, 2, 60, 4, 5, 6}));
-  Tensor hb = tv<bf16_t>({bf16_t(1.f), bf16_t(2.f)}, {2});
-  Tensor hy = run1(OpKind::ScatterElements, {I(hb), I(i64({1})), I(tv<bf16_t>({bf16_t(0.5f)}, {1}))},
+  Tensor hb = tensor<bf16_t>({bf16_t(1.f), bf16_t(2.f)}, {2});
+  Tensor hy = run1(OpKind::ScatterElements, {I(hb), I(i64({1})), I(tensor<bf16_t>({bf16_t(0.5f)}, {1}))},
                    {{"reduction", std::string("add")}});
   EXPECT_EQ(float(hy.data<bf16_t>()[1]), 2.5f);
-  Tensor bb = run1(OpKind::ScatterElements, {I(tv<bool>({false, true}, {2})), I(i64({0, 1})),
-                                             I(tv<bool>({true, false}, {2}))},
+  Tensor bb = run1(OpKind::ScatterElements, {I(tensor<bool>({false, true}, {2})), I(i64({0, 1})),
+                                             I(tensor<bool>({true, false}, {2}))},
                    {{"reduction", std::string("mul")}});
   EXPECT_EQ(values<bool>(bb), (std::vector<bool>{false, false}));
-  EXPECT_CUVIL_ERROR(run1(OpKind::ScatterElements, {I(d), I(tv<int64_t>({3}, {1, 1})), I(f32({1}, {1, 1}))},
+  EXPECT_CUVIL_ERROR(run1(OpKind::ScatterElements, {I(d), I(tensor<int64_t>({3}, {1, 1})), I(f32({1}, {1, 1}))},
                           {{"axis", int64_t(1)}}),
                      "out of range");
   EXPECT_CUVIL_ERROR(run1(OpKind::ScatterElements, {I(d), I(idx), I(upd)}, {{"reduction", std::string("max")}}),
@@ -458,25 +404,28 @@ TEST(RefTensorScatterElements, ReductionsDtypesAndBounds) {
 }
 
 TEST(RefTensorScatterND, SlicesReductionsAndBounds) {
-  Tensor d = tv<int32_t>({1, 2, 3, 4, 5, 6}, {3, 2});
-  Tensor y = run1(OpKind::ScatterND, {I(d), I(tv<int64_t>({-1, 0}, {2, 1})), I(tv<int32_t>({7, 8, 9, 10}, {2, 2}))});
+  Tensor d = tensor<int32_t>({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor y =
+      run1(OpKind::ScatterND, {I(d), I(tensor<int64_t>({-1, 0}, {2, 1})), I(tensor<int32_t>({7, 8, 9, 10}, {2, 2}))});
   EXPECT_EQ(values<int32_t>(y), (std::vector<int32_t>{9, 10, 3, 4, 7, 8}));
-  Tensor a = run1(OpKind::ScatterND, {I(d), I(tv<int64_t>({1, 1, 1, 1}, {2, 2})), I(tv<int32_t>({10, 100}, {2}))},
+  Tensor a = run1(OpKind::ScatterND,
+                  {I(d), I(tensor<int64_t>({1, 1, 1, 1}, {2, 2})), I(tensor<int32_t>({10, 100}, {2}))},
                   {{"reduction", std::string("add")}});
   EXPECT_EQ(values<int32_t>(a), (std::vector<int32_t>{1, 2, 3, 114, 5, 6}));
-  Tensor m = run1(OpKind::ScatterND, {I(d), I(tv<int64_t>({0, 0, 0, 0}, {2, 2})), I(tv<int32_t>({3, 5}, {2}))},
+  Tensor m = run1(OpKind::ScatterND, {I(d), I(tensor<int64_t>({0, 0, 0, 0}, {2, 2})), I(tensor<int32_t>({3, 5}, {2}))},
                   {{"reduction", std::string("mul")}});
   EXPECT_EQ(values<int32_t>(m)[0], 15);
-  EXPECT_CUVIL_ERROR(run1(OpKind::ScatterND, {I(d), I(tv<int64_t>({3}, {1, 1})), I(tv<int32_t>({0, 0}, {1, 2}))}),
-                     "out of range");
-  EXPECT_CUVIL_ERROR(run1(OpKind::ScatterND, {I(d), I(tv<int64_t>({0}, {1, 1})), I(tv<int32_t>({0}, {1, 1}))}),
+  EXPECT_CUVIL_ERROR(
+      run1(OpKind::ScatterND, {I(d), I(tensor<int64_t>({3}, {1, 1})), I(tensor<int32_t>({0, 0}, {1, 2}))}),
+      "out of range");
+  EXPECT_CUVIL_ERROR(run1(OpKind::ScatterND, {I(d), I(tensor<int64_t>({0}, {1, 1})), I(tensor<int32_t>({0}, {1, 1}))}),
                      "shape");
 }
 
 // ---- Expand, Tile, Pad
 
 TEST(RefTensorExpand, BroadcastBothWays) {
-  Tensor x = tv<uint8_t>({1, 2, 3}, {3, 1});
+  Tensor x = tensor<uint8_t>({1, 2, 3}, {3, 1});
   Tensor y = run_both(OpKind::Expand, {x, i64({2, 1, 2})});
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{2, 3, 2}));
   EXPECT_EQ(values<uint8_t>(y), (std::vector<uint8_t>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}));
@@ -488,7 +437,7 @@ TEST(RefTensorExpand, BroadcastBothWays) {
 }
 
 TEST(RefTensorTile, RepeatsIncludingZero) {
-  Tensor x = tv<int16_t>({1, 2, 3, 4}, {2, 2});
+  Tensor x = tensor<int16_t>({1, 2, 3, 4}, {2, 2});
   Tensor y = run_both(OpKind::Tile, {x, i64({1, 2})});
   EXPECT_EQ(values<int16_t>(y), (std::vector<int16_t>{1, 2, 1, 2, 3, 4, 3, 4}));
   EXPECT_EQ(run_both(OpKind::Tile, {x, i64({0, 3})}).shape(), (std::vector<int64_t>{0, 6}));
@@ -509,7 +458,7 @@ TEST(RefTensorPad, ModesValuesNegativePads) {
   EXPECT_EQ(pad({0, -1, 0, 1}, "constant"), (std::vector<float>{2, 3, 0}));
   Tensor v = run1(OpKind::Pad, {I(x), C(i64({1, 0, 0, 0})), C(f32({kNaN}, {}))});
   EXPECT_TRUE(std::isnan(values<float>(v)[0]));
-  Tensor iv = run1(OpKind::Pad, {I(tv<int32_t>({5}, {1})), C(i64({1, 1})), C(Tensor::scalar<int32_t>(-7))});
+  Tensor iv = run1(OpKind::Pad, {I(tensor<int32_t>({5}, {1})), C(i64({1, 1})), C(Tensor::scalar<int32_t>(-7))});
   EXPECT_EQ(values<int32_t>(iv), (std::vector<int32_t>{-7, 5, -7}));
   Tensor e = Tensor::zeros(DType::f32, {0, 2});
   EXPECT_EQ(run1(OpKind::Pad, {I(e), C(i64({1, 0, 1, 0}))}).shape(), (std::vector<int64_t>{2, 2}));
@@ -547,7 +496,7 @@ TEST(RefTensorConstantOfShape, DefaultValueIntValueAndEmpty) {
   Tensor z = run_both(OpKind::ConstantOfShape, {i64({2, 3})});
   EXPECT_EQ(z.dtype(), DType::f32);
   EXPECT_EQ(values<float>(z), std::vector<float>(6, 0.f));
-  Tensor o = run1(OpKind::ConstantOfShape, {I(i64({4}))}, {{"value", tv<int32_t>({-3}, {1})}});
+  Tensor o = run1(OpKind::ConstantOfShape, {I(i64({4}))}, {{"value", tensor<int32_t>({-3}, {1})}});
   EXPECT_EQ(values<int32_t>(o), std::vector<int32_t>(4, -3));
   EXPECT_EQ(run1(OpKind::ConstantOfShape, {I(i64({0, 5}))}).numel(), 0);
   EXPECT_EQ(run1(OpKind::ConstantOfShape, {I(i64({}))}).rank(), 0u);
@@ -580,12 +529,12 @@ TEST(RefTensorTrilu, UpperLowerKBatchAndSpecialValues) {
 }
 
 TEST(RefTensorOneHot, AxisNegativeAndOutOfRange) {
-  Tensor idx = tv<float>({0, -1, 3, 1.9f}, {4});
-  Tensor vals = tv<int64_t>({5, 9}, {2});
+  Tensor idx = tensor<float>({0, -1, 3, 1.9f}, {4});
+  Tensor vals = tensor<int64_t>({5, 9}, {2});
   Tensor y = run_both(OpKind::OneHot, {idx, Tensor::scalar<int32_t>(3), vals});
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{4, 3}));
   EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{9, 5, 5, 5, 5, 9, 5, 5, 5, 5, 9, 5}));
-  Tensor a = run1(OpKind::OneHot, {I(tv<int64_t>({1, 0}, {2})), C(Tensor::scalar<int64_t>(2)), I(vals)},
+  Tensor a = run1(OpKind::OneHot, {I(tensor<int64_t>({1, 0}, {2})), C(Tensor::scalar<int64_t>(2)), I(vals)},
                   {{"axis", int64_t(0)}});
   EXPECT_EQ(values<int64_t>(a), (std::vector<int64_t>{5, 9, 9, 5}));
   Tensor nan = run1(OpKind::OneHot, {I(f32({kNaN}, {1})), C(Tensor::scalar<int64_t>(2)), I(vals)});
@@ -608,17 +557,18 @@ TEST(RefTensorNonZero, NaNScalarAndEmpty) {
 }
 
 TEST(RefTensorCompress, AxisFlatShortConditionAndErrors) {
-  Tensor x = tv<int64_t>({1, 2, 3, 4, 5, 6}, {3, 2});
-  EXPECT_EQ(values<int64_t>(run1(OpKind::Compress, {I(x), I(tv<bool>({false, true, true}, {3}))},
+  Tensor x = tensor<int64_t>({1, 2, 3, 4, 5, 6}, {3, 2});
+  EXPECT_EQ(values<int64_t>(run1(OpKind::Compress, {I(x), I(tensor<bool>({false, true, true}, {3}))},
                                  {{"axis", int64_t(0)}})),
             (std::vector<int64_t>{3, 4, 5, 6}));
-  EXPECT_EQ(values<int64_t>(run1(OpKind::Compress, {I(x), I(tv<bool>({false, true}, {2}))}, {{"axis", int64_t(-1)}})),
-            (std::vector<int64_t>{2, 4, 6}));
-  EXPECT_EQ(values<int64_t>(run1(OpKind::Compress, {I(x), I(tv<bool>({true, false, false, true}, {4}))})),
+  EXPECT_EQ(
+      values<int64_t>(run1(OpKind::Compress, {I(x), I(tensor<bool>({false, true}, {2}))}, {{"axis", int64_t(-1)}})),
+      (std::vector<int64_t>{2, 4, 6}));
+  EXPECT_EQ(values<int64_t>(run1(OpKind::Compress, {I(x), I(tensor<bool>({true, false, false, true}, {4}))})),
             (std::vector<int64_t>{1, 4}));
-  EXPECT_EQ(run1(OpKind::Compress, {I(x), I(tv<bool>({false}, {1}))}, {{"axis", int64_t(1)}}).shape(),
+  EXPECT_EQ(run1(OpKind::Compress, {I(x), I(tensor<bool>({false}, {1}))}, {{"axis", int64_t(1)}}).shape(),
             (std::vector<int64_t>{3, 0}));
-  EXPECT_CUVIL_ERROR(run1(OpKind::Compress, {I(x), I(tv<bool>({0, 0, 1}, {3}))}, {{"axis", int64_t(1)}}), "past");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Compress, {I(x), I(tensor<bool>({0, 0, 1}, {3}))}, {{"axis", int64_t(1)}}), "past");
   EXPECT_CUVIL_ERROR(run1(OpKind::Compress, {I(x), I(i64({1}))}), "dtype");
 }
 
@@ -634,13 +584,13 @@ TEST(RefTensorUnique, SortedUnsortedAxisAndSpecialValues) {
   EXPECT_EQ(values<int64_t>(r[1]), (std::vector<int64_t>{3, 2, 0, 1}));
   EXPECT_EQ(values<int64_t>(r[2]), (std::vector<int64_t>{2, 3, 1, 0, 0, 3, 1}));
   EXPECT_EQ(values<int64_t>(r[3]), (std::vector<int64_t>{2, 2, 1, 2}));
-  auto u = run(OpKind::Unique, {I(tv<uint8_t>({5, 3, 5, 1}, {4}))}, {{"sorted", int64_t(0)}}, 4);
+  auto u = run(OpKind::Unique, {I(tensor<uint8_t>({5, 3, 5, 1}, {4}))}, {{"sorted", int64_t(0)}}, 4);
   EXPECT_EQ(values<uint8_t>(u[0]), (std::vector<uint8_t>{5, 3, 1}));
   EXPECT_EQ(values<int64_t>(u[1]), (std::vector<int64_t>{0, 1, 3}));
   EXPECT_EQ(values<int64_t>(u[2]), (std::vector<int64_t>{0, 1, 0, 2}));
   EXPECT_EQ(values<int64_t>(u[3]), (std::vector<int64_t>{2, 1, 1}));
   // unique columns of a 2x3 matrix
-  auto a = run(OpKind::Unique, {I(tv<int32_t>({1, 0, 1, 2, 3, 2}, {2, 3}))}, {{"axis", int64_t(-1)}}, 3);
+  auto a = run(OpKind::Unique, {I(tensor<int32_t>({1, 0, 1, 2, 3, 2}, {2, 3}))}, {{"axis", int64_t(-1)}}, 3);
   EXPECT_EQ(a[0].shape(), (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(values<int32_t>(a[0]), (std::vector<int32_t>{0, 1, 3, 2}));
   EXPECT_EQ(values<int64_t>(a[2]), (std::vector<int64_t>{1, 0, 1}));
@@ -666,7 +616,7 @@ TEST(RefTensorDepthToSpace, ModesAndRoundTrip) {
   // With 2 output channels the modes differ: CRD keeps each output channel's block contiguous.
   std::vector<int8_t> w(8 * 1 * 1);
   for (int i = 0; i < 8; ++i) w[size_t(i)] = int8_t(i);
-  Tensor z = tv<int8_t>(w, {1, 8, 1, 1});
+  Tensor z = tensor<int8_t>(w, {1, 8, 1, 1});
   EXPECT_EQ(values<int8_t>(run1(OpKind::DepthToSpace, {I(z)}, {{"blocksize", int64_t(2)}})),
             (std::vector<int8_t>{0, 2, 4, 6, 1, 3, 5, 7}));
   EXPECT_EQ(values<int8_t>(run1(OpKind::DepthToSpace, {I(z)}, {{"blocksize", int64_t(2)}, {"mode", std::string("CRD")}})),
@@ -679,7 +629,7 @@ TEST(RefTensorDepthToSpace, ModesAndRoundTrip) {
 }
 
 TEST(RefTensorReverseSequence, BothAxisOrdersAndBadLengths) {
-  Tensor x = tv<int32_t>({0, 1, 2, 3, 4, 5, 6, 7, 8}, {3, 3});
+  Tensor x = tensor<int32_t>({0, 1, 2, 3, 4, 5, 6, 7, 8}, {3, 3});
   // time_axis 1, batch_axis 0: reverse the first len[b] entries of each row
   Tensor y = run1(OpKind::ReverseSequence, {I(x), I(i64({3, 1, 2}))},
                   {{"time_axis", int64_t(1)}, {"batch_axis", int64_t(0)}});

@@ -1,6 +1,8 @@
 """Core converters: prim:: list/tuple plumbing, scalars and shapes, arithmetic, and a first set of NN ops."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -45,7 +47,49 @@ def _dim(ctx: ConvertContext, x, shape, d: int):
     if isinstance(dims[d], int):
         return dims[d]
     g = ctx.emit("Gather", [shape, np.array(d, np.int64)], {"axis": 0})
+    note_symbol(ctx, g, dims[d])
     return g
+
+
+# ---- symbolic dims of run-time ints
+# A run-time int read from a symbolic dim (x.size(0) of x: f32[batch, ...]) remembers the dim's expression, so that
+# shape checks comparing such ints (e.g. nn.MultiheadAttention's asserts) fold when compiling.
+
+
+def note_symbol(ctx: ConvertContext, v, sym: str) -> None:
+    table = ctx.__dict__.setdefault("_dim_symbols", {})
+    table[id(v)] = (v, sym)  # keeps v alive, so its id stays its own
+
+
+def symbol_of(ctx: ConvertContext, x):
+    """A Python int as itself, a noted run-time dim as its symbol (a str), anything else as None."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return x
+    if ctx.is_value(x):
+        if x.is_constant and x.shape == [] and x.dtype in ("i64", "i32"):
+            return int(x.constant)
+        entry = ctx.__dict__.get("_dim_symbols", {}).get(id(x))
+        if entry is not None and entry[0] is x:
+            return entry[1]
+    return None
+
+
+def static_equal(ctx: ConvertContext, a, b):
+    """a == b for ints (static or noted symbolic dims) and lists/tuples of them, when decidable while compiling:
+    True, False, or None (only known at run time)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return False
+        results = [static_equal(ctx, x, y) for x, y in zip(a, b)]
+        if any(r is False for r in results):
+            return False
+        return True if all(r is True for r in results) else None
+    sa, sb = symbol_of(ctx, a), symbol_of(ctx, b)
+    if sa is None or sb is None:
+        return None
+    if sa == sb:
+        return True
+    return False if isinstance(sa, int) and isinstance(sb, int) else None
 
 
 @converter("prim::NumToTensor", "aten::Int", "aten::Float", "aten::Bool", "aten::ScalarImplicit")
@@ -181,11 +225,42 @@ def _neg(ctx: ConvertContext, ins):
 def _compare(op: str, py):
     def conv(ctx: ConvertContext, ins):
         a, b = ins
+        if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+            return _list_compare(ctx, op, a, b)
         if _is_static(ctx, a, b):
             return py(a, b)
+        if _scalar_output(ctx):  # ints (e.g. sizes): equal symbolic dims decide it while compiling
+            same = static_equal(ctx, a, b)
+            if same is True:
+                return op in ("Equal", "GreaterOrEqual", "LessOrEqual")
+            if same is False and op == "Equal":
+                return False
         dt = result_dtype(ctx, a, b)
         return ctx.emit(op, [ctx.tensor(a, dt), ctx.tensor(b, dt)])
     return conv
+
+
+def _scalar_output(ctx: ConvertContext) -> bool:
+    """Whether the node being converted yields a TorchScript bool (an int/float comparison), not a Tensor."""
+    return isinstance(ctx.node.output().type(), torch._C.BoolType)
+
+
+def _list_compare(ctx: ConvertContext, op: str, a, b):
+    """TorchScript list equality (e.g. `x.shape == (n, m)` checks): folded when decidable, else a 0-d bool."""
+    if op != "Equal":
+        raise ctx.error("ordering comparisons of lists are not supported")
+    if not (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple))):
+        raise ctx.error(f"cannot compare a {type(a).__name__} with a {type(b).__name__}")
+    if _is_static(ctx, *a, *b):
+        return list(a) == list(b)
+    same = static_equal(ctx, list(a), list(b))
+    if same is not None:
+        return same
+    eq = ctx.emit("Equal", [ctx.stack_scalars(a), ctx.stack_scalars(b)])
+    # all(eq): the minimum over 0/1 values
+    as_int = ctx.emit("Cast", [eq], {"to": _onnx_dtype_id("i64")})
+    low = ctx.emit("ReduceMin", [as_int, None], {"keepdims": 0})
+    return ctx.emit("Cast", [low], {"to": _onnx_dtype_id("bool")})
 
 
 for _kind, _op, _py in [("gt", "Greater", lambda a, b: a > b), ("lt", "Less", lambda a, b: a < b),
@@ -197,13 +272,17 @@ for _kind, _op, _py in [("gt", "Greater", lambda a, b: a > b), ("lt", "Less", la
 @converter("aten::ne")
 def _ne(ctx: ConvertContext, ins):
     a, b = ins
-    if _is_static(ctx, a, b):
+    if _is_static(ctx, a, b) and not isinstance(a, (list, tuple)) and not isinstance(b, (list, tuple)):
         return a != b
-    return ctx.emit("Not", [_compare("Equal", None)(ctx, ins)])
+    eq = _compare("Equal", lambda x, y: x == y)(ctx, ins)
+    return (not eq) if isinstance(eq, bool) else ctx.emit("Not", [eq])
 
 
 # ---- unary elementwise
 
+# TorchScript's math on Python numbers, evaluated while compiling (torch computes these in double).
+_SCALAR_MATH = {"Exp": math.exp, "Log": math.log, "Sqrt": math.sqrt, "Abs": abs, "Erf": math.erf, "Sin": math.sin,
+                "Cos": math.cos, "Tanh": math.tanh, "Floor": math.floor, "Ceil": math.ceil}
 _UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
           "abs": "Abs", "neg": None, "erf": "Erf", "sin": "Sin", "cos": "Cos", "floor": "Floor", "ceil": "Ceil",
           "reciprocal": "Reciprocal", "sign": "Sign"}
@@ -214,6 +293,8 @@ for _name, _op in _UNARY.items():
     def _make(op):
         def conv(ctx: ConvertContext, ins):
             x = ins[0]
+            if isinstance(x, (int, float)) and op in _SCALAR_MATH:  # math on Python numbers (math.sqrt(d))
+                return _SCALAR_MATH[op](x)
             if op in ("Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Erf", "Sin", "Cos", "Reciprocal") and \
                     _CATEGORY[ctx.dtype_of(x)] < 2:
                 x = ctx.tensor(x, "f32")  # these promote integers to the default float

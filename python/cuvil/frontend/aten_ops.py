@@ -11,3 +11,5 @@ from .torchscript import ConvertContext, converter, _onnx_dtype_id, SCALAR_TYPE_
 
 # Importing the family modules registers their converters.
 from . import aten_core  # noqa: F401,E402
+from . import aten_nn, aten_shape  # noqa: F401,E402
+from . import aten_transformer  # noqa: F401,E402

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from .. import _C
-from ..compiled import CompiledModule
-from ..errors import CompileError
+from ..compiled import CompiledModule, check_options
+from ..errors import CaptureWarning, CompileError
 
 # torch dtype <-> Cuvil dtype name
 TORCH_TO_CUVIL = {
@@ -307,96 +307,233 @@ def _constant_value(node):
 
 
 def _unsupported(ctx: ConvertContext, kind: str) -> CompileError:
+    """The error for a node kind with no converter: the op, its Python line, and the closest supported ops."""
     import difflib
+
+    def base(k: str) -> str:  # "aten::cumprod_" -> "cumprod": compare names, not namespaces
+        return k.split("::", 1)[-1].rstrip("_")
+
     supported = sorted(CONVERTERS)
-    close = difflib.get_close_matches(kind, supported, n=4, cutoff=0.6)
-    hint = f" Similar supported ops: {', '.join(close)}." if close else ""
-    return CompileError(f"unsupported op '{kind}' at {ctx.where()}. Cuvil supports {len(supported)} aten/prim "
-                        f"ops (cuvil.frontend.torchscript.CONVERTERS lists them).{hint}")
+    by_base: dict[str, list[str]] = {}
+    for k in supported:
+        by_base.setdefault(base(k), []).append(k)
+    close = difflib.get_close_matches(base(kind), list(by_base), n=4, cutoff=0.7)
+    hint = (f" Similar supported ops: {', '.join(by_base[c][0] for c in close)}." if close else
+            " No similar op is supported.")
+    return CompileError(f"unsupported op '{kind}' at {ctx.where()}: Cuvil has no converter for it.{hint} Rewrite "
+                        f"that line with supported ops or compute it outside the compiled model; "
+                        f"cuvil.frontend.torchscript.CONVERTERS lists the {len(supported)} supported aten/prim ops.")
 
 
 # ---- capture
 
 
+def _script_failure_reason(e: BaseException) -> str:
+    """TorchScript's error in one line: its first sentence and the first source location it points at."""
+    text = str(e).strip()
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
+    first = first.rstrip(":").rstrip(".")
+    m = _LOC_RE.search(text)
+    return f"{first} (at {m.group(1)}:{m.group(2)})" if m else first
+
+
 def _capture(model, example_inputs: tuple):
     """TorchScript of the model: scripted if possible (keeps control flow), traced otherwise (with a warning)."""
-    if isinstance(model, torch.jit.ScriptModule):
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         return model
     try:
         return torch.jit.script(model)
     except Exception as e:  # noqa: BLE001 - scripting raises many exception types
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        warnings.warn(f"cuvil: torch.jit.script failed ({reason}); falling back to torch.jit.trace, which freezes "
-                      f"data-dependent control flow to the path the example inputs take", stacklevel=3)
+        reason = _script_failure_reason(e)
+    warnings.warn(f"cuvil.compile: torch.jit.script failed: {reason}. Falling back to torch.jit.trace: "
+                  f"data-dependent control flow (Python if/for/while on tensor values) is now frozen to the path the "
+                  f"example inputs take, and other inputs will follow that same path. Make forward() scriptable to "
+                  f"keep its control flow.", CaptureWarning, stacklevel=3)
+    try:
         with torch.no_grad():
             return torch.jit.trace(model, example_inputs, check_trace=False)
+    except Exception as e:  # noqa: BLE001
+        raise CompileError(f"cannot capture the model: torch.jit.script failed ({reason}) and torch.jit.trace "
+                           f"failed ({_script_failure_reason(e)})") from None
 
 
-def _input_names(model, n: int) -> list[str]:
-    fn = model.forward if not isinstance(model, torch.jit.ScriptModule) else None
-    names = []
-    if fn is not None:
-        try:
-            params = [p for p in inspect.signature(fn).parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-            names = [p.name for p in params]
-        except (TypeError, ValueError):
-            names = []
-    if len(names) < n:
-        names = names + [f"input{i}" for i in range(len(names), n)]
+def _parameters(model) -> Optional[list[tuple[str, bool]]]:
+    """forward()'s positional parameters as (name, has a default); None when they cannot be found."""
+    if isinstance(model, torch.jit.ScriptModule):
+        return [(a.name, a.has_default_value()) for a in model.forward.schema.arguments[1:]]  # [0] is self
+    if isinstance(model, torch.jit.ScriptFunction):
+        return [(a.name, a.has_default_value()) for a in model.schema.arguments]
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return None  # forward(*args): no names to go by
+    return [(p.name, p.default is not p.empty) for p in params
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _input_names(params: Optional[list[tuple[str, bool]]], n: int) -> list[str]:
+    """The names of the first n parameters (those with example inputs); the rest must have defaults."""
+    if params is None:
+        return [f"input{i}" for i in range(n)]
+    names = [p for p, _ in params]
+    if n > len(params):
+        raise ValueError(f"forward() takes {len(params)} argument(s) ({', '.join(names)}) but {n} example input(s) "
+                         f"were given")
+    missing = [p for p, has_default in params[n:] if not has_default]
+    if missing:
+        raise ValueError(f"forward() takes {len(params)} argument(s) ({', '.join(names)}) but {n} example input(s) "
+                         f"were given; give one example tensor for each argument without a default "
+                         f"(missing: {', '.join(missing)})")
     return names[:n]
 
 
+def _bind_defaults(graph, schema_args, first: int, n: int) -> None:
+    """Replaces graph inputs past the n given ones by constants of their defaults (mask=None, ...), so that
+    constant propagation can fold the branches that test them."""
+    inputs = list(graph.inputs())
+    anchor = next(iter(graph.nodes()), graph.return_node())
+    for idx in range(len(inputs) - 1, first + n - 1, -1):
+        arg = schema_args[idx]
+        if not arg.has_default_value():
+            raise CompileError(f"forward() argument '{arg.name}' has no example input and no default")
+        with graph.insert_point_guard(anchor):
+            c = graph.insertConstant(arg.default_value)
+        inputs[idx].replaceAllUsesWith(c)
+        graph.eraseInput(idx)
+
+
+def _example_tensors(example_inputs, names: Optional[list[str]]) -> tuple:
+    """The example inputs as a tuple of tensors (NumPy arrays are accepted and wrapped without a copy)."""
+    if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        raise TypeError(f"example_inputs must be a tensor or a tuple of tensors (one per forward() argument), got "
+                        f"{type(example_inputs).__name__}")
+    out = []
+    for i, x in enumerate(example_inputs):
+        what = f"example input {i}" + (f" ('{names[i]}')" if names and i < len(names) else "")
+        if isinstance(x, np.ndarray):
+            x = torch.from_numpy(np.ascontiguousarray(x))
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{what} is a {type(x).__name__}; cuvil.compile takes tensors only (non-tensor "
+                            f"arguments become constants: bind them in the module, e.g. with functools.partial or "
+                            f"a wrapper module)")
+        if x.dtype not in TORCH_TO_CUVIL:
+            raise TypeError(f"{what} has dtype {x.dtype}, which Cuvil does not support (supported: "
+                            f"{', '.join(str(d).replace('torch.', '') for d in TORCH_TO_CUVIL)})")
+        if x.device.type != "cpu":
+            raise ValueError(f"{what} is on {x.device}; example inputs must be CPU tensors")
+        out.append(x.detach())
+    return tuple(out)
+
+
+_SYMBOL_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _input_dims(name: str, x: torch.Tensor, spec) -> list:
+    """The declared dims of input `name`: the example's sizes, with the dims named in `spec` ({axis: "symbol"})
+    made symbolic."""
+    dims: list = list(x.shape)
+    if spec is None:
+        return dims
+    if not isinstance(spec, dict):
+        raise ValueError(f"dynamic_shapes['{name}'] must be a dict {{axis: 'symbol'}}, e.g. {{0: 'batch'}}, got "
+                         f"{spec!r}")
+    seen: dict[int, Any] = {}
+    for axis, sym in spec.items():
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -x.dim() <= axis < x.dim():
+            raise ValueError(f"dynamic_shapes['{name}'] names dim {axis!r}, but '{name}' has rank {x.dim()} "
+                             f"(shape {list(x.shape)})")
+        a = axis % x.dim()
+        if a in seen:
+            raise ValueError(f"dynamic_shapes['{name}'] names dim {a} twice ({seen[a]!r} and {axis!r})")
+        seen[a] = axis
+        if not isinstance(sym, str) or not _SYMBOL_RE.fullmatch(sym):
+            raise ValueError(f"dynamic_shapes['{name}'][{axis}] = {sym!r} is not a valid symbol name (use an "
+                             f"identifier such as 'batch')")
+        dims[a] = sym
+    return dims
+
+
 def _output_structure(x) -> Any:
+    """How the flat outputs nest: "tensor", "none", ("tuple"|"list", [items]) or ("dict", [(key, item)])."""
+    if x is None:
+        return "none"
+    if isinstance(x, dict):
+        return ("dict", [(k, _output_structure(v)) for k, v in x.items()])
     if isinstance(x, _C.Value) or not isinstance(x, (tuple, list)):
         return "tensor"
     return ("tuple" if isinstance(x, tuple) else "list", [_output_structure(e) for e in x])
 
 
 def _flatten(x) -> list:
+    if x is None:
+        return []
+    if isinstance(x, dict):
+        return [v for e in x.values() for v in _flatten(e)]
     if isinstance(x, (tuple, list)):
         return [v for e in x for v in _flatten(e)]
     return [x]
 
 
+def _training_flags(model) -> list:
+    return [(m, m.training) for m in model.modules()] if isinstance(model, torch.nn.Module) else []
+
+
 def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, precision: str = "fp32",
             device: str = "cpu", threads: Optional[int] = None, **options) -> CompiledModule:
-    """Compiles a torch.nn.Module (or ScriptModule) into a CompiledModule with the same call signature.
+    """Compiles a PyTorch model into a :class:`cuvil.CompiledModule` with the same call signature.
 
-    example_inputs: a tensor or a tuple of tensors. dynamic_shapes: {"x": {0: "batch"}} marks dims symbolic,
-    keyed by forward()'s argument names. Raises cuvil.CompileError naming the unsupported aten op and its Python
-    source line."""
-    if options:
-        raise TypeError(f"unknown option(s): {', '.join(sorted(options))}")
-    if precision != "fp32":
-        raise CompileError(f"precision '{precision}' is not available yet (only 'fp32')")
-    if device != "cpu":
-        raise CompileError(f"device '{device}' is not available yet (only 'cpu')")
-    if threads is not None and threads < 1:
-        raise ValueError("threads must be >= 1")
-    if isinstance(example_inputs, torch.Tensor):
-        example_inputs = (example_inputs,)
-    example_inputs = tuple(example_inputs)
-    for i, x in enumerate(example_inputs):
-        if not isinstance(x, torch.Tensor):
-            raise CompileError(f"example input {i} is a {type(x).__name__}; only tensors are supported")
+    model: a torch.nn.Module, a ScriptModule, or a function of tensors. It is captured with torch.jit.script
+    (which keeps Python control flow on tensor values) or, when scripting fails, torch.jit.trace with a
+    :class:`cuvil.CaptureWarning` saying why (data-dependent control flow is then frozen), then frozen in eval mode.
+    example_inputs: a tensor or a tuple of tensors (NumPy arrays accepted), one per forward() argument; they fix
+    each input's dtype, rank and sizes.
+    dynamic_shapes: ``{"x": {0: "batch"}}`` makes dims symbolic, keyed by forward()'s argument names; inputs
+    sharing a symbol must agree on it at run time.
+    precision: "fp32" (the only one so far). device: "cpu". threads: reserved (the reference backend is
+    single-threaded).
 
-    names = _input_names(model, len(example_inputs))
-    dynamic_shapes = dynamic_shapes or {}
+    Raises cuvil.CompileError naming an unsupported aten op (or argument value), its Python file:line and what is
+    supported instead; TypeError/ValueError for bad arguments (unknown options, non-tensor example inputs, bad
+    dynamic_shapes)."""
+    check_options(precision, device, threads, options)
+    if not (isinstance(model, torch.nn.Module) or callable(model)):
+        raise TypeError(f"model must be a torch.nn.Module or a function, got {type(model).__name__}")
+    params = _parameters(model)
+    examples = _example_tensors(example_inputs, [p for p, _ in params] if params else None)
+    names = _input_names(params, len(examples))
+    if dynamic_shapes is None:
+        dynamic_shapes = {}
+    if not isinstance(dynamic_shapes, dict):
+        raise ValueError(f"dynamic_shapes must be a dict like {{'{names[0] if names else 'x'}': {{0: 'batch'}}}}, "
+                         f"got {type(dynamic_shapes).__name__}")
     for k in dynamic_shapes:
         if k not in names:
-            raise CompileError(f"dynamic_shapes names '{k}', which is not an argument of forward ({', '.join(names)})")
+            raise ValueError(f"dynamic_shapes names {k!r}, which is not an argument of forward() with an example "
+                             f"input ({', '.join(names)})")
+    dims = [_input_dims(n, x, dynamic_shapes.get(n)) for n, x in zip(names, examples)]
 
-    was_training = getattr(model, "training", False)
+    flags = _training_flags(model)
     if isinstance(model, torch.nn.Module):
         model.eval()
     try:
-        scripted = _capture(model, example_inputs)
-        frozen = torch.jit.freeze(scripted.eval()) if hasattr(scripted, "_c") else scripted
+        scripted = _capture(model, examples)
+        try:
+            frozen = torch.jit.freeze(scripted.eval()) if isinstance(scripted, torch.jit.ScriptModule) else scripted
+        except Exception as e:  # noqa: BLE001
+            raise CompileError(f"torch.jit.freeze failed: {_script_failure_reason(e)}") from None
     finally:
-        if was_training and isinstance(model, torch.nn.Module):
-            model.train()
-    graph = frozen.graph.copy() if hasattr(frozen, "graph") else frozen.forward.graph.copy()
+        for m, was_training in flags:
+            m.training = was_training
+    graph = frozen.graph.copy()
+    has_self = isinstance(frozen, torch.jit.ScriptModule)
+    if len(list(graph.inputs())) > has_self + len(examples):  # scripted, with defaulted arguments left out
+        schema = frozen.forward.schema if has_self else frozen.schema
+        _bind_defaults(graph, schema.arguments, int(has_self), len(examples))
     torch._C._jit_pass_inline(graph)
     torch._C._jit_pass_constant_propagation(graph)
     torch._C._jit_pass_remove_mutation(graph)
@@ -408,21 +545,14 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     ctx = ConvertContext(builder)
     conv = _Converter(ctx)
     graph_inputs = list(graph.inputs())
-    if len(graph_inputs) - 1 != len(example_inputs):
-        raise CompileError(f"forward takes {len(graph_inputs) - 1} inputs, {len(example_inputs)} example inputs "
-                           f"given")
-    conv.env[graph_inputs[0]] = None  # self
-    for name, tv, x in zip(names, graph_inputs[1:], example_inputs):
-        dims: list = list(x.shape)
-        for axis, sym in dynamic_shapes.get(name, {}).items():
-            if not isinstance(axis, int) or not -x.dim() <= axis < x.dim():
-                raise CompileError(f"dynamic_shapes['{name}'] names dim {axis}, but '{name}' has rank {x.dim()}")
-            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", str(sym)):
-                raise CompileError(f"dynamic_shapes['{name}'][{axis}] = {sym!r} is not a valid symbol name")
-            dims[axis] = str(sym)
-        if x.dtype not in TORCH_TO_CUVIL:
-            raise CompileError(f"input '{name}' has unsupported dtype {x.dtype}")
-        conv.env[tv] = builder.add_input(name, TORCH_TO_CUVIL[x.dtype], dims)
+    if has_self:
+        conv.env[graph_inputs[0]] = None
+        graph_inputs = graph_inputs[1:]
+    if len(graph_inputs) != len(examples):
+        raise CompileError(f"the captured forward() takes {len(graph_inputs)} tensor input(s), {len(examples)} "
+                           f"example input(s) given")
+    for name, tv, x, d in zip(names, graph_inputs, examples, dims):
+        conv.env[tv] = builder.add_input(name, TORCH_TO_CUVIL[x.dtype], d)
     conv.block(graph.block())
     ctx.node = None
     ret = [conv.value(o) for o in graph.outputs()]

@@ -2,6 +2,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -70,13 +71,23 @@ void copy_field(Tensor& t, const Src& field, const std::string& name) {
   for (int64_t i = 0; i < t.numel(); ++i) out[i] = T(field.Get(int(i)));
 }
 
-void load_external(const onnx::TensorProto& tp, Tensor& t, const std::string& base_dir) {
+// Reads external tensor data, after checking the file really holds the declared bytes (so a corrupt model
+// cannot make us allocate more than the file it points at).
+Tensor load_external(const onnx::TensorProto& tp, DType dtype, const std::vector<int64_t>& dims,
+                     const std::string& base_dir) {
   std::string location;
   int64_t offset = 0, length = -1;
+  auto parse_size = [&](const std::string& key, const std::string& v) {
+    int64_t n = -1;
+    auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+    CUVIL_CHECK(r.ec == std::errc() && r.ptr == v.data() + v.size() && n >= 0, "tensor '", tp.name(),
+                "': external data ", key, " '", v, "' is not a non-negative integer");
+    return n;
+  };
   for (const auto& kv : tp.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") offset = parse_size("offset", kv.value());
+    else if (kv.key() == "length") length = parse_size("length", kv.value());
   }
   CUVIL_CHECK(!location.empty(), "tensor '", tp.name(), "': external data without a location");
   CUVIL_CHECK(!base_dir.empty(), "tensor '", tp.name(), "': external data '", location,
@@ -91,15 +102,17 @@ void load_external(const onnx::TensorProto& tp, Tensor& t, const std::string& ba
   CUVIL_CHECK(f, "tensor '", tp.name(), "': cannot open external data file '", path, "'");
   f.seekg(0, std::ios::end);
   int64_t file_size = f.tellg();
-  int64_t want = int64_t(t.nbytes());
+  int64_t want = shape_numel(dims) * int64_t(dtype_size(dtype));
   if (length < 0) length = want;
-  CUVIL_CHECK(length == want, "tensor '", tp.name(), "': external data length ", length, " but ", t.type_str(),
-              " needs ", want, " bytes");
+  CUVIL_CHECK(length == want, "tensor '", tp.name(), "': external data length ", length, " but ",
+              dtype_name(dtype), shape_str(dims), " needs ", want, " bytes");
   CUVIL_CHECK(offset >= 0 && offset + length <= file_size, "tensor '", tp.name(), "': external data [", offset,
               ", ", offset + length, ") is past the end of '", path, "' (", file_size, " bytes)");
+  Tensor t = Tensor::zeros(dtype, dims);
   f.seekg(offset);
   f.read(static_cast<char*>(t.raw()), length);
   CUVIL_CHECK(f, "tensor '", tp.name(), "': cannot read external data from '", path, "'");
+  return t;
 }
 
 }  // namespace
@@ -113,13 +126,28 @@ Tensor onnx_tensor_to_cuvil(const void* proto, const std::string& base_dir) {
                   ? onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(tp.data_type()))
                   : std::to_string(tp.data_type()));
   std::vector<int64_t> dims(tp.dims().begin(), tp.dims().end());
-  for (int64_t d : dims) CUVIL_CHECK(d >= 0, "tensor '", name, "': negative dim ", d);
-  CUVIL_CHECK(!tp.has_segment(), "tensor '", name, "': segmented tensors are not supported");
-  Tensor t = Tensor::zeros(*dt, dims);
-  if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
-    load_external(tp, t, base_dir);
-    return t;
+  // Check the declared size against the data actually present before allocating anything: a corrupt file may
+  // declare petabytes.
+  int64_t numel = 1;
+  for (int64_t d : dims) {
+    CUVIL_CHECK(d >= 0, "tensor '", name, "': negative dim ", d);
+    CUVIL_CHECK(!__builtin_mul_overflow(numel, d, &numel) && numel <= (int64_t(1) << 40), "tensor '", name,
+                "': dims ", shape_str(dims), " are too large");
   }
+  CUVIL_CHECK(!tp.has_segment(), "tensor '", name, "': segmented tensors are not supported");
+  int64_t bytes = numel * int64_t(dtype_size(*dt));
+  if (tp.data_location() != onnx::TensorProto::EXTERNAL) {
+    int64_t present = tp.has_raw_data() ? int64_t(tp.raw_data().size())
+                                        : int64_t(tp.float_data_size() + tp.double_data_size() +
+                                                  tp.int32_data_size() + tp.int64_data_size() +
+                                                  tp.uint64_data_size()) * int64_t(dtype_size(*dt));
+    CUVIL_CHECK(present == bytes || !tp.has_raw_data(), "tensor '", name, "': raw_data has ", present,
+                " bytes, but ", dtype_name(*dt), shape_str(dims), " needs ", bytes);
+    CUVIL_CHECK(tp.has_raw_data() || present == bytes, "tensor '", name, "' has ",
+                present / int64_t(dtype_size(*dt)), " values for ", dtype_name(*dt), shape_str(dims));
+  }
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL) return load_external(tp, *dt, dims, base_dir);
+  Tensor t = Tensor::zeros(*dt, dims);
   if (tp.has_raw_data()) {
     CUVIL_CHECK(tp.raw_data().size() == t.nbytes(), "tensor '", name, "': raw_data has ", tp.raw_data().size(),
                 " bytes, but ", t.type_str(), " needs ", t.nbytes());
