@@ -2,7 +2,7 @@
 so each call takes the branch its own input asks for. A model scripting cannot handle is traced instead, with a
 warning: its branches are then frozen to the example's path.
 
-    PYTHONPATH=python python3 examples/control_flow.py
+    PYTHONPATH=python /usr/bin/python3 examples/control_flow.py
 """
 import warnings
 

@@ -1,6 +1,6 @@
 """Dynamic shapes: compile once with a symbolic batch dim, then call with any batch size.
 
-    PYTHONPATH=python python3 examples/dynamic_batch.py
+    PYTHONPATH=python /usr/bin/python3 examples/dynamic_batch.py
 """
 import torch
 

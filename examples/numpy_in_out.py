@@ -1,6 +1,6 @@
 """NumPy in, NumPy out: no torch tensors at call time, and no copies of inputs or outputs.
 
-    PYTHONPATH=python python3 examples/numpy_in_out.py
+    PYTHONPATH=python /usr/bin/python3 examples/numpy_in_out.py
 """
 import numpy as np
 import torch

@@ -1,7 +1,7 @@
 """Load an ONNX model with cuvil.load_onnx: the same CompiledModule type as cuvil.compile returns.
 
 The model is exported here from a small PyTorch CNN (no files needed).
-    PYTHONPATH=python python3 examples/onnx_model.py
+    PYTHONPATH=python /usr/bin/python3 examples/onnx_model.py
 """
 import os
 import tempfile

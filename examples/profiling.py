@@ -1,6 +1,6 @@
 """Where does the time go? compiled.profile(...) times every kernel and names the Python line it came from.
 
-    PYTHONPATH=python python3 examples/profiling.py
+    PYTHONPATH=python /usr/bin/python3 examples/profiling.py
 """
 import torch
 

@@ -1,6 +1,6 @@
 """One compiled module, many threads: calls run concurrently (each on its own executor, GIL released).
 
-    PYTHONPATH=python python3 examples/threads.py
+    PYTHONPATH=python /usr/bin/python3 examples/threads.py
 """
 from concurrent.futures import ThreadPoolExecutor
 

@@ -1,7 +1,7 @@
 """Compile a torchvision ResNet-18 and check it against PyTorch.
 
 Random weights (nothing is downloaded) and a small 64x64 image keep it quick on the reference backend.
-    PYTHONPATH=python python3 examples/torchvision_resnet.py
+    PYTHONPATH=python /usr/bin/python3 examples/torchvision_resnet.py
 """
 import time
 

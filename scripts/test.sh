@@ -19,8 +19,8 @@ scripts/gen_onnx_tests.sh build/onnx-node-tests
 # The target: >= 85 % of all 922 cases pass, and no case whose ops are all in the op table fails.
 build/bin/cuvil_onnx_conformance build/onnx-node-tests/node --min-pass-rate 0.85 --total 922
 
-section "Python tests (model parity, CLI)"
-/usr/bin/python3 -m pytest -q tests/python
+section "Python tests (PyTorch front end, model parity, CLI, examples)"
+PYTHONPATH=$PWD/python /usr/bin/python3 -m pytest -q tests/python
 
 if [[ "${CUVIL_SKIP_SANITIZERS:-0}" != "1" ]]; then
   section "sanitizer build (clang, ASan + UBSan, libFuzzer)"

@@ -55,7 +55,7 @@ def _to_array(x: Any, name: str, expected_type: str) -> tuple[np.ndarray, bool]:
         return t.numpy(), True
     if isinstance(x, (np.ndarray, np.generic)):
         a = np.asarray(x)
-        if a.dtype.kind not in _NUMERIC_KINDS:
+        if a.dtype.kind not in _NUMERIC_KINDS or a.dtype.itemsize > 8:  # (float128 has kind 'f' too)
             raise InputError(f"input '{name}': unsupported dtype {a.dtype}")
         if not a.dtype.isnative:
             a = a.astype(a.dtype.newbyteorder("="))
@@ -68,8 +68,12 @@ def _to_array(x: Any, name: str, expected_type: str) -> tuple[np.ndarray, bool]:
 
 
 def _to_torch(a: np.ndarray, cuvil_type: str):
-    t = torch.from_numpy(a)  # shares memory; the array's base keeps Cuvil's buffer alive
-    return t.view(torch.bfloat16) if cuvil_type.startswith("bf16") else t
+    """A torch view of an output array (shares memory; the array's base keeps Cuvil's buffer alive)."""
+    if cuvil_type.startswith("bf16"):  # bf16 arrives as uint16 bits, which torch 1.13 cannot wrap directly
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    if a.dtype in (np.uint16, np.uint32, np.uint64):  # no such torch dtypes: the array itself
+        return a
+    return torch.from_numpy(a)
 
 
 class ProfileRow(NamedTuple):

@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -160,10 +161,15 @@ class GraphBuilder {
     CUVIL_CHECK(kind, "internal error: no op '", op, "' in the op table");
     std::vector<Value*> ins;
     for (auto& i : inputs) ins.push_back(i ? i->v : nullptr);
+    // Names are reserved only when the node is added, so keep this node's outputs apart from each other too.
     std::vector<std::string> names;
-    for (size_t k = 0; k < num_outputs; ++k)
-      names.push_back(graph_->unique_name(k < output_names.size() && !output_names[k].empty() ? output_names[k]
-                                                                                              : "t"));
+    for (size_t k = 0; k < num_outputs; ++k) {
+      std::string hint = k < output_names.size() && !output_names[k].empty() ? output_names[k] : "t";
+      std::string n = graph_->unique_name(hint);
+      for (int suffix = 1; std::find(names.begin(), names.end(), n) != names.end(); ++suffix)
+        n = graph_->unique_name(hint + "_" + std::to_string(suffix));
+      names.push_back(n);
+    }
     Location loc{name, file, line};
     Node* n = graph_->add_node(*kind, ins, names, convert_attrs(*kind, attrs), loc);
     inference_->infer_node(*n);

@@ -67,6 +67,7 @@ struct DimPoly {
     for (auto& a : f) k += a->key + "*";
     return k;
   }
+  static const DimPoly* of_ptr(const Dim& d) { return d.poly_.get(); }
   static DimPoly of(const Dim& d) {
     DimPoly p;
     if (d.is_const()) {
@@ -281,15 +282,34 @@ Dim Dim::mod(const Dim& a, const Dim& b) {
   return make_fn_atom(AtomKind::Mod, a, b);
 }
 
+// The operands of `d` when it is exactly one min/max atom of kind k, else null.
+static const std::vector<Dim>* fn_args(const Dim& d, AtomKind k) {
+  if (d.is_const()) return nullptr;
+  const DimPoly& p = *DimPoly::of_ptr(d);
+  if (p.terms.size() != 1 || p.terms[0].coeff != 1 || p.terms[0].factors.size() != 1) return nullptr;
+  const DimAtom& a = *p.terms[0].factors[0];
+  return a.kind == k ? &a.args : nullptr;
+}
+
+// max(min(x, y), y) = y and min(max(x, y), y) = y: what clamping a slice bound and then broadcasting produce.
+static std::optional<Dim> absorb(const Dim& a, const Dim& b, AtomKind inner) {
+  for (auto [x, y] : {std::pair{&a, &b}, std::pair{&b, &a}})
+    if (auto* args = fn_args(*x, inner))
+      if ((*args)[0] == *y || (*args)[1] == *y) return *y;
+  return std::nullopt;
+}
+
 Dim Dim::max(const Dim& a, const Dim& b) {
   if (a.is_const() && b.is_const()) return Dim(std::max(a.value_, b.value_));
   if (a == b) return a;
+  if (auto r = absorb(a, b, AtomKind::Min)) return *r;
   return a.str() < b.str() ? make_fn_atom(AtomKind::Max, a, b) : make_fn_atom(AtomKind::Max, b, a);
 }
 
 Dim Dim::min(const Dim& a, const Dim& b) {
   if (a.is_const() && b.is_const()) return Dim(std::min(a.value_, b.value_));
   if (a == b) return a;
+  if (auto r = absorb(a, b, AtomKind::Max)) return *r;
   return a.str() < b.str() ? make_fn_atom(AtomKind::Min, a, b) : make_fn_atom(AtomKind::Min, b, a);
 }
 

@@ -5,6 +5,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "python"))  # the cuvil package, with the extension built into it
 CUVIL = os.path.join(ROOT, "build", "bin", "cuvil")
 
 

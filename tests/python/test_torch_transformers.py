@@ -9,7 +9,7 @@ test_encoder_with_padding_mask also checks the non-padded positions against no_g
 """
 import copy
 import math
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import pytest
@@ -99,6 +99,33 @@ def test_multihead_attention(batch_first, need_weights, mask_kind):
         assert_parity(compiled, model, inputs(batch, tgt, src), f"batch {batch} tgt {tgt} src {src}")
     if not need_weights:
         assert compiled(*inputs(1, 3, 4))[1] is None
+
+
+class FloatPaddingAttention(nn.Module):
+    """A float key_padding_mask (added to the scores), alone or merged with a bool attn_mask (logical_or)."""
+
+    def __init__(self, with_attn_mask: bool):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(D_MODEL, HEADS)
+        self.with_attn_mask = with_attn_mask
+
+    def forward(self, x, key_padding_mask, attn_mask):
+        mask: Optional[torch.Tensor] = attn_mask if self.with_attn_mask else None
+        return self.attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=mask)
+
+
+@pytest.mark.parametrize("with_attn_mask", [False, True])
+def test_multihead_attention_float_key_padding_mask(with_attn_mask):
+    model = FloatPaddingAttention(with_attn_mask).eval()
+
+    def inputs(batch, seq):
+        kpm = torch.zeros(batch, seq).masked_fill(padding_mask(batch, seq), float("-inf"))
+        return torch.randn(seq, batch, D_MODEL), kpm, torch.triu(torch.ones(seq, seq), 1) > 0
+
+    dyn = {"x": {0: "seq", 1: "batch"}, "key_padding_mask": {0: "batch", 1: "seq"}, "attn_mask": {0: "seq", 1: "seq"}}
+    compiled = cuvil.compile(model, inputs(2, 6), dynamic_shapes=dyn)
+    for batch, seq in [(1, 5), (4, 9)]:
+        assert_parity(compiled, model, inputs(batch, seq), f"batch {batch} seq {seq}")
 
 
 class SelfAttention(nn.Module):
@@ -300,9 +327,6 @@ def test_text_classifier():
         assert_parity(compiled, model, (tokens(batch, 8),), f"batch {batch}")
 
 
-@pytest.mark.xfail(strict=True, raises=cuvil.CompileError,
-                   reason="shape inference types x + pe[:, :seq] as max(min(64, seq), seq) instead of seq, so "
-                          "MultiheadAttention's key_padding_mask shape check cannot be decided while compiling")
 def test_text_classifier_dynamic_sequence():
     model = TextClassifier().eval()
     compiled = cuvil.compile(model, tokens(2, 8), dynamic_shapes={"tokens": {0: "batch", 1: "seq"}})
@@ -476,6 +500,33 @@ def test_scalar_math_and_lists():
         assert rel_l2(g, r) < 1e-6
 
 
+@torch.jit.script
+def optional_add(x: torch.Tensor, y: Optional[torch.Tensor]):
+    if isinstance(y, torch.Tensor):
+        return x + y
+    return x
+
+
+def test_isinstance_on_an_optional_input():
+    x = torch.randn(2, 3)
+    assert torch.equal(cuvil.compile(optional_add, (x, x))(x, x), x + x)
+
+
+def reductions(m, u):
+    known: List[bool] = [m.size(0) > 1, m.size(1) in [5, m.size(0)]]  # the second is True while compiling
+    run_time: List[bool] = [m.size(0) > 3, m.size(0) < 2]
+    picked = u + 1 if any(known) and all(run_time) else u - 1
+    return torch.any(m), torch.all(m, 1), m.any(0, keepdim=True), torch.any(u), picked, u if any(run_time) else picked
+
+
+def test_any_all():
+    m, u = torch.rand(4, 5) > 0.3, (torch.rand(3) > 0.5).to(torch.uint8)
+    compiled = compile_and_compare(reductions, (m, u), dynamic_shapes={"m": {0: "rows"}})
+    m = torch.rand(2, 5) > 0.3
+    for g, r in zip(compiled(m, u), reductions(m, u)):
+        assert g.dtype == r.dtype and torch.equal(g, r)
+
+
 def embedding_fn(tokens, table):
     return F.embedding(tokens, table), F.embedding(tokens.int(), table, padding_idx=0)
 
@@ -513,14 +564,31 @@ def test_a_path_that_always_raises_is_a_clear_error():
 
 def appends(x):
     out: List[torch.Tensor] = []
-    for k in range(3):
+    for k in range(3):  # a constant trip count: unrolled while compiling
         out.append(x * k)
-    return torch.stack(out)
+    sizes = list(x.shape)
+    sizes.append(1)
+    return torch.stack(out), x.reshape(sizes)
 
 
-def test_list_append_is_a_clear_error():
-    with pytest.raises(cuvil.CompileError, match="mutating a list"):
-        cuvil.compile(appends, (torch.randn(2),))
+def test_list_append_in_straight_line_code():
+    x = torch.randn(2, 3)
+    compiled = compile_and_compare(appends, (x,), dynamic_shapes={"x": {0: "n"}})
+    x = torch.randn(5, 3)
+    for g, r in zip(compiled(x), appends(x)):
+        assert torch.equal(g, r)
+
+
+def append_in_branch(x):
+    out: List[torch.Tensor] = [x]
+    if bool(x.sum() > 0):  # known only at run time
+        out.append(x * 2)
+    return out[-1]
+
+
+def test_list_append_under_a_run_time_condition_is_a_clear_error():
+    with pytest.raises(cuvil.CompileError, match="appending to a list made outside this if/loop"):
+        cuvil.compile(append_in_branch, (torch.randn(2),))
 
 
 def nonzero_where(m):

@@ -100,13 +100,7 @@ VISION_MODELS = [
 def test_torchvision_parity(name, size):
     torch.manual_seed(0)
     model = randomize(getattr(torchvision.models, name)(), seed=1)
-    try:
-        compiled = cuvil.compile(model, (randn(1, 3, size, size),), dynamic_shapes={"x": {0: "batch"}})
-    except cuvil.CompileError as e:
-        if "mutating a list" in str(e):
-            # densenet's DenseBlock appends to a Python list; aten::append belongs to aten_transformer.py.
-            pytest.xfail(f"aten::append is not supported yet: {e}")
-        raise
+    compiled = cuvil.compile(model, (randn(1, 3, size, size),), dynamic_shapes={"x": {0: "batch"}})
     assert compiled.input_types == [f"f32[batch, 3, {size}, {size}]"]
     assert compiled.output_types == ["f32[batch, 1000]"]  # the batch stays symbolic through the whole graph
     reference = copy.deepcopy(model).double()
@@ -236,8 +230,8 @@ def test_norm(norm, shape):
     model = norm
     if isinstance(norm, (nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)) or \
             (isinstance(norm, nn.BatchNorm2d) and not norm.track_running_stats):
-        # Scripted, these carry F._verify_batch_size / _verify_spatial_size (a prim::Loop over the dims; see the
-        # xfail test below): trace them to test the converters themselves.
+        # Traced here to test the converters themselves; test_scripted_group_norm covers the scripted form (its
+        # size checks are loops over the dims, unrolled while compiling).
         model = torch.jit.trace(norm, (x,))
     runs = [(randn(shape[0] + 1, *shape[1:], seed=3, scale=2.0),)]
     compiled = cuvil.compile(model, (x,), dynamic_shapes={"input": {0: "batch"}})
@@ -246,9 +240,6 @@ def test_norm(norm, shape):
             assert_same(compiled(*ins), norm(*ins), 1e-5)
 
 
-@pytest.mark.xfail(reason="F.group_norm's scripted batch-size check is a prim::Loop over the dims with a constant "
-                          "trip count; torchscript.py converts it to a run-time Loop instead of unrolling it",
-                   raises=cuvil.CompileError, strict=False)
 def test_scripted_group_norm():
     check(nn.GroupNorm(2, 4), (randn(2, 4, 3),))
 

@@ -28,6 +28,14 @@ TEST(Dim, DivisionSimplifiesOnlyWhenExact) {
   EXPECT_EQ(Dim::mod(b * 4, 2), Dim(0));
 }
 
+TEST(Dim, MinMaxAbsorb) {
+  Dim s = Dim::symbol("seq");
+  EXPECT_EQ(Dim::max(Dim::min(64, s), s), s);  // a clamped slice bound broadcast against the full dim
+  EXPECT_EQ(Dim::max(s, Dim::min(s, 64)), s);
+  EXPECT_EQ(Dim::min(Dim::max(s, 1), s), s);
+  EXPECT_NE(Dim::max(Dim::min(64, s), Dim::symbol("other")), s);
+}
+
 TEST(Dim, EvaluatesUnderBindings) {
   Dim b = Dim::symbol("batch"), s = Dim::symbol("seq");
   Dim e = Dim::floordiv(b * s + 3, 2) + Dim::max(b, s);

@@ -13,7 +13,25 @@ from .torchscript import ConvertContext, converter, _onnx_dtype_id, SCALAR_TYPE_
 
 @converter("prim::ListConstruct", "prim::TupleConstruct")
 def _list_construct(ctx: ConvertContext, ins):
-    return list(ins) if ctx.node.kind() == "prim::ListConstruct" else tuple(ins)
+    if ctx.node.kind() == "prim::TupleConstruct":
+        return tuple(ins)
+    return note_list(ctx, list(ins))
+
+
+# Lists are mutable in TorchScript: aten::append changes the list every later use sees, which converting in program
+# order reproduces by appending to the Python list -- but only where the list was made in the region being built.
+# A region converted once for a run-time If or Loop must not mutate a list from outside it.
+
+
+def note_list(ctx: ConvertContext, lst: list) -> list:
+    """Records that `lst` was made in the region being built now; returns it."""
+    ctx.__dict__.setdefault("_list_regions", {})[id(lst)] = (lst, ctx.builder)
+    return lst
+
+
+def list_made_here(ctx: ConvertContext, lst) -> bool:
+    entry = ctx.__dict__.get("_list_regions", {}).get(id(lst))
+    return entry is not None and entry[0] is lst and entry[1] is ctx.builder
 
 
 @converter("prim::ListUnpack", "prim::TupleUnpack")
@@ -310,7 +328,12 @@ for _name, _op in _UNARY.items():
 @converter("aten::linear")
 def _linear(ctx: ConvertContext, ins):
     x, w, b = ins
-    wt = ctx.emit("Transpose", [w], {"perm": [1, 0]})
+    if isinstance(w, torch.Tensor) or (ctx.is_value(w) and w.is_constant):
+        # Frozen weights: transpose once, now, not on every call.
+        wc = w if isinstance(w, torch.Tensor) else torch.from_numpy(np.array(w.constant))
+        wt = ctx.tensor(wc.t().contiguous())
+    else:
+        wt = ctx.emit("Transpose", [w], {"perm": [1, 0]})
     y = ctx.emit("MatMul", [x, wt])
     return ctx.emit("Add", [y, b]) if b is not None else y
 

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from .torchscript import ConvertContext, converter, _onnx_dtype_id, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL
-from .aten_core import _CATEGORY, _dim, _linear, binary, result_dtype, static_equal
+from .aten_core import (_CATEGORY, _dim, _linear, binary, list_made_here, note_list, result_dtype,
+                        static_equal, symbol_of)
 from .aten_shape import emit_n
 
 TORCH_TO_SCALAR_TYPE = {t: k for k, t in SCALAR_TYPE_TO_TORCH.items()}
@@ -217,8 +218,12 @@ def _raise(ctx: ConvertContext, ins):
 
 
 def _text(ctx: ConvertContext, v) -> str:
+    """str(v) as TorchScript prints it; a run-time size prints as its symbolic dim (e.g. "batch")."""
     if ctx.is_value(v):
-        return str(v.constant.tolist()) if v.is_constant else "<run-time value>"
+        if v.is_constant:
+            return str(v.constant.tolist())
+        sym = symbol_of(ctx, v)
+        return str(sym) if sym is not None else "<run-time value>"
     if isinstance(v, (list, tuple)):
         inner = ", ".join(_text(ctx, e) for e in v)
         return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
@@ -276,13 +281,25 @@ def _len(ctx: ConvertContext, ins):
 def _list(ctx: ConvertContext, ins):
     if not isinstance(ins[0], (list, tuple, str)):
         raise ctx.error("list() of a tensor (unbinding it) is not supported; use torch.unbind")
-    return list(ins[0])
+    return note_list(ctx, list(ins[0]))
 
 
-@converter("aten::append", "aten::insert", "aten::extend", "aten::_set_item", "aten::pop", "aten::clear")
+@converter("aten::append")
+def _append(ctx: ConvertContext, ins):
+    # e.g. DenseNet's `features.append(layer(features))` over an unrolled ModuleList.
+    lst, x = ins
+    if not isinstance(lst, list) or not list_made_here(ctx, lst):
+        raise ctx.error("appending to a list made outside this if/loop (one whose condition or trip count is only "
+                        "known at run time), or to a list not built from a literal, is not supported; build the "
+                        "list in straight-line code or use torch.cat/torch.stack")
+    lst.append(x)
+    return lst
+
+
+@converter("aten::insert", "aten::extend", "aten::_set_item", "aten::pop", "aten::clear")
 def _list_mutation(ctx: ConvertContext, ins):
-    raise ctx.error("mutating a list (append/insert/extend/item assignment/pop) is not supported; build lists "
-                    "with list literals, comprehensions over constants, or torch.cat/torch.stack")
+    raise ctx.error("mutating a list (insert/extend/item assignment/pop/clear) is not supported; build lists with "
+                    "literals and append, or use torch.cat/torch.stack")
 
 
 @converter("aten::__contains__")
@@ -316,9 +333,13 @@ def _any_all(ctx: ConvertContext, ins):
     any_ = ctx.node.kind() == "aten::any"
     x = ins[0]
     if isinstance(x, (list, tuple)):
-        if all(not ctx.is_value(e) for e in x):
-            return any(x) if any_ else all(x)
-        return _reduce_bool(ctx, ctx.stack_scalars(x, "bool"), None, False, any_)
+        known = [bool(e) for e in x if not ctx.is_value(e)]
+        if any_ and any(known) or not any_ and not all(known):
+            return any_  # a known True (any) or False (all) decides it
+        runtime = [e for e in x if ctx.is_value(e)]
+        if not runtime:
+            return not any_
+        return _reduce_bool(ctx, ctx.stack_scalars(runtime, "bool"), None, False, any_)
     if len(ins) == 1:
         return _reduce_bool(ctx, x, None, False, any_)
     dim = ctx.const(ins[1], "the dim")

@@ -82,10 +82,22 @@ class ConvertContext:
         file, line = _location(self.node) if self.node is not None else ("", 0)
         ins = [None if x is None else self.tensor(x) for x in inputs]
         try:
-            outs = self.builder.add_node(op, ins, num_outputs, attrs or {}, file, line, "")
+            outs = self.builder.add_node(op, ins, num_outputs, attrs or {}, file, line, self._module_path())
         except (_C.Error, ValueError) as e:
             raise self.error(str(e)) from None
         return outs[0] if num_outputs == 1 else outs
+
+    def _module_path(self) -> str:
+        """The submodule the node came from ("layer1.0.conv1"), so library code's file:line still points home."""
+        if self.node is None:
+            return ""
+        try:
+            path = self.node.getModuleHierarchy() or ""
+        except RuntimeError:
+            return ""
+        # TorchScript prefixes each level with its type: "conv1(Conv2d).bn(BatchNorm2d)" -> "conv1.bn"
+        parts = [p.split("(")[0] for p in path.split(".")]
+        return ".".join(p for p in parts if p and p != "UNKNOWN_INSTANCE")
 
     # ---- values
     def is_value(self, x) -> bool:
@@ -108,6 +120,8 @@ class ConvertContext:
             return self.builder.add_constant("c", t.numpy())
         if x is None:
             raise self.error("expected a tensor, got None")
+        if dtype == "bf16":  # NumPy has no bf16: go through torch
+            return self.tensor(torch.tensor(x, dtype=torch.bfloat16))
         arr = np.asarray(x)
         if dtype is not None:
             arr = arr.astype(_NUMPY_DTYPES[dtype])
@@ -261,6 +275,8 @@ class _Converter:
         trip, cond, carried = ins[0], ins[1], ins[2:]
         block = next(node.blocks())
         outs = list(node.outputs())
+        if self.try_unroll(node, block, trip, cond, carried):
+            return
         for c in carried:
             if isinstance(c, (list, tuple)) and not all(not isinstance(e, _C.Value) for e in c):
                 raise ctx.error("lists carried through a loop are not supported; carry tensors instead")
@@ -280,6 +296,46 @@ class _Converter:
         res = [res] if len(init) == 1 else res
         for o, r in zip(outs, res):
             self.env[o] = r
+
+
+_MAX_UNROLL = 16
+
+
+def _static(x) -> bool:
+    if isinstance(x, _C.Value):
+        return False
+    if isinstance(x, (list, tuple)):
+        return all(_static(e) for e in x)
+    return True
+
+
+def _unroll(self, node, block, trip, cond, carried) -> bool:
+    """Unrolls a loop whose trip count is known when compiling and whose carried state is Python values (sizes,
+    lists: what scripted helpers like F.group_norm iterate over), or that runs only a few times. Each iteration
+    converts the body again; a condition that becomes a run-time value means the loop must stay a Loop."""
+    ctx = self.ctx
+    if not _static(trip) or not _static(cond) or not isinstance(trip, int):
+        return False
+    if trip > _MAX_UNROLL and all(isinstance(c, _C.Value) for c in carried):
+        return False
+    if trip > 4096:
+        return False
+    state, go = list(carried), bool(cond)
+    for i in range(trip):
+        if not go:
+            break
+        results = self.sub_block(block, ctx.builder, [i] + state)
+        ctx.node = node
+        nxt = results[0]
+        if not _static(nxt):
+            raise ctx.error("a loop over Python values whose exit condition is computed at run time is not supported")
+        go, state = bool(nxt), list(results[1:])
+    for o, r in zip(list(node.outputs()), state):
+        self.env[o] = r
+    return True
+
+
+_Converter.try_unroll = _unroll
 
 
 def _region_output(ctx: ConvertContext, region, r, dtype: Optional[str] = None):
