@@ -210,6 +210,33 @@ def call_overhead(calls: int) -> None:
           f"overhead {(tiny_call - tiny_kernels) * us:.1f} us)")
 
 
+def python_vs_cli(iters: int) -> None:
+    """The same ONNX file timed through cuvil.load_onnx from Python and through `cuvil bench` (C++), alternating:
+    Python should add only its call overhead on top of the same executor."""
+    import json
+    import subprocess
+    import tempfile
+
+    import models  # scripts/models.py
+    cli = os.path.join(ROOT, "build", "bin", "cuvil")
+    with tempfile.TemporaryDirectory() as d:
+        paths = models.export("mobilenet_v2", d)
+        compiled = cuvil.load_onnx(paths["onnx"])
+        x = np.load(paths["input.npy"])
+        compiled(x)
+        py, cpp = [], []
+        for _ in range(iters):
+            py.append(time_call(lambda: compiled(x)))
+            r = subprocess.run([cli, "bench", paths["onnx"], "--input", f"input={paths['input.npy']}", "--iters", "1",
+                                "--warmup", "1", "--json"], capture_output=True, text=True, check=True)
+            cpp.append(json.loads(r.stdout)["median_ms"])
+    p, c = statistics.median(py), statistics.median(cpp)
+    print(f"\nPython vs CLI, mobilenet_v2 ONNX, batch 1 ({iters} alternating runs each)")
+    print(f"  cuvil.load_onnx(...)(x)  {p:9.3f} ms")
+    print(f"  cuvil bench (C++)        {c:9.3f} ms")
+    print(f"  Python / C++: {p / c:.3f}x")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {', '.join(MODELS)}")
@@ -243,6 +270,8 @@ def main(argv=None) -> int:
     print_table(rows)
     if "mlp" in names:
         call_overhead(a.overhead_calls or (300 if a.quick else 2000))
+    if "mobilenet_v2" in names:
+        python_vs_cli(3 if a.quick else 10)
     return 0
 
 

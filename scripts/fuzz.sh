@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Runs each libFuzzer target (built by scripts/test.sh into build-asan/) for $1 seconds, seeded from small valid
-# inputs: ONNX node-suite models, printed IR, and .npy files. A crash leaves its input in out/fuzz/<target>/.
+# Runs each libFuzzer target (built by scripts/test.sh into build-asan/) for CUVIL_FUZZ_RUNS inputs (seed 1) or $1
+# seconds, whichever ends first, seeded from small valid inputs: ONNX node-suite models, printed IR, and .npy
+# files. A crash leaves its input in out/fuzz/<target>/. For a longer campaign: CUVIL_FUZZ_RUNS=-1 scripts/fuzz.sh 600
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
+RUNS=${CUVIL_FUZZ_RUNS:-150000}
 CORPUS=out/fuzz
 mkdir -p "$CORPUS"/{onnx,ir,npy}
 # Seeds: a few small node-suite models and their tensors.
@@ -25,7 +27,9 @@ run() {
   mkdir -p "$CORPUS/$target"
   rm -f "$CORPUS/$target"/{crash,timeout,leak,oom}-*  # artifacts of an earlier run
   echo "fuzzing $target for ${SECONDS_PER_TARGET}s"
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/bin/$target -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 \
+  # A fixed seed and run count make the run repeatable (CI must not pass or fail by luck); the time is a cap.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/bin/$target -seed=1 -runs="$RUNS" \
+    -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 \
     -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$CORPUS/$target/" "$corpus" "$3" \
     2>&1 | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)|runtime error" || true
   if compgen -G "$CORPUS/$target/crash-*" >/dev/null || compgen -G "$CORPUS/$target/timeout-*" >/dev/null ||

@@ -70,6 +70,21 @@ Value* Graph::add_constant(const std::string& name, Tensor data) {
 
 Node* Graph::add_node(OpKind op, std::vector<Value*> inputs, const std::vector<std::string>& output_names,
                       AttrMap attrs, Location loc) {
+  Node* p = make_node(op, std::move(inputs), output_names, std::move(attrs), std::move(loc));
+  nodes_.emplace_back(p);
+  return p;
+}
+
+Node* Graph::insert_node(size_t pos, OpKind op, std::vector<Value*> inputs,
+                         const std::vector<std::string>& output_names, AttrMap attrs, Location loc) {
+  CUVIL_CHECK(pos <= nodes_.size(), "internal error: insert_node position ", pos, " out of range");
+  Node* p = make_node(op, std::move(inputs), output_names, std::move(attrs), std::move(loc));
+  nodes_.insert(nodes_.begin() + std::ptrdiff_t(pos), std::unique_ptr<Node>(p));
+  return p;
+}
+
+Node* Graph::make_node(OpKind op, std::vector<Value*> inputs, const std::vector<std::string>& output_names,
+                       AttrMap attrs, Location loc) {
   auto n = std::make_unique<Node>();
   n->op_ = op;
   n->inputs_ = std::move(inputs);
@@ -83,9 +98,93 @@ Node* Graph::add_node(OpKind op, std::vector<Value*> inputs, const std::vector<s
     n->outputs_.push_back(v);
   }
   for (Graph* g : n->regions()) g->set_parent(this);
-  Node* p = n.get();
-  nodes_.push_back(std::move(n));
-  return p;
+  return n.release();
+}
+
+size_t Graph::node_index(const Node* n) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].get() == n) return i;
+  fail("internal error: node ", n->describe(), " is not in graph '", name_, "'");
+}
+
+namespace {
+void replace_uses_in(Graph& g, Value* from, Value* to) {
+  for (auto& n : g.nodes()) {
+    for (size_t i = 0; i < n->num_inputs(); ++i)
+      if (n->input(i) == from) n->set_input(i, to);
+    for (Graph* r : n->regions()) {
+      replace_uses_in(*r, from, to);
+      std::vector<Value*> outs = r->outputs();
+      for (Value*& v : outs)
+        if (v == from) v = to;
+      r->set_outputs(std::move(outs));
+    }
+  }
+}
+}  // namespace
+
+void Graph::replace_all_uses(Value* from, Value* to) {
+  replace_uses_in(*this, from, to);
+  for (Value*& v : outputs_)
+    if (v == from) v = to;
+}
+
+void Graph::rename_value(Value* v, const std::string& name) {
+  CUVIL_CHECK(v->graph_ == this, "internal error: rename_value of a value of another graph");
+  if (v->name_ == name) return;
+  CUVIL_CHECK(!lookup(name), "internal error: rename_value: name '", name, "' is taken");
+  by_name_.erase(v->name_);
+  v->name_ = name;
+  by_name_[name] = v;
+}
+
+void Graph::erase_values(const std::vector<Value*>& dead) {
+  if (dead.empty()) return;
+  std::unordered_map<const Value*, bool> gone;
+  for (Value* v : dead) {
+    CUVIL_CHECK(v->graph_ == this, "internal error: erasing a value of another graph");
+    for (Value* o : outputs_) CUVIL_CHECK(o != v, "internal error: erasing graph output '", v->name_, "'");
+    gone[v] = true;
+    by_name_.erase(v->name_);
+  }
+  std::vector<std::unique_ptr<Value>> kept;
+  kept.reserve(values_.size());
+  for (auto& v : values_)
+    if (!gone.count(v.get())) {
+      v->id_ = int64_t(kept.size());
+      kept.push_back(std::move(v));
+    }
+  values_ = std::move(kept);
+}
+
+void Graph::erase_nodes(const std::vector<Node*>& nodes) {
+  if (nodes.empty()) return;
+  std::unordered_map<const Node*, bool> gone;
+  std::vector<Value*> dead;
+  for (Node* n : nodes) {
+    CUVIL_CHECK(n->graph_ == this, "internal error: erasing a node of another graph");
+    gone[n] = true;
+    for (Value* v : n->outputs_) dead.push_back(v);
+  }
+  std::vector<std::unique_ptr<Node>> kept;
+  std::vector<std::unique_ptr<Node>> removed;  // destroyed after the values
+  for (auto& n : nodes_) (gone.count(n.get()) ? removed : kept).push_back(std::move(n));
+  nodes_ = std::move(kept);
+  erase_values(dead);
+}
+
+void Graph::erase_constants(const std::vector<Value*>& constants) {
+  if (constants.empty()) return;
+  std::unordered_map<const Value*, bool> gone;
+  for (Value* c : constants) {
+    CUVIL_CHECK(c->is_constant() && c->graph_ == this, "internal error: erase_constants of a non-constant");
+    gone[c] = true;
+  }
+  std::vector<Value*> kept;
+  for (Value* c : constants_)
+    if (!gone.count(c)) kept.push_back(c);
+  constants_ = std::move(kept);
+  erase_values(constants);
 }
 
 std::string Graph::unique_name(const std::string& hint) {

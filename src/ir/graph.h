@@ -109,6 +109,9 @@ class Graph {
   // Appends a node; its outputs get the given names (types are set later by shape inference).
   Node* add_node(OpKind op, std::vector<Value*> inputs, const std::vector<std::string>& output_names,
                  AttrMap attrs = {}, Location loc = {});
+  // Like add_node, but places the node at position `pos` of nodes() (the caller keeps the order topological).
+  Node* insert_node(size_t pos, OpKind op, std::vector<Value*> inputs, const std::vector<std::string>& output_names,
+                    AttrMap attrs = {}, Location loc = {});
   void add_output(Value* v) { outputs_.push_back(v); }
   void set_outputs(std::vector<Value*> v) { outputs_ = std::move(v); }
 
@@ -117,6 +120,20 @@ class Graph {
   const std::vector<Value*>& constants() const { return constants_; }
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   size_t num_values() const { return values_.size(); }
+  // Position of `n` in nodes() (linear search); throws when n is not a node of this graph.
+  size_t node_index(const Node* n) const;
+
+  // ---- rewriting (used by passes)
+  // Redirects every use of `from` to `to`: inputs of this graph's nodes, of nodes in their regions (outer-scope
+  // references), and this graph's output list. `to` must dominate those uses.
+  void replace_all_uses(Value* from, Value* to);
+  // Gives `v` (a value of this graph) a new name, which must be unused here and in enclosing graphs.
+  void rename_value(Value* v, const std::string& name);
+  // Removes nodes (with their output values) and constants. Their values must have no remaining uses and must not
+  // be graph outputs. Value ids are renumbered to stay dense (0..num_values()-1, in creation order), so an
+  // Executor must be built after the rewriting is done.
+  void erase_nodes(const std::vector<Node*>& nodes);
+  void erase_constants(const std::vector<Value*>& constants);
 
   // A fresh value name not used in this graph or its enclosing graphs.
   std::string unique_name(const std::string& hint);
@@ -129,6 +146,9 @@ class Graph {
 
  private:
   Value* new_value(const std::string& name);
+  Node* make_node(OpKind op, std::vector<Value*> inputs, const std::vector<std::string>& output_names,
+                  AttrMap attrs, Location loc);
+  void erase_values(const std::vector<Value*>& dead);
   std::string name_;
   Graph* parent_ = nullptr;
   std::vector<std::unique_ptr<Value>> values_;

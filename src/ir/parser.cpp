@@ -177,8 +177,17 @@ class Parser {
 
   Tensor tensor_data(const TensorType& t) {
     if (!t.shape.is_static()) error("a constant needs a static shape, got " + t.str());
-    Tensor out = Tensor::zeros(t.dtype, t.shape.static_dims());
+    std::vector<int64_t> dims = t.shape.static_dims();
+    int64_t numel = 1;
+    for (int64_t d : dims)
+      if (d < 0 || __builtin_mul_overflow(numel, d, &numel)) error("bad constant shape " + t.str());
+    // The text must hold the data (two hex digits a byte, or at least one character a value): check before
+    // allocating, so a tiny file cannot ask for gigabytes.
     ws();
+    size_t left = s_.size() - i_;
+    if (numel > int64_t(left) || (s_.compare(i_, 2, "0x") == 0 && numel * int64_t(dtype_size(t.dtype)) * 2 > int64_t(left)))
+      error("constant data too short for " + t.str());
+    Tensor out = Tensor::zeros(t.dtype, dims);
     if (s_.compare(i_, 2, "0x") == 0) {
       i_ += 2;
       size_t n = out.nbytes();

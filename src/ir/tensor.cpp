@@ -9,7 +9,7 @@ int64_t shape_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     CUVIL_CHECK(d >= 0, "negative dimension ", d, " in shape ", shape_str(shape));
-    n *= d;
+    CUVIL_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(shape), " has more elements than int64 holds");
   }
   return n;
 }

@@ -4,7 +4,7 @@
 // matches within the suite's tolerances (rtol 1e-3, atol 1e-7; exact for integers and booleans; NaN == NaN).
 // A case may be skipped only when its model uses an op outside Cuvil's op table; the reason is printed.
 //
-//   cuvil_onnx_conformance DIR [--filter SUBSTRING] [--verbose] [--min-pass-rate 0.85]
+//   cuvil_onnx_conformance DIR [--filter SUBSTRING] [--verbose] [--min-pass-rate 0.85] [--optimize]
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 
 #include "frontend/onnx/converter.h"
 #include "frontend/onnx/onnx_importer.h"
+#include "passes/pipeline.h"
 #include "ir/op_schema.h"
 #include "runtime/executor.h"
 
@@ -25,6 +26,9 @@ namespace fs = std::filesystem;
 using namespace cuvil;
 
 namespace {
+
+// --optimize: run the -O1 pass pipeline (with the verifier after every pass) after import.
+bool g_optimize = false;
 
 // Ops outside the op table, by the reason they are out of scope.
 std::string out_of_scope_reason(const std::string& op) {
@@ -160,6 +164,11 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
   }
   try {
     auto graph = import_onnx_file((dir / "model.onnx").string());
+    if (g_optimize) {
+      PassContext ctx;
+      ctx.verify_each = true;
+      optimize(*graph, 1, ctx);
+    }
     Executor exec(graph);
     for (auto& ds : fs::directory_iterator(dir)) {
       if (!ds.is_directory() || ds.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
@@ -212,7 +221,7 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: cuvil_onnx_conformance NODE_TEST_DIR [--filter S] [--verbose] [--min-pass-rate R] "
+    std::cerr << "usage: cuvil_onnx_conformance NODE_TEST_DIR [--filter S] [--verbose] [--min-pass-rate R] [--optimize] "
                  "[--total N]\n";
     return 2;
   }
@@ -224,6 +233,7 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+    else if (a == "--optimize") g_optimize = true;
     else if (a == "--verbose") verbose = true;
     else if (a == "--min-pass-rate" && i + 1 < argc) min_rate = std::stod(argv[++i]);
     else if (a == "--total" && i + 1 < argc) total_cases = std::stoll(argv[++i]);

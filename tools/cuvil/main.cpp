@@ -1,7 +1,7 @@
 // The `cuvil` command: inspect, run and benchmark models without Python.
 //
 //   cuvil inspect MODEL [--ir]
-//   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR
+//   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]   (-O1, the default, runs the graph passes)
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
 //
 // MODEL is an .onnx file or Cuvil IR text (.cvir). Any error prints one line and exits non-zero.
@@ -15,6 +15,7 @@
 #include <set>
 
 #include "frontend/load_model.h"
+#include "passes/pipeline.h"
 #include "ir/graph_stats.h"
 #include "ir/text_format.h"
 #include "runtime/executor.h"
@@ -28,9 +29,9 @@ namespace {
 constexpr const char* kUsage =
     "usage:\n"
     "  cuvil inspect MODEL [--ir]\n"
-    "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR\n"
+    "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
-    "              [--warmup N] [--json]\n"
+    "              [--warmup N] [--json] [-O0|-O1]\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
 
@@ -45,6 +46,7 @@ struct Args {
   std::string output_dir;
   int threads = 1, iters = 10, warmup = 2;
   bool json = false, ir = false;
+  int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
 };
 
 int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
@@ -87,6 +89,8 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
     else if (s == "--json") a.json = true;
     else if (s == "--ir") a.ir = true;
+    else if (s == "-O0" || s == "--O0") a.opt_level = 0;
+    else if (s == "-O1" || s == "--O1") a.opt_level = 1;
     else if (s.size() > 1 && s[0] == '-') throw UsageError("unknown option " + s);
     else pos.push_back(s);
   }
@@ -202,6 +206,7 @@ std::string file_safe(const std::string& name) {
 int cmd_run(const Args& a) {
   if (a.output_dir.empty()) throw UsageError("run needs --output-dir DIR");
   auto g = load_model(a.model);
+  optimize(*g, a.opt_level);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/false);
   Executor exec(g);
   auto outs = exec.run(ins);
@@ -220,6 +225,7 @@ int cmd_run(const Args& a) {
 
 int cmd_bench(const Args& a) {
   auto g = load_model(a.model);
+  optimize(*g, a.opt_level);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
   Executor exec(g);
   using clock = std::chrono::steady_clock;

@@ -1,0 +1,80 @@
+// constant-folding: a node whose inputs are all constants is evaluated once, with the reference kernels, and its
+// outputs become constants (named as the outputs were, so graph outputs keep their names). Left alone:
+//   - nodes with regions (If/Loop/Scan: their bodies may read outer values; the nodes inside the regions are
+//     folded on their own);
+//   - nodes whose outputs together would exceed ctx.max_fold_elements (folding would bloat the weights, e.g. an
+//     Expand or ConstantOfShape of a large size); data-dependent sizes (NonZero, Unique) are checked after
+//     evaluating;
+//   - nodes whose evaluation fails (the same error is then raised when the graph runs, where it belongs).
+// The folded node is removed; inputs it leaves unused are left to dead-code-elimination.
+#include "ir/shape_inference.h"
+#include "passes/pass.h"
+#include "passes/rewrite.h"
+#include "runtime/executor.h"
+
+namespace cuvil {
+namespace {
+
+bool foldable(const Node& n, int64_t max_elements) {
+  if (!n.regions().empty()) return false;
+  for (Value* v : n.inputs())
+    if (v && !v->is_constant()) return false;
+  int64_t total = 0;
+  for (Value* v : n.outputs()) {
+    if (!v->shape().is_static()) continue;  // data-dependent: checked after evaluation
+    total += shape_numel(v->shape().static_dims());
+    if (total > max_elements) return false;
+  }
+  return true;
+}
+
+// Evaluates n on its constant inputs in a one-node graph; nullopt when it fails or the result is too large.
+std::optional<std::vector<Tensor>> evaluate(const Node& n, int64_t max_elements) {
+  try {
+    auto g = std::make_shared<Graph>("fold");
+    std::vector<Value*> ins;
+    for (size_t i = 0; i < n.num_inputs(); ++i)
+      ins.push_back(n.input(i) ? g->add_constant("in" + std::to_string(i), n.input(i)->constant()) : nullptr);
+    std::vector<std::string> outs;
+    for (size_t i = 0; i < n.num_outputs(); ++i) outs.push_back("out" + std::to_string(i));
+    Node* m = g->add_node(n.op(), ins, outs, n.attrs(), n.loc());
+    g->set_outputs(m->outputs());
+    infer_shapes(*g);
+    Executor exec(g);
+    std::vector<Tensor> result = exec.run({});
+    int64_t total = 0;
+    for (const Tensor& t : result) total += t.numel();
+    if (total > max_elements) return std::nullopt;
+    return result;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+bool fold(Graph& g, int64_t max_elements) {
+  std::vector<Node*> dead;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    Node* n = g.nodes()[i].get();
+    if (!foldable(*n, max_elements)) continue;
+    auto result = evaluate(*n, max_elements);
+    if (!result) continue;
+    for (size_t k = 0; k < n->num_outputs(); ++k) {
+      Value* old = n->output(k);
+      std::string name = rewrite::free_name(g, old);
+      Value* c = g.add_constant(name, (*result)[k]);
+      g.replace_all_uses(old, c);
+    }
+    dead.push_back(n);
+  }
+  g.erase_nodes(dead);
+  return !dead.empty();
+}
+
+}  // namespace
+
+bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
+  int64_t max_elements = ctx.max_fold_elements;
+  return rewrite::for_each_graph_postorder(g, [&](Graph& sub) { return fold(sub, max_elements); });
+}
+
+}  // namespace cuvil

@@ -1,0 +1,22 @@
+#include "passes/pipeline.h"
+
+namespace cuvil {
+
+bool optimize(Graph& g, int level, PassContext& ctx) {
+  if (level <= 0) return false;
+  bool changed = false;
+  auto step = [&](Pass&& p) { changed |= run_pass(p, g, ctx); };
+  // Drop no-op plumbing (Identity, inference Dropout, same-type Cast, ...) so later passes see through it.
+  step(SimplifyIdentitiesPass());
+  // Evaluate what depends only on constants (shape arithmetic, weight preprocessing) once, at compile time.
+  step(ConstantFoldingPass());
+  // Folding turns computed shapes into constants: Reshapes to the same shape and chains become visible.
+  step(SimplifyIdentitiesPass());
+  // Merge duplicate nodes and equal constants (frontends emit the same Shape/Gather or weight many times).
+  step(CommonSubexpressionEliminationPass());
+  // Last: remove everything the rewrites above left without a use.
+  step(DeadCodeEliminationPass());
+  return changed;
+}
+
+}  // namespace cuvil

@@ -1,0 +1,33 @@
+// Small helpers shared by the passes.
+#pragma once
+
+#include <functional>
+#include <unordered_set>
+
+#include "ir/graph.h"
+
+namespace cuvil::rewrite {
+
+// Calls f on every region of g's nodes (recursively, innermost first), then on g itself; ORs the results.
+bool for_each_graph_postorder(Graph& g, const std::function<bool(Graph&)>& f);
+
+// Values used by g's nodes, by nodes inside their regions (any depth), by region outputs, and g's outputs.
+std::unordered_set<const Value*> used_values(const Graph& g);
+// Values used by n: its inputs and every value its regions use (any depth).
+void add_uses_of_node(const Node& n, std::unordered_set<const Value*>& out);
+
+bool is_graph_output(const Graph& g, const Value* v);
+
+// Replaces every use of `old` (a value of g) by `repl`. A graph output keeps its name: `repl` is renamed to it
+// when it is a value of g that is neither a graph input nor already an output; otherwise nothing changes and the
+// result is false (the caller keeps `old`).
+bool replace_value(Graph& g, Value* old, Value* repl);
+
+// Renames v (a value of g) out of the way ("<name>_dead"), so a replacement can take its name; returns the name.
+std::string free_name(Graph& g, Value* v);
+
+// Structural equality of attributes. Graph-valued attributes are never equal; floats compare bitwise.
+bool attr_equal(const Attribute& a, const Attribute& b);
+bool attrs_equal(const AttrMap& a, const AttrMap& b);
+
+}  // namespace cuvil::rewrite
