@@ -17,6 +17,7 @@
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
+#include "passes/pipeline.h"
 #include "runtime/executor.h"
 
 namespace py = pybind11;
@@ -234,9 +235,11 @@ class GraphBuilder {
 
 class Model {
  public:
-  explicit Model(std::shared_ptr<Graph> g) : graph_(std::move(g)) {
+  // Infers, verifies and optimizes at `opt_level` (0: none; 1: folding and cleanups, the default).
+  Model(std::shared_ptr<Graph> g, int opt_level) : graph_(std::move(g)) {
     infer_shapes(*graph_);
     verify(*graph_);
+    optimize(*graph_, opt_level);
   }
 
   std::vector<std::string> input_names() const { return names(graph_->inputs()); }
@@ -363,7 +366,8 @@ PYBIND11_MODULE(_C, m) {
       .def("new_region", &GraphBuilder::new_region, py::arg("name"))
       .def("set_outputs", &GraphBuilder::set_outputs)
       .def("ir", [](const GraphBuilder& b) { return print_graph(*b.graph(), {true}); })
-      .def("build", [](const GraphBuilder& b) { return std::make_unique<Model>(b.root()); });
+      .def("build", [](const GraphBuilder& b, int opt_level) { return std::make_unique<Model>(b.root(), opt_level); },
+           py::arg("opt_level") = 1);
 
   py::class_<Model>(m, "Model")
       .def_property_readonly("input_names", &Model::input_names)
@@ -375,7 +379,10 @@ PYBIND11_MODULE(_C, m) {
       .def("run", &Model::run)
       .def("profile", &Model::profile);
 
-  m.def("load_onnx", [](const std::string& path) { return std::make_unique<Model>(import_onnx_file(path)); });
+  m.def(
+      "load_onnx",
+      [](const std::string& path, int opt_level) { return std::make_unique<Model>(import_onnx_file(path), opt_level); },
+      py::arg("path"), py::arg("opt_level") = 1);
   m.def("op_names", []() {
     std::vector<std::string> r;
     for (int i = 0; i < kNumOps; ++i) r.emplace_back(op_name(OpKind(i)));

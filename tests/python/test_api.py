@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from typing import Optional
 
@@ -238,7 +239,41 @@ def test_concurrent_calls_from_8_threads():
     for k, (got, ref) in enumerate(zip(results, refs)):
         got = torch.as_tensor(got)
         assert got.shape == ref.shape and rel_l2(got.numpy(), ref.numpy()) < 1e-5, f"call {k}"
-    # Calls overlapped (the GIL is released while running), so the pool had to create more than one executor.
+
+
+def test_gil_is_released_while_running():
+    """While one thread is inside a long call, another thread keeps running Python, and a second concurrent call
+    gets its own executor from the pool."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(8)]).eval()
+    c = cuvil.compile(m, (torch.randn(64, 512),))
+    x = torch.randn(64, 512)
+    c(x)
+    window = {}
+    ticks = []
+
+    def call():
+        window["start"] = time.perf_counter()
+        c(x)
+        window["end"] = time.perf_counter()
+
+    th = threading.Thread(target=call)
+    th.start()
+    while th.is_alive():
+        ticks.append(time.perf_counter())
+    th.join()
+    start, end = window["start"], window["end"]
+    third = (end - start) / 3
+    assert end - start > 0.02, f"the call is too short ({end - start:.3f} s) to tell"
+    inside = [t for t in ticks if start + third < t < end - third]
+    assert inside, "the main thread made no progress during the call: the GIL was held"
+
+    barrier = threading.Barrier(2)
+    threads = [threading.Thread(target=lambda: (barrier.wait(), c(x))) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
     assert c._model.executors_created >= 2
 
 
