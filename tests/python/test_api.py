@@ -246,9 +246,16 @@ def test_gil_is_released_while_running():
     gets its own executor from the pool."""
     torch.manual_seed(0)
     m = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(8)]).eval()
-    c = cuvil.compile(m, (torch.randn(64, 512),))
-    x = torch.randn(64, 512)
-    c(x)
+    c = cuvil.compile(m, (torch.randn(64, 512),), dynamic_shapes={"input": {0: "batch"}})
+    # Grow the batch until one call is long enough for the check to mean something (the machine's speed varies).
+    batch = 64
+    while True:
+        x = torch.randn(batch, 512)
+        t0 = time.perf_counter()
+        c(x)
+        if time.perf_counter() - t0 > 0.1 or batch >= 16384:
+            break
+        batch *= 2
     window = {}
     ticks = []
 
