@@ -1,4 +1,5 @@
 #include <charconv>
+#include <set>
 #include <cstring>
 
 #include "ir/op_schema.h"
@@ -16,10 +17,27 @@ class Parser {
     auto g = graph(nullptr);
     ws();
     if (i_ != s_.size()) error("unexpected text after the graph");
+    std::set<std::string> seen;
+    check_unique_names(*g, seen);
     return g;
   }
 
  private:
+  // Value names are unique across a graph and all its regions (SSA over scopes), whatever order the text
+  // defines them in: the printer lists constants first, so a text that only avoided a clash by its order would not
+  // survive a round trip.
+  static void check_unique_names(const Graph& g, std::set<std::string>& seen) {
+    auto add = [&](const Value* v) {
+      if (!seen.insert(v->name()).second) fail("IR text: value %", v->name(), " is defined more than once");
+    };
+    for (Value* v : g.inputs()) add(v);
+    for (Value* v : g.constants()) add(v);
+    for (auto& n : g.nodes()) {
+      for (Graph* r : n->regions()) check_unique_names(*r, seen);
+      for (Value* v : n->outputs()) add(v);
+    }
+  }
+
   // ---- lexing helpers
   void ws() {
     for (;;) {
