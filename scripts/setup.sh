@@ -9,7 +9,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev            # libFuzzer + sanitizers
   libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libonnx-dev
-  pybind11-dev
+  pybind11-dev python3-dev                # the Python extension: pybind11 and Python.h
   python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-pytest
 )
 
