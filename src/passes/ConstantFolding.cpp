@@ -6,7 +6,10 @@
 //     Expand or ConstantOfShape of a large size); data-dependent sizes (NonZero, Unique) are checked after
 //     evaluating;
 //   - nodes whose evaluation fails (the same error is then raised when the graph runs, where it belongs).
+// Shape and Size of a value whose shape is static fold too, without its data.
 // The folded node is removed; inputs it leaves unused are left to dead-code-elimination.
+#include "ir/op_schema.h"
+#include "ir/ops/tensor_helpers.h"
 #include "ir/shape_inference.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -51,12 +54,25 @@ std::optional<std::vector<Tensor>> evaluate(const Node& n, int64_t max_elements)
   }
 }
 
+// Shape / Size of an input with a static shape: the answer is in the type, whatever the data.
+std::optional<std::vector<Tensor>> shape_query(const Node& n) {
+  if (n.op() != OpKind::Shape && n.op() != OpKind::Size) return std::nullopt;
+  const Value* x = n.input(0);
+  if (!x || !x->shape().is_static()) return std::nullopt;
+  std::vector<int64_t> dims = x->shape().static_dims();
+  if (n.op() == OpKind::Size) return std::vector<Tensor>{Tensor::scalar<int64_t>(shape_numel(dims))};
+  AttrReader a(n);
+  tensor_ops::AxisRange r = tensor_ops::shape_axis_range(int64_t(dims.size()), a.i("start"), a.has("end"), a.has("end") ? a.i("end") : 0);
+  std::vector<int64_t> part(dims.begin() + r.begin, dims.begin() + r.end);
+  return std::vector<Tensor>{Tensor::from_vector<int64_t>(part, {int64_t(part.size())})};
+}
+
 bool fold(Graph& g, int64_t max_elements) {
   std::vector<Node*> dead;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* n = g.nodes()[i].get();
-    if (!foldable(*n, max_elements)) continue;
-    auto result = evaluate(*n, max_elements);
+    auto result = shape_query(*n);
+    if (!result && foldable(*n, max_elements)) result = evaluate(*n, max_elements);
     if (!result) continue;
     for (size_t k = 0; k < n->num_outputs(); ++k) {
       Value* old = n->output(k);

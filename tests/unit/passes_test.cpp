@@ -251,3 +251,27 @@ TEST(Passes, OnnxNodeSuiteModels) {
 
 }  // namespace
 }  // namespace cuvil
+
+TEST(Passes, ConstantFoldingAnswersShapeQueriesFromStaticTypes) {
+  using namespace cuvil;
+  auto g = parse_graph(R"(graph @g(%x: f32[2, 3, 5], %y: f32[n, 4]) {
+  %s: i64[3] = Shape(%x)
+  %t: i64[1] = Shape(%x) {end = -1, start = 1}
+  %k: i64[] = Size(%x)
+  %d: i64[2] = Shape(%y)
+  return %s, %t, %k, %d
+}
+)");
+  infer_shapes(*g);
+  PassContext ctx;
+  ctx.verify_each = true;
+  ASSERT_TRUE(run_pass(*create_pass("constant-folding"), *g, ctx));
+  // Only the Shape of the symbolic input remains a node.
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->nodes()[0]->op(), OpKind::Shape);
+  const auto& outs = g->outputs();
+  EXPECT_EQ(outs[0]->constant().to_i64_vector(), (std::vector<int64_t>{2, 3, 5}));
+  EXPECT_EQ(outs[1]->constant().to_i64_vector(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(outs[2]->constant().to_i64_vector(), (std::vector<int64_t>{30}));
+  EXPECT_EQ(outs[0]->name(), "s");  // graph outputs keep their names
+}
