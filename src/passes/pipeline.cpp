@@ -8,6 +8,8 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   auto step = [&](Pass&& p) { changed |= run_pass(p, g, ctx); };
   // Drop no-op plumbing (Identity, inference Dropout, same-type Cast, ...) so later passes see through it.
   step(SimplifyIdentitiesPass());
+  // Inference BatchNorm after a Conv becomes part of the Conv's weights: one pass over the activation less.
+  step(FoldBatchNormPass());
   // Evaluate what depends only on constants (shape arithmetic, weight preprocessing) once, at compile time.
   step(ConstantFoldingPass());
   // Folding turns computed shapes into constants: Reshapes to the same shape and chains become visible.
