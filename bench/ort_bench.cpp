@@ -5,7 +5,7 @@
 // ONNX Runtime is loaded with dlopen() and called through its C API function table (API version 13; the table is
 // append-only, so these positions hold in later releases). No ORT header is used: the few types and signatures
 // needed are declared below. Per model: an ORT session (intra-op threads --threads, default 2; graph optimization
-// level all) with outputs bound to buffers this program owns, and a Cuvil Executor (the reference backend). Inputs
+// level all) with outputs bound to buffers this program owns, and a Cuvil Executor (-O1, the same thread count). Inputs
 // are random (symbolic dims -> 1; integers in [0, 4)); Cuvil's outputs are checked against ORT's (relative L2),
 // then the two are timed alternately (ORT, Cuvil, ORT, ...) after the warm-up runs so that drift in machine load
 // hits both alike. Prints median and min ms of each and the ratio cuvil/ort (> 1: Cuvil is slower).
@@ -24,9 +24,11 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "frontend/load_model.h"
+#include "passes/pipeline.h"
 #include "runtime/executor.h"
 
 namespace {
@@ -319,7 +321,10 @@ Result bench_one(const Ort& ort, const std::string& path, const Options& o) {
   Result r;
   r.name = model_name(path);
   auto graph = cuvil::load_model(path);
-  cuvil::Executor exec(graph);
+  cuvil::optimize(*graph, 1);
+  cuvil::ExecutorOptions eo;
+  eo.threads = o.threads;
+  cuvil::Executor exec(graph, eo);
   std::mt19937 rng(1234);
   std::vector<cuvil::Tensor> inputs;  // Cuvil's graph-input order
   for (const cuvil::Value* v : graph->inputs()) inputs.push_back(random_input(*v, rng));
@@ -349,15 +354,21 @@ Result bench_one(const Ort& ort, const std::string& path, const Options& o) {
     om.run();
     exec.run(inputs);
   }
+  // Both runtimes park worker threads by spinning for a while after a run; on a 2-core machine a run that starts
+  // while the other's workers still spin loses the cores. A short pause before each timed run lets them settle.
+  auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(10)); };
   std::vector<double> t_ort, t_cuvil;
   for (int i = 0; i < o.iters; ++i) {
+    settle();
     double t0 = now_ms();
     om.run();
     double t1 = now_ms();
-    exec.run(inputs);
+    settle();
     double t2 = now_ms();
+    exec.run(inputs);
+    double t3 = now_ms();
     t_ort.push_back(t1 - t0);
-    t_cuvil.push_back(t2 - t1);
+    t_cuvil.push_back(t3 - t2);
   }
   r.iters = o.iters;
   r.ort = summarize(t_ort);
@@ -443,9 +454,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!o.json) {
-    std::printf("ONNX Runtime %s (C API 13, %d intra-op threads, optimization level all) vs Cuvil (reference "
-                "backend); times in ms, alternated, after %d warm-up run(s)\n",
-                ort->version().c_str(), o.threads, o.warmup);
+    std::printf("ONNX Runtime %s (C API 13, %d intra-op threads, optimization level all) vs Cuvil (-O1, %d "
+                "threads); times in ms, alternated, after %d warm-up run(s)\n",
+                ort->version().c_str(), o.threads, o.threads, o.warmup);
     std::printf("%-16s %6s %10s %12s %10s %12s %10s %10s\n", "model", "iters", "rel_l2", "ort_median", "ort_min",
                 "cuvil_median", "cuvil_min", "cuvil/ort");
   }

@@ -11,6 +11,8 @@
 # Cuvil runs its reference backend for now, so the big models get few iterations by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# OpenMP workers sleep between parallel regions rather than spin (2-core machines, other work alongside).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 ITERS_BIG=3 ITERS_BERT=3 ITERS_SMALL=200
 while [[ $# -gt 0 ]]; do
   case $1 in

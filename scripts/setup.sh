@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   clang-14 libclang-rt-14-dev            # libFuzzer + sanitizers
+  libomp-14-dev                           # OpenMP for the clang (sanitizer) build
   libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libonnx-dev
   pybind11-dev python3-dev                # the Python extension: pybind11 and Python.h
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers  # oneDNN 2.6 (OpenMP threads); its CMake config needs OpenCL
   python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-pytest
 )
 

@@ -7,6 +7,8 @@
 # CUVIL_SKIP_SANITIZERS=1 to skip 4 and 5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# OpenMP workers sleep between parallel regions rather than spin (2-core machines, other work alongside).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 export CCACHE_BASEDIR=$PWD
 scripts/setup.sh
 

@@ -6,8 +6,16 @@
     print(compiled.profile(x))            # per-node kernel times with Python source lines
     m = cuvil.load_onnx("model.onnx")     # the same compiled-module type
 
-Models run on Cuvil's reference backend (plain-loop kernels) for now: exact, not yet fast.
+Convolutions, matrix products and pooling run on oneDNN (fused with their bias, residual and activation),
+the rest on Cuvil's kernels; the reference kernels remain the oracle.
 """
+import os as _os
+
+# OpenMP workers (oneDNN's and Cuvil's) sleep between parallel regions instead of spinning: on small machines
+# shared with other work (PyTorch's own OpenMP pool, other processes) spinning workers steal the cores a run
+# needs. Only effective when set before libgomp loads (i.e. before torch is imported); an explicit setting wins.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from . import _C
 from .errors import CaptureWarning, CompileError, InputError
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx

@@ -260,14 +260,17 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
     """Compiles an ONNX model file into a :class:`CompiledModule`, called with the ONNX graph's inputs in order
     (or by name) and returning its outputs (one array/tensor, or a tuple of them).
 
-    Options are those of :func:`cuvil.compile`: ``precision`` ("fp32"), ``device`` ("cpu"), ``threads`` (reserved;
-    the reference backend runs on one thread). Symbolic dims come from the ONNX model's input shapes. Raises
+    Options are those of :func:`cuvil.compile`: ``precision`` ("fp32"), ``device`` ("cpu"), ``threads`` (threads of
+    oneDNN and Cuvil's kernels; None: all cores). Symbolic dims come from the ONNX model's input shapes. Raises
     FileNotFoundError for a missing file and cuvil.CompileError for an unreadable or unsupported model."""
     check_options(precision, device, threads, options)
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such ONNX file: {path}")
     try:
-        return CompiledModule(_C.load_onnx(path))
+        model = _C.load_onnx(path)
+        if threads is not None:
+            model.set_threads(threads)
+        return CompiledModule(model)
     except _C.Error as e:
         raise CompileError(f"{path}: {e}") from None

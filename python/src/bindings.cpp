@@ -243,6 +243,14 @@ class Model {
   }
 
   std::vector<std::string> input_names() const { return names(graph_->inputs()); }
+
+  // Threads of oneDNN and Cuvil's loops for every later call (0: all cores). Drops the pooled executors.
+  void set_threads(int t) {
+    if (t < 0) throw Error("threads must be >= 0, got " + std::to_string(t));
+    std::lock_guard<std::mutex> lock(mu_);
+    threads_ = t;
+    pool_.clear();
+  }
   std::vector<std::string> output_names() const { return names(graph_->outputs()); }
   std::vector<std::string> input_types() const { return types(graph_->inputs()); }
   std::vector<std::string> output_types() const { return types(graph_->outputs()); }
@@ -293,7 +301,9 @@ class Model {
         exec = std::move(m.pool_.back());
         m.pool_.pop_back();
       } else {
-        exec = std::make_unique<Executor>(m.graph_);
+        ExecutorOptions o;
+        o.threads = m.threads_;
+        exec = std::make_unique<Executor>(m.graph_, o);
         ++m.created_;
       }
     }
@@ -328,6 +338,7 @@ class Model {
   std::shared_ptr<Graph> graph_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Executor>> pool_;
+  int threads_ = 0;  // for executors created from now on; 0 = all cores
   int64_t created_ = 0;
 };
 
@@ -376,6 +387,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("output_types", &Model::output_types)
       .def_property_readonly("executors_created", &Model::executors_created)
       .def("ir", &Model::ir, py::arg("elide_large_constants") = true)
+      .def("set_threads", &Model::set_threads)
       .def("run", &Model::run)
       .def("profile", &Model::profile);
 

@@ -68,6 +68,11 @@ class AttrReader {
   const Tensor& t(const std::string& name) const { return node_.attr(name).t(); }
   Graph* g(const std::string& name) const { return node_.attr(name).g().get(); }
   bool has(const std::string& name) const { return node_.has_attr(name); }
+  // Fails with a message naming the node (attribute validation outside inference and kernels).
+  template <class... Args>
+  [[noreturn]] void error(const Args&... args) const {
+    fail(node_.describe(), ": ", args...);
+  }
 
  protected:
   const Node& node_;

@@ -4,6 +4,7 @@
 //   - Cast(x) to x's dtype, CastLike(x, y) with y of x's dtype -> x
 //   - Reshape / Squeeze / Unsqueeze / Flatten whose output type equals its input type -> x
 //   - Transpose with the identity perm (or no perm on rank <= 1) -> x
+//   - Transpose that moves only dims of size 1, with a static output shape -> Reshape (same bytes in order)
 //   - Reshape/Squeeze/Unsqueeze/Flatten of the output of another of these, with a static output shape (no zero
 //     dims) -> one Reshape of the first one's input to that shape (the inner node is left to dead-code-elimination
 //     when nothing else reads it)
@@ -19,6 +20,21 @@ namespace {
 bool reshape_like(OpKind k) {
   return k == OpKind::Reshape || k == OpKind::Squeeze || k == OpKind::Unsqueeze || k == OpKind::Flatten;
 }
+
+// A Transpose whose dims other than size-1 ones keep their order: it does not move any data.
+bool moves_only_unit_dims(const Node& n) {
+  if (n.op() != OpKind::Transpose || !n.has_attr("perm") || !n.input(0)->shape().is_static()) return false;
+  std::vector<int64_t> in = n.input(0)->shape().static_dims();
+  int64_t prev = -1;
+  for (int64_t p : n.attrs().at("perm").ints()) {
+    if (in[size_t(p)] == 1) continue;
+    if (p < prev) return false;
+    prev = p;
+  }
+  return true;
+}
+
+bool shape_only(const Node& n) { return reshape_like(n.op()) || moves_only_unit_dims(n); }
 
 bool only_output_used(const Graph& g, const Node& n, const std::unordered_set<const Value*>& used) {
   for (size_t i = 1; i < n.num_outputs(); ++i)
@@ -71,14 +87,15 @@ bool simplify_once(Graph& g) {
     // A chain of shape-only ops with a static result: one Reshape of the chain's input.
     Value* y = n->num_outputs() == 1 ? n->output(0) : nullptr;
     Value* mid = n->input(0);
-    if (!y || !reshape_like(n->op()) || !mid || !mid->producer() || mid->graph() != &g ||
-        !reshape_like(mid->producer()->op()) || !y->shape().is_static())
-      continue;
+    if (!y || !shape_only(*n) || !y->shape().is_static()) continue;
+    // A lone data-free Transpose becomes a Reshape of its own input; a chain, one Reshape of the chain's input.
+    bool chain = mid && mid->producer() && mid->graph() == &g && shape_only(*mid->producer());
+    if (!chain && n->op() != OpKind::Transpose) continue;
     std::vector<int64_t> dims = y->shape().static_dims();
     bool has_zero = false;
     for (int64_t d : dims) has_zero |= d == 0;
     if (has_zero) continue;
-    Value* src = mid->producer()->input(0);
+    Value* src = chain ? mid->producer()->input(0) : mid;
     std::string name = rewrite::free_name(g, y);
     Value* shape = g.add_constant(g.unique_name(name + "_shape"),
                                   Tensor::from_vector<int64_t>(dims, {int64_t(dims.size())}));

@@ -16,6 +16,15 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   step(SimplifyIdentitiesPass());
   // Merge duplicate nodes and equal constants (frontends emit the same Shape/Gather or weight many times).
   step(CommonSubexpressionEliminationPass());
+  // Fusion: GELU chains into Gelu; Conv / MatMul / Gemm with their bias, residual Add and activation into one
+  // node each, which oneDNN runs with post-ops.
+  step(FuseGeluPass());
+  step(FuseConvolutionPass());
+  step(FuseMatMulPass());
+  // Convolutions and pools go channels-last; the transposes this adds cancel between neighbours.
+  step(AssignLayoutsPass());
+  // Leftover transposes that only move size-1 dims (after global pooling) become reshapes.
+  step(SimplifyIdentitiesPass());
   // Last: remove everything the rewrites above left without a use.
   step(DeadCodeEliminationPass());
   return changed;

@@ -52,6 +52,40 @@ bool replace_value(Graph& g, Value* old, Value* repl) {
   return true;
 }
 
+UseMap::UseMap(const Graph& g) {
+  for (auto& n : g.nodes()) {
+    for (Value* v : n->inputs())
+      if (v) users_[v].push_back(n.get());
+    if (!n->regions().empty()) {
+      std::unordered_set<const Value*> inner;
+      for (Graph* r : n->regions()) {
+        for (auto& m : r->nodes()) add_uses_of_node(*m, inner);
+        for (Value* v : r->outputs()) inner.insert(v);
+      }
+      pinned_.insert(inner.begin(), inner.end());
+    }
+  }
+  for (Value* v : g.outputs()) pinned_.insert(v);
+}
+
+Node* UseMap::sole_user(const Value* v) const {
+  if (pinned_.count(v)) return nullptr;
+  auto it = users_.find(v);
+  if (it == users_.end() || it->second.size() != 1) return nullptr;  // a node reading v twice counts twice
+  return it->second[0];
+}
+
+std::optional<double> scalar_constant(const Value* v) {
+  if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
+  return v->constant().get_f64(0);
+}
+
+size_t node_index(const Graph& g, const Node* n) {
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (g.nodes()[i].get() == n) return i;
+  fail("internal error: node not in graph");
+}
+
 bool attr_equal(const Attribute& a, const Attribute& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/graph.h"
@@ -25,6 +27,23 @@ bool replace_value(Graph& g, Value* old, Value* repl);
 
 // Renames v (a value of g) out of the way ("<name>_dead"), so a replacement can take its name; returns the name.
 std::string free_name(Graph& g, Value* v);
+
+// Who reads each value of one graph, computed once for a sweep of pattern matching.
+class UseMap {
+ public:
+  explicit UseMap(const Graph& g);
+  // The one node reading v directly, when nothing else reads it (no other node, region or graph output).
+  Node* sole_user(const Value* v) const;
+
+ private:
+  std::unordered_map<const Value*, std::vector<Node*>> users_;
+  std::unordered_set<const Value*> pinned_;  // graph outputs and values read inside regions
+};
+
+// The value of a constant with one element, as double (any numeric dtype); nullopt otherwise.
+std::optional<double> scalar_constant(const Value* v);
+// n's position in g.nodes().
+size_t node_index(const Graph& g, const Node* n);
 
 // Structural equality of attributes. Graph-valued attributes are never equal; floats compare bitwise.
 bool attr_equal(const Attribute& a, const Attribute& b);

@@ -1,10 +1,12 @@
 #include "runtime/executor.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "ir/op_schema.h"
-#include "kernels/ref/ref_kernels.h"
 #include "runtime/memory_plan.h"
 
 namespace cuvil {
@@ -63,7 +65,8 @@ struct Program {
   std::vector<int> last_use;                      // by value id: last node index using it (-1: none)
   std::vector<bool> is_output;                    // by value id
   std::vector<bool> arena_eligible;               // by value id: node output the plan may place in the arena
-  std::vector<KernelFn> kernels;
+  // Kernels of nodes run without a plan (inside regions), by node index and input shapes.
+  std::vector<std::unordered_map<std::string, std::unique_ptr<PreparedKernel>>> region_kernels;
 
   explicit Program(const Graph& g) : graph(&g) {
     size_t nv = g.num_values();
@@ -77,7 +80,6 @@ struct Program {
       if (v->graph() == &g) is_output[size_t(v->id())] = true;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = *nodes[i];
-      kernels.push_back(ref_kernel(n.op()));
       for (Value* v : n.inputs())
         if (v && v->graph() == &g) last_use[size_t(v->id())] = int(i);
       // A region's uses of this graph's values keep them alive until the node that owns the region finishes.
@@ -87,6 +89,7 @@ struct Program {
     }
     for (size_t id = 0; id < nv; ++id)
       if (last_use[id] >= 0 && !is_output[id]) frees_after[size_t(last_use[id])].push_back(id);
+    region_kernels.resize(nodes.size());
   }
 
   void mark_captures(const Graph& region, const Graph& owner, int node_index) {
@@ -100,14 +103,27 @@ struct Program {
   }
 };
 
-// The arena layout for one shape signature.
+// Everything decided once per shape signature: the arena layout, each node's prepared kernel and, for nodes
+// whose shapes follow from the signature alone, their output dims.
 struct Plan {
   std::vector<int64_t> offset;  // by value id; -1: not in the arena
   std::vector<int64_t> bytes;   // by value id
   int64_t arena_bytes = 0;
   int64_t planned_bytes = 0;
   int64_t inplace = 0;
+  // By node index. `fixed_shapes`: every input and output shape of the node evaluates under the signature, so
+  // the output dims found by the first run's inference (which also checked them) hold for every later run.
+  std::vector<bool> fixed_shapes;
+  std::vector<std::vector<std::vector<int64_t>>> out_dims;  // filled by the first run, when fixed_shapes
+  std::vector<std::unique_ptr<PreparedKernel>> kernels;      // prepared by the first run
 };
+
+bool shape_fixed_by(const Value* v, const SymbolBindings& b) {
+  if (!v->shape().rank_known()) return false;
+  for (const Dim& d : v->shape().dims())
+    if (!d.eval(b)) return false;
+  return true;
+}
 
 Plan build_plan(const Program& p, const SymbolBindings& b) {
   const Graph& g = *p.graph;
@@ -149,6 +165,16 @@ Plan build_plan(const Program& p, const SymbolBindings& b) {
       buffers[size_t(buf)].last = std::max(buffers[size_t(buf)].last, p.last_use[id]);
     }
   }
+  plan.fixed_shapes.assign(nodes.size(), false);
+  plan.out_dims.resize(nodes.size());
+  plan.kernels.resize(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = *nodes[i];
+    bool fixed = n.regions().empty();
+    for (Value* v : n.inputs()) fixed = fixed && (!v || shape_fixed_by(v, b));
+    for (Value* v : n.outputs()) fixed = fixed && shape_fixed_by(v, b);
+    plan.fixed_shapes[i] = fixed;
+  }
   MemoryPlan mp = plan_memory(buffers);
   for (size_t id = 0; id < nv; ++id)
     if (buffer_of[id] >= 0) plan.offset[id] = mp.offsets[size_t(buffer_of[id])];
@@ -175,6 +201,7 @@ struct Executor::Impl : RegionRunner {
   };
 
   RunStats* stats;
+  const ExecutorOptions* options;
   std::vector<NodeTime>* profile = nullptr;  // set while profiling
   std::unordered_map<const Graph*, std::unique_ptr<Program>> programs;
   std::unordered_map<std::string, Plan> plans;  // main graph, by signature
@@ -200,7 +227,7 @@ struct Executor::Impl : RegionRunner {
     return arena_storage.data() + ((kTensorAlignment - addr % kTensorAlignment) % kTensorAlignment);
   }
 
-  std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs, Frame* parent, const Plan* plan,
+  std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs, Frame* parent, Plan* plan,
                               uint8_t* arena_base) {
     Program& p = program(g);
     Frame frame{&g, std::vector<Tensor>(g.num_values()), parent};
@@ -215,9 +242,10 @@ struct Executor::Impl : RegionRunner {
     current = &frame;
     const auto& nodes = g.nodes();
     int64_t fresh = 0;
+    std::vector<const Tensor*> ins;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = *nodes[i];
-      std::vector<const Tensor*> ins;
+      ins.clear();
       for (Value* v : n.inputs()) {
         if (!v) {
           ins.push_back(nullptr);
@@ -228,12 +256,14 @@ struct Executor::Impl : RegionRunner {
         ins.push_back(t);
       }
       std::vector<Tensor> outs(n.num_outputs());
-      if (n.regions().empty()) allocate_outputs(n, ins, outs, plan, arena_base, fresh);
+      if (n.regions().empty()) allocate_outputs(n, i, ins, outs, plan, arena_base, fresh);
+      PreparedKernel& kernel = kernel_for(p, n, i, ins, plan);
       KernelContext ctx(n, ins, &outs, this);
       auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      p.kernels[i](ctx);
+      kernel.run(ctx);
       if (profile)
-        profile->push_back({&n, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()});
+        profile->push_back({&n, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                            kernel.impl_name()});
       for (size_t k = 0; k < outs.size(); ++k) {
         CUVIL_CHECK(outs[k].defined(), n.describe(), ": internal error: kernel left output ", k, " unset");
         frame.values[size_t(n.output(k)->id())] = std::move(outs[k]);
@@ -251,34 +281,74 @@ struct Executor::Impl : RegionRunner {
     return result;
   }
 
-  // Runs concrete shape inference for node n and allocates each output it can size: in the arena when the plan
-  // placed it there, else on the heap. Outputs inference cannot size are left for the kernel to allocate.
-  void allocate_outputs(const Node& n, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs,
-                        const Plan* plan, uint8_t* arena_base, int64_t& fresh) {
-    std::vector<TensorType> in_types;
-    in_types.reserve(ins.size());
-    for (const Tensor* t : ins) in_types.push_back(t ? TensorType{t->dtype(), Shape::of(t->shape())} : TensorType{});
-    std::vector<const TensorType*> type_ptrs;
-    for (size_t k = 0; k < ins.size(); ++k) type_ptrs.push_back(ins[k] ? &in_types[k] : nullptr);
-    InferContext ctx(n, type_ptrs, ins, {}, &fresh);
-    op_schema(n.op()).infer(ctx);
+  // The node's kernel for these inputs: prepared once per plan (main graph) or per input shapes (regions).
+  PreparedKernel& kernel_for(Program& p, const Node& n, size_t i, const std::vector<const Tensor*>& ins, Plan* plan) {
+    std::unique_ptr<PreparedKernel>* slot;
+    if (plan && plan->fixed_shapes[i]) {
+      slot = &plan->kernels[i];
+    } else {
+      std::string key;
+      for (const Tensor* t : ins) key += t ? t->type_str() : "-";
+      slot = &p.region_kernels[i][key];
+    }
+    if (!*slot) {
+      std::vector<PrepareInput> pin(ins.size());
+      for (size_t k = 0; k < ins.size(); ++k) {
+        if (!ins[k]) continue;
+        pin[k] = {ins[k]->dtype(), ins[k]->shape(), nullptr, true};
+        const Value* v = n.input(k);
+        if (v->is_constant()) pin[k].value = &v->constant();
+      }
+      *slot = prepare_kernel(n, pin, options->kernels);
+    }
+    return **slot;
+  }
+
+  // Allocates each output of node n (index i) that its shape inference can size: in the arena when the plan
+  // placed it there, else on the heap. Outputs inference cannot size are left for the kernel to allocate. Nodes
+  // whose shapes the signature fixes run inference once per plan; later runs reuse the dims.
+  void allocate_outputs(const Node& n, size_t i, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs,
+                        Plan* plan, uint8_t* arena_base, int64_t& fresh) {
+    bool cached = plan && plan->fixed_shapes[i] && !plan->out_dims[i].empty();
+    std::vector<std::vector<int64_t>> dims;
+    std::vector<bool> sized(outs.size(), false);
+    if (cached) {
+      dims = plan->out_dims[i];
+      sized.assign(outs.size(), true);
+    } else {
+      std::vector<TensorType> in_types;
+      in_types.reserve(ins.size());
+      for (const Tensor* t : ins) in_types.push_back(t ? TensorType{t->dtype(), Shape::of(t->shape())} : TensorType{});
+      std::vector<const TensorType*> type_ptrs;
+      for (size_t k = 0; k < ins.size(); ++k) type_ptrs.push_back(ins[k] ? &in_types[k] : nullptr);
+      InferContext ctx(n, type_ptrs, ins, {}, &fresh);
+      op_schema(n.op()).infer(ctx);
+      dims.resize(outs.size());
+      for (size_t k = 0; k < outs.size(); ++k) {
+        if (!ctx.output_set(k)) continue;
+        const TensorType& t = ctx.output_types()[k];
+        if (!t.shape.is_static()) continue;  // data-dependent: the kernel allocates it
+        CUVIL_CHECK(t.dtype == n.output(k)->dtype(), n.describe(), ": internal error: output ", k, " has dtype ",
+                    dtype_name(t.dtype), " at run time but ", dtype_name(n.output(k)->dtype()), " in the IR");
+        dims[k] = t.shape.static_dims();
+        sized[k] = true;
+      }
+      bool all_sized = std::all_of(sized.begin(), sized.end(), [](bool b) { return b; });
+      if (plan && plan->fixed_shapes[i] && all_sized) plan->out_dims[i] = dims;
+    }
     for (size_t k = 0; k < outs.size(); ++k) {
-      if (!ctx.output_set(k)) continue;
-      const TensorType& t = ctx.output_types()[k];
-      if (!t.shape.is_static()) continue;  // data-dependent: the kernel allocates it
-      std::vector<int64_t> dims = t.shape.static_dims();
+      if (!sized[k]) continue;
       Value* v = n.output(k);
-      CUVIL_CHECK(t.dtype == v->dtype(), n.describe(), ": internal error: output ", k, " has dtype ",
-                  dtype_name(t.dtype), " at run time but ", dtype_name(v->dtype()), " in the IR");
+      DType dt = v->dtype();
       int64_t off = plan ? plan->offset[size_t(v->id())] : -1;
       if (off >= 0) {
-        Tensor view = Tensor::view(t.dtype, dims, arena_base + off);
+        Tensor view = Tensor::view(dt, dims[k], arena_base + off);
         CUVIL_CHECK(int64_t(view.nbytes()) == plan->bytes[size_t(v->id())], n.describe(),
                     ": internal error: output ", k, " is ", view.type_str(), " at run time but the plan sized it ",
                     plan->bytes[size_t(v->id())], " bytes from ", v->type().str());
         outs[k] = view;
       } else {
-        outs[k] = Tensor::zeros(t.dtype, dims);
+        outs[k] = Tensor::zeros(dt, dims[k]);
         stats->dynamic_bytes += int64_t(outs[k].nbytes());
       }
     }
@@ -291,8 +361,12 @@ struct Executor::Impl : RegionRunner {
   }
 };
 
-Executor::Executor(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)), impl_(std::make_unique<Impl>()) {
+Executor::Executor(std::shared_ptr<const Graph> graph, ExecutorOptions options)
+    : graph_(std::move(graph)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+  CUVIL_CHECK(options_.threads >= 0, "threads must be >= 0 (0 = all cores), got ", options_.threads);
+  if (options_.threads == 0) options_.threads = omp_get_num_procs();
   impl_->stats = &stats_;
+  impl_->options = &options_;
 }
 
 Executor::~Executor() = default;
@@ -316,7 +390,9 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
     it = impl_->plans.emplace(key, build_plan(impl_->program(*graph_), b)).first;
     ++stats_.plans_built;
   }
-  const Plan& plan = it->second;
+  Plan& plan = it->second;
+  // OpenMP's thread count is per calling thread: set it for this run (oneDNN and Cuvil's loops both use it).
+  if (omp_get_max_threads() != options_.threads) omp_set_num_threads(options_.threads);
   stats_.arena_bytes = plan.arena_bytes;
   stats_.planned_bytes = plan.planned_bytes;
   stats_.inplace_reuses = plan.inplace;

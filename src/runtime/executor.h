@@ -1,7 +1,9 @@
-// Runs a graph on the reference kernels with a static memory plan.
+// Runs a graph with a static memory plan and kernels prepared per shape signature.
 //
 // Per shape signature (the values of the input symbols) the executor evaluates every intermediate value's
-// symbolic size, plans one arena (liveness -> offsets, in-place reuse where the op allows it) and caches the plan.
+// symbolic size, plans one arena (liveness -> offsets, in-place reuse where the op allows it) and caches the plan
+// together with each node's prepared kernel (oneDNN primitives, packed weights; see kernels/prepared_kernel.h)
+// and, where they follow from the signature alone, its output dims, so a steady-state run does no shape work.
 // Values whose size depends on data (NonZero, control flow) are allocated when produced and freed after their
 // last use. Inputs are validated first: count, names, dtypes, ranks, static dims and consistent symbol values.
 #pragma once
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "kernels/prepared_kernel.h"
 
 namespace cuvil {
 
@@ -28,13 +31,19 @@ struct RunStats {
 struct NodeTime {
   const Node* node;
   double ms;
+  std::string impl;  // the kernel that ran: "onednn:brgconv:avx512_core", "cpu:softmax", "ref:Conv"
+};
+
+struct ExecutorOptions {
+  KernelOptions kernels;  // fast kernels on (default) or reference only
+  int threads = 0;        // threads for oneDNN and Cuvil's parallel loops; 0 = the machine's cores
 };
 
 // Not thread-safe: one run at a time per Executor (the Python layer keeps a pool of them).
 class Executor {
  public:
   // `graph` must be shape-inferred (infer_shapes) and verified.
-  explicit Executor(std::shared_ptr<const Graph> graph);
+  explicit Executor(std::shared_ptr<const Graph> graph, ExecutorOptions options = {});
   ~Executor();
 
   // Inputs in the graph's input order.
@@ -47,10 +56,12 @@ class Executor {
 
   const Graph& graph() const { return *graph_; }
   const RunStats& stats() const { return stats_; }
+  const ExecutorOptions& options() const { return options_; }
 
  private:
   struct Impl;
   std::shared_ptr<const Graph> graph_;
+  ExecutorOptions options_;
   std::unique_ptr<Impl> impl_;
   RunStats stats_;
 };

@@ -62,7 +62,7 @@ TEST(RefControlIf, BranchesWithDifferentDimsGiveAFreshDim) {
   const Shape& s = g->outputs()[0]->shape();
   ASSERT_EQ(s.rank(), 1u);
   EXPECT_TRUE(is_fresh(s[0])) << s.str();
-  Executor e(g);
+  Executor e(g, reference_kernels());
   EXPECT_EQ(values<float>(e.run({Tensor::scalar<bool>(true)})[0]), (std::vector<float>{1, 2}));
   EXPECT_EQ(values<float>(e.run({Tensor::scalar<bool>(false)})[0]), (std::vector<float>{3, 4, 5}));
 }
@@ -89,7 +89,7 @@ TEST(RefControlIf, BranchesReturnOuterValuesWithoutAliasingThem) {
   EXPECT_EQ(g->outputs()[0]->shape(), Shape({sym("batch"), 2}));
   Tensor xv = Tensor::from_vector<int32_t>({1, 2, 3, 4}, {2, 2});
   Tensor yv = Tensor::from_vector<int32_t>({5, 6, 7, 8}, {2, 2});
-  Executor e(g);
+  Executor e(g, reference_kernels());
   auto out = e.run({Tensor::from_vector<bool>({false}, {1}), xv, yv});
   EXPECT_EQ(values<int32_t>(out[0]), (std::vector<int32_t>{5, 6, 7, 8}));
   EXPECT_NE(out[0].raw(), yv.raw());
@@ -189,7 +189,7 @@ TEST(RefControlLoop, RuntimeTripCountAndCondition) {
   auto g = counting_loop([](Graph& g) { return g.add_input("M", tt(DType::i64, {sym("k")})); }, true);
   prepare(*g);
   EXPECT_TRUE(is_fresh(g->outputs()[1]->shape()[0]));
-  Executor e(g);
+  Executor e(g, reference_kernels());
   Tensor x = f32s({1, 2, 3}, {1, 3});
   auto out = e.run({Tensor::from_vector<int64_t>({3}, {1}), Tensor::scalar<bool>(true), x});
   EXPECT_EQ(values<int64_t>(out[1]), (std::vector<int64_t>{0, 1, 2}));
@@ -270,7 +270,7 @@ TEST(RefControlLoop, CarriedValueMayChangeShapeButScanOutputsMayNot) {
   for (Value* v : n->outputs()) g->add_output(v);
   prepare(*g);
   EXPECT_TRUE(is_fresh(g->outputs()[0]->shape()[0]));
-  Executor e(g);
+  Executor e(g, reference_kernels());
   auto out = e.run({Tensor::scalar<int64_t>(1)});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{7, 8, 9}));
   EXPECT_EQ(values<float>(out[1]), (std::vector<float>{1, 2}));
@@ -352,7 +352,7 @@ TEST(RefControlNested, LoopInsideIfAndIfInsideLoopCaptureOuterValues) {
   EXPECT_EQ(g->outputs()[1]->type(), tt(DType::i64, {3}));
   EXPECT_EQ(g->outputs()[0]->shape().rank(), 2u);
 
-  Executor e(g);
+  Executor e(g, reference_kernels());
   Tensor xv = Tensor::from_vector<int64_t>({5, 6}, {2});
   Tensor yes = Tensor::from_vector<bool>({true}, {1}), no = Tensor::from_vector<bool>({false}, {1});
   auto out = e.run({Tensor::scalar<bool>(true), yes, xv});
@@ -482,7 +482,7 @@ TEST(RefControlScan, EveryDtypeMovesBitExactly) {
 TEST(RefControlScan, EmptyScansAndEmptyElements) {
   auto g = restack_scan(tt(DType::f32, {sym("t"), sym("w")}), {});
   prepare(*g);
-  Executor e(g);
+  Executor e(g, reference_kernels());
   Tensor s = f32s({1, 2, 3, 4}, {4});
   auto out = e.run({s, Tensor::zeros(DType::f32, {0, 4})});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{1, 2, 3, 4}));  // no iteration: the initial state
@@ -510,7 +510,7 @@ TEST(RefControlScan, TwoScanInputsMustAgreeOnLength) {
   EXPECT_CUVIL_ERROR(infer_shapes(*make(tt(DType::f32, {3}), tt(DType::f32, {2, 4}))), "different lengths");
   auto g = make(tt(DType::f32, {sym("a")}), tt(DType::f32, {2, sym("b")}));
   prepare(*g);
-  Executor e(g);
+  Executor e(g, reference_kernels());
   auto out = e.run({f32s({1, 2, 3}, {3}), f32s({4, 5, 6, 7, 8, 9}, {2, 3})});
   EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{4, 7, 5, 8, 6, 9}));
@@ -567,7 +567,7 @@ TEST(RefControlScan, ScanOutputChangingShapeIsAnError) {
   Node* n = g->add_node(OpKind::Scan, {flags}, {"vs"}, {{"body", body}, {"num_scan_inputs", int64_t(1)}});
   g->set_outputs(n->outputs());
   prepare(*g);
-  Executor e(g);
+  Executor e(g, reference_kernels());
   auto out = e.run({Tensor::from_vector<bool>({true, true}, {2})});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{1, 2, 1, 2}));
   out = e.run({Tensor::from_vector<bool>({false, false, false}, {3})});
@@ -672,7 +672,7 @@ TEST(RefControlOnnx, OuterScopeNamesResolveThroughNestedRegions) {
   eg->add_output()->set_name("x");
   auto graph = import(m);
   EXPECT_EQ(graph->outputs()[0]->shape().rank_known(), false);  // [2, 2] or [2]
-  Executor e(graph);
+  Executor e(graph, reference_kernels());
   Tensor x = Tensor::from_vector<int32_t>({3, 4}, {2});
   auto out = e.run({Tensor::scalar<bool>(true), x});
   EXPECT_EQ(values<int32_t>(out[0]), (std::vector<int32_t>{3, 4, 3, 4}));

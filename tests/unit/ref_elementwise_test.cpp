@@ -471,7 +471,7 @@ TEST(RefElementwise, SymbolicBroadcastAndInplaceChain) {
   verify(*g);
   EXPECT_EQ(neg->output(0)->type().str(), "f32[batch, 3]");
   EXPECT_EQ(cmp->output(0)->type().str(), "bool[batch, 3]");
-  Executor exec(g);
+  Executor exec(g, reference_kernels());
   Tensor in = tensor<float>({-5, 0, 1, 2, -3, -4}, {2, 3});
   auto out = exec.run({in});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{-0.f, -2, -4, -3, -0.f, 0}));
@@ -597,7 +597,7 @@ TEST(RefElementwiseOnnx, LegacyBroadcastWithAxis) {
   int_attr(mul, "axis", 0);
   m.mutable_opset_import(0)->set_version(5);  // consumed_inputs needs opset < 6; broadcast works there too
   auto graph = import(m);
-  Executor exec(graph);
+  Executor exec(graph, reference_kernels());
   Tensor x = Tensor::zeros(DType::f32, {2, 3, 2, 2});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 7) - 3;
   Tensor c = tensor<float>({1, 2, 3, 4, 5, 6}, {2, 3});
@@ -620,7 +620,7 @@ TEST(RefElementwiseOnnx, LegacyPReluSlopeIsPerChannel) {
   add_node(g, "Neg", {"r"}, {"n"});
   add_node(g, "PRelu", {"n", "s"}, {"y"});
   auto graph = import(m);
-  auto out = Executor(graph).run({tensor<float>({1, 2, 3, 4, 5, 6}, {1, 2, 3}), vec<float>({0.5f, 2.f})});
+  auto out = Executor(graph, reference_kernels()).run({tensor<float>({1, 2, 3, 4, 5, 6}, {1, 2, 3}), vec<float>({0.5f, 2.f})});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{-0.5f, -1, -1.5f, -8, -10, -12}));
 }
 
@@ -658,7 +658,7 @@ TEST(RefElementwiseOnnx, LegacyClipCastAndDropout) {
   int_attr(drop, "is_test", 1);
   float_attr(drop, "ratio", 0.3f);
   auto graph = import(m);
-  Executor exec(graph);
+  Executor exec(graph, reference_kernels());
   auto out = exec.run({vec<double>({-3, 0.5, 2, 9})});
   EXPECT_EQ(values<double>(out[0]), (std::vector<double>{-1, 0.5, 2, 2.5}));
   EXPECT_EQ(values<int32_t>(out[1]), (std::vector<int32_t>{-3, 0, 2, 9}));
@@ -673,7 +673,7 @@ TEST(RefElementwiseOnnx, LegacyClipCastAndDropout) {
   auto* d = add_node(g1, "Dropout", {"x"}, {"y", "mask"});
   float_attr(d, "ratio", 0.5f);
   auto graph1 = import(m1);
-  auto out1 = Executor(graph1).run({vec<float>({1, 2})});
+  auto out1 = Executor(graph1, reference_kernels()).run({vec<float>({1, 2})});
   EXPECT_EQ(out1[1].dtype(), DType::f32);
   EXPECT_EQ(values<float>(out1[1]), (std::vector<float>{1, 1}));
 
@@ -687,5 +687,5 @@ TEST(RefElementwiseOnnx, LegacyClipCastAndDropout) {
   a->set_type(onnx::AttributeProto::STRING);
   a->set_s("int64");
   auto graph0 = import(m0);
-  EXPECT_EQ(values<int64_t>(Executor(graph0).run({vec<float>({1.5f, -2.5f})})[0]), (std::vector<int64_t>{1, -2}));
+  EXPECT_EQ(values<int64_t>(Executor(graph0, reference_kernels()).run({vec<float>({1.5f, -2.5f})})[0]), (std::vector<int64_t>{1, -2}));
 }

@@ -513,7 +513,7 @@ onnx::ModelProto upsample_model(const std::string& op, int opset, std::vector<fl
 }
 
 std::vector<double> run_model(const std::shared_ptr<Graph>& g) {
-  Executor ex(g);
+  Executor ex(g, reference_kernels());
   return as_f64(ex.run({f32({1, 2, 3, 4}, {1, 1, 2, 2})})[0]);
 }
 
@@ -596,7 +596,7 @@ TEST(RecurrentConvert, OldRnnDropsOutputSequence) {
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(0);
   auto gr = import(m);
-  Executor ex(gr);
+  Executor ex(gr, reference_kernels());
   auto y = ex.run({f32({1, 1}, {2, 1, 1})});
   expect_near(y[0], {std::tanh(1 + std::tanh(1.0))});
 }

@@ -649,7 +649,7 @@ TEST(RefReduction, UnknownRankPassesThroughInference) {
   infer_shapes(*g);
   verify(*g);
   EXPECT_FALSE(g->outputs()[0]->shape().rank_known());
-  Executor exec(g);
+  Executor exec(g, reference_kernels());
   Tensor y = exec.run({f32({0, 0, 1, 1}, {2, 2})})[0];
   expect_values(y, {1, 1});
 }
@@ -667,7 +667,7 @@ TEST(RefReduction, BatchNormalizationRunsInPlace) {
   g->add_output(bn3->output(0));
   infer_shapes(*g);
   verify(*g);
-  Executor exec(g);
+  Executor exec(g, reference_kernels());
   Tensor y = exec.run({f32({0, 1, 2, 3}, {2, 2})})[0];
   EXPECT_GT(exec.stats().inplace_reuses, 0);
   // y = 2x + 1 three times: 8x + 7

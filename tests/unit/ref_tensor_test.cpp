@@ -94,7 +94,7 @@ TEST(RefTensorReshape, RunsInPlace) {
   Value* c = g->add_node(OpKind::Transpose, {b}, {"c"})->output(0);
   g->add_output(c);
   infer_shapes(*g);
-  Executor ex(g);
+  Executor ex(g, reference_kernels());
   auto out = ex.run({f32({1, 2, 3, 4, 5, 6}, {2, 3})});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{1, 4, 2, 5, 3, 6}));
   EXPECT_EQ(ex.stats().inplace_reuses, 1);
@@ -165,7 +165,7 @@ TEST(RefTensorSymbolic, GatherUnsqueezeConcatAndCancellation) {
   infer_shapes(*g);
   EXPECT_EQ(flat->shape(), Shape({b * s, Dim(768)})) << flat->shape().str();
   EXPECT_EQ(y->shape(), Shape({b, s, Dim(12), Dim(64)})) << y->shape().str();
-  Executor ex(g);
+  Executor ex(g, reference_kernels());
   auto out = ex.run({Tensor::zeros(DType::f32, {2, 5, 768})});
   EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{2, 5, 12, 64}));
   // Every intermediate size was known symbolically and planned; only the graph output lives outside the arena.
@@ -197,7 +197,7 @@ TEST(RefTensorSymbolic, SliceFlattenRangeExpand) {
   EXPECT_EQ(fl->shape(), Shape({b, s * Dim(4)})) << fl->shape().str();
   EXPECT_EQ(pos->shape(), Shape({s})) << pos->shape().str();
   EXPECT_EQ(ex_pos->shape(), Shape({b, s})) << ex_pos->shape().str();
-  Executor ex(g);
+  Executor ex(g, reference_kernels());
   for (int64_t sv : {int64_t(1), int64_t(3)}) {
     auto out = ex.run({Tensor::zeros(DType::f32, {2, sv, 4})});
     EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{2, sv - 1, 4}));
@@ -221,7 +221,7 @@ TEST(RefTensorSymbolic, UnknownValuesGiveFreshDimsAndRunCorrectly) {
   g->add_output(y);
   infer_shapes(*g);
   EXPECT_FALSE(y->shape().rank_known());
-  Executor ex(g);
+  Executor ex(g, reference_kernels());
   EXPECT_EQ(ex.run({Tensor::zeros(DType::f32, {1, 1})})[0].rank(), 0u);
   EXPECT_EQ(ex.run({Tensor::zeros(DType::f32, {4, 1})})[0].shape(), (std::vector<int64_t>{4}));
 }
@@ -725,7 +725,7 @@ std::shared_ptr<Graph> model(int opset, std::vector<Pb> nodes, std::vector<Pb> i
 }
 
 std::vector<float> run_model(const std::shared_ptr<Graph>& g, std::vector<Tensor> inputs) {
-  Executor ex(g);
+  Executor ex(g, reference_kernels());
   return values<float>(ex.run(inputs)[0]);
 }
 
@@ -775,7 +775,7 @@ TEST(RefTensorOnnxConverters, LegacyDefaultsAndLowerings) {
   // OneHot-9: negative indices give all off_value (from opset 11 they count from the back)
   auto oh = model(9, {node("OneHot", {"i", "depth", "vals"}, {"y"})}, {value_info("i", 7, {3})}, "y",
                   {initializer("depth", {3}, {1}), initializer("vals", {0, 1}, {2})});
-  Executor ex(oh);
+  Executor ex(oh, reference_kernels());
   auto y = ex.run({i64({-1, 2, 0})})[0];
   EXPECT_EQ(values<int64_t>(y), (std::vector<int64_t>{0, 0, 0, 0, 0, 1, 1, 0, 0}));
   auto oh11 = model(11, {node("OneHot", {"i", "depth", "vals"}, {"y"})}, {value_info("i", 7, {3})}, "y",

@@ -58,7 +58,7 @@ Tensor tokens(DType dt, const I64s& v, std::vector<int64_t> shape) {
 // Runs the op on x (i64 unless told) with static input dims.
 Tensor run(const Cfg& cfg, const I64s& x, std::vector<int64_t> shape, DType dt = DType::i64) {
   auto g = tfidf_graph(dt, std::vector<Dim>(shape.begin(), shape.end()), cfg.attrs());
-  Executor e(g);
+  Executor e(g, reference_kernels());
   return e.run({tokens(dt, x, shape)})[0];
 }
 
@@ -184,7 +184,7 @@ TEST(RefTextTfIdf, BatchRowsAreIndependentAndTheBatchDimStaysSymbolic) {
   c.skips = 5;
   auto g = tfidf_graph(DType::i32, {Dim::symbol("n"), Dim::symbol("len")}, c.attrs());
   EXPECT_EQ(g->outputs()[0]->type(), (TensorType{DType::f32, Shape({Dim::symbol("n"), 7})}));
-  Executor e(g);
+  Executor e(g, reference_kernels());
   // The backend tests' two rows, and a third row continuing the second: no n-gram spans two rows.
   auto y = e.run({tokens(DType::i32, {1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8, 7, 9, 9, 9, 9, 8}, {3, 6})})[0];
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{3, 7}));
@@ -450,7 +450,7 @@ TEST(RefTextTfIdf, BadInputsAreErrors) {
   g->add_output(n->output(0));
   infer_shapes(*g);
   EXPECT_FALSE(g->outputs()[0]->shape().rank_known());
-  Executor e(g);
+  Executor e(g, reference_kernels());
   EXPECT_EQ(values<float>(e.run({tokens(DType::i64, {3, 5}, {2})})[0]), (std::vector<float>{0, 1, 1, 0, 0, 0, 0}));
   EXPECT_CUVIL_ERROR(e.run({tokens(DType::i64, {3, 5}, {1, 1, 2})}), "rank 1");
   EXPECT_CUVIL_ERROR(e.run({Tensor::scalar<int64_t>(3)}), "rank 1");
@@ -502,7 +502,7 @@ onnx::ModelProto tfidf_model(int elem) {
 
 TEST(RefTextTfIdf, OnnxImport) {
   auto g = import(tfidf_model(onnx::TensorProto::INT32));
-  Executor e(g);
+  Executor e(g, reference_kernels());
   auto y = e.run({Tensor::from_vector<int32_t>({9, 7, 9, 1}, {4})})[0];
   EXPECT_EQ(values<float>(y), (std::vector<float>{1, 0, 2}));
   // String token inputs are out of scope: the input type is rejected with a clear message.

@@ -28,6 +28,14 @@
 
 namespace cuvil::test {
 
+// Executor options that run only the reference kernels (the tests of the reference backend use them; the fast
+// kernels are tested against them in cpu_kernels_test / onednn_kernels_test).
+inline ExecutorOptions reference_kernels() {
+  ExecutorOptions o;
+  o.kernels.fast = false;
+  return o;
+}
+
 // ---- tensors
 
 // A tensor of the given values and shape; vec() makes a 1-D one.
@@ -68,7 +76,7 @@ inline void expect_values(const Tensor& t, const std::vector<double>& want, doub
 
 // Runs a shape-inferred graph on the reference kernels.
 inline std::vector<Tensor> run_graph(const std::shared_ptr<Graph>& g, const std::vector<Tensor>& inputs) {
-  Executor ex(g);
+  Executor ex(g, reference_kernels());
   return ex.run(inputs);
 }
 

@@ -3,6 +3,9 @@
 //   cuvil inspect MODEL [--ir]
 //   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]   (-O1, the default, runs the graph passes)
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
+//   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
+//
+// --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels.
 //
 // MODEL is an .onnx file or Cuvil IR text (.cvir). Any error prints one line and exits non-zero.
 #include <algorithm>
@@ -31,7 +34,8 @@ constexpr const char* kUsage =
     "  cuvil inspect MODEL [--ir]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
-    "              [--warmup N] [--json] [-O0|-O1]\n"
+    "              [--warmup N] [--json] [-O0|-O1] [--ref]\n"
+    "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
 
@@ -44,8 +48,8 @@ struct Args {
   std::map<std::string, std::string> inputs;  // name -> .npy path
   std::map<std::string, int64_t> dims;        // symbol -> value, for random inputs
   std::string output_dir;
-  int threads = 1, iters = 10, warmup = 2;
-  bool json = false, ir = false;
+  int threads = 0, iters = 10, warmup = 2;  // threads 0: all cores
+  bool json = false, ir = false, reference = false;
   int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
 };
 
@@ -85,6 +89,7 @@ Args parse_args(int argc, char** argv) {
       a.dims[n] = parse_int("--dim", v, 0);
     } else if (s == "--output-dir") a.output_dir = value();
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
+    else if (s == "--ref") a.reference = true;
     else if (s == "--iters") a.iters = int(parse_int(s, value(), 1));
     else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
     else if (s == "--json") a.json = true;
@@ -132,6 +137,15 @@ int cmd_inspect(const Args& a) {
     return 0;
   }
   GraphStats s = graph_stats(*g);
+  // What -O1 makes of it: node count and the layout reorders (NCHW <-> NHWC transposes) that remain.
+  auto opt = load_model(a.model);
+  optimize(*opt, 1);
+  int64_t reorders = 0;
+  for (auto& n : opt->nodes()) {
+    if (n->op() != OpKind::Transpose || !n->has_attr("perm")) continue;
+    const auto& p = n->attrs().at("perm").ints();
+    reorders += p == std::vector<int64_t>{0, 2, 3, 1} || p == std::vector<int64_t>{0, 3, 1, 2};
+  }
   std::cout << "model: " << a.model << "\n";
   std::cout << "inputs:\n";
   for (Value* v : g->inputs()) std::cout << "  " << v->name() << ": " << v->type().str() << "\n";
@@ -150,7 +164,15 @@ int cmd_inspect(const Args& a) {
     std::cout << buf;
   }
   std::cout << "\n";
+  std::cout << "after -O1: " << opt->nodes().size() << " nodes, " << reorders << " layout reorders\n";
   return 0;
+}
+
+std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a) {
+  ExecutorOptions o;
+  o.threads = a.threads;
+  o.kernels.fast = !a.reference;
+  return std::make_unique<Executor>(std::move(g), o);
 }
 
 std::vector<Tensor> load_inputs(const Graph& g, const Args& a, bool allow_random) {
@@ -208,8 +230,8 @@ int cmd_run(const Args& a) {
   auto g = load_model(a.model);
   optimize(*g, a.opt_level);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/false);
-  Executor exec(g);
-  auto outs = exec.run(ins);
+  auto exec = make_executor(g, a);
+  auto outs = exec->run(ins);
   fs::create_directories(a.output_dir);
   std::set<std::string> used;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -227,13 +249,13 @@ int cmd_bench(const Args& a) {
   auto g = load_model(a.model);
   optimize(*g, a.opt_level);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
-  Executor exec(g);
+  auto exec = make_executor(g, a);
   using clock = std::chrono::steady_clock;
-  for (int i = 0; i < a.warmup; ++i) exec.run(ins);
+  for (int i = 0; i < a.warmup; ++i) exec->run(ins);
   std::vector<double> ms;
   for (int i = 0; i < a.iters; ++i) {
     auto t0 = clock::now();
-    exec.run(ins);
+    exec->run(ins);
     ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
   }
   std::vector<double> sorted = ms;
@@ -241,19 +263,63 @@ int cmd_bench(const Args& a) {
   double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
                                     : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
   double mn = sorted.front();
-  // The reference backend runs on one thread; --threads is recorded for the fast backend to come.
-  int threads_used = 1;
+  int threads_used = exec->options().threads;
+  const char* backend = a.reference ? "ref" : "fast";
   if (a.json) {
-    std::printf("{\"model\": \"%s\", \"backend\": \"ref\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"iters\": %d, "
-                "\"warmup\": %d, \"threads\": %d, \"threads_requested\": %d, \"arena_bytes\": %lld}\n",
-                json_escape(a.model).c_str(), median, mn, a.iters, a.warmup, threads_used, a.threads,
-                static_cast<long long>(exec.stats().arena_bytes));
+    std::printf("{\"model\": \"%s\", \"backend\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"iters\": %d, "
+                "\"warmup\": %d, \"threads\": %d, \"arena_bytes\": %lld}\n",
+                json_escape(a.model).c_str(), backend, median, mn, a.iters, a.warmup, threads_used,
+                static_cast<long long>(exec->stats().arena_bytes));
   } else {
-    std::printf("%s: median %.3f ms, min %.3f ms over %d iterations (%d warm-up), %d thread(s), backend ref, "
+    std::printf("%s: median %.3f ms, min %.3f ms over %d iterations (%d warm-up), %d thread(s), backend %s, "
                 "arena %s\n",
-                a.model.c_str(), median, mn, a.iters, a.warmup, threads_used,
-                human_bytes(exec.stats().arena_bytes).c_str());
+                a.model.c_str(), median, mn, a.iters, a.warmup, threads_used, backend,
+                human_bytes(exec->stats().arena_bytes).c_str());
   }
+  return 0;
+}
+
+// Per node: median time over --iters profiled runs, share of the total, the kernel that ran; then totals per op.
+int cmd_profile(const Args& a) {
+  auto g = load_model(a.model);
+  optimize(*g, a.opt_level);
+  std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
+  auto exec = make_executor(g, a);
+  for (int i = 0; i < std::max(a.warmup, 1); ++i) exec->run(ins);
+  std::vector<std::vector<NodeTime>> runs;
+  for (int i = 0; i < a.iters; ++i) runs.push_back(exec->profile(ins));
+  struct Row {
+    const Node* node;
+    std::string impl;
+    double ms;
+  };
+  std::vector<Row> rows;
+  double total = 0;
+  for (size_t k = 0; k < runs[0].size(); ++k) {
+    std::vector<double> t;
+    for (auto& r : runs)
+      if (k < r.size() && r[k].node == runs[0][k].node) t.push_back(r[k].ms);
+    std::sort(t.begin(), t.end());
+    rows.push_back({runs[0][k].node, runs[0][k].impl, t[t.size() / 2]});
+    total += rows.back().ms;
+  }
+  std::printf("%s: %zu kernels, %.3f ms (sum of per-node medians over %d runs), %d thread(s)\n", a.model.c_str(),
+              rows.size(), total, a.iters, exec->options().threads);
+  std::printf("%10s %7s  %-18s %-36s %s\n", "ms", "share", "op", "kernel", "node");
+  for (auto& r : rows)
+    std::printf("%10.3f %6.1f%%  %-18s %-36s %s\n", r.ms, 100 * r.ms / std::max(total, 1e-12),
+                std::string(r.node->op_name()).c_str(), r.impl.c_str(), r.node->describe().c_str());
+  std::map<std::string, std::pair<double, int>> per_op;
+  for (auto& r : rows) {
+    auto& e = per_op[std::string(r.node->op_name())];
+    e.first += r.ms;
+    e.second += 1;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> ops(per_op.begin(), per_op.end());
+  std::sort(ops.begin(), ops.end(), [](auto& x, auto& y) { return x.second.first > y.second.first; });
+  std::printf("per op:\n");
+  for (auto& [op, e] : ops)
+    std::printf("%10.3f %6.1f%%  %-18s x%d\n", e.first, 100 * e.first / std::max(total, 1e-12), op.c_str(), e.second);
   return 0;
 }
 
@@ -273,6 +339,7 @@ int main(int argc, char** argv) {
     if (a.command == "inspect") return cmd_inspect(a);
     if (a.command == "run") return cmd_run(a);
     if (a.command == "bench") return cmd_bench(a);
+    if (a.command == "profile") return cmd_profile(a);
     throw UsageError("unknown command '" + a.command + "'");
   } catch (const UsageError& e) {
     std::cerr << "cuvil: " << e.what() << "\n" << kUsage;

@@ -458,18 +458,9 @@ def _silu(ctx: ConvertContext, ins):
 def _gelu(ctx: ConvertContext, ins):
     x = _float_input(ctx, ins[0], "gelu")
     approximate = ctx.const(ins[1], "approximate") if len(ins) > 1 else "none"
-    half = ctx.emit("Mul", [x, _c(ctx, x, 0.5)])
-    if approximate == "none":
-        # 0.5 * x * (1 + erf(x / sqrt(2)))
-        inner = ctx.emit("Erf", [ctx.emit("Mul", [x, _c(ctx, x, math.sqrt(0.5))])])
-    elif approximate == "tanh":
-        # 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
-        cube = ctx.emit("Mul", [ctx.emit("Mul", [x, x]), x])
-        poly = ctx.emit("Add", [x, ctx.emit("Mul", [cube, _c(ctx, x, 0.044715)])])
-        inner = ctx.emit("Tanh", [ctx.emit("Mul", [poly, _c(ctx, x, math.sqrt(2.0 / math.pi))])])
-    else:
+    if approximate not in ("none", "tanh"):
         raise ctx.error(f"gelu approximate={approximate!r} is not supported (only 'none' and 'tanh')")
-    return ctx.emit("Mul", [half, ctx.emit("Add", [inner, _c(ctx, x, 1.0)])])
+    return ctx.emit("Gelu", [x], {"approximate": approximate})
 
 
 @converter("aten::hardswish", "aten::hardswish_")

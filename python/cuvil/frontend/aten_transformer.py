@@ -657,9 +657,7 @@ def _bitwise_not(ctx: ConvertContext, ins):
 
 def _gelu_erf(ctx: ConvertContext, x):
     # 0.5 * x * (1 + erf(x / sqrt(2))), PyTorch's exact GELU
-    e = ctx.emit("Erf", [ctx.emit("Mul", [x, ctx.tensor(np.float32(1 / np.sqrt(2)), x.dtype)])])
-    one = ctx.emit("Add", [e, ctx.tensor(1.0, x.dtype)])
-    return ctx.emit("Mul", [ctx.emit("Mul", [x, ctx.tensor(0.5, x.dtype)]), one])
+    return ctx.emit("Gelu", [x], {"approximate": "none"})
 
 
 def _native_attention(ctx: ConvertContext, x_q, x_k, x_v, embed_dim: int, heads: int, qkv_w, qkv_b, proj_w, proj_b,

@@ -550,8 +550,8 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     each input's dtype, rank and sizes.
     dynamic_shapes: ``{"x": {0: "batch"}}`` makes dims symbolic, keyed by forward()'s argument names; inputs
     sharing a symbol must agree on it at run time.
-    precision: "fp32" (the only one so far). device: "cpu". threads: reserved (the reference backend is
-    single-threaded).
+    precision: "fp32" (the only one so far). device: "cpu". threads: threads for oneDNN and Cuvil's
+    kernels (None: all cores).
 
     Raises cuvil.CompileError naming an unsupported aten op (or argument value), its Python file:line and what is
     supported instead; TypeError/ValueError for bad arguments (unknown options, non-tensor example inputs, bad
@@ -621,4 +621,6 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
         model_c = builder.build()
     except _C.Error as e:
         raise CompileError(str(e)) from None
+    if threads is not None:
+        model_c.set_threads(threads)
     return CompiledModule(model_c, _output_structure(result))

@@ -341,6 +341,10 @@ class Importer {
       if (o.empty()) o = g.unique_name("unused");
     if (np.op_type() == "Constant") return convert_constant(np, g, attrs, outs, where);
     ConvertContext ctx(np, opset_, g, std::move(inputs), std::move(attrs), outs, loc);
+    // channels_last is Cuvil's own attribute (set by the assign-layouts pass), not ONNX's.
+    for (const auto& a : np.attribute())
+      CUVIL_CHECK(a.name() != "channels_last", "unsupported attribute 'channels_last' of ", np.op_type(), " at ",
+                  loc.str());
     const auto& table = onnx_converters();
     auto it = table.find(np.op_type());
     if (it != table.end()) {
@@ -348,7 +352,9 @@ class Importer {
       return;
     }
     auto kind = op_from_name(np.op_type());
-    CUVIL_CHECK(kind, "unsupported op '", np.op_type(), "' (domain 'ai.onnx', opset ", opset_, ") at ", loc.str());
+    // Fused ops are Cuvil's own (made by passes): not ONNX, never imported.
+    CUVIL_CHECK(kind && op_family(*kind) != "fused", "unsupported op '", np.op_type(), "' (domain 'ai.onnx', opset ",
+                opset_, ") at ", loc.str());
     ctx.emit(*kind);
   }
 

@@ -225,6 +225,17 @@ CUVIL_DEFINE_OP(Sigmoid) { unary(s, kFloat); }
 CUVIL_DEFINE_OP(Softplus) { unary(s, kFloat); }
 CUVIL_DEFINE_OP(Softsign) { unary(s, kFloat); }
 CUVIL_DEFINE_OP(HardSwish) { unary(s, kFloat); }
+
+// Gelu (ONNX opset 20): x * Phi(x), with Phi exact (erf) or its tanh approximation.
+CUVIL_DEFINE_OP(Gelu) {
+  s.attr("approximate", AttrKind::String, "none");
+  s.inputs(1, 1).outputs(1, 1).allow_inplace(0, 0).infer_with([](InferContext& c) {
+    check_dtype(c, 0, kFloat);
+    const std::string& a = c.s("approximate");
+    if (a != "none" && a != "tanh") c.error("approximate must be 'none' or 'tanh', got '", a, "'");
+    infer::same_as_input(c);
+  });
+}
 CUVIL_DEFINE_OP(Elu) { unary_with_alpha(s, 1.0); }
 CUVIL_DEFINE_OP(LeakyRelu) { unary_with_alpha(s, 0.01); }
 CUVIL_DEFINE_OP(ThresholdedRelu) { unary_with_alpha(s, 1.0); }

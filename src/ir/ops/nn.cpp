@@ -9,7 +9,9 @@
 //   - Gemm on integer types requires integral alpha and beta (integer results stay exact).
 #include <cmath>
 
+#include "ir/ops/activation.h"
 #include "ir/ops/infer_util.h"
+#include "ir/ops/layout.h"
 #include "ir/ops/nn_einsum.h"
 #include "ir/ops/nn_window.h"
 
@@ -119,15 +121,16 @@ Dim kernel_dim(const InferContext& c, const Window& w, const Shape& ws, size_t i
   return w.kernel[i];
 }
 
-// Output shape of a forward convolution of input xi by weights wi: [N, M, spatial...].
-Shape conv_shape(InferContext& c, size_t xi, size_t wi) {
+// Output shape of a forward convolution of input xi by weights wi: [N, M, spatial...]. `xs` is the input's shape in
+// [N, C, spatial...] order (the input's own shape unless it is channels-last).
+Shape conv_shape(InferContext& c, size_t xi, size_t wi, const Shape& xs) {
   size_t S = spatial_rank(c, xi);
   if (c.input_rank(wi) != S + 2)
     c.error("weights (input ", wi, ") must have rank ", S + 2, " like the input, got shape ",
             c.input_shape(wi).str());
   Window w = nn::read_window(c, S, WindowAttrs{});
   int64_t group = read_group(c);
-  const Shape &xs = c.input_shape(xi), &ws = c.input_shape(wi);
+  const Shape& ws = c.input_shape(wi);
   if (xs[1].is_const() && ws[1].is_const() && xs[1].value() != ws[1].value() * group)
     c.error("input has ", xs[1].value(), " channels but the weights expect ", ws[1].value(), " x group ", group);
   if (ws[0].is_const() && ws[0].value() % group != 0)
@@ -159,26 +162,46 @@ void pool_common_attrs(OpSchema& s) {
       .attr("strides", AttrKind::Ints, kNoInts);
 }
 
-Shape pool_shape(InferContext& c, bool has_dilations) {
+// `xs`: the input's shape in [N, C, spatial...] order.
+Shape pool_shape(InferContext& c, bool has_dilations, const Shape& xs) {
   size_t S = spatial_rank(c, 0);
   WindowAttrs which;
   which.has_dilations = has_dilations;
   which.has_ceil_mode = true;
   which.kernel_required = true;
   Window w = nn::read_window(c, S, which);
-  const Shape& xs = c.input_shape(0);
   std::vector<Dim> out{xs[0], xs[1]};
   for (size_t i = 0; i < S; ++i) out.push_back(nn::window_out_dim(c, w, i, xs[2 + i], w.kernel[i]));
   return Shape(out);
+}
+
+// Reads the Cuvil `channels_last` attribute (0 or 1); only 4-D and 5-D activations take it.
+bool read_channels_last(const InferContext& c) {
+  int64_t v = c.i("channels_last");
+  if (v != 0 && v != 1) c.error("channels_last must be 0 or 1, got ", v);
+  if (v && c.input_rank(0) < 3) c.error("channels_last needs an input with spatial dims, got shape ", c.input_shape(0).str());
+  return v != 0;
+}
+
+// The input's shape in [N, C, spatial...] order.
+Shape channels_first_shape(const InferContext& c, bool channels_last) {
+  const Shape& xs = c.input_shape(0);
+  return channels_last ? Shape(layout::to_channels_first(xs.dims())) : xs;
+}
+
+Shape maybe_channels_last(const Shape& s, bool channels_last) {
+  return channels_last ? Shape(layout::to_channels_last(s.dims())) : s;
 }
 
 void infer_global_pool(InferContext& c) {
   expect_float(c, 0);
   size_t r = c.input_rank(0);
   if (r < 2) c.error("input must have rank >= 2 (N, C, spatial dims...), got shape ", c.input_shape(0).str());
-  std::vector<Dim> out(c.input_shape(0).dims().begin(), c.input_shape(0).dims().begin() + 2);
+  bool cl = read_channels_last(c);
+  Shape xs = channels_first_shape(c, cl);
+  std::vector<Dim> out(xs.dims().begin(), xs.dims().begin() + 2);
   out.resize(r, Dim(1));
-  c.set_output(0, c.input_dtype(0), Shape(out));
+  c.set_output(0, c.input_dtype(0), maybe_channels_last(Shape(out), cl));
 }
 
 // ---- matrix products
@@ -235,7 +258,7 @@ CUVIL_DEFINE_OP(Conv) {
     expect_float(c, 0);
     infer::expect_same_dtype(c, 0, 1);
     if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
-    Shape out = conv_shape(c, 0, 1);
+    Shape out = conv_shape(c, 0, 1, c.input_shape(0));
     expect_bias(c, 2, out[1]);
     c.set_output(0, c.input_dtype(0), out);
   });
@@ -294,7 +317,7 @@ CUVIL_DEFINE_OP(ConvInteger) {
   s.infer_with([](InferContext& c) {
     expect_q8(c, 0);
     expect_q8(c, 1);
-    Shape out = conv_shape(c, 0, 1);
+    Shape out = conv_shape(c, 0, 1, c.input_shape(0));
     if (c.has_input(2)) {
       infer::expect_same_dtype(c, 0, 2);
       expect_quant_param(c, 2, nullptr, "x_zero_point");
@@ -313,7 +336,7 @@ CUVIL_DEFINE_OP(QLinearConv) {
   conv_attrs(s);
   s.infer_with([](InferContext& c) {
     expect_qlinear_dtypes(c);
-    Shape out = conv_shape(c, 0, 3);
+    Shape out = conv_shape(c, 0, 3, c.input_shape(0));
     expect_quant_param(c, 1, nullptr, "x_scale");
     expect_quant_param(c, 2, nullptr, "x_zero_point");
     expect_quant_param(c, 4, &out[1], "w_scale");
@@ -332,31 +355,39 @@ CUVIL_DEFINE_OP(MaxPool) {
   s.inputs(1, 1).outputs(1, 2);
   pool_common_attrs(s);
   s.attr("dilations", AttrKind::Ints, kNoInts).attr("storage_order", AttrKind::Int, int64_t(0));
+  s.attr("channels_last", AttrKind::Int, int64_t(0));
   s.infer_with([](InferContext& c) {
     infer::expect_dtype(c, 0, {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::u8});
     int64_t so = c.i("storage_order");
     if (so != 0 && so != 1) c.error("storage_order must be 0 or 1, got ", so);
-    Shape out = pool_shape(c, true);
+    bool cl = read_channels_last(c);
+    if (cl && c.num_outputs() > 1) c.error("channels_last MaxPool gives no indices output");
+    Shape out = maybe_channels_last(pool_shape(c, true, channels_first_shape(c, cl)), cl);
     c.set_output(0, c.input_dtype(0), out);
-    c.set_output(1, DType::i64, out);
+    if (c.num_outputs() > 1) c.set_output(1, DType::i64, out);
   });
 }
 
 CUVIL_DEFINE_OP(AveragePool) {
   s.inputs(1, 1).outputs(1, 1);
   pool_common_attrs(s);
-  s.attr("count_include_pad", AttrKind::Int, int64_t(0));
+  s.attr("count_include_pad", AttrKind::Int, int64_t(0)).attr("channels_last", AttrKind::Int, int64_t(0));
   s.infer_with([](InferContext& c) {
     expect_float(c, 0);
     int64_t cip = c.i("count_include_pad");
     if (cip != 0 && cip != 1) c.error("count_include_pad must be 0 or 1, got ", cip);
-    c.set_output(0, c.input_dtype(0), pool_shape(c, false));
+    bool cl = read_channels_last(c);
+    c.set_output(0, c.input_dtype(0), maybe_channels_last(pool_shape(c, false, channels_first_shape(c, cl)), cl));
   });
 }
 
-CUVIL_DEFINE_OP(GlobalAveragePool) { s.inputs(1, 1).outputs(1, 1).infer_with(infer_global_pool); }
+CUVIL_DEFINE_OP(GlobalAveragePool) {
+  s.attr("channels_last", AttrKind::Int, int64_t(0)).inputs(1, 1).outputs(1, 1).infer_with(infer_global_pool);
+}
 
-CUVIL_DEFINE_OP(GlobalMaxPool) { s.inputs(1, 1).outputs(1, 1).infer_with(infer_global_pool); }
+CUVIL_DEFINE_OP(GlobalMaxPool) {
+  s.attr("channels_last", AttrKind::Int, int64_t(0)).inputs(1, 1).outputs(1, 1).infer_with(infer_global_pool);
+}
 
 CUVIL_DEFINE_OP(MaxUnpool) {
   // X, I, output_shape
@@ -553,6 +584,80 @@ CUVIL_DEFINE_OP(DynamicQuantizeLinear) {
     c.set_output(0, DType::u8, c.input_shape(0));
     c.set_output(1, DType::f32, Shape());
     c.set_output(2, DType::u8, Shape());
+  });
+}
+
+// ---- fused ops (family "fused" in ops.def; defined here because they share the conv and matmul shape rules)
+
+// FusedConv(X, W, B?, Sum?) = activation(Conv(X, W, B) + Sum). With channels_last, X and Y are [N, spatial..., C]
+// (W stays [M, C/group, k...]); Sum always has Y's shape.
+CUVIL_DEFINE_OP(FusedConv) {
+  s.inputs(2, 4).outputs(1, 1);
+  conv_attrs(s);
+  nn::activation_attrs(s);
+  s.attr("channels_last", AttrKind::Int, int64_t(0));
+  s.allow_inplace(3, 0);
+  s.infer_with([](InferContext& c) {
+    expect_float(c, 0);
+    infer::expect_same_dtype(c, 0, 1);
+    if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
+    nn::read_activation(c);
+    bool cl = read_channels_last(c);
+    Shape out = conv_shape(c, 0, 1, channels_first_shape(c, cl));
+    expect_bias(c, 2, out[1]);
+    out = maybe_channels_last(out, cl);
+    if (c.has_input(3)) {
+      infer::expect_same_dtype(c, 0, 3);
+      const Shape& sum = c.input_shape(3);
+      if (sum.rank_known() && sum.rank() != out.rank()) c.error("Sum (input 3) must have the output's shape ", out.str(), ", got ", sum.str());
+      for (size_t d = 0; sum.rank_known() && d < out.rank(); ++d)
+        expect_dims_equal(c, sum[d], out[d], "Sum (input 3) must have the output's shape");
+    }
+    c.set_output(0, c.input_dtype(0), out);
+  });
+}
+
+// FusedMatMul(A, B, Bias?, Sum?) = activation(alpha * MatMul(A, transB ? B^T : B) + Bias + Sum), where B^T swaps
+// B's last two dims, Bias is 1-D with one value per output column and Sum has the output's shape. A and B have
+// rank >= 2.
+CUVIL_DEFINE_OP(FusedMatMul) {
+  s.inputs(2, 4).outputs(1, 1);
+  s.attr("alpha", AttrKind::Float, 1.0).attr("transB", AttrKind::Int, int64_t(0));
+  nn::activation_attrs(s);
+  s.allow_inplace(3, 0);
+  s.infer_with([](InferContext& c) {
+    infer::expect_dtype(c, 0, {DType::f16, DType::bf16, DType::f32, DType::f64});
+    infer::expect_same_dtype(c, 0, 1);
+    nn::read_activation(c);
+    if (c.input_rank(0) < 2 || c.input_rank(1) < 2)
+      c.error("A and B must have rank >= 2, got shapes ", c.input_shape(0).str(), " and ", c.input_shape(1).str());
+    int64_t tb = c.i("transB");
+    if (tb != 0 && tb != 1) c.error("transB must be 0 or 1, got ", tb);
+    Shape b = c.input_shape(1);
+    if (tb) std::swap(b.dims()[b.rank() - 1], b.dims()[b.rank() - 2]);
+    const Shape& a = c.input_shape(0);
+    const Dim &ka = a[a.rank() - 1], &kb = b[b.rank() - 2];
+    if (ka.is_const() && kb.is_const() && ka.value() != kb.value())
+      c.error("inner dims differ: A ", a.str(), " has K = ", ka.value(), ", B", (tb ? "^T " : " "), b.str(), " has K = ",
+              kb.value());
+    Shape batch = infer::broadcast(c, Shape(std::vector<Dim>(a.dims().begin(), a.dims().end() - 2)),
+                                   Shape(std::vector<Dim>(b.dims().begin(), b.dims().end() - 2)));
+    std::vector<Dim> od = batch.dims();
+    od.push_back(a[a.rank() - 2]);
+    od.push_back(b[b.rank() - 1]);
+    Shape out(od);
+    if (c.has_input(2)) {
+      infer::expect_same_dtype(c, 0, 2);
+      expect_bias(c, 2, out[out.rank() - 1]);
+    }
+    if (c.has_input(3)) {
+      infer::expect_same_dtype(c, 0, 3);
+      const Shape& sum = c.input_shape(3);
+      if (sum.rank_known() && sum.rank() != out.rank()) c.error("Sum (input 3) must have the output's shape ", out.str(), ", got ", sum.str());
+      for (size_t d = 0; sum.rank_known() && d < out.rank(); ++d)
+        expect_dims_equal(c, sum[d], out[d], "Sum (input 3) must have the output's shape");
+    }
+    c.set_output(0, c.input_dtype(0), out);
   });
 }
 

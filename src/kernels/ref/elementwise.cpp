@@ -383,6 +383,18 @@ CUVIL_REF_KERNEL(HardSwish) {
   });
 }
 
+CUVIL_REF_KERNEL(Gelu) {
+  bool tanh_form = ctx.s("approximate") == "tanh";
+  float_unary(ctx, [&](auto x) {
+    using C = decltype(x);
+    if (tanh_form) {
+      C inner = C(0.7978845608028654) * (x + C(0.044715) * x * x * x);  // sqrt(2/pi) (x + 0.044715 x^3)
+      return C(0.5) * x * (C(1) + std::tanh(inner));
+    }
+    return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
+  });
+}
+
 CUVIL_REF_KERNEL(ThresholdedRelu) {
   float alpha = ctx.f("alpha");
   float_unary(ctx, [&](auto x) { return x > decltype(x)(alpha) ? x : decltype(x)(0); });

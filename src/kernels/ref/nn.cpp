@@ -6,6 +6,7 @@
 
 #include "ir/ops/nn_einsum.h"
 #include "ir/ops/nn_window.h"
+#include "kernels/ref/channels_last.h"
 #include "kernels/ref/indexing.h"
 #include "kernels/ref/nn_conv.h"
 #include "kernels/ref/nn_matmul.h"
@@ -303,7 +304,7 @@ CUVIL_REF_KERNEL(QLinearConv) {
   });
 }
 
-CUVIL_REF_KERNEL(MaxPool) {
+static void max_pool_channels_first(KernelContext& ctx) {
   nn::WindowAttrs which;
   which.has_ceil_mode = true;
   which.kernel_required = true;
@@ -316,7 +317,9 @@ CUVIL_REF_KERNEL(MaxPool) {
   });
 }
 
-CUVIL_REF_KERNEL(AveragePool) {
+CUVIL_REF_KERNEL(MaxPool) { ref::channels_first_or(ctx, max_pool_channels_first); }
+
+static void average_pool_channels_first(KernelContext& ctx) {
   nn::WindowAttrs which;
   which.has_dilations = false;
   which.has_ceil_mode = true;
@@ -329,13 +332,19 @@ CUVIL_REF_KERNEL(AveragePool) {
   });
 }
 
-CUVIL_REF_KERNEL(GlobalAveragePool) {
+CUVIL_REF_KERNEL(AveragePool) { ref::channels_first_or(ctx, average_pool_channels_first); }
+
+static void global_average_pool_channels_first(KernelContext& ctx) {
   visit_among<CUVIL_NN_FLOATS>(ctx, ctx.input(0).dtype(), [&]<class T>() { global_pool<T>(ctx, false); });
 }
 
-CUVIL_REF_KERNEL(GlobalMaxPool) {
+CUVIL_REF_KERNEL(GlobalAveragePool) { ref::channels_first_or(ctx, global_average_pool_channels_first); }
+
+static void global_max_pool_channels_first(KernelContext& ctx) {
   visit_among<CUVIL_NN_FLOATS>(ctx, ctx.input(0).dtype(), [&]<class T>() { global_pool<T>(ctx, true); });
 }
+
+CUVIL_REF_KERNEL(GlobalMaxPool) { ref::channels_first_or(ctx, global_max_pool_channels_first); }
 
 CUVIL_REF_KERNEL(MaxUnpool) {
   const Tensor &x = ctx.input(0), &ind = ctx.input(1);

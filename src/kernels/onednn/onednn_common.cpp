@@ -1,0 +1,75 @@
+#include "kernels/onednn/onednn_common.h"
+
+namespace cuvil::onednn {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& thread_stream() {
+  // CPU streams execute on the calling thread; one per thread keeps concurrent executors independent.
+  thread_local dnnl::stream s(cpu_engine());
+  return s;
+}
+
+memory::desc dense_md(const Dims& dims, memory::data_type dt) {
+  Dims strides(dims.size(), 1);
+  for (size_t d = dims.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(dims[d], 1);
+  return memory::desc(dims, dt, strides);
+}
+
+memory::desc swapped_last2_md(const Dims& dims, memory::data_type dt) {
+  Dims stored = dims;
+  size_t r = dims.size();
+  std::swap(stored[r - 1], stored[r - 2]);
+  Dims strides(r, 1);
+  for (size_t d = r; d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(stored[d], 1);
+  std::swap(strides[r - 1], strides[r - 2]);
+  return memory::desc(dims, dt, strides);
+}
+
+memory::format_tag activation_tag(size_t spatial, bool channels_last) {
+  using T = memory::format_tag;
+  if (spatial == 1) return channels_last ? T::nwc : T::ncw;
+  if (spatial == 2) return channels_last ? T::nhwc : T::nchw;
+  return channels_last ? T::ndhwc : T::ncdhw;
+}
+
+bool to_onednn_type(DType t, memory::data_type* out) {
+  switch (t) {
+    case DType::f32: *out = memory::data_type::f32; return true;
+    default: return false;  // bf16/f16 arrive with the precision work; f64 and integers stay on the reference
+  }
+}
+
+bool append_activation(dnnl::post_ops& po, const nn::Activation& a) {
+  using A = dnnl::algorithm;
+  switch (a.kind) {
+    case nn::Act::None: return true;
+    case nn::Act::Relu: po.append_eltwise(1.f, A::eltwise_relu, 0.f, 0.f); return true;
+    case nn::Act::LeakyRelu: po.append_eltwise(1.f, A::eltwise_relu, a.alpha, 0.f); return true;
+    case nn::Act::Clip: po.append_eltwise(1.f, A::eltwise_clip_v2, a.alpha, a.beta); return true;
+    case nn::Act::Sigmoid: po.append_eltwise(1.f, A::eltwise_logistic, 0.f, 0.f); return true;
+    case nn::Act::Tanh: po.append_eltwise(1.f, A::eltwise_tanh, 0.f, 0.f); return true;
+    case nn::Act::HardSigmoid:
+      po.append_eltwise(1.f, A::eltwise_linear, a.alpha, a.beta);
+      po.append_eltwise(1.f, A::eltwise_clip_v2, 0.f, 1.f);
+      return true;
+    case nn::Act::HardSwish: po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f); return true;
+    case nn::Act::Gelu: po.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f); return true;
+    case nn::Act::GeluTanh: po.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f); return true;
+    case nn::Act::Elu: po.append_eltwise(1.f, A::eltwise_elu, a.alpha, 0.f); return true;
+  }
+  return false;
+}
+
+memory pack(const Tensor& t, const memory::desc& from, const memory::desc& to) {
+  memory src(from, cpu_engine(), const_cast<void*>(t.raw()));
+  memory dst(to, cpu_engine());
+  dnnl::reorder(src, dst).execute(thread_stream(), src, dst);
+  thread_stream().wait();
+  return dst;
+}
+
+}  // namespace cuvil::onednn

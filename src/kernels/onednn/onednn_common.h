@@ -1,0 +1,52 @@
+// What the oneDNN kernels share: the engine, a stream per thread, memory descriptors for Cuvil's dense tensors,
+// activations as post-ops, and a base class that binds tensors to pre-built argument lists.
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <string>
+#include <unordered_map>
+
+#include "ir/ops/activation.h"
+#include "kernels/prepared_kernel.h"
+
+namespace cuvil::onednn {
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+dnnl::engine& cpu_engine();
+dnnl::stream& thread_stream();
+
+// A row-major descriptor of `dims` (Cuvil tensors are dense and row-major).
+memory::desc dense_md(const Dims& dims, memory::data_type dt);
+// Row-major, but the last two dims swapped in memory: the logical [.., K, N] view of a stored [.., N, K].
+memory::desc swapped_last2_md(const Dims& dims, memory::data_type dt);
+// The dense layout of an activation with `spatial` dims: ncw/nchw/ncdhw, or nwc/nhwc/ndhwc when channels-last.
+memory::format_tag activation_tag(size_t spatial, bool channels_last);
+// oneDNN's data type for a Cuvil dtype, or false when oneDNN kernels do not take it.
+bool to_onednn_type(DType t, memory::data_type* out);
+
+// Appends the activation's eltwise post-ops; false when oneDNN has no equivalent.
+bool append_activation(dnnl::post_ops& po, const nn::Activation& a);
+
+// A primitive plus its arguments, built once: run() only points the memories at this call's tensors.
+class PrimitiveKernel : public PreparedKernel {
+ public:
+  std::string impl_name() const override { return name_; }
+
+ protected:
+  // Memory objects for each argument; those bound per call have no handle until run().
+  std::unordered_map<int, memory> args_;
+  dnnl::primitive prim_;
+  std::string name_;
+
+  void set_name(const dnnl::primitive_desc_base& pd) { name_ = "onednn:" + std::string(pd.impl_info_str()); }
+  void bind(int arg, const void* data) { args_.at(arg).set_data_handle(const_cast<void*>(data)); }
+  void execute() { prim_.execute(thread_stream(), args_); }
+};
+
+// Copies a constant tensor into memory of descriptor `to` (reordering from the dense `from` layout).
+memory pack(const Tensor& t, const memory::desc& from, const memory::desc& to);
+
+}  // namespace cuvil::onednn

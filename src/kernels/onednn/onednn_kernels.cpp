@@ -1,0 +1,42 @@
+#include "kernels/onednn/onednn_kernels.h"
+
+#include "kernels/onednn/onednn_ops.h"
+
+#include <dnnl.hpp>
+
+namespace cuvil::onednn {
+
+std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::vector<PrepareInput>& inputs) {
+  switch (n.op()) {
+    case OpKind::Conv: case OpKind::FusedConv: case OpKind::MatMul: case OpKind::Gemm: case OpKind::FusedMatMul:
+    case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool:
+      break;
+    default:
+      return nullptr;
+  }
+  // oneDNN does not take empty tensors (it divides by dims); the reference kernels handle them.
+  for (const PrepareInput& in : inputs)
+    for (int64_t d : in.shape)
+      if (in.present && d == 0) return nullptr;
+  try {
+    for (const auto& dims : infer_output_dims(n, inputs))
+      for (int64_t d : dims)
+        if (d == 0) return nullptr;
+    switch (n.op()) {
+      case OpKind::Conv:
+      case OpKind::FusedConv: return prepare_conv(n, inputs);
+      case OpKind::MatMul:
+      case OpKind::Gemm:
+      case OpKind::FusedMatMul: return prepare_matmul(n, inputs);
+      case OpKind::MaxPool:
+      case OpKind::AveragePool:
+      case OpKind::GlobalAveragePool:
+      case OpKind::GlobalMaxPool: return prepare_pool(n, inputs);
+      default: return nullptr;
+    }
+  } catch (const dnnl::error&) {
+    return nullptr;  // oneDNN has no implementation for this case: the caller falls back to another kernel
+  }
+}
+
+}  // namespace cuvil::onednn

@@ -1,0 +1,86 @@
+// MaxPool, AveragePool and the global pools on oneDNN's pooling primitive, in the tensor's own layout
+// (channels-first or channels-last).
+#include "ir/ops/layout.h"
+#include "ir/ops/nn_window.h"
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/onednn_ops.h"
+
+namespace cuvil::onednn {
+
+namespace {
+
+class PoolKernel final : public PrimitiveKernel {
+ public:
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in) {
+    AttrReader attrs(n);
+    memory::data_type dt;
+    const auto& xs = in[0].shape;
+    if (!to_onednn_type(in[0].dtype, &dt) || xs.size() < 3 || xs.size() > 5 || n.num_outputs() != 1) return false;
+    bool cl = attrs.i("channels_last") != 0;
+    size_t S = xs.size() - 2;
+    std::vector<int64_t> y = infer_output_dims(n, in)[0];
+    Dims xd = cl ? Dims(layout::to_channels_first(xs)) : Dims(xs.begin(), xs.end());
+    Dims yd = cl ? Dims(layout::to_channels_first(y)) : Dims(y.begin(), y.end());
+    Dims kernel, strides, dil, pl, pr;
+    dnnl::algorithm alg;
+    bool global = n.op() == OpKind::GlobalAveragePool || n.op() == OpKind::GlobalMaxPool;
+    if (global) {
+      alg = n.op() == OpKind::GlobalMaxPool ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg;
+      kernel = Dims(xd.begin() + 2, xd.end());
+      strides = Dims(S, 1);
+      dil = pl = pr = Dims(S, 0);
+    } else {
+      nn::WindowAttrs which;
+      which.has_ceil_mode = true;
+      which.kernel_required = true;
+      which.has_dilations = n.op() == OpKind::MaxPool;
+      nn::Window win = nn::read_window(attrs, S, which);
+      if (n.op() == OpKind::MaxPool) {
+        alg = dnnl::algorithm::pooling_max;
+      } else {
+        bool include_pad = attrs.i("count_include_pad") != 0;
+        // With ceil_mode the last window may reach past the explicit padding; ONNX and oneDNN count such
+        // windows' divisors differently when padding is included, so that case stays on the reference.
+        if (include_pad && win.ceil_mode) return false;
+        alg = include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
+      }
+      for (size_t i = 0; i < S; ++i) {
+        int64_t k = win.kernel[i], in_i = xd[2 + i], out_i = yd[2 + i], s = win.strides[i];
+        auto [b, e] = nn::window_pads(win, i, in_i, out_i, k);
+        int64_t ek = (k - 1) * win.dilations[i] + 1;
+        if ((in_i + b + e - ek) / s + 1 != out_i) e = (out_i - 1) * s + ek - in_i - b;
+        if (e < 0) return false;
+        kernel.push_back(k);
+        strides.push_back(s);
+        dil.push_back(win.dilations[i] - 1);
+        pl.push_back(b);
+        pr.push_back(e);
+      }
+    }
+    memory::format_tag tag = activation_tag(S, cl);
+    memory::desc x_md(xd, dt, tag), y_md(yd, dt, tag);
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, x_md, y_md, strides, kernel, dil, pl, pr);
+    dnnl::pooling_v2_forward::primitive_desc pd(d, cpu_engine());
+    prim_ = dnnl::pooling_v2_forward(pd);
+    set_name(pd);
+    args_[DNNL_ARG_SRC] = memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
+    args_[DNNL_ARG_DST] = memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE);
+    return true;
+  }
+
+  void run(KernelContext& ctx) override {
+    bind(DNNL_ARG_SRC, ctx.input(0).raw());
+    bind(DNNL_ARG_DST, ctx.output(0).raw());
+    execute();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<PreparedKernel> prepare_pool(const Node& n, const std::vector<PrepareInput>& inputs) {
+  auto k = std::make_unique<PoolKernel>();
+  if (!k->prepare(n, inputs)) return nullptr;
+  return k;
+}
+
+}  // namespace cuvil::onednn

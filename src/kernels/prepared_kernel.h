@@ -1,0 +1,52 @@
+// A kernel prepared for one node at one set of concrete input types (dtypes and shapes).
+//
+// The executor asks prepare_kernel() once per node and shape signature, keeps the result, and afterwards only calls
+// run() with the tensors of that signature: whatever depends on shapes alone (oneDNN primitives, packed weights,
+// loop bounds, tiling) is decided in prepare, so run() does only the arithmetic. Fast kernels never change a
+// result beyond floating-point reassociation; the reference kernels (src/kernels/ref) are their oracle.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_context.h"
+
+namespace cuvil {
+
+class PreparedKernel {
+ public:
+  virtual ~PreparedKernel() = default;
+  // Inputs and outputs have the types given to prepare (outputs allocated by the runtime unless data-dependent).
+  virtual void run(KernelContext& ctx) = 0;
+  // What runs, for profiles: "onednn:brgconv:avx512_core", "cpu:softmax", "ref:Conv".
+  virtual std::string impl_name() const = 0;
+};
+
+// What prepare_kernel may use.
+struct KernelOptions {
+  bool fast = true;                // false: reference kernels only (the oracle; for debugging and tests)
+  std::set<OpKind> reference_ops;  // ops that always run on the reference kernels
+};
+
+// The input types a kernel is prepared for. `value` is set for inputs whose contents are fixed (constants such as
+// weights), so a kernel may pre-pack them; otherwise null.
+struct PrepareInput {
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  const Tensor* value = nullptr;
+  bool present = false;
+};
+
+// The fastest available kernel for `n` at these input types; the reference kernel when nothing faster applies.
+std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                               const KernelOptions& options);
+
+// The outputs' dims that inference gives `n` at these input types (empty for a data-dependent output).
+std::vector<std::vector<int64_t>> infer_output_dims(const Node& n, const std::vector<PrepareInput>& inputs);
+
+// Wraps a plain kernel function (the reference kernels, simple fast kernels without prepared state).
+std::unique_ptr<PreparedKernel> wrap_kernel(KernelFn fn, std::string name);
+
+}  // namespace cuvil

@@ -1,0 +1,87 @@
+// Reference kernels of the fused ops: the unfused ops' reference kernels run one after the other, so a fused
+// node computes exactly what the graph it replaced did.
+#include "ir/ops/activation.h"
+#include "kernels/permute.h"
+#include "kernels/ref/channels_last.h"
+#include "kernels/ref/ref_kernels.h"
+
+namespace cuvil {
+
+namespace {
+
+// y = activation(y + sum), elementwise, in T's compute type.
+template <class T>
+void add_and_activate(Tensor& y, const Tensor* sum, const nn::Activation& act) {
+  T* yp = y.data<T>();
+  const T* sp = sum ? sum->data<T>() : nullptr;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    compute_t<T> v = compute_t<T>(yp[i]);
+    if (sp) v += compute_t<T>(sp[i]);
+    yp[i] = T(nn::apply_activation(act, v));
+  }
+}
+
+void epilogue(KernelContext& ctx, Tensor& y, const Tensor* sum) {
+  nn::Activation act = nn::read_activation(ctx);
+  if (!sum && act.kind == nn::Act::None) return;
+  visit_dtype(y.dtype(), [&]<class T>() {
+    if constexpr (is_float_v<T>) add_and_activate<T>(y, sum, act);
+    else ctx.error("unsupported dtype ", dtype_name(y.dtype()));
+  });
+}
+
+void fused_conv_channels_first(KernelContext& ctx) {
+  // Conv reads only X, W, B and the conv attributes, which FusedConv shares.
+  std::vector<const Tensor*> ins{&ctx.input(0), &ctx.input(1)};
+  if (ctx.has_input(2)) ins.push_back(&ctx.input(2));
+  std::vector<Tensor> outs{ctx.output(0)};
+  KernelContext conv(ctx.node(), ins, &outs, nullptr);
+  ref_kernel(OpKind::Conv)(conv);
+}
+
+}  // namespace
+
+// The Sum input may share the output's buffer (in-place pair 3 -> 0), so it is read before the conv writes.
+CUVIL_REF_KERNEL(FusedConv) {
+  Tensor sum;
+  if (ctx.has_input(3)) sum = ctx.input(3).clone();
+  ref::channels_first_or(ctx, fused_conv_channels_first);
+  epilogue(ctx, ctx.output(0), sum.defined() ? &sum : nullptr);
+}
+
+CUVIL_REF_KERNEL(FusedMatMul) {
+  Tensor sum;
+  if (ctx.has_input(3)) sum = ctx.input(3).clone();
+  Tensor b = ctx.input(1);
+  if (ctx.i("transB")) {
+    std::vector<int64_t> perm;
+    for (size_t d = 0; d < b.rank(); ++d) perm.push_back(int64_t(d));
+    std::swap(perm[b.rank() - 1], perm[b.rank() - 2]);
+    b = permuted(b, perm);
+  }
+  Tensor& y = ctx.output(0);
+  {
+    std::vector<const Tensor*> ins{&ctx.input(0), &b};
+    std::vector<Tensor> outs{y};
+    KernelContext mm(ctx.node(), ins, &outs, nullptr);
+    ref_kernel(OpKind::MatMul)(mm);
+  }
+  float alpha = ctx.f("alpha");
+  const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  visit_dtype(y.dtype(), [&]<class T>() {
+    if constexpr (is_float_v<T>) {
+      T* yp = y.data<T>();
+      int64_t n = y.dim(y.rank() - 1);
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        compute_t<T> v = compute_t<T>(yp[i]) * compute_t<T>(alpha);
+        if (bias) v += compute_t<T>(bias->data<T>()[i % n]);
+        yp[i] = T(v);
+      }
+    } else {
+      ctx.error("unsupported dtype ", dtype_name(y.dtype()));
+    }
+  });
+  epilogue(ctx, y, sum.defined() ? &sum : nullptr);
+}
+
+}  // namespace cuvil

@@ -1,0 +1,117 @@
+// fuse-matmul: a matrix product and the element-wise work that follows it become one FusedMatMul
+//   Y = activation(alpha * A B' + bias + sum)
+// absorbing, in this order and each only when it is the sole reader of the value before it:
+//   - Mul / Div by a constant scalar (attention's 1/sqrt(d) scaling) -> alpha
+//   - Add of a 1-D value with one element per output column -> bias
+//   - Add of a value of the output's shape (a residual) -> sum
+//   - an activation (Relu, Clip, Gelu, ...)
+// Roots: MatMul with operands of rank >= 2, and Gemm without transA whose C is absent, 1-D, [1, N] (a constant,
+// reshaped) or the output's shape, with beta = 1.
+#include "passes/fusion.h"
+#include "passes/pass.h"
+#include "passes/rewrite.h"
+
+namespace cuvil {
+namespace {
+
+
+bool rank_at_least(const Value* v, size_t r) { return v && v->shape().rank_known() && v->shape().rank() >= r; }
+
+// The Add's other operand when it adds a per-column bias [N] to y.
+Value* bias_operand(const Node& add, const Value* y) {
+  Value* other = add.input(0) == y ? add.input(1) : add.input(0);
+  if (!other || other == y || other->dtype() != y->dtype() || !other->shape().rank_known()) return nullptr;
+  if (other->shape().rank() != 1 || other->shape()[0] != y->shape()[y->shape().rank() - 1]) return nullptr;
+  return other;
+}
+
+Value* sum_operand(const Node& add, const Value* y) {
+  Value* other = add.input(0) == y ? add.input(1) : add.input(0);
+  if (!other || other == y || other->type() != y->type()) return nullptr;
+  return other;
+}
+
+bool fuse(Graph& g) {
+  rewrite::UseMap uses(g);
+  std::vector<Node*> dead;
+  std::unordered_set<const Node*> taken;
+  bool changed = false;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    Node* root = g.nodes()[i].get();
+    Value* y = root->num_outputs() == 1 ? root->output(0) : nullptr;
+    if (!y || !is_float(y->dtype()) || taken.count(root)) continue;
+    Value *a = root->input(0), *b = root->input(1), *bias = nullptr, *sum = nullptr;
+    double alpha = 1.0;
+    int64_t trans_b = 0;
+    if (root->op() == OpKind::MatMul) {
+      if (!rank_at_least(a, 2) || !rank_at_least(b, 2)) continue;
+    } else if (root->op() == OpKind::Gemm) {
+      AttrReader at(*root);
+      if (at.i("transA") != 0) continue;
+      trans_b = at.i("transB");
+      alpha = at.f("alpha");
+      if (Value* c = root->num_inputs() > 2 ? root->input(2) : nullptr) {
+        if (at.f("beta") != 1.0f || !c->shape().rank_known()) continue;
+        const Shape& cs = c->shape();
+        const Dim& n = y->shape()[1];
+        if (cs.rank() == 1 && cs[0] == n) {
+          bias = c;
+        } else if (cs.rank() == 2 && cs[0] == Dim(1) && cs[1] == n && c->is_constant()) {
+          bias = g.add_constant(g.unique_name(c->name() + "_row"), c->constant().reshaped({c->constant().dim(1)}));
+        } else if (c->type() == y->type()) {
+          sum = c;
+        } else {
+          continue;
+        }
+      }
+    } else {
+      continue;
+    }
+    std::vector<Node*> chain{root};
+    Value* cur = y;
+    nn::Activation act;
+    for (;;) {
+      Node* u = uses.sole_user(cur);
+      if (!u || taken.count(u) || u->num_outputs() != 1) break;
+      if (!bias && !sum && (u->op() == OpKind::Mul || u->op() == OpKind::Div) && u->num_inputs() == 2) {
+        Value* other = u->input(0) == cur ? u->input(1) : u->input(0);
+        auto k = rewrite::scalar_constant(other);
+        if (!k || (u->op() == OpKind::Div && (u->input(0) != cur || *k == 0)) || u->output(0)->type() != cur->type()) break;
+        alpha = u->op() == OpKind::Mul ? alpha * *k : alpha / *k;
+      } else if (u->op() == OpKind::Add && !bias && !sum && bias_operand(*u, cur)) {
+        bias = bias_operand(*u, cur);
+      } else if (u->op() == OpKind::Add && !sum && sum_operand(*u, cur)) {
+        sum = sum_operand(*u, cur);
+      } else if (auto a_ = fusion::activation_of(*u); a_ && u->input(0) == cur) {
+        act = *a_;
+        chain.push_back(u);
+        cur = u->output(0);
+        break;
+      } else {
+        break;
+      }
+      chain.push_back(u);
+      cur = u->output(0);
+    }
+    if (chain.size() == 1 && root->op() == OpKind::MatMul) continue;  // nothing to fuse
+    AttrMap attrs{{"alpha", Attribute(alpha)}, {"transB", Attribute(trans_b)}};
+    fusion::set_activation(attrs, act);
+    std::vector<Value*> ins{a, b, bias, sum};
+    while (!ins.empty() && !ins.back()) ins.pop_back();
+    size_t last = rewrite::node_index(g, chain.back());
+    std::string name = rewrite::free_name(g, cur);
+    Node* fused = g.insert_node(last + 1, OpKind::FusedMatMul, ins, {name}, attrs, chain.back()->loc());
+    fused->output(0)->set_type(cur->type());
+    g.replace_all_uses(cur, fused->output(0));
+    for (Node* n : chain) dead.push_back(n), taken.insert(n);
+    changed = true;
+  }
+  g.erase_nodes(dead);
+  return changed;
+}
+
+}  // namespace
+
+bool FuseMatMulPass::run(Graph& g, PassContext&) { return rewrite::for_each_graph_postorder(g, fuse); }
+
+}  // namespace cuvil
