@@ -65,7 +65,11 @@ class MatMulKernel final : public PrimitiveKernel {
     std::vector<int64_t> y = infer_output_dims(n, in)[0];
     Spec s;
     if (!read_spec(n, in, y, s)) return false;
-    if (s.alpha != 1.f && s.bias_input >= 0 && !in[1].value) return false;
+    if (s.alpha != 1.f && s.bias_input >= 0 && !in[1].value) {
+      // alpha becomes a linear post-op, applied after the bias: a constant bias is pre-divided by alpha.
+      if (s.alpha == 0.f || !in[size_t(s.bias_input)].value) return false;
+      s.bias_scale /= s.alpha;
+    }
     spec_ = s;
 
     // Logical dims: A [.., M, K], B [.., K, N], Y [.., M, N], all of Y's rank.
