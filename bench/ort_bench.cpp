@@ -7,7 +7,7 @@
 // needed are declared below. Per model: an ORT session (intra-op threads --threads, default 2; graph optimization
 // level all) with outputs bound to buffers this program owns, and a Cuvil Executor (-O1, the same thread count). Inputs
 // are random (symbolic dims -> 1; integers in [0, 4)); Cuvil's outputs are checked against ORT's (relative L2),
-// then the two are timed alternately (ORT, Cuvil, ORT, ...) after the warm-up runs so that drift in machine load
+// then the two are timed alternately in blocks of 5 runs (ORT, Cuvil, ORT, ...) after the warm-up runs so that drift in machine load
 // hits both alike. Prints median and min ms of each and the ratio cuvil/ort (> 1: Cuvil is slower).
 //
 // Objects ORT hands out (sessions, values, statuses) are not released: the table positions of the Release*
@@ -354,21 +354,29 @@ Result bench_one(const Ort& ort, const std::string& path, const Options& o) {
     om.run();
     exec.run(inputs);
   }
-  // Both runtimes park worker threads by spinning for a while after a run; on a 2-core machine a run that starts
-  // while the other's workers still spin loses the cores. A short pause before each timed run lets them settle.
-  auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(10)); };
+  // Both runtimes keep worker threads spinning for a while after a run; on a 2-core machine a run that starts
+  // while the other's workers still spin loses its cores. So the two alternate in short blocks: a pause, one
+  // untimed run to wake this runtime's workers, then up to 5 timed runs, and the same for the other.
+  auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); };
   std::vector<double> t_ort, t_cuvil;
-  for (int i = 0; i < o.iters; ++i) {
+  const int block = 5;
+  for (int done = 0; done < o.iters;) {
+    int n = std::min(block, o.iters - done);
     settle();
-    double t0 = now_ms();
     om.run();
-    double t1 = now_ms();
+    for (int i = 0; i < n; ++i) {
+      double t0 = now_ms();
+      om.run();
+      t_ort.push_back(now_ms() - t0);
+    }
     settle();
-    double t2 = now_ms();
     exec.run(inputs);
-    double t3 = now_ms();
-    t_ort.push_back(t1 - t0);
-    t_cuvil.push_back(t3 - t2);
+    for (int i = 0; i < n; ++i) {
+      double t0 = now_ms();
+      exec.run(inputs);
+      t_cuvil.push_back(now_ms() - t0);
+    }
+    done += n;
   }
   r.iters = o.iters;
   r.ort = summarize(t_ort);

@@ -47,7 +47,7 @@ std::vector<std::vector<int64_t>> infer_output_dims(const Node& n, const std::ve
 std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                const KernelOptions& options) {
   if (options.fast && !options.reference_ops.count(n.op())) {
-    if (auto k = onednn::prepare_onednn_kernel(n, inputs)) return k;
+    if (auto k = onednn::prepare_onednn_kernel(n, inputs, options)) return k;
     if (auto k = cpu::prepare_cpu_kernel(n, inputs)) return k;
   }
   return wrap_kernel(ref_kernel(n.op()), "ref:" + std::string(op_name(n.op())));

@@ -28,6 +28,7 @@ class PreparedKernel {
 struct KernelOptions {
   bool fast = true;                // false: reference kernels only (the oracle; for debugging and tests)
   std::set<OpKind> reference_ops;  // ops that always run on the reference kernels
+  bool winograd = true;            // 3x3 stride-1 convolutions may use Winograd (rel. error ~1e-6, not ~1e-7)
 };
 
 // The input types a kernel is prepared for. `value` is set for inputs whose contents are fixed (constants such as

@@ -5,6 +5,8 @@
 //   - Add of a 1-D value with one element per output column -> bias
 //   - Add of a value of the output's shape (a residual) -> sum
 //   - an activation (Relu, Clip, Gelu, ...)
+// A MatMul's B that is a Transpose swapping the last two dims (attention's K^T), read by nothing else, is read
+// through strides instead (transB).
 // Roots: MatMul with operands of rank >= 2, and Gemm without transA whose C is absent, 1-D, [1, N] (a constant,
 // reshaped) or the output's shape, with beta = 1.
 #include "passes/fusion.h"
@@ -31,6 +33,18 @@ Value* sum_operand(const Node& add, const Value* y) {
   return other;
 }
 
+// The Transpose producing v when it swaps v's last two dims and keeps the others, else null.
+Node* swaps_last_two(const Value* v) {
+  Node* t = v->producer();
+  if (!t || t->op() != OpKind::Transpose || !t->has_attr("perm")) return nullptr;
+  const auto& perm = t->attrs().at("perm").ints();
+  size_t r = perm.size();
+  if (r < 2) return nullptr;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (perm[i] != int64_t(i)) return nullptr;
+  return perm[r - 2] == int64_t(r - 1) && perm[r - 1] == int64_t(r - 2) ? t : nullptr;
+}
+
 bool fuse(Graph& g) {
   rewrite::UseMap uses(g);
   std::vector<Node*> dead;
@@ -43,8 +57,14 @@ bool fuse(Graph& g) {
     Value *a = root->input(0), *b = root->input(1), *bias = nullptr, *sum = nullptr;
     double alpha = 1.0;
     int64_t trans_b = 0;
+    Node* b_transpose = nullptr;
     if (root->op() == OpKind::MatMul) {
       if (!rank_at_least(a, 2) || !rank_at_least(b, 2)) continue;
+      if (Node* t = swaps_last_two(b); t && uses.sole_user(b) == root && !taken.count(t)) {
+        b_transpose = t;
+        b = t->input(0);
+        trans_b = 1;
+      }
     } else if (root->op() == OpKind::Gemm) {
       AttrReader at(*root);
       if (at.i("transA") != 0) continue;
@@ -93,7 +113,8 @@ bool fuse(Graph& g) {
       chain.push_back(u);
       cur = u->output(0);
     }
-    if (chain.size() == 1 && root->op() == OpKind::MatMul) continue;  // nothing to fuse
+    if (chain.size() == 1 && root->op() == OpKind::MatMul && !b_transpose) continue;  // nothing to fuse
+    if (b_transpose) dead.push_back(b_transpose), taken.insert(b_transpose);
     AttrMap attrs{{"alpha", Attribute(alpha)}, {"transB", Attribute(trans_b)}};
     fusion::set_activation(attrs, act);
     std::vector<Value*> ins{a, b, bias, sum};

@@ -16,9 +16,10 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   step(SimplifyIdentitiesPass());
   // Merge duplicate nodes and equal constants (frontends emit the same Shape/Gather or weight many times).
   step(CommonSubexpressionEliminationPass());
-  // Fusion: GELU chains into Gelu; Conv / MatMul / Gemm with their bias, residual Add and activation into one
+  // Fusion: GELU and layer-norm chains into Gelu / LayerNormalization; Conv / MatMul / Gemm with their bias, residual Add and activation into one
   // node each, which oneDNN runs with post-ops.
   step(FuseGeluPass());
+  step(FuseLayerNormPass());
   step(FuseConvolutionPass());
   step(FuseMatMulPass());
   // Convolutions and pools go channels-last; the transposes this adds cancel between neighbours.

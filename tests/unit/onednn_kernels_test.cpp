@@ -86,6 +86,25 @@ TEST(OnednnKernels, FusedConvChannelsLastWithSumAndActivations) {
   }
 }
 
+// 3x3 stride-1 convolutions with enough channels run Winograd in a blocked layout: check it is chosen and
+// matches, with the residual sum (reordered into the blocked layout first) and an activation.
+TEST(OnednnKernels, WinogradConvolutionMatchesReference) {
+  Tensor x = random_tensor({1, 14, 12, 32}, 31);  // NHWC
+  Tensor w = random_tensor({64, 32, 3, 3}, 32), b = random_tensor({64}, 33);
+  Tensor sum = random_tensor({1, 14, 12, 64}, 34);
+  AttrMap attrs{{"pads", Attribute(Ints{1, 1, 1, 1})}, {"channels_last", Attribute(int64_t(1))},
+                {"activation", Attribute("Relu")}};
+  OneOp one = build_op(OpKind::FusedConv, {input(x), constant(w), constant(b), input(sum)}, attrs);
+  Executor fast(one.g);
+  EXPECT_NE(fast.profile(one.feeds)[0].impl.find("wino"), std::string::npos) << fast.profile(one.feeds)[0].impl;
+  expect_matches_reference(OpKind::FusedConv, {input(x), constant(w), constant(b), input(sum)}, attrs,
+                           "Winograd FusedConv NHWC + sum + relu");
+  ExecutorOptions direct;
+  direct.kernels.winograd = false;
+  Executor no_wino(one.g, direct);
+  EXPECT_EQ(no_wino.profile(one.feeds)[0].impl.find("wino"), std::string::npos);
+}
+
 TEST(OnednnKernels, MatrixProductsMatchReference) {
   // MatMul: 2-D, batched x 2-D constant (one tall product), batched x batched with broadcast.
   expect_matches_reference(OpKind::MatMul, {input(random_tensor({7, 13}, 1)), constant(random_tensor({13, 9}, 2))},

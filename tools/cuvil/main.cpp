@@ -5,7 +5,8 @@
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
 //
-// --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels.
+// --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels;
+// --no-winograd keeps 3x3 convolutions on direct (non-Winograd) kernels.
 //
 // MODEL is an .onnx file or Cuvil IR text (.cvir). Any error prints one line and exits non-zero.
 #include <algorithm>
@@ -34,7 +35,7 @@ constexpr const char* kUsage =
     "  cuvil inspect MODEL [--ir]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
-    "              [--warmup N] [--json] [-O0|-O1] [--ref]\n"
+    "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd]\n"
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
@@ -49,7 +50,7 @@ struct Args {
   std::map<std::string, int64_t> dims;        // symbol -> value, for random inputs
   std::string output_dir;
   int threads = 0, iters = 10, warmup = 2;  // threads 0: all cores
-  bool json = false, ir = false, reference = false;
+  bool json = false, ir = false, reference = false, winograd = true;
   int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
 };
 
@@ -90,6 +91,7 @@ Args parse_args(int argc, char** argv) {
     } else if (s == "--output-dir") a.output_dir = value();
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
     else if (s == "--ref") a.reference = true;
+    else if (s == "--no-winograd") a.winograd = false;
     else if (s == "--iters") a.iters = int(parse_int(s, value(), 1));
     else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
     else if (s == "--json") a.json = true;
@@ -172,6 +174,7 @@ std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a)
   ExecutorOptions o;
   o.threads = a.threads;
   o.kernels.fast = !a.reference;
+  o.kernels.winograd = a.winograd;
   return std::make_unique<Executor>(std::move(g), o);
 }
 

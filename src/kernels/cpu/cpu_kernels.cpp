@@ -1,9 +1,32 @@
+// Picks the hand-written CPU kernel family for a node; each family decides from the node and the input types
+// whether it has a fast kernel (see cpu_util.h for the list).
 #include "kernels/cpu/cpu_kernels.h"
+
+#include "kernels/cpu/cpu_util.h"
 
 namespace cuvil::cpu {
 
 std::unique_ptr<PreparedKernel> prepare_cpu_kernel(const Node& n, const std::vector<PrepareInput>& inputs) {
-  return nullptr;
+  switch (n.op()) {
+    case OpKind::Relu: case OpKind::Neg: case OpKind::Abs: case OpKind::Reciprocal: case OpKind::Sqrt:
+    case OpKind::Exp: case OpKind::Tanh: case OpKind::Erf: case OpKind::Sigmoid: case OpKind::LeakyRelu:
+    case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Gelu: case OpKind::Clip:
+      return prepare_unary(n, inputs);
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
+      return prepare_binary(n, inputs);
+    case OpKind::Pow:
+      return prepare_pow(n, inputs);
+    case OpKind::Softmax: case OpKind::LogSoftmax:
+      return prepare_softmax(n, inputs);
+    case OpKind::LayerNormalization:
+      return prepare_layer_norm(n, inputs);
+    case OpKind::Transpose:
+      return prepare_transpose(n, inputs);
+    case OpKind::ReduceSum: case OpKind::ReduceMean:
+      return prepare_reduce(n, inputs);
+    default:
+      return nullptr;
+  }
 }
 
 }  // namespace cuvil::cpu

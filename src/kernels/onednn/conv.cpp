@@ -2,6 +2,10 @@
 // residual Sum as a sum post-op and the activation as eltwise post-ops. Activations keep Cuvil's dense layout
 // (channels-first, or channels-last when the layout pass chose it, which oneDNN's fast fp32 kernels prefer);
 // constant weights are reordered once into the primitive's preferred blocked layout.
+//
+// 3x3 stride-1 2-D convolutions use Winograd when oneDNN has it (KernelOptions::winograd): 20-40% faster here on
+// ResNet's shapes, at the price of a blocked activation layout (reordered in and out around the primitive, which
+// costs far less than it saves) and a slightly different rounding (relative error ~1e-6 instead of ~1e-7).
 #include <cstring>
 
 #include "ir/ops/layout.h"
@@ -15,7 +19,7 @@ namespace {
 
 class ConvKernel final : public PrimitiveKernel {
  public:
-  bool prepare(const Node& n, const std::vector<PrepareInput>& in) {
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const KernelOptions& options) {
     AttrReader attrs(n);
     const PrepareInput &x = in[0], &w = in[1];
     memory::data_type dt;
@@ -60,13 +64,38 @@ class ConvKernel final : public PrimitiveKernel {
     if (!append_activation(po, act)) return false;
     dnnl::primitive_attr pattr;
     pattr.set_post_ops(po);
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                      x_md, w.value ? w_any : w_user, b_md, y_md, strides, dil, pl, pr);
-    dnnl::convolution_forward::primitive_desc pd(d, pattr, cpu_engine());
+    double flops = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(w.shape[0], 1));
+    if (flops < kSingleThreadFlops) threads_ = 1;
+    ScopedThreads creating(threads_);  // oneDNN plans its parallel split when the primitive is created
+    auto make_pd = [&](dnnl::algorithm alg, const memory::desc& xm, const memory::desc& ym) {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, alg, xm, w.value ? w_any : w_user, b_md,
+                                        ym, strides, dil, pl, pr);
+      return dnnl::convolution_forward::primitive_desc(d, pattr, cpu_engine(), /*allow_empty=*/true);
+    };
+    dnnl::convolution_forward::primitive_desc pd;
+    bool winograd_shape = options.winograd && S == 2 && group == 1 && w.shape[2] == 3 && w.shape[3] == 3 &&
+                          strides == Dims{1, 1} && dil == Dims{0, 0} && w.value;
+    if (winograd_shape) {
+      memory::desc x_any(xd, dt, memory::format_tag::any), y_any(yd, dt, memory::format_tag::any);
+      pd = make_pd(dnnl::algorithm::convolution_winograd, x_any, y_any);
+      if (pd) {
+        // The primitive reads and writes its own blocked layout; reorders bridge to the tensors' dense layout.
+        blocked_ = true;
+        x_blocked_ = memory(pd.src_desc(), cpu_engine());
+        y_blocked_ = memory(pd.dst_desc(), cpu_engine());
+        x_user_ = memory(x_md, cpu_engine(), DNNL_MEMORY_NONE);
+        y_user_ = memory(y_md, cpu_engine(), DNNL_MEMORY_NONE);
+        to_blocked_ = dnnl::reorder(x_user_, x_blocked_);
+        from_blocked_ = dnnl::reorder(y_blocked_, y_user_);
+        if (has_sum_) sum_to_blocked_ = dnnl::reorder(y_user_, y_blocked_);
+      }
+    }
+    if (!pd) pd = make_pd(dnnl::algorithm::convolution_direct, x_md, y_md);
+    if (!pd) return false;
     prim_ = dnnl::convolution_forward(pd);
     set_name(pd);
-    args_[DNNL_ARG_SRC] = memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
-    args_[DNNL_ARG_DST] = memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE);
+    args_[DNNL_ARG_SRC] = blocked_ ? x_blocked_ : memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
+    args_[DNNL_ARG_DST] = blocked_ ? y_blocked_ : memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     if (w.value) {
       args_[DNNL_ARG_WEIGHTS] = pack(*w.value, w_user, pd.weights_desc());
     } else {
@@ -82,6 +111,21 @@ class ConvKernel final : public PrimitiveKernel {
 
   void run(KernelContext& ctx) override {
     Tensor& y = ctx.output(0);
+    if (blocked_) {
+      ScopedThreads t(threads_);
+      auto& st = thread_stream();
+      x_user_.set_data_handle(const_cast<void*>(ctx.input(0).raw()));
+      to_blocked_.execute(st, x_user_, x_blocked_);
+      if (has_sum_) {
+        y_user_.set_data_handle(const_cast<void*>(ctx.input(3).raw()));
+        sum_to_blocked_.execute(st, y_user_, y_blocked_);
+      }
+      if (bind_bias_) bind(DNNL_ARG_BIAS, ctx.input(2).raw());
+      execute();
+      y_user_.set_data_handle(y.raw());
+      from_blocked_.execute(st, y_blocked_, y_user_);
+      return;
+    }
     if (has_sum_ && ctx.input(3).raw() != y.raw()) std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
     bind(DNNL_ARG_SRC, ctx.input(0).raw());
     bind(DNNL_ARG_DST, y.raw());
@@ -92,15 +136,20 @@ class ConvKernel final : public PrimitiveKernel {
 
  private:
   bool has_sum_ = false, has_bias_ = false, bind_weights_ = false, bind_bias_ = false;
+  // Winograd: the primitive's own blocked activations and the reorders to and from the dense tensors.
+  bool blocked_ = false;
+  memory x_blocked_, y_blocked_, x_user_, y_user_;
+  dnnl::reorder to_blocked_, from_blocked_, sum_to_blocked_;
 };
 
 }  // namespace
 
-std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<PrepareInput>& inputs) {
+std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<PrepareInput>& inputs,
+                                             const KernelOptions& options) {
   // Non-constant weights would need a reorder per call when the primitive wants a blocked layout: the dense
   // descriptor is used for them, which oneDNN accepts (slower kernels) or refuses (then the reference runs).
   auto k = std::make_unique<ConvKernel>();
-  if (!k->prepare(n, inputs)) return nullptr;
+  if (!k->prepare(n, inputs, options)) return nullptr;
   return k;
 }
 

@@ -101,6 +101,9 @@ class MatMulKernel final : public PrimitiveKernel {
       bias_md = dense_md(bias_dims, dt);
     }
 
+    double flops = 2.0 * double(shape_numel(std::vector<int64_t>(yd.begin(), yd.end()))) * double(ad.back());
+    if (flops < kSingleThreadFlops) threads_ = 1;
+    ScopedThreads creating(threads_);  // oneDNN plans its parallel split when the primitive is created
     dnnl::post_ops po;
     if (s.alpha != 1.f && !in[1].value) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, s.alpha, 0.f);
     if (s.sum_input >= 0) po.append_sum(s.sum_scale);

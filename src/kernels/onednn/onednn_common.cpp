@@ -1,6 +1,19 @@
 #include "kernels/onednn/onednn_common.h"
 
+#include <omp.h>
+
 namespace cuvil::onednn {
+
+ScopedThreads::ScopedThreads(int threads) {
+  if (threads <= 0) return;
+  saved_ = omp_get_max_threads();
+  if (saved_ != threads) omp_set_num_threads(threads);
+  else saved_ = 0;
+}
+
+ScopedThreads::~ScopedThreads() {
+  if (saved_ > 0) omp_set_num_threads(saved_);
+}
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);

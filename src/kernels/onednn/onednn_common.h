@@ -30,6 +30,23 @@ bool to_onednn_type(DType t, memory::data_type* out);
 // Appends the activation's eltwise post-ops; false when oneDNN has no equivalent.
 bool append_activation(dnnl::post_ops& po, const nn::Activation& a);
 
+// Below this much work a primitive runs on the calling thread alone: waking a second thread costs more than it
+// saves (an MLP layer, a late depthwise convolution).
+inline constexpr double kSingleThreadFlops = 2e6;
+
+// Sets OpenMP's thread count for the current thread until destroyed (oneDNN sizes its parallel work from it,
+// both when a primitive is created and when it runs). threads <= 0: no change.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int threads);
+  ~ScopedThreads();
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
 // A primitive plus its arguments, built once: run() only points the memories at this call's tensors.
 class PrimitiveKernel : public PreparedKernel {
  public:
@@ -41,9 +58,14 @@ class PrimitiveKernel : public PreparedKernel {
   dnnl::primitive prim_;
   std::string name_;
 
+  int threads_ = 0;  // 1 for small work (see kSingleThreadFlops); 0: the runtime's thread count
+
   void set_name(const dnnl::primitive_desc_base& pd) { name_ = "onednn:" + std::string(pd.impl_info_str()); }
   void bind(int arg, const void* data) { args_.at(arg).set_data_handle(const_cast<void*>(data)); }
-  void execute() { prim_.execute(thread_stream(), args_); }
+  void execute() {
+    ScopedThreads t(threads_);
+    prim_.execute(thread_stream(), args_);
+  }
 };
 
 // Copies a constant tensor into memory of descriptor `to` (reordering from the dense `from` layout).

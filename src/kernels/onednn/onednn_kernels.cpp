@@ -6,7 +6,8 @@
 
 namespace cuvil::onednn {
 
-std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::vector<PrepareInput>& inputs) {
+std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                      const KernelOptions& options) {
   switch (n.op()) {
     case OpKind::Conv: case OpKind::FusedConv: case OpKind::MatMul: case OpKind::Gemm: case OpKind::FusedMatMul:
     case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool:
@@ -24,7 +25,7 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
         if (d == 0) return nullptr;
     switch (n.op()) {
       case OpKind::Conv:
-      case OpKind::FusedConv: return prepare_conv(n, inputs);
+      case OpKind::FusedConv: return prepare_conv(n, inputs, options);
       case OpKind::MatMul:
       case OpKind::Gemm:
       case OpKind::FusedMatMul: return prepare_matmul(n, inputs);

@@ -59,6 +59,10 @@ class PoolKernel final : public PrimitiveKernel {
     }
     memory::format_tag tag = activation_tag(S, cl);
     memory::desc x_md(xd, dt, tag), y_md(yd, dt, tag);
+    double work = double(shape_numel(y));
+    for (int64_t k : kernel) work *= double(k);
+    if (work < kSingleThreadFlops) threads_ = 1;
+    ScopedThreads creating(threads_);
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, x_md, y_md, strides, kernel, dil, pl, pr);
     dnnl::pooling_v2_forward::primitive_desc pd(d, cpu_engine());
     prim_ = dnnl::pooling_v2_forward(pd);
