@@ -49,11 +49,7 @@ bool fuse(Graph& g) {
     std::vector<Value*> ins{conv->input(0), conv->input(1), conv->num_inputs() > 2 ? conv->input(2) : nullptr};
     if (sum) ins.push_back(sum);
     while (!ins.empty() && !ins.back()) ins.pop_back();
-    size_t last = rewrite::node_index(g, chain.back());
-    std::string name = rewrite::free_name(g, cur);
-    Node* fused = g.insert_node(last + 1, OpKind::FusedConv, ins, {name}, attrs, chain.back()->loc());
-    fused->output(0)->set_type(cur->type());
-    g.replace_all_uses(cur, fused->output(0));
+    rewrite::replace_result(g, chain.back(), cur, OpKind::FusedConv, ins, attrs);
     for (Node* n : chain) dead.push_back(n), taken.insert(n);
     changed = true;
   }

@@ -67,12 +67,7 @@ bool fuse(Graph& g) {
     bool free = true;
     for (Node* n : pattern) free = free && !taken.count(n) && n->graph() == &g;
     if (!free || last->output(0)->type() != x->type()) continue;
-    Value* out = last->output(0);
-    size_t pos = rewrite::node_index(g, last);
-    std::string name = rewrite::free_name(g, out);
-    Node* gelu = g.insert_node(pos + 1, OpKind::Gelu, {x}, {name}, {}, last->loc());
-    gelu->output(0)->set_type(out->type());
-    g.replace_all_uses(out, gelu->output(0));
+    rewrite::replace_result(g, last, last->output(0), OpKind::Gelu, {x}, {});
     for (Node* n : pattern) dead.push_back(n), taken.insert(n);
   }
   g.erase_nodes(dead);

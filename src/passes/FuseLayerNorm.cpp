@@ -89,12 +89,8 @@ bool fuse(Graph& g) {
     }
     std::vector<Value*> ins{x, gamma};
     if (beta) ins.push_back(beta);
-    size_t pos = rewrite::node_index(g, out->producer());
-    std::string name = rewrite::free_name(g, out);
     AttrMap attrs{{"axis", Attribute(int64_t(-1))}, {"epsilon", Attribute(*eps)}};
-    Node* ln = g.insert_node(pos + 1, OpKind::LayerNormalization, ins, {name}, attrs, out->producer()->loc());
-    ln->output(0)->set_type(out->type());
-    g.replace_all_uses(out, ln->output(0));
+    rewrite::replace_result(g, out->producer(), out, OpKind::LayerNormalization, ins, attrs);
     for (Node* n : pattern) dead.push_back(n), taken.insert(n);
   }
   g.erase_nodes(dead);

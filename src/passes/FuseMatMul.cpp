@@ -119,11 +119,7 @@ bool fuse(Graph& g) {
     fusion::set_activation(attrs, act);
     std::vector<Value*> ins{a, b, bias, sum};
     while (!ins.empty() && !ins.back()) ins.pop_back();
-    size_t last = rewrite::node_index(g, chain.back());
-    std::string name = rewrite::free_name(g, cur);
-    Node* fused = g.insert_node(last + 1, OpKind::FusedMatMul, ins, {name}, attrs, chain.back()->loc());
-    fused->output(0)->set_type(cur->type());
-    g.replace_all_uses(cur, fused->output(0));
+    rewrite::replace_result(g, chain.back(), cur, OpKind::FusedMatMul, ins, attrs);
     for (Node* n : chain) dead.push_back(n), taken.insert(n);
     changed = true;
   }

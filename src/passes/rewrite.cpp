@@ -75,6 +75,15 @@ Node* UseMap::sole_user(const Value* v) const {
   return it->second[0];
 }
 
+Node* replace_result(Graph& g, const Node* last, Value* result, OpKind op, std::vector<Value*> ins, AttrMap attrs) {
+  size_t pos = node_index(g, last);
+  std::string name = free_name(g, result);
+  Node* n = g.insert_node(pos + 1, op, std::move(ins), {name}, std::move(attrs), last->loc());
+  n->output(0)->set_type(result->type());
+  g.replace_all_uses(result, n->output(0));
+  return n;
+}
+
 std::optional<double> scalar_constant(const Value* v) {
   if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
   return v->constant().get_f64(0);

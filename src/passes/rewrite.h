@@ -40,6 +40,10 @@ class UseMap {
   std::unordered_set<const Value*> pinned_;  // graph outputs and values read inside regions
 };
 
+// Makes a new node `op(ins)` with `attrs` right after `last` that takes over `result` (a value of g): its name,
+// type and readers. The old producers are left for the caller to erase. Returns the new node.
+Node* replace_result(Graph& g, const Node* last, Value* result, OpKind op, std::vector<Value*> ins, AttrMap attrs);
+
 // The value of a constant with one element, as double (any numeric dtype); nullopt otherwise.
 std::optional<double> scalar_constant(const Value* v);
 // n's position in g.nodes().

@@ -589,6 +589,20 @@ CUVIL_DEFINE_OP(DynamicQuantizeLinear) {
 
 // ---- fused ops (family "fused" in ops.def; defined here because they share the conv and matmul shape rules)
 
+namespace {
+
+// The optional residual input si must have the output's dtype and shape exactly (no broadcasting).
+void expect_sum_input(const InferContext& c, size_t si, const Shape& out) {
+  if (!c.has_input(si)) return;
+  infer::expect_same_dtype(c, 0, si);
+  const Shape& sum = c.input_shape(si);
+  if (!sum.rank_known()) return;
+  if (sum.rank() != out.rank()) c.error("Sum (input ", si, ") must have the output's shape ", out.str(), ", got ", sum.str());
+  for (size_t d = 0; d < out.rank(); ++d) expect_dims_equal(c, sum[d], out[d], "Sum must have the output's shape");
+}
+
+}  // namespace
+
 // FusedConv(X, W, B?, Sum?) = activation(Conv(X, W, B) + Sum). With channels_last, X and Y are [N, spatial..., C]
 // (W stays [M, C/group, k...]); Sum always has Y's shape.
 CUVIL_DEFINE_OP(FusedConv) {
@@ -606,13 +620,7 @@ CUVIL_DEFINE_OP(FusedConv) {
     Shape out = conv_shape(c, 0, 1, channels_first_shape(c, cl));
     expect_bias(c, 2, out[1]);
     out = maybe_channels_last(out, cl);
-    if (c.has_input(3)) {
-      infer::expect_same_dtype(c, 0, 3);
-      const Shape& sum = c.input_shape(3);
-      if (sum.rank_known() && sum.rank() != out.rank()) c.error("Sum (input 3) must have the output's shape ", out.str(), ", got ", sum.str());
-      for (size_t d = 0; sum.rank_known() && d < out.rank(); ++d)
-        expect_dims_equal(c, sum[d], out[d], "Sum (input 3) must have the output's shape");
-    }
+    expect_sum_input(c, 3, out);
     c.set_output(0, c.input_dtype(0), out);
   });
 }
@@ -650,13 +658,7 @@ CUVIL_DEFINE_OP(FusedMatMul) {
       infer::expect_same_dtype(c, 0, 2);
       expect_bias(c, 2, out[out.rank() - 1]);
     }
-    if (c.has_input(3)) {
-      infer::expect_same_dtype(c, 0, 3);
-      const Shape& sum = c.input_shape(3);
-      if (sum.rank_known() && sum.rank() != out.rank()) c.error("Sum (input 3) must have the output's shape ", out.str(), ", got ", sum.str());
-      for (size_t d = 0; sum.rank_known() && d < out.rank(); ++d)
-        expect_dims_equal(c, sum[d], out[d], "Sum (input 3) must have the output's shape");
-    }
+    expect_sum_input(c, 3, out);
     c.set_output(0, c.input_dtype(0), out);
   });
 }
