@@ -81,9 +81,12 @@ def export_all(out_dir: str) -> None:
         print(path)
 
 
-def time_eager(name: str, iters: int, warmup: int) -> tuple[float, float]:
+def time_torch(name: str, iters: int, warmup: int, torchscript: bool) -> tuple[float, float]:
+    """PyTorch eager, or TorchScript traced + frozen + optimize_for_inference (PyTorch's own inference path)."""
     model, x = build(name)
     with torch.no_grad():
+        if torchscript:
+            model = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, x).eval()))
         for _ in range(warmup):
             model(x)
         ts = []
@@ -104,9 +107,10 @@ def table(results_path: str, iters_big: int, iters_small: int) -> None:
                 rows[r["model"]] = r
     version = next((r["ort_version"] for r in rows.values() if "ort_version" in r), "?")
     print(f"\nbatch 1; ms (median / min); ORT {version} via C API (2 intra-op threads, opt level all); "
-          f"Cuvil reference backend; PyTorch {torch.__version__} eager ({torch.get_num_threads()} threads, no_grad)")
+          f"Cuvil -O1 (2 threads), alternated with ORT in blocks; then PyTorch {torch.__version__} "
+          f"({torch.get_num_threads()} threads, no_grad): eager and TorchScript (trace, freeze, optimize_for_inference)")
     hdr = (f"{'model':<13} {'iters':>5} {'rel_l2':>9} {'ORT':>17} {'Cuvil':>19} {'cuvil/ort':>9} "
-           f"{'torch eager':>17} {'torch/ort':>9}")
+           f"{'torch eager':>17} {'TorchScript':>17} {'cuvil/ts':>9}")
     print(hdr)
     print("-" * len(hdr))
     for name in ORDER:
@@ -115,17 +119,20 @@ def table(results_path: str, iters_big: int, iters_small: int) -> None:
             print(f"{name:<13} (not run)")
             continue
         big = name != "mlp"
-        try:
-            te_med, te_min = time_eager(name, iters_big if big else iters_small, 1 if big else 20)
-            eager = f"{te_med:8.3f} /{te_min:8.3f}"
-        except Exception as e:  # noqa: BLE001  (report and go on)
-            te_med, eager = None, f"error: {e}"
+        timed = {}
+        for ts in (False, True):
+            try:
+                timed[ts] = time_torch(name, iters_big if big else iters_small, 1 if big else 20, ts)
+            except Exception as e:  # noqa: BLE001  (report and go on)
+                timed[ts] = e
+        cell = {ts: (f"{v[0]:8.3f} /{v[1]:8.3f}" if isinstance(v, tuple) else f"error: {v}") for ts, v in timed.items()}
         if "error" in r:
-            print(f"{name:<13} harness error: {r['error']}   torch eager {eager}")
+            print(f"{name:<13} harness error: {r['error']}   torch eager {cell[False]}   TorchScript {cell[True]}")
             continue
-        torch_ratio = f"{te_med / r['ort_median_ms']:8.2f}x" if te_med else "-"
+        ts_ratio = f"{r['cuvil_median_ms'] / timed[True][0]:8.2f}x" if isinstance(timed[True], tuple) else "-"
         print(f"{name:<13} {r['iters']:>5} {r['rel_l2']:9.2e} {r['ort_median_ms']:8.3f} /{r['ort_min_ms']:8.3f} "
-              f"{r['cuvil_median_ms']:9.2f} /{r['cuvil_min_ms']:9.2f} {r['ratio']:8.1f}x {eager} {torch_ratio}")
+              f"{r['cuvil_median_ms']:9.3f} /{r['cuvil_min_ms']:9.3f} {r['ratio']:8.2f}x {cell[False]} {cell[True]} "
+              f"{ts_ratio}")
 
 
 def main() -> None:
@@ -135,8 +142,8 @@ def main() -> None:
     e.add_argument("out_dir")
     t = sub.add_parser("table")
     t.add_argument("results")
-    t.add_argument("--iters-big", type=int, default=3)
-    t.add_argument("--iters-small", type=int, default=200)
+    t.add_argument("--iters-big", type=int, default=20)
+    t.add_argument("--iters-small", type=int, default=500)
     a = p.parse_args()
     if a.cmd == "export":
         export_all(a.out_dir)

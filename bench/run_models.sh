@@ -8,13 +8,12 @@
 #    (bench/bench_models.py, Debian's /usr/bin/python3; existing files are kept: delete out/bench to re-export);
 # 2. installs ONNX Runtime (scripts/install_ort.sh) and builds build/bin/cuvil_bench_models;
 # 3. runs the harness (ORT and Cuvil alternated) and PyTorch eager, and prints one table.
-# Cuvil runs its reference backend for now, so the big models get few iterations by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # OpenMP workers spin only briefly (10k spins) before sleeping: as fast as spinning on an idle machine, and no
 # collapse when other work shares the cores (libgomp's default of 300k spins made runs 8x slower then).
 [[ -n "${OMP_WAIT_POLICY:-}" ]] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}
-ITERS_BIG=3 ITERS_BERT=3 ITERS_SMALL=200
+ITERS_BIG=20 ITERS_BERT=10 ITERS_SMALL=500
 while [[ $# -gt 0 ]]; do
   case $1 in
     --iters-big) ITERS_BIG=$2; shift 2 ;;

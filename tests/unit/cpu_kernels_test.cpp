@@ -445,6 +445,32 @@ TEST(CpuKernels, TransposeCommonLayouts) {
   check(Case(OpKind::Transpose, {input(random_f32({}, 10))}, {{"perm", Ints{}}}), kExact, "Transpose scalar");
 }
 
+// ---- slice
+
+TEST(CpuKernels, SliceConstantParameters) {
+  struct S { Ints shape, starts, ends, axes, steps; };
+  for (const S& t : std::vector<S>{
+           {{128, 2304}, {768}, {1536}, {1}, {1}},            // BERT's packed QKV split
+           {{2, 7, 33}, {1, -5}, {100, 30}, {1, 2}, {2, 3}},  // steps, clamping, negative start
+           {{5, 6, 7}, {-1}, {-100}, {0}, {-2}},              // backwards with a stride
+           {{4, 9}, {8}, {0}, {1}, {-1}},                     // reversed innermost dim
+           {{3, 4, 5}, {0, 0, 0}, {3, 4, 5}, {0, 1, 2}, {1, 1, 1}},  // everything
+           {{300, 512}, {1}, {300}, {0}, {1}}}) {              // large: threaded rows
+    std::vector<OpArg> args{input(random_f32(t.shape, 12)), constant(vec<int64_t>(t.starts)),
+                            constant(vec<int64_t>(t.ends)), constant(vec<int64_t>(t.axes)),
+                            constant(vec<int64_t>(t.steps))};
+    check(Case(OpKind::Slice, args), kExact, "Slice " + str(t.shape) + " starts " + str(t.starts));
+  }
+  // Other dtypes move as raw words.
+  check(Case(OpKind::Slice, {input(Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3})),
+                             constant(vec<int64_t>({1})), constant(vec<int64_t>({3})), constant(vec<int64_t>({1}))}),
+        kExact, "Slice i64");
+  // Starts only known at run time: no fast kernel.
+  EXPECT_EQ(Case(OpKind::Slice, {input(random_f32({4, 4}, 1)), input(vec<int64_t>({1})), constant(vec<int64_t>({3}))})
+                .prepare(),
+            nullptr);
+}
+
 // ---- reductions
 
 TEST(CpuKernels, ReduceSumMean) {

@@ -24,6 +24,8 @@ std::unique_ptr<PreparedKernel> prepare_cpu_kernel(const Node& n, const std::vec
       return prepare_transpose(n, inputs);
     case OpKind::ReduceSum: case OpKind::ReduceMean:
       return prepare_reduce(n, inputs);
+    case OpKind::Slice:
+      return prepare_slice(n, inputs);
     default:
       return nullptr;
   }
