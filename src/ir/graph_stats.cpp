@@ -9,11 +9,25 @@ Dim numel_or_zero(const Value* v) {
   return v->shape().numel();
 }
 
+}  // namespace
+
+bool flops_exact(const Node& n) {
+  switch (n.op()) {
+    case OpKind::Conv: case OpKind::FusedConv: case OpKind::ConvInteger: case OpKind::QLinearConv:
+    case OpKind::ConvTranspose: case OpKind::MatMul: case OpKind::FusedMatMul: case OpKind::MatMulInteger:
+    case OpKind::QLinearMatMul: case OpKind::Gemm:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Dim node_flops(const Node& n) {
   const Value* y = n.num_outputs() ? n.output(0) : nullptr;
   auto known = [](const Value* v) { return v && v->shape().rank_known(); };
   switch (n.op()) {
     case OpKind::Conv:
+    case OpKind::FusedConv:
     case OpKind::ConvInteger:
     case OpKind::QLinearConv: {
       const Value* w = n.input(n.op() == OpKind::QLinearConv ? 3 : 1);
@@ -28,6 +42,7 @@ Dim node_flops(const Node& n) {
       return Dim(2) * numel_or_zero(x) * Dim::floordiv(w->shape().numel(), w->shape()[0]);
     }
     case OpKind::MatMul:
+    case OpKind::FusedMatMul:
     case OpKind::MatMulInteger:
     case OpKind::QLinearMatMul:
     case OpKind::Gemm: {
@@ -46,6 +61,8 @@ Dim node_flops(const Node& n) {
   if (fam == "tensor") return Dim(0);  // data movement
   return numel_or_zero(y);
 }
+
+namespace {
 
 void accumulate(const Graph& g, GraphStats& s) {
   for (Value* c : g.constants()) {

@@ -21,4 +21,10 @@ struct GraphStats {
 
 GraphStats graph_stats(const Graph& g);
 
+// One node's FLOPs by the rules above (regions not included).
+Dim node_flops(const Node& n);
+// Whether node_flops counts n's arithmetic exactly (convolutions, matrix products): profiles report GFLOP/s for
+// these and GB/s (bytes of inputs and outputs) for the rest.
+bool flops_exact(const Node& n);
+
 }  // namespace cuvil

@@ -1,10 +1,13 @@
-// fold-batch-norm: an inference-mode BatchNormalization whose input is a Conv used by nothing else folds into the
-// Conv's weights and bias (once, at compile time), removing a full pass over the activation:
+// fold-batch-norm: an inference-mode BatchNormalization whose input is a Conv, a Gemm or a 2-D MatMul used by
+// nothing else folds into its weights and bias (once, at compile time), removing a full pass over the activation:
 //   y = (conv(x, W) + b - mean) * scale / sqrt(var + eps) + bias
 //     = conv(x, W * s) + (b - mean) * s + bias,   with s = scale / sqrt(var + eps) per output channel.
+// For a matrix product [N, C] the channel is the output column: B's column (row, with transB) c scales by s[c];
+// the result is a Gemm with the folded bias as C (Gemm: alpha = beta = 1 and C absent or 1-D).
 // Needs W, b (when present) and the four BN parameters as constants of one float dtype (f32 or f64). The folded
 // weights are computed in double and rounded once.
 #include <cmath>
+#include <optional>
 
 #include "ir/op_schema.h"
 #include "passes/pass.h"
@@ -32,18 +35,46 @@ bool only_user(const Graph& g, const Value* v, const Node* user) {
   return direct == 1;
 }
 
+// The folded weights and bias. Output channel o owns W's row o (by_column false: Conv, Gemm with transB) or W's
+// column o (by_column true: a [K, N] matrix).
 template <class T>
 std::pair<Tensor, Tensor> folded_params(const Tensor& w, const Tensor* b, const Tensor& scale, const Tensor& bias,
-                                        const Tensor& mean, const Tensor& var, double eps) {
-  int64_t m = w.dim(0), per = w.numel() / m;
+                                        const Tensor& mean, const Tensor& var, double eps, bool by_column) {
+  int64_t m = by_column ? w.dim(1) : w.dim(0), per = w.numel() / m;
   Tensor nw = Tensor::zeros(w.dtype(), w.shape()), nb = Tensor::zeros(w.dtype(), {m});
   for (int64_t o = 0; o < m; ++o) {
     double s = double(scale.data<T>()[o]) / std::sqrt(double(var.data<T>()[o]) + eps);
-    for (int64_t k = 0; k < per; ++k) nw.data<T>()[o * per + k] = T(double(w.data<T>()[o * per + k]) * s);
+    for (int64_t k = 0; k < per; ++k) {
+      int64_t i = by_column ? k * m + o : o * per + k;
+      nw.data<T>()[i] = T(double(w.data<T>()[i]) * s);
+    }
     double b0 = b ? double(b->data<T>()[o]) : 0.0;
     nb.data<T>()[o] = T((b0 - double(mean.data<T>()[o])) * s + double(bias.data<T>()[o]));
   }
   return {nw, nb};
+}
+
+// How a producer of BN's input can take the folding: its weights and bias inputs, and W's channel layout.
+struct Foldable {
+  Value* w = nullptr;
+  Value* b = nullptr;
+  bool by_column = false;
+};
+
+std::optional<Foldable> foldable(const Node& p) {
+  AttrReader a(p);
+  if (p.op() == OpKind::Conv) return Foldable{p.input(1), p.input(2), false};
+  const Value* y = p.output(0);
+  if (!y->shape().rank_known() || y->shape().rank() != 2) return std::nullopt;
+  if (p.op() == OpKind::Gemm) {
+    if (a.f("alpha") != 1.0f || (p.input(2) && a.f("beta") != 1.0f)) return std::nullopt;
+    Value* c = p.input(2);
+    if (c && (!c->shape().rank_known() || c->shape().rank() != 1)) return std::nullopt;
+    return Foldable{p.input(1), c, a.i("transB") == 0};
+  }
+  if (p.op() == OpKind::MatMul && p.input(0)->shape().rank_known() && p.input(0)->shape().rank() == 2)
+    return Foldable{p.input(1), nullptr, true};
+  return std::nullopt;
 }
 
 bool fold(Graph& g) {
@@ -54,29 +85,33 @@ bool fold(Graph& g) {
     if (AttrReader(*bn).i("training_mode") != 0) continue;
     Value* y = bn->input(0);
     Node* conv = y ? y->producer() : nullptr;
-    if (!conv || conv->op() != OpKind::Conv || conv->graph() != &g || !only_user(g, y, bn)) continue;
+    if (!conv || conv->graph() != &g || !only_user(g, y, bn)) continue;
+    std::optional<Foldable> f = foldable(*conv);
+    if (!f) continue;
     DType t = y->dtype();
     if (t != DType::f32 && t != DType::f64) continue;
-    Value *w = conv->input(1), *b = conv->input(2);
+    Value *w = f->w, *b = f->b;
     bool params_ok = is_float_constant(w, t) && (!b || is_float_constant(b, t));
     for (size_t k = 1; k < 5; ++k) params_ok = params_ok && is_float_constant(bn->input(k), t);
-    if (!params_ok || w->constant().rank() < 1) continue;
-    int64_t m = w->constant().dim(0);
+    if (!params_ok || w->constant().rank() < (f->by_column ? 2u : 1u)) continue;
+    int64_t m = f->by_column ? w->constant().dim(1) : w->constant().dim(0);
     bool shapes_ok = true;
     for (size_t k = 1; k < 5; ++k) shapes_ok = shapes_ok && bn->input(k)->constant().shape() == std::vector<int64_t>{m};
     if (b) shapes_ok = shapes_ok && b->constant().shape() == std::vector<int64_t>{m};
     if (!shapes_ok) continue;
     double eps = AttrReader(*bn).f("epsilon");
+    const Tensor* b0 = b ? &b->constant() : nullptr;
     auto [nw, nb] = t == DType::f32
-        ? folded_params<float>(w->constant(), b ? &b->constant() : nullptr, bn->input(1)->constant(),
-                               bn->input(2)->constant(), bn->input(3)->constant(), bn->input(4)->constant(), eps)
-        : folded_params<double>(w->constant(), b ? &b->constant() : nullptr, bn->input(1)->constant(),
-                                bn->input(2)->constant(), bn->input(3)->constant(), bn->input(4)->constant(), eps);
+        ? folded_params<float>(w->constant(), b0, bn->input(1)->constant(), bn->input(2)->constant(),
+                               bn->input(3)->constant(), bn->input(4)->constant(), eps, f->by_column)
+        : folded_params<double>(w->constant(), b0, bn->input(1)->constant(), bn->input(2)->constant(),
+                                bn->input(3)->constant(), bn->input(4)->constant(), eps, f->by_column);
     Value* cw = g.add_constant(g.unique_name(w->name() + "_bn"), nw);
     Value* cb = g.add_constant(g.unique_name((b ? b->name() : w->name()) + "_bn_bias"), nb);
     Value* out = bn->output(0);
-    Node* fused = g.insert_node(i, OpKind::Conv, {conv->input(0), cw, cb}, {g.unique_name(out->name() + "_conv")},
-                                conv->attrs(), conv->loc());
+    OpKind op = conv->op() == OpKind::Conv ? OpKind::Conv : OpKind::Gemm;
+    Node* fused = g.insert_node(i, op, {conv->input(0), cw, cb}, {g.unique_name(out->name() + "_folded")},
+                                conv->op() == OpKind::MatMul ? AttrMap{} : conv->attrs(), conv->loc());
     fused->output(0)->set_type(out->type());
     if (!rewrite::replace_value(g, out, fused->output(0))) {
       g.erase_nodes({fused});

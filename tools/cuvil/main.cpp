@@ -306,12 +306,36 @@ int cmd_profile(const Args& a) {
     rows.push_back({runs[0][k].node, runs[0][k].impl, t[t.size() / 2]});
     total += rows.back().ms;
   }
+  // Achieved rate: GFLOP/s for convolutions and matrix products, GB/s (inputs + outputs) for the rest; sizes
+  // from the IR evaluated at this run's symbol values (blank where a size depends on data).
+  SymbolBindings b = bind_inputs(*g, ins);
+  auto rate = [&](const Node& n, double ms) -> std::string {
+    char buf[32];
+    if (flops_exact(n)) {
+      auto f = node_flops(n).eval(b);
+      if (!f || ms <= 0) return "";
+      std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", double(*f) / (ms * 1e6));
+      return buf;
+    }
+    double bytes = 0;
+    for (const std::vector<Value*>* vs : {&n.inputs(), &n.outputs()})
+      for (const Value* v : *vs) {
+        if (!v || !v->shape().rank_known()) continue;
+        auto e = v->shape().numel().eval(b);
+        if (!e) return "";
+        bytes += double(*e) * double(dtype_size(v->dtype()));
+      }
+    if (ms <= 0) return "";
+    std::snprintf(buf, sizeof buf, "%.1f GB/s", bytes / (ms * 1e6));
+    return buf;
+  };
   std::printf("%s: %zu kernels, %.3f ms (sum of per-node medians over %d runs), %d thread(s)\n", a.model.c_str(),
               rows.size(), total, a.iters, exec->options().threads);
-  std::printf("%10s %7s  %-18s %-36s %s\n", "ms", "share", "op", "kernel", "node");
+  std::printf("%10s %7s %14s  %-18s %-36s %s\n", "ms", "share", "rate", "op", "kernel", "node");
   for (auto& r : rows)
-    std::printf("%10.3f %6.1f%%  %-18s %-36s %s\n", r.ms, 100 * r.ms / std::max(total, 1e-12),
-                std::string(r.node->op_name()).c_str(), r.impl.c_str(), r.node->describe().c_str());
+    std::printf("%10.3f %6.1f%% %14s  %-18s %-36s %s\n", r.ms, 100 * r.ms / std::max(total, 1e-12),
+                rate(*r.node, r.ms).c_str(), std::string(r.node->op_name()).c_str(), r.impl.c_str(),
+                r.node->describe().c_str());
   std::map<std::string, std::pair<double, int>> per_op;
   for (auto& r : rows) {
     auto& e = per_op[std::string(r.node->op_name())];
