@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <list>
 
 #include "ir/op_schema.h"
 #include "runtime/memory_plan.h"
@@ -65,8 +66,9 @@ struct Program {
   std::vector<int> last_use;                      // by value id: last node index using it (-1: none)
   std::vector<bool> is_output;                    // by value id
   std::vector<bool> arena_eligible;               // by value id: node output the plan may place in the arena
-  // Kernels of nodes run without a plan (inside regions), by node index and input shapes.
-  std::vector<std::unordered_map<std::string, std::unique_ptr<PreparedKernel>>> region_kernels;
+  // Kernels of nodes run without a plan (inside regions), by node index: (input shapes, kernel), most recently
+  // used first, at most ExecutorOptions::max_region_kernels each.
+  std::vector<std::vector<std::pair<std::string, std::unique_ptr<PreparedKernel>>>> region_kernels;
 
   explicit Program(const Graph& g) : graph(&g) {
     size_t nv = g.num_values();
@@ -204,7 +206,9 @@ struct Executor::Impl : RegionRunner {
   const ExecutorOptions* options;
   std::vector<NodeTime>* profile = nullptr;  // set while profiling
   std::unordered_map<const Graph*, std::unique_ptr<Program>> programs;
-  std::unordered_map<std::string, Plan> plans;  // main graph, by signature
+  // Plans of the main graph by signature, most recently used first in `lru`.
+  std::list<std::pair<std::string, Plan>> lru;
+  std::unordered_map<std::string, std::list<std::pair<std::string, Plan>>::iterator> plans;
   std::vector<uint8_t, std::allocator<uint8_t>> arena_storage;
   Frame* current = nullptr;
 
@@ -289,7 +293,18 @@ struct Executor::Impl : RegionRunner {
     } else {
       std::string key;
       for (const Tensor* t : ins) key += t ? t->type_str() : "-";
-      slot = &p.region_kernels[i][key];
+      auto& cache = p.region_kernels[i];
+      auto hit = std::find_if(cache.begin(), cache.end(), [&](auto& e) { return e.first == key; });
+      if (hit == cache.end()) {
+        if (cache.size() >= std::max<size_t>(options->max_region_kernels, 1)) {
+          cache.pop_back();
+          ++stats->kernel_evictions;
+        }
+        cache.insert(cache.begin(), {key, nullptr});
+      } else if (hit != cache.begin()) {
+        std::rotate(cache.begin(), hit, hit + 1);  // most recently used first
+      }
+      slot = &cache.front().second;
     }
     if (!*slot) {
       std::vector<PrepareInput> pin(ins.size());
@@ -387,10 +402,19 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   std::string key = signature_key(b);
   auto it = impl_->plans.find(key);
   if (it == impl_->plans.end()) {
-    it = impl_->plans.emplace(key, build_plan(impl_->program(*graph_), b)).first;
+    if (impl_->lru.size() >= std::max<size_t>(options_.max_plans, 1)) {
+      impl_->plans.erase(impl_->lru.back().first);
+      impl_->lru.pop_back();
+      ++stats_.plan_evictions;
+    }
+    impl_->lru.emplace_front(key, build_plan(impl_->program(*graph_), b));
+    it = impl_->plans.emplace(key, impl_->lru.begin()).first;
     ++stats_.plans_built;
+  } else if (it->second != impl_->lru.begin()) {
+    impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second);
   }
-  Plan& plan = it->second;
+  stats_.plans_cached = int64_t(impl_->lru.size());
+  Plan& plan = it->second->second;
   // OpenMP's thread count is per calling thread: set it for this run (oneDNN and Cuvil's loops both use it).
   if (omp_get_max_threads() != options_.threads) omp_set_num_threads(options_.threads);
   stats_.arena_bytes = plan.arena_bytes;

@@ -24,7 +24,10 @@ struct RunStats {
   int64_t planned_bytes = 0;      // sum of planned buffer sizes (what no reuse would cost)
   int64_t dynamic_bytes = 0;      // bytes allocated outside the arena in the last run
   int64_t inplace_reuses = 0;     // outputs that share their input's buffer
-  int64_t plans_built = 0;        // distinct shape signatures planned so far
+  int64_t plans_built = 0;        // shape signatures planned so far (again after an eviction)
+  int64_t plans_cached = 0;       // plans held now (at most ExecutorOptions::max_plans)
+  int64_t plan_evictions = 0;     // plans dropped to stay within max_plans
+  int64_t kernel_evictions = 0;   // region kernels dropped to stay within max_region_kernels
 };
 
 // Time spent in one node's kernel (regions' nodes included, in execution order).
@@ -37,6 +40,10 @@ struct NodeTime {
 struct ExecutorOptions {
   KernelOptions kernels;  // fast kernels on (default) or reference only
   int threads = 0;        // threads for oneDNN and Cuvil's parallel loops; 0 = the machine's cores
+  // Bounds that keep memory flat when many distinct shapes arrive: plans (arena layout, prepared kernels) per
+  // shape signature, least recently used dropped first; and, per node inside regions, kernels per input shapes.
+  size_t max_plans = 64;
+  size_t max_region_kernels = 8;
 };
 
 // Not thread-safe: one run at a time per Executor (the Python layer keeps a pool of them).
