@@ -251,6 +251,14 @@ class Model {
     threads_ = t;
     pool_.clear();
   }
+  // Plans and prepares kernels (oneDNN primitives, packed weights) for inputs of these shapes, at compile time, so
+  // the first call only runs. The prepared executor joins the pool.
+  void prepare(const std::vector<std::vector<int64_t>>& shapes) {
+    Lease lease(*this);
+    py::gil_scoped_release nogil;
+    lease.exec->prepare(shapes);
+  }
+
   std::vector<std::string> output_names() const { return names(graph_->outputs()); }
   std::vector<std::string> input_types() const { return types(graph_->inputs()); }
   std::vector<std::string> output_types() const { return types(graph_->outputs()); }
@@ -388,6 +396,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("executors_created", &Model::executors_created)
       .def("ir", &Model::ir, py::arg("elide_large_constants") = true)
       .def("set_threads", &Model::set_threads)
+      .def("prepare", &Model::prepare)
       .def("run", &Model::run)
       .def("profile", &Model::profile);
 

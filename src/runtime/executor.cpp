@@ -17,25 +17,29 @@ namespace cuvil {
     if (!(cond)) throw InputError(str_cat(__VA_ARGS__)); \
   } while (0)
 
-SymbolBindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
+namespace {
+
+// Checks the inputs' dtypes and shapes against the graph's declared inputs; returns the symbol values they imply.
+SymbolBindings bind_types(const Graph& g, const std::vector<DType>& dtypes,
+                          const std::vector<const std::vector<int64_t>*>& shapes) {
   const auto& decl = g.inputs();
-  CUVIL_CHECK_INPUT(inputs.size() == decl.size(), "expected ", decl.size(), " inputs, got ", inputs.size());
+  CUVIL_CHECK_INPUT(shapes.size() == decl.size(), "expected ", decl.size(), " inputs, got ", shapes.size());
   SymbolBindings b;
   for (size_t i = 0; i < decl.size(); ++i) {
     const Value* v = decl[i];
-    const Tensor& t = inputs[i];
-    CUVIL_CHECK_INPUT(t.dtype() == v->dtype(), "input '", v->name(), "': expected dtype ", dtype_name(v->dtype()),
-                ", got ", dtype_name(t.dtype()));
+    const std::vector<int64_t>& t = *shapes[i];
+    CUVIL_CHECK_INPUT(dtypes[i] == v->dtype(), "input '", v->name(), "': expected dtype ", dtype_name(v->dtype()),
+                ", got ", dtype_name(dtypes[i]));
     const Shape& s = v->shape();
     if (!s.rank_known()) continue;
-    CUVIL_CHECK_INPUT(t.rank() == s.rank(), "input '", v->name(), "': expected rank ", s.rank(), " (shape ", s.str(),
-                "), got rank ", t.rank(), " (shape ", shape_str(t.shape()), ")");
+    CUVIL_CHECK_INPUT(t.size() == s.rank(), "input '", v->name(), "': expected rank ", s.rank(), " (shape ", s.str(),
+                "), got rank ", t.size(), " (shape ", shape_str(t), ")");
     for (size_t d = 0; d < s.rank(); ++d) {
       const Dim& dim = s[d];
-      int64_t got = t.dim(d);
+      int64_t got = t[d];
       if (dim.is_const()) {
         CUVIL_CHECK_INPUT(dim.value() == got, "input '", v->name(), "': dim ", d, " must be ", dim.value(), " (shape ",
-                    s.str(), "), got ", got, " (shape ", shape_str(t.shape()), ")");
+                    s.str(), "), got ", got, " (shape ", shape_str(t), ")");
       } else if (dim.is_symbol()) {
         auto [it, fresh] = b.emplace(dim.symbol_name(), got);
         CUVIL_CHECK_INPUT(fresh || it->second == got, "input '", v->name(), "': dim ", d, " is '", dim.symbol_name(),
@@ -50,11 +54,23 @@ SymbolBindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
     for (size_t d = 0; d < s.rank(); ++d) {
       if (s[d].is_const() || s[d].is_symbol()) continue;
       auto want = s[d].eval(b);
-      CUVIL_CHECK_INPUT(!want || *want == inputs[i].dim(d), "input '", decl[i]->name(), "': dim ", d, " must be ",
-                  s[d].str(), " = ", want.value_or(0), ", got ", inputs[i].dim(d));
+      CUVIL_CHECK_INPUT(!want || *want == (*shapes[i])[d], "input '", decl[i]->name(), "': dim ", d, " must be ",
+                  s[d].str(), " = ", want.value_or(0), ", got ", (*shapes[i])[d]);
     }
   }
   return b;
+}
+
+}  // namespace
+
+SymbolBindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
+  std::vector<DType> dtypes;
+  std::vector<const std::vector<int64_t>*> shapes;
+  for (const Tensor& t : inputs) {
+    dtypes.push_back(t.dtype());
+    shapes.push_back(&t.shape());
+  }
+  return bind_types(g, dtypes, shapes);
 }
 
 namespace {
@@ -202,8 +218,30 @@ struct Executor::Impl : RegionRunner {
     Frame* parent;
   };
 
+  const Graph* graph = nullptr;
   RunStats* stats;
   const ExecutorOptions* options;
+
+  // The plan of signature b: cached (and moved to the front of the LRU) or built, evicting the oldest.
+  Plan& plan_for(const SymbolBindings& b);
+
+  // Prepares the kernel of every node whose input types the signature fixes (packing constant weights).
+  void prepare_kernels(const Graph& g, Plan& plan, const SymbolBindings& b) {
+    const auto& nodes = g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = *nodes[i];
+      if (!plan.fixed_shapes[i] || plan.kernels[i]) continue;
+      std::vector<PrepareInput> pin(n.num_inputs());
+      for (size_t k = 0; k < n.num_inputs(); ++k) {
+        const Value* v = n.input(k);
+        if (!v) continue;
+        std::vector<int64_t> dims;
+        for (const Dim& d : v->shape().dims()) dims.push_back(*d.eval(b));
+        pin[k] = {v->dtype(), dims, v->is_constant() ? &v->constant() : nullptr, true};
+      }
+      plan.kernels[i] = prepare_kernel(n, pin, options->kernels);
+    }
+  }
   std::vector<NodeTime>* profile = nullptr;  // set while profiling
   std::unordered_map<const Graph*, std::unique_ptr<Program>> programs;
   // Plans of the main graph by signature, most recently used first in `lru`.
@@ -382,6 +420,7 @@ Executor::Executor(std::shared_ptr<const Graph> graph, ExecutorOptions options)
   if (options_.threads == 0) options_.threads = omp_get_num_procs();
   impl_->stats = &stats_;
   impl_->options = &options_;
+  impl_->graph = graph_.get();
 }
 
 Executor::~Executor() = default;
@@ -398,23 +437,7 @@ std::vector<NodeTime> Executor::profile(const std::vector<Tensor>& inputs) {
 }
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
-  SymbolBindings b = bind_inputs(*graph_, inputs);
-  std::string key = signature_key(b);
-  auto it = impl_->plans.find(key);
-  if (it == impl_->plans.end()) {
-    if (impl_->lru.size() >= std::max<size_t>(options_.max_plans, 1)) {
-      impl_->plans.erase(impl_->lru.back().first);
-      impl_->lru.pop_back();
-      ++stats_.plan_evictions;
-    }
-    impl_->lru.emplace_front(key, build_plan(impl_->program(*graph_), b));
-    it = impl_->plans.emplace(key, impl_->lru.begin()).first;
-    ++stats_.plans_built;
-  } else if (it->second != impl_->lru.begin()) {
-    impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second);
-  }
-  stats_.plans_cached = int64_t(impl_->lru.size());
-  Plan& plan = it->second->second;
+  Plan& plan = impl_->plan_for(bind_inputs(*graph_, inputs));
   // OpenMP's thread count is per calling thread: set it for this run (oneDNN and Cuvil's loops both use it).
   if (omp_get_max_threads() != options_.threads) omp_set_num_threads(options_.threads);
   stats_.arena_bytes = plan.arena_bytes;
@@ -423,6 +446,38 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   stats_.dynamic_bytes = 0;
   uint8_t* base = impl_->arena(plan.arena_bytes);
   return impl_->execute(*graph_, inputs, nullptr, &plan, base);
+}
+
+void Executor::prepare(const std::vector<std::vector<int64_t>>& input_shapes) {
+  std::vector<DType> dtypes;
+  std::vector<const std::vector<int64_t>*> shapes;
+  for (size_t i = 0; i < input_shapes.size(); ++i) {
+    dtypes.push_back(i < graph_->inputs().size() ? graph_->inputs()[i]->dtype() : DType::f32);
+    shapes.push_back(&input_shapes[i]);
+  }
+  SymbolBindings b = bind_types(*graph_, dtypes, shapes);
+  Plan& plan = impl_->plan_for(b);
+  if (omp_get_max_threads() != options_.threads) omp_set_num_threads(options_.threads);
+  impl_->prepare_kernels(*graph_, plan, b);
+}
+
+Plan& Executor::Impl::plan_for(const SymbolBindings& b) {
+  std::string key = signature_key(b);
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    if (lru.size() >= std::max<size_t>(options->max_plans, 1)) {
+      plans.erase(lru.back().first);
+      lru.pop_back();
+      ++stats->plan_evictions;
+    }
+    lru.emplace_front(key, build_plan(program(*graph), b));
+    it = plans.emplace(key, lru.begin()).first;
+    ++stats->plans_built;
+  } else if (it->second != lru.begin()) {
+    lru.splice(lru.begin(), lru, it->second);
+  }
+  stats->plans_cached = int64_t(lru.size());
+  return it->second->second;
 }
 
 std::vector<Tensor> Executor::run_named(const std::map<std::string, Tensor>& inputs) {

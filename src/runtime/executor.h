@@ -58,6 +58,10 @@ class Executor {
   // Inputs by name; every graph input must be given.
   std::vector<Tensor> run_named(const std::map<std::string, Tensor>& inputs);
 
+  // Plans the signature these input shapes give and prepares every kernel the signature fixes (oneDNN
+  // primitives, packed weights), so the first run with such inputs only executes. Checks the shapes like run().
+  void prepare(const std::vector<std::vector<int64_t>>& input_shapes);
+
   // Runs once and returns each kernel's time.
   std::vector<NodeTime> profile(const std::vector<Tensor>& inputs);
 

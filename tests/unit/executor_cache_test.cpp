@@ -76,4 +76,18 @@ TEST(ExecutorCaches, RegionKernelsAreBounded) {
   EXPECT_EQ(e.stats().kernel_evictions, 40 - 3);
 }
 
+TEST(ExecutorCaches, PrepareAheadOfTheFirstRun) {
+  auto g = parse_checked(R"(graph @main(%x: f32[n]) {
+  %y: f32[n] = Relu(%x)
+  return %y
+})");
+  Executor e(g);
+  e.prepare({{17}});
+  EXPECT_EQ(e.stats().plans_built, 1);
+  expect_relu_of(e.run({ramp(17)})[0], ramp(17));
+  EXPECT_EQ(e.stats().plans_built, 1);  // the prepared plan served the run
+  EXPECT_CUVIL_ERROR(e.prepare({{2, 3}}), "expected rank 1");
+  EXPECT_CUVIL_ERROR(e.prepare({}), "expected 1 inputs");
+}
+
 }  // namespace

@@ -623,4 +623,9 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
         raise CompileError(str(e)) from None
     if threads is not None:
         model_c.set_threads(threads)
+    # Plan and prepare kernels (packing weights) for the example shapes now, so the first call only runs.
+    try:
+        model_c.prepare([list(x.shape) for x in examples])
+    except _C.Error as e:
+        raise CompileError(str(e)) from None
     return CompiledModule(model_c, _output_structure(result))
