@@ -99,6 +99,7 @@ size_t InferContext::input_rank(size_t i) const {
 }
 
 const std::vector<Dim>* InferContext::input_dims_value(size_t i) {
+  read_values_ = true;
   if (!has_input(i)) return nullptr;
   if (in_dim_values_[i]) return in_dim_values_[i];
   if (derived_dim_values_[i]) return &*derived_dim_values_[i];

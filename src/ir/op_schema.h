@@ -92,7 +92,10 @@ class InferContext : public AttrReader {
   // Rank of input i; fails with a clear message when it is unknown.
   size_t input_rank(size_t i) const;
   // The input's data when known (a constant at compile time; always at run time), else null.
-  const Tensor* input_value(size_t i) const { return has_input(i) ? in_values_[i] : nullptr; }
+  const Tensor* input_value(size_t i) const {
+    read_values_ = true;
+    return has_input(i) ? in_values_[i] : nullptr;
+  }
   // The contents of a small integer tensor (rank <= 1) as dims, possibly symbolic (e.g. the output of Shape), or
   // null when not known. Lets Reshape(x, Concat(Shape(x)[0], -1)) infer symbolic output shapes.
   const std::vector<Dim>* input_dims_value(size_t i);
@@ -115,6 +118,9 @@ class InferContext : public AttrReader {
   std::function<std::vector<TensorType>(Graph&, const std::vector<TensorType>&)> region_inferrer;
 
   const std::vector<TensorType>& output_types() const { return out_types_; }
+  // Whether inference looked at any input's contents: if not, the output types follow from the input types alone
+  // (the runtime then reuses them for inputs of the same types).
+  bool read_values() const { return read_values_; }
   bool output_set(size_t i) const { return out_set_.at(i); }
   std::vector<std::optional<std::vector<Dim>>>& output_dims_values() { return out_dim_values_; }
 
@@ -127,6 +133,7 @@ class InferContext : public AttrReader {
   std::vector<bool> out_set_;
   std::vector<std::optional<std::vector<Dim>>> out_dim_values_;
   int64_t* fresh_counter_;
+  mutable bool read_values_ = false;
 };
 
 // Largest tensor whose contents inference tracks as dims.

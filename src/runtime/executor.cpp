@@ -75,6 +75,33 @@ SymbolBindings bind_inputs(const Graph& g, const std::vector<Tensor>& inputs) {
 
 namespace {
 
+// A node's kernel for one set of input types and, when its inference did not read input contents, its output
+// dims: a loop body's nodes then do no shape work after the first iteration.
+struct NodeCacheEntry {
+  std::vector<DType> dtypes;
+  std::vector<std::vector<int64_t>> shapes;  // of the inputs; an absent input has dtype undefined, no dims
+  std::vector<bool> present;
+  std::unique_ptr<PreparedKernel> kernel;
+  bool dims_known = false;
+  std::vector<std::vector<int64_t>> out_dims;
+
+  bool matches(const std::vector<const Tensor*>& ins) const {
+    if (ins.size() != shapes.size()) return false;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (bool(ins[k]) != present[k]) return false;
+      if (ins[k] && (ins[k]->dtype() != dtypes[k] || ins[k]->shape() != shapes[k])) return false;
+    }
+    return true;
+  }
+  explicit NodeCacheEntry(const std::vector<const Tensor*>& ins) {
+    for (const Tensor* t : ins) {
+      present.push_back(t != nullptr);
+      dtypes.push_back(t ? t->dtype() : DType::f32);
+      shapes.push_back(t ? t->shape() : std::vector<int64_t>{});
+    }
+  }
+};
+
 // Static facts about one graph (the main graph or a region), computed once.
 struct Program {
   const Graph* graph;
@@ -82,9 +109,9 @@ struct Program {
   std::vector<int> last_use;                      // by value id: last node index using it (-1: none)
   std::vector<bool> is_output;                    // by value id
   std::vector<bool> arena_eligible;               // by value id: node output the plan may place in the arena
-  // Kernels of nodes run without a plan (inside regions), by node index: (input shapes, kernel), most recently
-  // used first, at most ExecutorOptions::max_region_kernels each.
-  std::vector<std::vector<std::pair<std::string, std::unique_ptr<PreparedKernel>>>> region_kernels;
+  // What nodes run without a plan (inside regions, or with shapes that depend on data) keep per input types, by
+  // node index, most recently used first, at most ExecutorOptions::max_region_kernels each.
+  std::vector<std::vector<NodeCacheEntry>> node_cache;
 
   explicit Program(const Graph& g) : graph(&g) {
     size_t nv = g.num_values();
@@ -107,7 +134,7 @@ struct Program {
     }
     for (size_t id = 0; id < nv; ++id)
       if (last_use[id] >= 0 && !is_output[id]) frees_after[size_t(last_use[id])].push_back(id);
-    region_kernels.resize(nodes.size());
+    node_cache.resize(nodes.size());
   }
 
   void mark_captures(const Graph& region, const Graph& owner, int node_index) {
@@ -298,8 +325,12 @@ struct Executor::Impl : RegionRunner {
         ins.push_back(t);
       }
       std::vector<Tensor> outs(n.num_outputs());
-      if (n.regions().empty()) allocate_outputs(n, i, ins, outs, plan, arena_base, fresh);
-      PreparedKernel& kernel = kernel_for(p, n, i, ins, plan);
+      bool planned = plan && plan->fixed_shapes[i];
+      NodeCacheEntry* entry = planned ? nullptr : &cache_entry(p, i, ins);
+      if (n.regions().empty()) allocate_outputs(n, i, ins, outs, plan, entry, arena_base, fresh);
+      std::unique_ptr<PreparedKernel>& slot = planned ? plan->kernels[i] : entry->kernel;
+      if (!slot) slot = prepare(n, ins);
+      PreparedKernel& kernel = *slot;
       KernelContext ctx(n, ins, &outs, this);
       auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       kernel.run(ctx);
@@ -323,52 +354,47 @@ struct Executor::Impl : RegionRunner {
     return result;
   }
 
-  // The node's kernel for these inputs: prepared once per plan (main graph) or per input shapes (regions).
-  PreparedKernel& kernel_for(Program& p, const Node& n, size_t i, const std::vector<const Tensor*>& ins, Plan* plan) {
-    std::unique_ptr<PreparedKernel>* slot;
-    if (plan && plan->fixed_shapes[i]) {
-      slot = &plan->kernels[i];
-    } else {
-      std::string key;
-      for (const Tensor* t : ins) key += t ? t->type_str() : "-";
-      auto& cache = p.region_kernels[i];
-      auto hit = std::find_if(cache.begin(), cache.end(), [&](auto& e) { return e.first == key; });
-      if (hit == cache.end()) {
-        if (cache.size() >= std::max<size_t>(options->max_region_kernels, 1)) {
-          cache.pop_back();
-          ++stats->kernel_evictions;
-        }
-        cache.insert(cache.begin(), {key, nullptr});
-      } else if (hit != cache.begin()) {
-        std::rotate(cache.begin(), hit, hit + 1);  // most recently used first
+  // The cache entry of node i for these input types: found (and moved to the front) or made, evicting the least
+  // recently used entry beyond max_region_kernels.
+  NodeCacheEntry& cache_entry(Program& p, size_t i, const std::vector<const Tensor*>& ins) {
+    auto& cache = p.node_cache[i];
+    auto hit = std::find_if(cache.begin(), cache.end(), [&](const NodeCacheEntry& e) { return e.matches(ins); });
+    if (hit == cache.end()) {
+      if (cache.size() >= std::max<size_t>(options->max_region_kernels, 1)) {
+        cache.pop_back();
+        ++stats->kernel_evictions;
       }
-      slot = &cache.front().second;
+      cache.emplace(cache.begin(), ins);
+    } else if (hit != cache.begin()) {
+      std::rotate(cache.begin(), hit, hit + 1);  // most recently used first
     }
-    if (!*slot) {
-      std::vector<PrepareInput> pin(ins.size());
-      for (size_t k = 0; k < ins.size(); ++k) {
-        if (!ins[k]) continue;
-        pin[k] = {ins[k]->dtype(), ins[k]->shape(), nullptr, true};
-        const Value* v = n.input(k);
-        if (v->is_constant()) pin[k].value = &v->constant();
-      }
-      *slot = prepare_kernel(n, pin, options->kernels);
+    return cache.front();
+  }
+
+  std::unique_ptr<PreparedKernel> prepare(const Node& n, const std::vector<const Tensor*>& ins) {
+    std::vector<PrepareInput> pin(ins.size());
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (!ins[k]) continue;
+      pin[k] = {ins[k]->dtype(), ins[k]->shape(), nullptr, true};
+      const Value* v = n.input(k);
+      if (v->is_constant()) pin[k].value = &v->constant();
     }
-    return **slot;
+    return prepare_kernel(n, pin, options->kernels);
   }
 
   // Allocates each output of node n (index i) that its shape inference can size: in the arena when the plan
   // placed it there, else on the heap. Outputs inference cannot size are left for the kernel to allocate. Nodes
-  // whose shapes the signature fixes run inference once per plan; later runs reuse the dims.
+  // whose shapes the signature fixes run inference once per plan, others once per input types unless their
+  // inference reads input contents; later runs reuse the dims.
   void allocate_outputs(const Node& n, size_t i, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs,
-                        Plan* plan, uint8_t* arena_base, int64_t& fresh) {
-    bool cached = plan && plan->fixed_shapes[i] && !plan->out_dims[i].empty();
+                        Plan* plan, NodeCacheEntry* entry, uint8_t* arena_base, int64_t& fresh) {
+    bool planned = plan && plan->fixed_shapes[i];
+    const std::vector<std::vector<int64_t>>* known = nullptr;
+    if (planned && !plan->out_dims[i].empty()) known = &plan->out_dims[i];
+    if (entry && entry->dims_known) known = &entry->out_dims;
     std::vector<std::vector<int64_t>> dims;
-    std::vector<bool> sized(outs.size(), false);
-    if (cached) {
-      dims = plan->out_dims[i];
-      sized.assign(outs.size(), true);
-    } else {
+    std::vector<bool> sized(outs.size(), known != nullptr);
+    if (!known) {
       std::vector<TensorType> in_types;
       in_types.reserve(ins.size());
       for (const Tensor* t : ins) in_types.push_back(t ? TensorType{t->dtype(), Shape::of(t->shape())} : TensorType{});
@@ -387,7 +413,12 @@ struct Executor::Impl : RegionRunner {
         sized[k] = true;
       }
       bool all_sized = std::all_of(sized.begin(), sized.end(), [](bool b) { return b; });
-      if (plan && plan->fixed_shapes[i] && all_sized) plan->out_dims[i] = dims;
+      if (planned && all_sized) plan->out_dims[i] = dims;
+      if (entry && all_sized && !ctx.read_values()) {
+        entry->out_dims = dims;
+        entry->dims_known = true;
+      }
+      known = &dims;
     }
     for (size_t k = 0; k < outs.size(); ++k) {
       if (!sized[k]) continue;
@@ -395,13 +426,13 @@ struct Executor::Impl : RegionRunner {
       DType dt = v->dtype();
       int64_t off = plan ? plan->offset[size_t(v->id())] : -1;
       if (off >= 0) {
-        Tensor view = Tensor::view(dt, dims[k], arena_base + off);
+        Tensor view = Tensor::view(dt, (*known)[k], arena_base + off);
         CUVIL_CHECK(int64_t(view.nbytes()) == plan->bytes[size_t(v->id())], n.describe(),
                     ": internal error: output ", k, " is ", view.type_str(), " at run time but the plan sized it ",
                     plan->bytes[size_t(v->id())], " bytes from ", v->type().str());
         outs[k] = view;
       } else {
-        outs[k] = Tensor::zeros(dt, dims[k]);
+        outs[k] = Tensor::zeros(dt, (*known)[k]);
         stats->dynamic_bytes += int64_t(outs[k].nbytes());
       }
     }
