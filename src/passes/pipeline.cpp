@@ -16,6 +16,8 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   step(SimplifyIdentitiesPass());
   // Merge duplicate nodes and equal constants (frontends emit the same Shape/Gather or weight many times).
   step(CommonSubexpressionEliminationPass());
+  // Work that every loop iteration repeats on the same values runs once, before the loop.
+  step(HoistLoopInvariantsPass());
   // Fusion: GELU and layer-norm chains into Gelu / LayerNormalization; Conv / MatMul / Gemm with their bias, residual Add and activation into one
   // node each, which oneDNN runs with post-ops.
   step(FuseGeluPass());
