@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <unordered_set>
 
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/op_schema.h"
@@ -133,24 +134,28 @@ struct PyValue {
 
 class GraphBuilder {
  public:
+  // Names are unique across the whole graph and its regions (`taken` is shared by every builder of one tree):
+  // a region's value never shadows one outside it, which passes that rename values and the text format rely on.
   GraphBuilder(std::shared_ptr<Graph> root, std::shared_ptr<Graph> graph,
-               std::shared_ptr<IncrementalShapeInference> inference)
-      : root_(std::move(root)), graph_(std::move(graph)), inference_(std::move(inference)) {}
+               std::shared_ptr<IncrementalShapeInference> inference,
+               std::shared_ptr<std::unordered_set<std::string>> taken)
+      : root_(std::move(root)), graph_(std::move(graph)), inference_(std::move(inference)), taken_(std::move(taken)) {}
 
   static GraphBuilder create(const std::string& name) {
     auto g = std::make_shared<Graph>(name);
-    return GraphBuilder(g, g, std::make_shared<IncrementalShapeInference>());
+    return GraphBuilder(g, g, std::make_shared<IncrementalShapeInference>(),
+                        std::make_shared<std::unordered_set<std::string>>());
   }
 
   PyValue add_input(const std::string& name, const std::string& dtype, const py::object& dims) {
-    return {root_, graph_->add_input(graph_->unique_name(name), TensorType{parse_dtype(dtype), dims_from_py(dims)})};
+    return {root_, graph_->add_input(fresh_name(name), TensorType{parse_dtype(dtype), dims_from_py(dims)})};
   }
 
   PyValue add_constant(const std::string& hint, const py::array& array, const std::string& dtype) {
     py::array c = py::array::ensure(array, py::array::c_style);
     std::optional<DType> as;
     if (!dtype.empty()) as = parse_dtype(dtype);
-    Value* v = graph_->add_constant(graph_->unique_name(hint), tensor_view(c, as).clone());
+    Value* v = graph_->add_constant(fresh_name(hint), tensor_view(c, as).clone());
     inference_->add_constant(v);
     return {root_, v};
   }
@@ -162,15 +167,9 @@ class GraphBuilder {
     CUVIL_CHECK(kind, "internal error: no op '", op, "' in the op table");
     std::vector<Value*> ins;
     for (auto& i : inputs) ins.push_back(i ? i->v : nullptr);
-    // Names are reserved only when the node is added, so keep this node's outputs apart from each other too.
     std::vector<std::string> names;
-    for (size_t k = 0; k < num_outputs; ++k) {
-      std::string hint = k < output_names.size() && !output_names[k].empty() ? output_names[k] : "t";
-      std::string n = graph_->unique_name(hint);
-      for (int suffix = 1; std::find(names.begin(), names.end(), n) != names.end(); ++suffix)
-        n = graph_->unique_name(hint + "_" + std::to_string(suffix));
-      names.push_back(n);
-    }
+    for (size_t k = 0; k < num_outputs; ++k)
+      names.push_back(fresh_name(k < output_names.size() && !output_names[k].empty() ? output_names[k] : "t"));
     Location loc{name, file, line};
     Node* n = graph_->add_node(*kind, ins, names, convert_attrs(*kind, attrs), loc);
     inference_->infer_node(*n);
@@ -182,7 +181,7 @@ class GraphBuilder {
   GraphBuilder new_region(const std::string& name) {
     auto r = std::make_shared<Graph>(name);
     r->set_parent(graph_.get());
-    return GraphBuilder(root_, r, inference_);
+    return GraphBuilder(root_, r, inference_, taken_);
   }
 
   void set_outputs(const std::vector<PyValue>& outs) {
@@ -195,6 +194,14 @@ class GraphBuilder {
   std::shared_ptr<Graph> root() const { return root_; }
 
  private:
+  // A name no value of this tree has (reserved at once).
+  std::string fresh_name(const std::string& hint) {
+    std::string n = graph_->unique_name(hint);
+    for (int suffix = 1; taken_->count(n); ++suffix) n = graph_->unique_name(hint + "_" + std::to_string(suffix));
+    taken_->insert(n);
+    return n;
+  }
+
   AttrMap convert_attrs(OpKind op, const py::dict& attrs) {
     AttrMap m;
     const OpSchema& s = op_schema(op);
@@ -229,6 +236,7 @@ class GraphBuilder {
   std::shared_ptr<Graph> root_;
   std::shared_ptr<Graph> graph_;
   std::shared_ptr<IncrementalShapeInference> inference_;
+  std::shared_ptr<std::unordered_set<std::string>> taken_;
 };
 
 // ---- compiled models

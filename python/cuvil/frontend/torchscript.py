@@ -254,20 +254,32 @@ class _Converter:
             for o, r in zip(outs, results):
                 self.env[o] = r
             return
-        regions = []
+        regions, branch_results = [], []
         for name, blk in (("then_branch", blocks[0]), ("else_branch", blocks[1])):
             region = ctx.builder.new_region(name)
-            results = self.sub_block(blk, region, [])
-            ctx.node = node
-            region.set_outputs([_region_output(ctx, region, r) for r in results])
+            branch_results.append(self.sub_block(blk, region, []))
             regions.append(region)
+        ctx.node = node
+        # TorchScript's exit transforms (break, continue) yield prim::Uninitialized from the branch that never
+        # defines a value. A slot uninitialized in both branches stays so; in one, it gets a zero placeholder of
+        # the other branch's type there (never read: the flags TorchScript carries along guard every use).
+        kept = [k for k in range(len(outs)) if not all(_is_uninitialized(b[k]) for b in branch_results)]
+        for region, results, other in ((regions[0], branch_results[0], branch_results[1]),
+                                       (regions[1], branch_results[1], branch_results[0])):
+            outputs = []
+            for k in kept:
+                r = results[k]
+                if _is_uninitialized(r):
+                    r = _placeholder_like(ctx, region, other[k])
+                outputs.append(_region_output(ctx, region, r))
+            region.set_outputs(outputs)
         cond_b = ctx.emit("Cast", [cond], {"to": _onnx_dtype_id("bool")}) if cond.dtype != "bool" else cond
         if cond_b.shape not in ([], None):
             cond_b = ctx.emit("Reshape", [cond_b, np.zeros((0,), np.int64)])
-        res = ctx.emit("If", [cond_b], {"then_branch": regions[0], "else_branch": regions[1]}, num_outputs=len(outs))
-        res = [res] if len(outs) == 1 else res
-        for o, r in zip(outs, res):
-            self.env[o] = r
+        res = ctx.emit("If", [cond_b], {"then_branch": regions[0], "else_branch": regions[1]}, num_outputs=len(kept))
+        res = [res] if len(kept) == 1 else res
+        for k, o in enumerate(outs):
+            self.env[o] = res[kept.index(k)] if k in kept else branch_results[0][k]
 
     def loop_node(self, node):
         ctx = self.ctx
@@ -280,6 +292,9 @@ class _Converter:
         for c in carried:
             if isinstance(c, (list, tuple)) and not all(not isinstance(e, _C.Value) for e in c):
                 raise ctx.error("lists carried through a loop are not supported; carry tensors instead")
+        if any(_is_uninitialized(c) for c in carried):
+            raise ctx.error("a `return` inside a loop is not supported (TorchScript carries the returned value as an "
+                            "uninitialized tensor of unknown dtype and shape); assign the result and `break` instead")
         init = [ctx.tensor(c) for c in carried]
         region = ctx.builder.new_region("body")
         it = region.add_input("iter", "i64", [])
@@ -336,6 +351,29 @@ def _unroll(self, node, block, trip, cond, carried) -> bool:
 
 
 _Converter.try_unroll = _unroll
+
+
+def _is_uninitialized(x) -> bool:
+    return type(x).__name__ == "_Uninitialized"
+
+
+def _placeholder_like(ctx: ConvertContext, region, other):
+    """A zero of `other`'s type, built in `region`: Python scalars stay Python scalars; a tensor needs a static
+    shape (anything else is a CompileError naming the construct)."""
+    if isinstance(other, bool):
+        return False
+    if isinstance(other, (int, float)):
+        return type(other)(0)
+    if isinstance(other, _C.Value) and other.shape is not None and all(isinstance(d, int) for d in other.shape):
+        saved = ctx.builder
+        ctx.builder = region
+        try:
+            zero = ctx.tensor(0, other.dtype)
+            return ctx.emit("Expand", [zero, np.array(other.shape, np.int64)])
+        finally:
+            ctx.builder = saved
+    raise ctx.error("a branch leaves a value undefined (TorchScript's transform of break/continue/return) whose "
+                    "shape is dynamic; compute the value before the branch instead")
 
 
 def _region_output(ctx: ConvertContext, region, r, dtype: Optional[str] = None):
