@@ -162,3 +162,14 @@ def test_encoder_compiled_once_serves_every_batch_and_length():
             ref = model(x)  # autograd on: PyTorch's general path (no nested-tensor fast path)
             err = rel_l2(got, ref)
             assert err < 1e-4, f"batch {batch} seq {seq}: relative L2 error {err:.3e}"
+
+
+def test_views_as_inputs():
+    """Slices of a bigger batch (offset, strided, transposed-back) are valid inputs at any batch size."""
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+    c = cuvil.compile(model, (torch.randn(3, 8),), dynamic_shapes={"input": {0: "batch"}})
+    big = torch.randn(10, 16)
+    views = {"offset rows (contiguous)": torch.randn(6, 8)[1:4], "strided columns": big[2:7, :8],
+             "every other row": big[::2, 4:12], "transposed twice": big.t()[:8].t()[:5]}
+    for what, v in views.items():
+        check(c, model, (v,), what)
