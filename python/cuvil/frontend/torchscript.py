@@ -372,8 +372,9 @@ def _placeholder_like(ctx: ConvertContext, region, other):
             return ctx.emit("Expand", [zero, np.array(other.shape, np.int64)])
         finally:
             ctx.builder = saved
-    raise ctx.error("a branch leaves a value undefined (TorchScript's transform of break/continue/return) whose "
-                    "shape is dynamic; compute the value before the branch instead")
+    what = "a tensor of dynamic shape" if isinstance(other, _C.Value) else f"a {type(other).__name__}"
+    raise ctx.error(f"a branch leaves a value undefined (TorchScript's transform of break/continue) and the other "
+                    f"branch makes it {what}, which Cuvil cannot stand in for; compute the value before the branch")
 
 
 def _region_output(ctx: ConvertContext, region, r, dtype: Optional[str] = None):
