@@ -30,8 +30,10 @@ def main() -> int:
     rel_l2 = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
     bench = subprocess.run([CUVIL, "bench", paths["onnx"], "--input", f"input={paths['input.npy']}",
-                            "--iters", "5", "--warmup", "1", "--json"], capture_output=True, text=True, check=True)
-    cuvil_ms = json.loads(bench.stdout)["median_ms"]
+                            "--iters", "20", "--warmup", "2", "--json"], capture_output=True, text=True, check=True)
+    result = json.loads(bench.stdout)
+    cuvil_ms, cuvil_threads = result["median_ms"], result["threads"]
+    compile_ms = result["load_optimize_ms"] + result["prepare_ms"]
 
     torch.set_num_threads(os.cpu_count() or 1)
     model = models.build(name)
@@ -39,7 +41,7 @@ def main() -> int:
     times = []
     with torch.no_grad():
         model(x)
-        for _ in range(5):
+        for _ in range(20):
             t0 = time.perf_counter()
             model(x)
             times.append((time.perf_counter() - t0) * 1e3)
@@ -48,7 +50,7 @@ def main() -> int:
     print(f"model:            {name} (torchvision, fixed-seed weights), input {list(x.shape)}")
     print(f"output checksum:  sum={got.sum():.6f} abs-sum={np.abs(got).sum():.6f} shape={list(got.shape)}")
     print(f"max |cuvil - torch|: {np.abs(got - ref).max():.3e}   relative L2: {rel_l2:.3e}")
-    print(f"latency (median): cuvil {cuvil_ms:.2f} ms (reference backend, 1 thread)   "
+    print(f"latency (median): cuvil {cuvil_ms:.2f} ms ({cuvil_threads} threads; compiled in {compile_ms:.0f} ms)   "
           f"pytorch eager {torch_ms:.2f} ms ({torch.get_num_threads()} threads)   ratio {cuvil_ms / torch_ms:.2f}x")
     return 0 if rel_l2 < 1e-4 else 1
 
