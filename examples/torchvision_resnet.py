@@ -1,6 +1,6 @@
 """Compile a torchvision ResNet-18 and check it against PyTorch.
 
-Random weights (nothing is downloaded) and a small 64x64 image keep it quick on the reference backend.
+Random weights (nothing is downloaded) and a small 64x64 image keep it quick.
     PYTHONPATH=python /usr/bin/python3 examples/torchvision_resnet.py
 """
 import time
