@@ -255,15 +255,6 @@ class CompiledModule:
         return f"<cuvil.CompiledModule ({ins}) -> ({outs})>"
 
 
-def _static_shape(type_str: str):
-    """[1, 3, 224, 224] from "f32[1, 3, 224, 224]"; None when a dim is symbolic or the rank unknown."""
-    dims = type_str[type_str.index("[") + 1:type_str.rindex("]")].split(",") if "[" in type_str else None
-    if dims is None:
-        return None
-    dims = [d.strip() for d in dims if d.strip()]
-    return [int(d) for d in dims] if all(d.isdigit() for d in dims) else None
-
-
 def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str = "cpu",
               threads: Optional[int] = None, **options) -> CompiledModule:
     """Compiles an ONNX model file into a :class:`CompiledModule`, called with the ONNX graph's inputs in order
@@ -281,9 +272,7 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         if threads is not None:
             model.set_threads(threads)
         # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
-        shapes = [_static_shape(t) for t in model.input_types]
-        if all(s is not None for s in shapes):
-            model.prepare(shapes)
+        model.prepare_static()
         return CompiledModule(model)
     except _C.Error as e:
         raise CompileError(f"{path}: {e}") from None

@@ -267,6 +267,17 @@ class Model {
     lease.exec->prepare(shapes);
   }
 
+  // prepare() for the declared input shapes when all are static; returns whether it did.
+  bool prepare_static() {
+    std::vector<std::vector<int64_t>> shapes;
+    for (Value* v : graph_->inputs()) {
+      if (!v->shape().is_static()) return false;
+      shapes.push_back(v->shape().static_dims());
+    }
+    prepare(shapes);
+    return true;
+  }
+
   std::vector<std::string> output_names() const { return names(graph_->outputs()); }
   std::vector<std::string> input_types() const { return types(graph_->inputs()); }
   std::vector<std::string> output_types() const { return types(graph_->outputs()); }
@@ -405,6 +416,7 @@ PYBIND11_MODULE(_C, m) {
       .def("ir", &Model::ir, py::arg("elide_large_constants") = true)
       .def("set_threads", &Model::set_threads)
       .def("prepare", &Model::prepare)
+      .def("prepare_static", &Model::prepare_static)
       .def("run", &Model::run)
       .def("profile", &Model::profile);
 

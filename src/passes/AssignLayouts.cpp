@@ -127,26 +127,12 @@ bool merge_and_sink(Graph& g) {
   return changed;
 }
 
-// Removes nodes none of whose outputs is read (old transposes, ops moved below a transpose), to a fixpoint.
-void erase_unread(Graph& g) {
-  for (;;) {
-    std::unordered_set<const Value*> used = rewrite::used_values(g);
-    std::vector<Node*> dead;
-    for (auto& n : g.nodes()) {
-      bool read = false;
-      for (Value* v : n->outputs()) read |= used.count(v) > 0;
-      if (!read && n->regions().empty()) dead.push_back(n.get());
-    }
-    if (dead.empty()) return;
-    g.erase_nodes(dead);
-  }
-}
-
 bool assign(Graph& g) {
   if (!convert_nodes(g)) return false;
-  // Each sweep sees the previous one's result through sole producers; erasing unread nodes keeps them sole.
-  while (merge_and_sink(g)) erase_unread(g);
-  erase_unread(g);
+  // Each sweep sees the previous one's result through sole producers; erasing unread nodes (old transposes, ops
+  // moved below a transpose) keeps them sole.
+  while (merge_and_sink(g)) rewrite::erase_dead_nodes(g, nullptr);
+  rewrite::erase_dead_nodes(g, nullptr);
   return true;
 }
 

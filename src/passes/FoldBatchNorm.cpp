@@ -18,23 +18,6 @@ namespace {
 
 bool is_float_constant(const Value* v, DType t) { return v && v->is_constant() && v->dtype() == t; }
 
-// True when `user` is the only reader of v: no other node, no region, no graph output.
-bool only_user(const Graph& g, const Value* v, const Node* user) {
-  if (rewrite::is_graph_output(g, v)) return false;
-  size_t direct = 0;
-  for (auto& node : g.nodes()) {
-    for (Value* in : node->inputs()) direct += in == v && node.get() == user;
-    for (Value* in : node->inputs())
-      if (in == v && node.get() != user) return false;
-    if (!node->regions().empty()) {
-      std::unordered_set<const Value*> uses;
-      rewrite::add_uses_of_node(*node, uses);
-      if (uses.count(v) && node.get() != user) return false;
-    }
-  }
-  return direct == 1;
-}
-
 // The folded weights and bias. Output channel o owns W's row o (by_column false: Conv, Gemm with transB) or W's
 // column o (by_column true: a [K, N] matrix).
 template <class T>
@@ -78,6 +61,8 @@ std::optional<Foldable> foldable(const Node& p) {
 }
 
 bool fold(Graph& g) {
+  // Built once: a fold only rewires readers of BatchNormalization outputs, never those of a producer's output.
+  rewrite::UseMap uses(g);
   std::vector<Node*> dead;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* bn = g.nodes()[i].get();
@@ -85,7 +70,7 @@ bool fold(Graph& g) {
     if (AttrReader(*bn).i("training_mode") != 0) continue;
     Value* y = bn->input(0);
     Node* conv = y ? y->producer() : nullptr;
-    if (!conv || conv->graph() != &g || !only_user(g, y, bn)) continue;
+    if (!conv || conv->graph() != &g || uses.sole_user(y) != bn) continue;
     std::optional<Foldable> f = foldable(*conv);
     if (!f) continue;
     DType t = y->dtype();

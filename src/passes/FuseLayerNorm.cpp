@@ -44,18 +44,16 @@ bool fuse(Graph& g) {
       continue;
     Node* mean = m->producer();
     if (uses.sole_user(m) != sub) continue;
-    // d has exactly two readers: the square and the division.
+    // d is read by exactly the square and the division (Mul(d, d) reads it twice).
     Node *sq = nullptr, *div = nullptr;
-    int readers = 0;
-    for (auto& n : g.nodes()) {
-      for (Value* in : n->inputs()) readers += in == d;
+    for (Node* n : uses.users(d)) {
       if ((n->op() == OpKind::Pow && n->input(0) == d && rewrite::scalar_constant(n->input(1)) == 2.0) ||
           (n->op() == OpKind::Mul && n->input(0) == d && n->input(1) == d))
-        sq = n.get();
-      if (n->op() == OpKind::Div && n->input(0) == d) div = n.get();
+        sq = n;
+      if (n->op() == OpKind::Div && n->input(0) == d) div = n;
     }
-    int want = sq && sq->op() == OpKind::Mul ? 3 : 2;
-    if (!sq || !div || readers != want || rewrite::is_graph_output(g, d)) continue;
+    size_t want = sq && sq->op() == OpKind::Mul ? 3 : 2;
+    if (!sq || !div || uses.users(d).size() != want || uses.pinned(d)) continue;
     Node* var = uses.sole_user(sq->output(0));
     if (!mean_over_last_axis(var, sq->output(0))) continue;
     Node* add_eps = uses.sole_user(var->output(0));

@@ -98,10 +98,10 @@ bool fuse(Graph& g) {
         auto k = rewrite::scalar_constant(other);
         if (!k || (u->op() == OpKind::Div && (u->input(0) != cur || *k == 0)) || u->output(0)->type() != cur->type()) break;
         alpha = u->op() == OpKind::Mul ? alpha * *k : alpha / *k;
-      } else if (u->op() == OpKind::Add && !bias && !sum && bias_operand(*u, cur)) {
-        bias = bias_operand(*u, cur);
-      } else if (u->op() == OpKind::Add && !sum && sum_operand(*u, cur)) {
-        sum = sum_operand(*u, cur);
+      } else if (Value* b_ = u->op() == OpKind::Add && !bias && !sum ? bias_operand(*u, cur) : nullptr) {
+        bias = b_;
+      } else if (Value* s_ = u->op() == OpKind::Add && !sum ? sum_operand(*u, cur) : nullptr) {
+        sum = s_;
       } else if (auto a_ = fusion::activation_of(*u); a_ && u->input(0) == cur) {
         act = *a_;
         chain.push_back(u);

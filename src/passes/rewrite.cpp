@@ -84,6 +84,28 @@ Node* replace_result(Graph& g, const Node* last, Value* result, OpKind op, std::
   return n;
 }
 
+const std::vector<Node*>& UseMap::users(const Value* v) const {
+  static const std::vector<Node*> kNone;
+  auto it = users_.find(v);
+  return it == users_.end() ? kNone : it->second;
+}
+
+std::unordered_set<const Value*> erase_dead_nodes(Graph& g, bool* changed) {
+  std::unordered_set<const Value*> live;
+  for (Value* v : g.outputs()) live.insert(v);
+  std::vector<Node*> dead;
+  for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
+    Node& n = **it;
+    bool used = false;
+    for (Value* v : n.outputs()) used |= live.count(v) != 0;
+    if (used) add_uses_of_node(n, live);
+    else dead.push_back(&n);
+  }
+  g.erase_nodes(dead);
+  if (changed) *changed = !dead.empty();
+  return live;
+}
+
 std::optional<double> scalar_constant(const Value* v) {
   if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
   return v->constant().get_f64(0);

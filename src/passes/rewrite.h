@@ -34,6 +34,10 @@ class UseMap {
   explicit UseMap(const Graph& g);
   // The one node reading v directly, when nothing else reads it (no other node, region or graph output).
   Node* sole_user(const Value* v) const;
+  // The nodes reading v directly, once per read (a node reading it twice appears twice).
+  const std::vector<Node*>& users(const Value* v) const;
+  // Whether v is a graph output or read inside a region.
+  bool pinned(const Value* v) const { return pinned_.count(v) != 0; }
 
  private:
   std::unordered_map<const Value*, std::vector<Node*>> users_;
@@ -48,6 +52,10 @@ Node* replace_result(Graph& g, const Node* last, Value* result, OpKind op, std::
 std::optional<double> scalar_constant(const Value* v);
 // n's position in g.nodes().
 size_t node_index(const Graph& g, const Node* n);
+
+// Erases the nodes of g (not of its regions) none of whose outputs is read, in one reverse sweep (nodes are in
+// topological order); returns the values still read, graph outputs included. Dead-code-elimination's core.
+std::unordered_set<const Value*> erase_dead_nodes(Graph& g, bool* changed);
 
 // Structural equality of attributes. Graph-valued attributes are never equal; floats compare bitwise.
 bool attr_equal(const Attribute& a, const Attribute& b);

@@ -163,6 +163,11 @@ struct Plan {
   std::vector<std::unique_ptr<PreparedKernel>> kernels;      // prepared by the first run
 };
 
+// What a kernel is prepared for about input value v at these dims; constants come with their contents.
+PrepareInput prepare_input(const Value& v, std::vector<int64_t> dims) {
+  return {v.dtype(), std::move(dims), v.is_constant() ? &v.constant() : nullptr, true};
+}
+
 bool shape_fixed_by(const Value* v, const SymbolBindings& b) {
   if (!v->shape().rank_known()) return false;
   for (const Dim& d : v->shape().dims())
@@ -260,11 +265,10 @@ struct Executor::Impl : RegionRunner {
       if (!plan.fixed_shapes[i] || plan.kernels[i]) continue;
       std::vector<PrepareInput> pin(n.num_inputs());
       for (size_t k = 0; k < n.num_inputs(); ++k) {
-        const Value* v = n.input(k);
-        if (!v) continue;
+        if (!n.input(k)) continue;
         std::vector<int64_t> dims;
-        for (const Dim& d : v->shape().dims()) dims.push_back(*d.eval(b));
-        pin[k] = {v->dtype(), dims, v->is_constant() ? &v->constant() : nullptr, true};
+        for (const Dim& d : n.input(k)->shape().dims()) dims.push_back(*d.eval(b));
+        pin[k] = prepare_input(*n.input(k), std::move(dims));
       }
       plan.kernels[i] = prepare_kernel(n, pin, options->kernels);
     }
@@ -373,12 +377,8 @@ struct Executor::Impl : RegionRunner {
 
   std::unique_ptr<PreparedKernel> prepare(const Node& n, const std::vector<const Tensor*>& ins) {
     std::vector<PrepareInput> pin(ins.size());
-    for (size_t k = 0; k < ins.size(); ++k) {
-      if (!ins[k]) continue;
-      pin[k] = {ins[k]->dtype(), ins[k]->shape(), nullptr, true};
-      const Value* v = n.input(k);
-      if (v->is_constant()) pin[k].value = &v->constant();
-    }
+    for (size_t k = 0; k < ins.size(); ++k)
+      if (ins[k]) pin[k] = prepare_input(*n.input(k), ins[k]->shape());
     return prepare_kernel(n, pin, options->kernels);
   }
 

@@ -19,7 +19,7 @@ namespace {
 
 class ConvKernel final : public PrimitiveKernel {
  public:
-  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const KernelOptions& options) {
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y, const KernelOptions& options) {
     AttrReader attrs(n);
     const PrepareInput &x = in[0], &w = in[1];
     memory::data_type dt;
@@ -30,7 +30,6 @@ class ConvKernel final : public PrimitiveKernel {
     has_sum_ = fused && in.size() > 3 && in[3].present;
     has_bias_ = in.size() > 2 && in[2].present;
     size_t S = x.shape.size() - 2;
-    std::vector<int64_t> y = infer_output_dims(n, in)[0];
     // Logical (channels-first) dims, which oneDNN descriptors always use; the format tag says how they are stored.
     Dims xd = cl ? Dims(layout::to_channels_first(x.shape)) : Dims(x.shape.begin(), x.shape.end());
     Dims yd = cl ? Dims(layout::to_channels_first(y)) : Dims(y.begin(), y.end());
@@ -144,12 +143,12 @@ class ConvKernel final : public PrimitiveKernel {
 
 }  // namespace
 
-std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<PrepareInput>& inputs,
+std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y,
                                              const KernelOptions& options) {
   // Non-constant weights would need a reorder per call when the primitive wants a blocked layout: the dense
   // descriptor is used for them, which oneDNN accepts (slower kernels) or refuses (then the reference runs).
   auto k = std::make_unique<ConvKernel>();
-  if (!k->prepare(n, inputs, options)) return nullptr;
+  if (!k->prepare(n, inputs, y, options)) return nullptr;
   return k;
 }
 

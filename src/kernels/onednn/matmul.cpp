@@ -57,12 +57,11 @@ bool read_spec(const Node& n, const std::vector<PrepareInput>& in, const std::ve
 
 class MatMulKernel final : public PrimitiveKernel {
  public:
-  bool prepare(const Node& n, const std::vector<PrepareInput>& in) {
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y) {
     memory::data_type dt;
     if (!to_onednn_type(in[0].dtype, &dt)) return false;
     const auto &as = in[0].shape, &bs = in[1].shape;
     if (as.size() < 2 || bs.size() < 2 || as.size() > 8 || bs.size() > 8) return false;
-    std::vector<int64_t> y = infer_output_dims(n, in)[0];
     Spec s;
     if (!read_spec(n, in, y, s)) return false;
     if (s.alpha != 1.f && s.bias_input >= 0 && !in[1].value) {
@@ -167,9 +166,9 @@ class MatMulKernel final : public PrimitiveKernel {
 
 }  // namespace
 
-std::unique_ptr<PreparedKernel> prepare_matmul(const Node& n, const std::vector<PrepareInput>& inputs) {
+std::unique_ptr<PreparedKernel> prepare_matmul(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y) {
   auto k = std::make_unique<MatMulKernel>();
-  if (!k->prepare(n, inputs)) return nullptr;
+  if (!k->prepare(n, inputs, y)) return nullptr;
   return k;
 }
 

@@ -20,19 +20,21 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
     for (int64_t d : in.shape)
       if (in.present && d == 0) return nullptr;
   try {
-    for (const auto& dims : infer_output_dims(n, inputs))
+    std::vector<std::vector<int64_t>> outs = infer_output_dims(n, inputs);
+    for (const auto& dims : outs)
       for (int64_t d : dims)
         if (d == 0) return nullptr;
+    const Dims& y = outs[0];
     switch (n.op()) {
       case OpKind::Conv:
-      case OpKind::FusedConv: return prepare_conv(n, inputs, options);
+      case OpKind::FusedConv: return prepare_conv(n, inputs, y, options);
       case OpKind::MatMul:
       case OpKind::Gemm:
-      case OpKind::FusedMatMul: return prepare_matmul(n, inputs);
+      case OpKind::FusedMatMul: return prepare_matmul(n, inputs, y);
       case OpKind::MaxPool:
       case OpKind::AveragePool:
       case OpKind::GlobalAveragePool:
-      case OpKind::GlobalMaxPool: return prepare_pool(n, inputs);
+      case OpKind::GlobalMaxPool: return prepare_pool(n, inputs, y);
       default: return nullptr;
     }
   } catch (const dnnl::error&) {

@@ -5,9 +5,12 @@
 
 namespace cuvil::onednn {
 
-std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<PrepareInput>& inputs,
+// `y`: the output's dims (from inference, computed once by prepare_onednn_kernel).
+using Dims = std::vector<int64_t>;
+
+std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y,
                                              const KernelOptions& options);
-std::unique_ptr<PreparedKernel> prepare_matmul(const Node& n, const std::vector<PrepareInput>& inputs);
-std::unique_ptr<PreparedKernel> prepare_pool(const Node& n, const std::vector<PrepareInput>& inputs);
+std::unique_ptr<PreparedKernel> prepare_matmul(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y);
+std::unique_ptr<PreparedKernel> prepare_pool(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y);
 
 }  // namespace cuvil::onednn

@@ -11,14 +11,13 @@ namespace {
 
 class PoolKernel final : public PrimitiveKernel {
  public:
-  bool prepare(const Node& n, const std::vector<PrepareInput>& in) {
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y) {
     AttrReader attrs(n);
     memory::data_type dt;
     const auto& xs = in[0].shape;
     if (!to_onednn_type(in[0].dtype, &dt) || xs.size() < 3 || xs.size() > 5 || n.num_outputs() != 1) return false;
     bool cl = attrs.i("channels_last") != 0;
     size_t S = xs.size() - 2;
-    std::vector<int64_t> y = infer_output_dims(n, in)[0];
     Dims xd = cl ? Dims(layout::to_channels_first(xs)) : Dims(xs.begin(), xs.end());
     Dims yd = cl ? Dims(layout::to_channels_first(y)) : Dims(y.begin(), y.end());
     Dims kernel, strides, dil, pl, pr;
@@ -81,9 +80,9 @@ class PoolKernel final : public PrimitiveKernel {
 
 }  // namespace
 
-std::unique_ptr<PreparedKernel> prepare_pool(const Node& n, const std::vector<PrepareInput>& inputs) {
+std::unique_ptr<PreparedKernel> prepare_pool(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y) {
   auto k = std::make_unique<PoolKernel>();
-  if (!k->prepare(n, inputs)) return nullptr;
+  if (!k->prepare(n, inputs, y)) return nullptr;
   return k;
 }
 

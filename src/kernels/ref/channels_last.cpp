@@ -1,7 +1,7 @@
 #include "kernels/ref/channels_last.h"
 
 #include "ir/ops/layout.h"
-#include "kernels/permute.h"
+#include "kernels/ref/permute.h"
 
 namespace cuvil::ref {
 

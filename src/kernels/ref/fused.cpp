@@ -1,7 +1,7 @@
 // Reference kernels of the fused ops: the unfused ops' reference kernels run one after the other, so a fused
 // node computes exactly what the graph it replaced did.
 #include "ir/ops/activation.h"
-#include "kernels/permute.h"
+#include "kernels/ref/permute.h"
 #include "kernels/ref/channels_last.h"
 #include "kernels/ref/ref_kernels.h"
 
@@ -57,7 +57,7 @@ CUVIL_REF_KERNEL(FusedMatMul) {
     std::vector<int64_t> perm;
     for (size_t d = 0; d < b.rank(); ++d) perm.push_back(int64_t(d));
     std::swap(perm[b.rank() - 1], perm[b.rank() - 2]);
-    b = permuted(b, perm);
+    b = ref::permuted(b, perm);
   }
   Tensor& y = ctx.output(0);
   {

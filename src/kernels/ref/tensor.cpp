@@ -14,6 +14,7 @@
 
 #include "ir/ops/tensor_helpers.h"
 #include "kernels/ref/indexing.h"
+#include "kernels/ref/permute.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace cuvil {
@@ -117,7 +118,6 @@ CUVIL_REF_KERNEL(Size) { ctx.output(0).data<int64_t>()[0] = ctx.input(0).numel()
 
 CUVIL_REF_KERNEL(Transpose) {
   const Tensor& in = ctx.input(0);
-  Tensor& out = ctx.output(0);
   int64_t r = int64_t(in.rank());
   std::vector<int64_t> perm;
   if (ctx.has("perm")) {
@@ -126,14 +126,7 @@ CUVIL_REF_KERNEL(Transpose) {
   } else {
     for (int64_t k = r - 1; k >= 0; --k) perm.push_back(k);
   }
-  std::vector<int64_t> in_strides = strides_of(in.shape()), read(static_cast<size_t>(r));
-  for (int64_t d = 0; d < r; ++d) read[size_t(d)] = in_strides[size_t(perm[size_t(d)])];
-  visit_width(dtype_size(in.dtype()), [&]<class U>() {
-    const U* src = elems<U>(in);
-    U* dst = elems<U>(out);
-    MultiIndex it(out.shape(), {read});
-    for (int64_t n = 0; n < out.numel(); ++n, it.next()) dst[n] = src[it.offset(0)];
-  });
+  ref::permute_into(in, perm, ctx.output(0));
 }
 
 CUVIL_REF_KERNEL(Concat) {
