@@ -12,6 +12,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   pybind11-dev python3-dev                # the Python extension: pybind11 and Python.h
   libdnnl-dev ocl-icd-opencl-dev opencl-headers  # oneDNN 2.6 (OpenMP threads); its CMake config needs OpenCL
+  llvm-16-dev                             # LLVM 16 ORC JIT for generated kernels (src/codegen)
   python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-pytest
 )
 

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "frontend/onnx/onnx_importer.h"
+#include "ir/graph_stats.h"
 #include "ir/op_schema.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
@@ -311,7 +312,7 @@ class Model {
       times = lease.exec->profile(ins);
     }
     std::vector<std::tuple<std::string, std::string, double>> r;
-    for (auto& t : times) r.emplace_back(std::string(t.node->op_name()), t.node->loc().str(), t.ms);
+    for (auto& t : times) r.emplace_back(node_label(*t.node), t.node->loc().str(), t.ms);
     return r;
   }
 

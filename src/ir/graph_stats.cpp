@@ -85,4 +85,15 @@ GraphStats graph_stats(const Graph& g) {
   return s;
 }
 
+std::string node_label(const Node& n) {
+  if (n.op() != OpKind::FusedKernel || !n.has_attr("body")) return std::string(n.op_name());
+  std::string ops;
+  for (const auto& m : n.attr("body").g()->nodes()) {
+    std::string name(m->op_name());
+    if (ops.size() >= name.size() && ops.compare(ops.size() - name.size(), name.size(), name) == 0) continue;
+    ops += (ops.empty() ? "" : "+") + name;
+  }
+  return "Fused(" + ops + ")";
+}
+
 }  // namespace cuvil

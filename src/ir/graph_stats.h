@@ -27,4 +27,8 @@ Dim node_flops(const Node& n);
 // these and GB/s (bytes of inputs and outputs) for the rest.
 bool flops_exact(const Node& n);
 
+// How profiles and reports name a node's work: its op, or for a FusedKernel the ops it fuses,
+// "Fused(Add+Softmax)".
+std::string node_label(const Node& n);
+
 }  // namespace cuvil

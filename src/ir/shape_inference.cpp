@@ -64,4 +64,45 @@ void IncrementalShapeInference::infer_node(Node& n) { impl_->infer_node(n); }
 
 void infer_shapes(Graph& g) { IncrementalShapeInference::Impl().run(g); }
 
+std::vector<TensorType> infer_region_types(const Graph& region, const std::vector<TensorType>& input_types) {
+  CUVIL_CHECK(input_types.size() == region.inputs().size(), "region '", region.name(), "' takes ",
+              region.inputs().size(), " inputs, given ", input_types.size());
+  std::vector<TensorType> types(region.num_values());
+  std::vector<bool> known(region.num_values(), false);
+  for (size_t i = 0; i < input_types.size(); ++i) {
+    types[size_t(region.inputs()[i]->id())] = input_types[i];
+    known[size_t(region.inputs()[i]->id())] = true;
+  }
+  for (const Value* c : region.constants()) {
+    types[size_t(c->id())] = c->type();
+    known[size_t(c->id())] = true;
+  }
+  int64_t fresh = 0;
+  for (const auto& n : region.nodes()) {
+    CUVIL_CHECK(n->regions().empty(), n->describe(), ": a self-contained region may not hold regions");
+    check_arity(*n);
+    std::vector<const TensorType*> in_types;
+    std::vector<const Tensor*> in_values;
+    for (const Value* v : n->inputs()) {
+      if (!v) {
+        in_types.push_back(nullptr);
+        in_values.push_back(nullptr);
+        continue;
+      }
+      CUVIL_CHECK(v->graph() == &region && known[size_t(v->id())], n->describe(), ": input '", v->name(),
+                  "' is not a value of the self-contained region '", region.name(), "'");
+      in_types.push_back(&types[size_t(v->id())]);
+      in_values.push_back(v->is_constant() ? &v->constant() : nullptr);
+    }
+    InferContext ctx(*n, in_types, in_values, {}, &fresh);
+    op_schema(n->op()).infer(ctx);
+    for (size_t k = 0; k < n->num_outputs(); ++k) {
+      CUVIL_CHECK(ctx.output_set(k), n->describe(), ": inference left output ", k, " untyped");
+      types[size_t(n->output(k)->id())] = ctx.output_types()[k];
+      known[size_t(n->output(k)->id())] = true;
+    }
+  }
+  return types;
+}
+
 }  // namespace cuvil

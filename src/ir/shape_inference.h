@@ -29,4 +29,9 @@ class IncrementalShapeInference {
   std::unique_ptr<Impl> impl_;
 };
 
+// The types of a self-contained region's values (by value id) when its inputs have `input_types`, without
+// changing the region: a FusedKernel's body typed at run time, or at the shapes one call brings. The region may
+// not capture values of enclosing graphs nor hold regions itself; inference errors name the body's node.
+std::vector<TensorType> infer_region_types(const Graph& region, const std::vector<TensorType>& input_types);
+
 }  // namespace cuvil

@@ -1,5 +1,6 @@
-// Kernel selection: oneDNN for convolutions, matrix products and pooling; the hand-written CPU kernels for what
+// Kernel selection: generated code for fused element-wise groups (FusedKernel), oneDNN for convolutions, matrix products and pooling; the hand-written CPU kernels for what
 // they cover; the reference kernels for everything else (and for everything when fast kernels are off).
+#include "codegen/generated_kernel.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/prepared_kernel.h"
@@ -47,6 +48,7 @@ std::vector<std::vector<int64_t>> infer_output_dims(const Node& n, const std::ve
 std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                const KernelOptions& options) {
   if (options.fast && !options.reference_ops.count(n.op())) {
+    if (auto k = codegen::prepare_generated_kernel(n, inputs, options)) return k;
     if (auto k = onednn::prepare_onednn_kernel(n, inputs, options)) return k;
     if (auto k = cpu::prepare_cpu_kernel(n, inputs)) return k;
   }

@@ -29,6 +29,11 @@ struct KernelOptions {
   bool fast = true;                // false: reference kernels only (the oracle; for debugging and tests)
   std::set<OpKind> reference_ops;  // ops that always run on the reference kernels
   bool winograd = true;            // 3x3 stride-1 convolutions may use Winograd (rel. error ~1e-6, not ~1e-7)
+  // FusedKernel nodes run generated code (src/codegen); off, or for a body holding one of `no_codegen_ops`, the
+  // body runs op by op instead. The environment variable CUVIL_NO_CODEGEN (all, or op names separated by commas)
+  // adds to these.
+  bool codegen = true;
+  std::set<OpKind> no_codegen_ops;
 };
 
 // The input types a kernel is prepared for. `value` is set for inputs whose contents are fixed (constants such as

@@ -28,6 +28,9 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   step(AssignLayoutsPass());
   // Leftover transposes that only move size-1 dims (after global pooling) become reshapes.
   step(SimplifyIdentitiesPass());
+  // What remains between the heavy ops (element-wise chains, casts, Softmax, LayerNorm, reductions) becomes
+  // generated kernels, one per group, each a single pass over memory where its reductions allow.
+  step(FuseElementwisePass());
   // Last: remove everything the rewrites above left without a use.
   step(DeadCodeEliminationPass());
   return changed;

@@ -7,8 +7,10 @@ namespace cuvil::rewrite {
 
 bool for_each_graph_postorder(Graph& g, const std::function<bool(Graph&)>& f) {
   bool changed = false;
-  for (auto& n : g.nodes())
+  for (auto& n : g.nodes()) {
+    if (n->op() == OpKind::FusedKernel) continue;  // a generated kernel's body is not rewritten on its own
     for (Graph* r : n->regions()) changed |= for_each_graph_postorder(*r, f);
+  }
   changed |= f(g);
   return changed;
 }

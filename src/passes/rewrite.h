@@ -11,6 +11,7 @@
 namespace cuvil::rewrite {
 
 // Calls f on every region of g's nodes (recursively, innermost first), then on g itself; ORs the results.
+// FusedKernel bodies are skipped: they are one kernel, formed last.
 bool for_each_graph_postorder(Graph& g, const std::function<bool(Graph&)>& f);
 
 // Values used by g's nodes, by nodes inside their regions (any depth), by region outputs, and g's outputs.

@@ -102,6 +102,10 @@ struct NodeCacheEntry {
   }
 };
 
+// Control flow runs its regions and hands their results over, so its outputs are neither planned nor inferred
+// ahead; a FusedKernel's body is only its kernel's definition, so the node is planned like any other.
+bool runs_regions(const Node& n) { return !n.regions().empty() && n.op() != OpKind::FusedKernel; }
+
 // Static facts about one graph (the main graph or a region), computed once.
 struct Program {
   const Graph* graph;
@@ -129,8 +133,7 @@ struct Program {
         if (v && v->graph() == &g) last_use[size_t(v->id())] = int(i);
       // A region's uses of this graph's values keep them alive until the node that owns the region finishes.
       for (Graph* r : n.regions()) mark_captures(*r, g, int(i));
-      bool has_regions = !n.regions().empty();
-      for (Value* v : n.outputs()) arena_eligible[size_t(v->id())] = !has_regions && !is_output[size_t(v->id())];
+      for (Value* v : n.outputs()) arena_eligible[size_t(v->id())] = !runs_regions(n) && !is_output[size_t(v->id())];
     }
     for (size_t id = 0; id < nv; ++id)
       if (last_use[id] >= 0 && !is_output[id]) frees_after[size_t(last_use[id])].push_back(id);
@@ -220,7 +223,7 @@ Plan build_plan(const Program& p, const SymbolBindings& b) {
   plan.kernels.resize(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = *nodes[i];
-    bool fixed = n.regions().empty();
+    bool fixed = !runs_regions(n);
     for (Value* v : n.inputs()) fixed = fixed && (!v || shape_fixed_by(v, b));
     for (Value* v : n.outputs()) fixed = fixed && shape_fixed_by(v, b);
     plan.fixed_shapes[i] = fixed;
@@ -331,7 +334,7 @@ struct Executor::Impl : RegionRunner {
       std::vector<Tensor> outs(n.num_outputs());
       bool planned = plan && plan->fixed_shapes[i];
       NodeCacheEntry* entry = planned ? nullptr : &cache_entry(p, i, ins);
-      if (n.regions().empty()) allocate_outputs(n, i, ins, outs, plan, entry, arena_base, fresh);
+      if (!runs_regions(n)) allocate_outputs(n, i, ins, outs, plan, entry, arena_base, fresh);
       std::unique_ptr<PreparedKernel>& slot = planned ? plan->kernels[i] : entry->kernel;
       if (!slot) slot = prepare(n, ins);
       PreparedKernel& kernel = *slot;

@@ -344,11 +344,11 @@ int cmd_profile(const Args& a) {
   std::printf("%10s %7s %14s  %-18s %-36s %s\n", "ms", "share", "rate", "op", "kernel", "node");
   for (auto& r : rows)
     std::printf("%10.3f %6.1f%% %14s  %-18s %-36s %s\n", r.ms, 100 * r.ms / std::max(total, 1e-12),
-                rate(*r.node, r.ms).c_str(), std::string(r.node->op_name()).c_str(), r.impl.c_str(),
+                rate(*r.node, r.ms).c_str(), node_label(*r.node).c_str(), r.impl.c_str(),
                 r.node->describe().c_str());
   std::map<std::string, std::pair<double, int>> per_op;
   for (auto& r : rows) {
-    auto& e = per_op[std::string(r.node->op_name())];
+    auto& e = per_op[node_label(*r.node)];
     e.first += r.ms;
     e.second += 1;
   }

@@ -1,5 +1,7 @@
 // Reference kernels of the fused ops: the unfused ops' reference kernels run one after the other, so a fused
 // node computes exactly what the graph it replaced did.
+#include <cstring>
+
 #include "ir/ops/activation.h"
 #include "kernels/ref/permute.h"
 #include "kernels/ref/channels_last.h"
@@ -82,6 +84,27 @@ CUVIL_REF_KERNEL(FusedMatMul) {
     }
   });
   epilogue(ctx, y, sum.defined() ? &sum : nullptr);
+}
+
+// The body runs op by op on the executor (whichever kernels it uses); the results are copied into the outputs the
+// runtime allocated.
+CUVIL_REF_KERNEL(FusedKernel) {
+  const Graph& body = *ctx.g("body");
+  std::vector<Tensor> ins;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) ins.push_back(ctx.input(i));
+  std::vector<Tensor> outs = ctx.regions().run_region(body, ins);
+  CUVIL_CHECK(outs.size() == ctx.num_outputs(), ctx.node().describe(), ": body yields ", outs.size(),
+              " values for ", ctx.num_outputs(), " outputs");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!ctx.output_allocated(i)) {
+      ctx.set_output(i, std::move(outs[i]));
+      continue;
+    }
+    Tensor& y = ctx.output(i);
+    CUVIL_CHECK(y.dtype() == outs[i].dtype() && y.shape() == outs[i].shape(), ctx.node().describe(),
+                ": body output ", i, " is ", outs[i].type_str(), " but the node's output is ", y.type_str());
+    std::memcpy(y.raw(), outs[i].raw(), y.nbytes());
+  }
 }
 
 }  // namespace cuvil

@@ -1,0 +1,518 @@
+// Emits explicit vector code: every element-level value is a <W x T> vector (W = the schedule's width), row-level
+// values are <1 x T>. The loops are written out here rather than left to LLVM's vectorizers, so the reduction order
+// of kernel_ir.h holds whatever the schedule, and tails use masked loads and stores instead of scalar remainders.
+//
+// Math: exp, log, tanh and erf are straight-line polynomial code (no calls), the same algorithms as
+// src/kernels/cpu/vec_math.h with fused multiply-adds. Bounds, measured against the C library over all finite
+// floats in tests/unit/codegen_test.cpp: exp and log within 2 ulp, tanh and erf within 3e-7 relative (absolute
+// near 0 where the result is tiny). NaN propagates; exp over/underflows to inf/0; log(0) = -inf, log(<0) = NaN.
+#include "codegen/emit.h"
+
+#include <functional>
+#include <limits>
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "support/error.h"
+
+namespace cuvil::codegen {
+
+namespace {
+
+using llvm::Value;
+
+class Emitter {
+ public:
+  Emitter(llvm::LLVMContext& c, llvm::Module& m, const Kernel& k, const Schedule& s)
+      : C(c), M(m), B(c), K(k), S(s), uniform(k.row_uniform()) {}
+
+  void emit(const std::string& symbol, const llvm::TargetMachine& tm) {
+    auto* ptr_ty = llvm::PointerType::get(C, 0);
+    auto* i64 = B.getInt64Ty();
+    auto* fty = llvm::FunctionType::get(B.getVoidTy(), {ptr_ty, ptr_ty, ptr_ty, i64, i64}, false);
+    F = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, symbol, M);
+    F->addFnAttr(llvm::Attribute::NoUnwind);
+    F->addFnAttr("target-cpu", tm.getTargetCPU());
+    F->addFnAttr("target-features", tm.getTargetFeatureString());
+    // Without these, tuning for recent Xeons splits 512-bit vectors in two.
+    F->addFnAttr("prefer-vector-width", "512");
+    F->addFnAttr("min-legal-vector-width", "512");
+    auto arg = F->arg_begin();
+    Value* dims_p = &*arg++;
+    Value* strides_p = &*arg++;
+    Value* ptrs_p = &*arg++;
+    Value* begin = &*arg++;
+    Value* end = &*arg++;
+    auto* entry = llvm::BasicBlock::Create(C, "entry", F);
+    B.SetInsertPoint(entry);
+    size_t rank = size_t(K.rank), nops = K.operands.size();
+    for (size_t d = 0; d < rank; ++d)
+      dim.push_back(B.CreateLoad(i64, B.CreateConstGEP1_64(i64, dims_p, d), "dim" + std::to_string(d)));
+    stride.resize(nops);
+    for (size_t o = 0; o < nops; ++o) {
+      for (size_t d = 0; d < rank; ++d)
+        stride[o].push_back(B.CreateLoad(i64, B.CreateConstGEP1_64(i64, strides_p, o * rank + d)));
+      ptr.push_back(B.CreateLoad(ptr_ty, B.CreateConstGEP1_64(ptr_ty, ptrs_p, o)));
+    }
+    Value* inner = dim[rank - 1];
+    if (K.has_row_reductions()) {
+      loop(begin, end, B.getInt64(1), {}, [&](Value* row, const std::vector<Value*>&) {
+        begin_row(row);
+        per_row_stores();
+        element_loop(B.getInt64(0), inner);
+        return std::vector<Value*>{};
+      });
+    } else {
+      // Flat elements [begin, end): one stretch of a row at a time.
+      auto* head = llvm::BasicBlock::Create(C, "pos.head", F);
+      auto* body = llvm::BasicBlock::Create(C, "pos.body", F);
+      auto* exit = llvm::BasicBlock::Create(C, "pos.exit", F);
+      llvm::BasicBlock* pre = B.GetInsertBlock();
+      B.CreateBr(head);
+      B.SetInsertPoint(head);
+      llvm::PHINode* pos = B.CreatePHI(i64, 2, "pos");
+      pos->addIncoming(begin, pre);
+      B.CreateCondBr(B.CreateICmpSLT(pos, end), body, exit);
+      B.SetInsertPoint(body);
+      Value* row = B.CreateUDiv(pos, inner);
+      Value* col = B.CreateSub(pos, B.CreateMul(row, inner));
+      Value* cnt = min64(B.CreateSub(inner, col), B.CreateSub(end, pos));
+      begin_row(row);
+      element_loop(col, B.CreateAdd(col, cnt));
+      Value* next = B.CreateAdd(pos, cnt);
+      pos->addIncoming(next, B.GetInsertBlock());
+      B.CreateBr(head);
+      B.SetInsertPoint(exit);
+    }
+    B.CreateRetVoid();
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    CUVIL_CHECK(!llvm::verifyFunction(*F, &os), "internal error: generated kernel does not verify: ", os.str());
+  }
+
+ private:
+  llvm::LLVMContext& C;
+  llvm::Module& M;
+  llvm::IRBuilder<> B;
+  const Kernel& K;
+  const Schedule& S;
+  std::vector<bool> uniform;
+  llvm::Function* F = nullptr;
+  std::vector<Value*> dim;
+  std::vector<std::vector<Value*>> stride;
+  std::vector<Value*> ptr;
+  std::vector<Value*> row_off;  // per operand: element offset of the current row's start
+  std::vector<Value*> uval;     // per expression: its <1 x T> value for the current row (row-uniform ones)
+
+  // One vector position: W lanes starting at inner index j, with an optional mask of live lanes.
+  struct Lanes {
+    int w;
+    Value* j;
+    Value* mask;
+  };
+
+  // ---- types and constants
+  llvm::Type* scalar_ty(Scalar s) {
+    switch (s) {
+      case Scalar::f32: return B.getFloatTy();
+      case Scalar::i32: return B.getInt32Ty();
+      case Scalar::i64: return B.getInt64Ty();
+      case Scalar::i1: return B.getInt1Ty();
+    }
+    return nullptr;
+  }
+  llvm::Type* storage_ty(DType d) { return d == DType::boolean ? B.getInt8Ty() : scalar_ty(scalar_of(d)); }
+  llvm::Type* vec(llvm::Type* t, int w) { return llvm::FixedVectorType::get(t, unsigned(w)); }
+  int width(Value* v) { return int(llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements()); }
+  Value* fc(Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
+  Value* fcw(int w, double v) { return llvm::ConstantFP::get(vec(B.getFloatTy(), w), v); }
+  Value* ic(llvm::Type* t, int64_t v) { return llvm::ConstantInt::get(t, uint64_t(v), true); }
+  Value* iota(int w) {
+    std::vector<llvm::Constant*> c;
+    for (int i = 0; i < w; ++i) c.push_back(B.getInt64(uint64_t(i)));
+    return llvm::ConstantVector::get(c);
+  }
+  Value* min64(Value* a, Value* b) { return B.CreateSelect(B.CreateICmpSLT(a, b), a, b); }
+  Value* splat(Value* one, int w) {
+    if (w == 1) return one;
+    return B.CreateShuffleVector(one, std::vector<int>(size_t(w), 0));
+  }
+
+  // ---- loops: for (iv = lo; iv < hi; iv += step) with loop-carried values
+  using Carried = std::vector<Value*>;
+  Carried loop(Value* lo, Value* hi, Value* step, Carried init,
+               const std::function<Carried(Value*, const Carried&)>& body) {
+    llvm::BasicBlock* pre = B.GetInsertBlock();
+    auto* head = llvm::BasicBlock::Create(C, "loop.head", F);
+    auto* bb = llvm::BasicBlock::Create(C, "loop.body", F);
+    auto* exit = llvm::BasicBlock::Create(C, "loop.exit", F);
+    B.CreateBr(head);
+    B.SetInsertPoint(head);
+    llvm::PHINode* iv = B.CreatePHI(B.getInt64Ty(), 2, "iv");
+    iv->addIncoming(lo, pre);
+    Carried phis;
+    for (Value* v : init) {
+      llvm::PHINode* p = B.CreatePHI(v->getType(), 2);
+      p->addIncoming(v, pre);
+      phis.push_back(p);
+    }
+    B.CreateCondBr(B.CreateICmpSLT(iv, hi), bb, exit);
+    B.SetInsertPoint(bb);
+    Carried next = body(iv, phis);
+    Value* ivn = B.CreateAdd(iv, step);
+    llvm::BasicBlock* latch = B.GetInsertBlock();
+    B.CreateBr(head);
+    iv->addIncoming(ivn, latch);
+    for (size_t i = 0; i < phis.size(); ++i) llvm::cast<llvm::PHINode>(phis[i])->addIncoming(next[i], latch);
+    B.SetInsertPoint(exit);
+    return phis;
+  }
+
+  // ---- rows
+  void begin_row(Value* row) {
+    size_t rank = size_t(K.rank), nops = K.operands.size();
+    row_off.assign(nops, B.getInt64(0));
+    Value* rem = row;
+    for (size_t d = rank - 1; d-- > 0;) {
+      Value* idx = d == 0 ? rem : B.CreateURem(rem, dim[d]);
+      if (d > 0) rem = B.CreateUDiv(rem, dim[d]);
+      for (size_t o = 0; o < nops; ++o) row_off[o] = B.CreateAdd(row_off[o], B.CreateMul(idx, stride[o][d]));
+    }
+    // Row-level values in SSA order: each row reduction runs its own pass over the row.
+    uval.assign(K.exprs.size(), nullptr);
+    for (size_t i = 0; i < K.exprs.size(); ++i) {
+      if (!uniform[i]) continue;
+      const Expr& e = K.exprs[i];
+      if (is_row_reduction(e.op)) uval[i] = reduce_row(e);
+      else if (e.op == Op::load) uval[i] = load(e, {1, B.getInt64(0), nullptr});
+      else if (e.op == Op::row_size) uval[i] = B.CreateSIToFP(splat_i64_1(dim[size_t(K.rank) - 1]), vec(B.getFloatTy(), 1));
+      else uval[i] = compute(e, arg1(e.a), arg1(e.b), arg1(e.c), 1);
+    }
+  }
+  Value* splat_i64_1(Value* v) { return B.CreateInsertElement(llvm::PoisonValue::get(vec(B.getInt64Ty(), 1)), v, uint64_t(0)); }
+  Value* arg1(int e) { return e < 0 ? nullptr : uval[size_t(e)]; }
+
+  void per_row_stores() {
+    for (const Store& s : K.stores) {
+      const Operand& o = K.operands[size_t(s.operand)];
+      if (!o.per_row) continue;
+      Value* v = to_storage(uval[size_t(s.expr)], o.dtype);
+      Value* p = B.CreateGEP(storage_ty(o.dtype), ptr[size_t(s.operand)], row_off[size_t(s.operand)]);
+      B.CreateAlignedStore(B.CreateExtractElement(v, uint64_t(0)), p, llvm::Align(dtype_size(o.dtype)));
+    }
+  }
+
+  // Element-level stores for inner indices [lo, hi): W*U per iteration, then masked W-wide steps.
+  void element_loop(Value* lo, Value* hi) {
+    bool any = false;
+    for (const Store& s : K.stores) any = any || !K.operands[size_t(s.operand)].per_row;
+    if (!any) return;
+    int w = S.vector_width, u = S.unroll;
+    Value* span = B.CreateSub(hi, lo);
+    Value* main_end = B.CreateAdd(lo, B.CreateMul(B.CreateSDiv(span, B.getInt64(w * u)), B.getInt64(w * u)));
+    loop(lo, main_end, B.getInt64(w * u), {}, [&](Value* j, const Carried&) {
+      for (int q = 0; q < u; ++q) store_elements({w, B.CreateAdd(j, B.getInt64(q * w)), nullptr});
+      return Carried{};
+    });
+    loop(main_end, hi, B.getInt64(w), {}, [&](Value* j, const Carried&) {
+      Value* lanes = B.CreateAdd(B.CreateVectorSplat(unsigned(w), j), iota(w));
+      Value* mask = B.CreateICmpSLT(lanes, B.CreateVectorSplat(unsigned(w), hi));
+      store_elements({w, j, mask});
+      return Carried{};
+    });
+  }
+
+  void store_elements(const Lanes& l) {
+    std::vector<Value*> memo(K.exprs.size(), nullptr);
+    for (const Store& s : K.stores) {
+      const Operand& o = K.operands[size_t(s.operand)];
+      if (o.per_row) continue;
+      Value* v = to_storage(elem(s.expr, l, memo), o.dtype);
+      Value* p = B.CreateGEP(storage_ty(o.dtype), ptr[size_t(s.operand)], B.CreateAdd(row_off[size_t(s.operand)], l.j));
+      llvm::Align al(dtype_size(o.dtype));
+      if (l.mask) B.CreateMaskedStore(v, p, al, l.mask);
+      else B.CreateAlignedStore(v, p, al);
+    }
+  }
+
+  Value* to_storage(Value* v, DType d) {
+    if (d != DType::boolean) return v;
+    return B.CreateZExt(v, vec(B.getInt8Ty(), width(v)));
+  }
+
+  // ---- values
+  Value* elem(int e, const Lanes& l, std::vector<Value*>& memo) {
+    if (memo[size_t(e)]) return memo[size_t(e)];
+    const Expr& x = K.exprs[size_t(e)];
+    Value* r;
+    if (uniform[size_t(e)]) r = splat(uval[size_t(e)], l.w);
+    else if (x.op == Op::load) r = load(x, l);
+    else {
+      Value* a = x.a >= 0 ? elem(x.a, l, memo) : nullptr;
+      Value* b = x.b >= 0 ? elem(x.b, l, memo) : nullptr;
+      Value* c = x.c >= 0 ? elem(x.c, l, memo) : nullptr;
+      r = compute(x, a, b, c, l.w);
+    }
+    memo[size_t(e)] = r;
+    return r;
+  }
+
+  Value* load(const Expr& x, const Lanes& l) {
+    size_t o = size_t(x.operand);
+    const Operand& op = K.operands[o];
+    llvm::Type* st = storage_ty(op.dtype);
+    llvm::Type* vt = vec(st, l.w);
+    llvm::Align al(dtype_size(op.dtype));
+    Value* v;
+    if (op.inner == Access::broadcast) {
+      v = B.CreateAlignedLoad(vec(st, 1), B.CreateGEP(st, ptr[o], row_off[o]), al);
+      v = splat(v, l.w);
+    } else if (op.inner == Access::contiguous) {
+      Value* p = B.CreateGEP(st, ptr[o], B.CreateAdd(row_off[o], l.j));
+      if (l.mask) v = B.CreateMaskedLoad(vt, p, al, l.mask, llvm::Constant::getNullValue(vt));
+      else v = B.CreateAlignedLoad(vt, p, al);
+    } else {
+      Value* idx = B.CreateAdd(B.CreateVectorSplat(unsigned(l.w), l.j), iota(l.w));
+      idx = B.CreateMul(idx, B.CreateVectorSplat(unsigned(l.w), stride[o][size_t(K.rank) - 1]));
+      idx = B.CreateAdd(idx, B.CreateVectorSplat(unsigned(l.w), row_off[o]));
+      Value* ptrs = B.CreateGEP(st, ptr[o], idx);
+      Value* mask = l.mask ? l.mask : llvm::Constant::getAllOnesValue(vec(B.getInt1Ty(), l.w));
+      v = B.CreateMaskedGather(vt, ptrs, al, mask, llvm::Constant::getNullValue(vt));
+    }
+    if (op.dtype == DType::boolean) v = B.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    return v;
+  }
+
+  // ---- row reductions: kReductionLanes partials as (32 / W) accumulators of W lanes, then a halving tree
+  Value* identity(Op op, llvm::Type* t) {
+    if (t->isFPOrFPVectorTy()) {
+      double inf = std::numeric_limits<double>::infinity();
+      return llvm::ConstantFP::get(t, op == Op::row_sum ? -0.0 : op == Op::row_max ? -inf : inf);
+    }
+    unsigned bits = t->getScalarSizeInBits();
+    if (op == Op::row_sum) return llvm::ConstantInt::get(t, 0);
+    llvm::APInt v = op == Op::row_max ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits);
+    return llvm::ConstantInt::get(t, v);
+  }
+  Value* combine(Op op, Value* acc, Value* v) {
+    bool f = acc->getType()->isFPOrFPVectorTy();
+    if (op == Op::row_sum) return f ? B.CreateFAdd(acc, v) : B.CreateAdd(acc, v);
+    return minmax(op == Op::row_max, acc, v);
+  }
+  // NaN wins (a first); else a < b ? b : a for max and b < a ? b : a for min.
+  Value* minmax(bool is_max, Value* a, Value* b) {
+    if (a->getType()->isFPOrFPVectorTy()) {
+      Value* pick = is_max ? B.CreateSelect(B.CreateFCmpOLT(a, b), b, a) : B.CreateSelect(B.CreateFCmpOLT(b, a), b, a);
+      pick = B.CreateSelect(B.CreateFCmpUNO(b, b), b, pick);
+      return B.CreateSelect(B.CreateFCmpUNO(a, a), a, pick);
+    }
+    return is_max ? B.CreateSelect(B.CreateICmpSLT(a, b), b, a) : B.CreateSelect(B.CreateICmpSLT(b, a), b, a);
+  }
+
+  Value* reduce_row(const Expr& e) {
+    int w = std::min(S.vector_width, kReductionLanes);
+    int nacc = kReductionLanes / w;
+    llvm::Type* vt = vec(scalar_ty(e.type), w);
+    Value* ident = identity(e.op, vt);
+    Value* inner = dim[size_t(K.rank) - 1];
+    Value* full_end = B.CreateMul(B.CreateSDiv(inner, B.getInt64(kReductionLanes)), B.getInt64(kReductionLanes));
+    Carried acc = loop(B.getInt64(0), full_end, B.getInt64(kReductionLanes), Carried(size_t(nacc), ident),
+                       [&](Value* j, const Carried& a) {
+                         Carried next;
+                         for (int q = 0; q < nacc; ++q) {
+                           std::vector<Value*> memo(K.exprs.size(), nullptr);
+                           Value* v = elem(e.a, {w, B.CreateAdd(j, B.getInt64(q * w)), nullptr}, memo);
+                           next.push_back(combine(e.op, a[size_t(q)], v));
+                         }
+                         return next;
+                       });
+    // The last partial block (possibly empty: every lane masked off adds the identity, which changes nothing).
+    for (int q = 0; q < nacc; ++q) {
+      Value* j = B.CreateAdd(full_end, B.getInt64(q * w));
+      Value* lanes = B.CreateAdd(B.CreateVectorSplat(unsigned(w), j), iota(w));
+      Value* mask = B.CreateICmpSLT(lanes, B.CreateVectorSplat(unsigned(w), inner));
+      std::vector<Value*> memo(K.exprs.size(), nullptr);
+      Value* v = elem(e.a, {w, j, mask}, memo);
+      acc[size_t(q)] = combine(e.op, acc[size_t(q)], B.CreateSelect(mask, v, ident));
+    }
+    while (acc.size() > 1) {
+      size_t h = acc.size() / 2;
+      Carried next;
+      for (size_t q = 0; q < h; ++q) next.push_back(combine(e.op, acc[q], acc[q + h]));
+      acc = next;
+    }
+    Value* v = acc[0];
+    for (int lanes = w; lanes > 1; lanes /= 2) {
+      std::vector<int> lo, hi;
+      for (int t = 0; t < lanes / 2; ++t) lo.push_back(t), hi.push_back(t + lanes / 2);
+      v = combine(e.op, B.CreateShuffleVector(v, lo), B.CreateShuffleVector(v, hi));
+    }
+    return v;
+  }
+
+  // ---- element-wise math on <w x T>
+  Value* fma(Value* a, Value* b, Value* c) { return B.CreateIntrinsic(llvm::Intrinsic::fma, {a->getType()}, {a, b, c}); }
+  Value* fabs(Value* a) { return B.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a); }
+  Value* horner(Value* x, std::initializer_list<double> coeffs) {
+    auto it = coeffs.begin();
+    Value* p = fc(x, *it++);
+    for (; it != coeffs.end(); ++it) p = fma(p, x, fc(x, *it));
+    return p;
+  }
+  llvm::Type* ivec(Value* like) { return vec(B.getInt32Ty(), width(like)); }
+
+  // e^x: x = n ln2 + r, |r| <= ln2/2 (ln2 in two parts), e^r by degree-7 Taylor, times 2^n in two halves so
+  // results in the denormal range round once and n = 128 still overflows to inf.
+  Value* exp(Value* x) {
+    Value* xc = B.CreateSelect(B.CreateFCmpOLT(x, fc(x, -104.0)), fc(x, -104.0), x);
+    xc = B.CreateSelect(B.CreateFCmpOGT(xc, fc(x, 89.0)), fc(x, 89.0), xc);
+    const double shift = 12582912.0;  // 1.5 * 2^23: adding it rounds to an integer in the low mantissa bits
+    Value* t = fma(xc, fc(x, 1.44269504088896341), fc(x, shift));
+    llvm::Type* it = ivec(x);
+    Value* n = B.CreateSub(B.CreateBitCast(t, it), B.CreateBitCast(fc(x, shift), it));
+    Value* fn = B.CreateFSub(t, fc(x, shift));
+    Value* r = fma(fn, fc(x, -0.693359375), xc);
+    r = fma(fn, fc(x, 2.12194440e-4), r);
+    Value* p = horner(r, {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0});
+    Value* n1 = B.CreateAShr(n, ic(it, 1));
+    Value* n2 = B.CreateSub(n, n1);
+    Value* s1 = B.CreateBitCast(B.CreateShl(B.CreateAdd(n1, ic(it, 127)), ic(it, 23)), x->getType());
+    Value* s2 = B.CreateBitCast(B.CreateShl(B.CreateAdd(n2, ic(it, 127)), ic(it, 23)), x->getType());
+    Value* y = B.CreateFMul(B.CreateFMul(p, s1), s2);
+    return B.CreateSelect(B.CreateFCmpUNO(x, x), x, y);
+  }
+
+  // log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, by
+  // the odd series to s^11 (truncation < 2e-11 relative). Denormals are scaled by 2^23 first.
+  Value* log(Value* x) {
+    llvm::Type* it = ivec(x);
+    Value* tiny = B.CreateFCmpOLT(x, fc(x, 1.17549435e-38));
+    Value* xs = B.CreateSelect(tiny, B.CreateFMul(x, fc(x, 8388608.0)), x);
+    Value* bits = B.CreateBitCast(xs, it);
+    Value* e = B.CreateSub(B.CreateAnd(B.CreateLShr(bits, ic(it, 23)), ic(it, 255)), ic(it, 127));
+    e = B.CreateSelect(tiny, B.CreateSub(e, ic(it, 23)), e);
+    Value* m = B.CreateBitCast(B.CreateOr(B.CreateAnd(bits, ic(it, 0x7fffff)), ic(it, 0x3f800000)), x->getType());
+    Value* big = B.CreateFCmpOGT(m, fc(x, 1.41421356237309505));
+    m = B.CreateSelect(big, B.CreateFMul(m, fc(x, 0.5)), m);
+    e = B.CreateSelect(big, B.CreateAdd(e, ic(it, 1)), e);
+    Value* f = B.CreateFSub(m, fc(x, 1.0));
+    Value* s = B.CreateFDiv(f, B.CreateFAdd(f, fc(x, 2.0)));
+    Value* z = B.CreateFMul(s, s);
+    Value* p = horner(z, {1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3});
+    Value* s2 = B.CreateFAdd(s, s);
+    Value* logm = fma(B.CreateFMul(s2, z), p, s2);
+    Value* fe = B.CreateSIToFP(e, x->getType());
+    Value* r = fma(fe, fc(x, 0.693359375), fma(fe, fc(x, -2.12194440e-4), logm));
+    double inf = std::numeric_limits<double>::infinity();
+    r = B.CreateSelect(B.CreateFCmpOEQ(x, fc(x, 0.0)), fc(x, -inf), r);
+    r = B.CreateSelect(B.CreateFCmpOLT(x, fc(x, 0.0)), fc(x, std::numeric_limits<double>::quiet_NaN()), r);
+    r = B.CreateSelect(B.CreateFCmpOEQ(x, fc(x, inf)), x, r);
+    return B.CreateSelect(B.CreateFCmpUNO(x, x), x, r);
+  }
+
+  // tanh: odd Taylor polynomial to degree 19 below |x| = 0.55, else 1 - 2 / (e^2|x| + 1).
+  Value* tanh(Value* x) {
+    Value* a = fabs(x);
+    Value* z = B.CreateFMul(x, x);
+    Value* p = horner(z, {-0.00023912911424355248, 0.00059002744094558595, -0.0014558343870513183,
+                          0.0035921280365724811, -0.0088632355299021973, 0.021869488536155203,
+                          -0.053968253968253971, 0.13333333333333333, -0.33333333333333333});
+    Value* small = fma(x, B.CreateFMul(z, p), x);
+    Value* large = B.CreateFSub(fc(x, 1.0), B.CreateFDiv(fc(x, 2.0), B.CreateFAdd(exp(B.CreateFMul(fc(x, 2.0), a)), fc(x, 1.0))));
+    Value* r = B.CreateSelect(B.CreateFCmpOLT(a, fc(x, 0.55)), fabs(small), large);
+    return B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
+  }
+
+  // erf: Taylor series to degree 21 below |x| = 1; above, 1 - e^(-x^2) q(t), t = 1 / (1 + 0.3275911 |x|)
+  // (Abramowitz & Stegun 7.1.26).
+  Value* erf(Value* x) {
+    Value* a = fabs(x);
+    Value* z = B.CreateFMul(x, x);
+    Value* p = horner(z, {1.4807192815879219e-08, -1.6365844691234924e-07, 1.6462114365889248e-06,
+                          -1.4925650358406252e-05, 0.00012055332981789665, -0.00085483270234508533,
+                          0.0052239776254421879, -0.026866170645131252, 0.11283791670955128,
+                          -0.37612638903183754});
+    Value* small = fma(x, fc(x, 1.1283791670955126), B.CreateFMul(x, B.CreateFMul(z, p)));
+    Value* t = B.CreateFDiv(fc(x, 1.0), fma(fc(x, 0.3275911), a, fc(x, 1.0)));
+    Value* q = B.CreateFMul(horner(t, {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592}), t);
+    Value* large = B.CreateFSub(fc(x, 1.0), B.CreateFMul(q, exp(B.CreateFNeg(z))));
+    Value* r = B.CreateSelect(B.CreateFCmpOLT(a, fc(x, 1.0)), fabs(small), large);
+    return B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
+  }
+
+  Value* cast(Value* a, Scalar from, Scalar to, int w) {
+    llvm::Type* t = vec(scalar_ty(to), w);
+    if (from == to) return a;
+    if (to == Scalar::i1)
+      return from == Scalar::f32 ? B.CreateFCmpUNE(a, fc(a, 0.0)) : B.CreateICmpNE(a, llvm::Constant::getNullValue(a->getType()));
+    if (from == Scalar::i1) return to == Scalar::f32 ? B.CreateUIToFP(a, t) : B.CreateZExt(a, t);
+    if (to == Scalar::f32) return B.CreateSIToFP(a, t);
+    if (from == Scalar::f32) {  // saturating to i64 (NaN -> 0), then modular to i32, as the reference Cast
+      Value* i = B.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {vec(B.getInt64Ty(), w), a->getType()}, {a});
+      return to == Scalar::i64 ? i : B.CreateTrunc(i, t);
+    }
+    return to == Scalar::i64 ? B.CreateSExt(a, t) : B.CreateTrunc(a, t);
+  }
+
+  Value* compute(const Expr& x, Value* a, Value* b, Value* c, int w) {
+    bool f = x.a >= 0 && K.exprs[size_t(x.a)].type == Scalar::f32;
+    switch (x.op) {
+      case Op::constant:
+        if (x.type == Scalar::f32) return fcw(w, x.imm);
+        return llvm::ConstantInt::get(vec(scalar_ty(x.type), w), uint64_t(int64_t(x.imm)), true);
+      case Op::neg: return f ? B.CreateFNeg(a) : B.CreateNeg(a);
+      case Op::abs: return f ? fabs(a) : B.CreateSelect(B.CreateICmpSLT(a, llvm::Constant::getNullValue(a->getType())), B.CreateNeg(a), a);
+      case Op::exp: return exp(a);
+      case Op::log: return log(a);
+      case Op::sqrt: return B.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
+      case Op::tanh: return tanh(a);
+      case Op::erf: return erf(a);
+      case Op::floor: return B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, a);
+      case Op::ceil: return B.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, a);
+      case Op::round: return B.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, a);
+      case Op::recip: return B.CreateFDiv(fc(a, 1.0), a);
+      case Op::logical_not: return B.CreateNot(a);
+      case Op::is_nan: return B.CreateFCmpUNO(a, a);
+      case Op::is_inf: return B.CreateFCmpOEQ(fabs(a), fc(a, std::numeric_limits<double>::infinity()));
+      case Op::add: return f ? B.CreateFAdd(a, b) : B.CreateAdd(a, b);
+      case Op::sub: return f ? B.CreateFSub(a, b) : B.CreateSub(a, b);
+      case Op::mul: return f ? B.CreateFMul(a, b) : B.CreateMul(a, b);
+      case Op::div: return B.CreateFDiv(a, b);
+      case Op::max: return minmax(true, a, b);
+      case Op::min: return minmax(false, a, b);
+      case Op::lt: return f ? B.CreateFCmpOLT(a, b) : B.CreateICmpSLT(a, b);
+      case Op::le: return f ? B.CreateFCmpOLE(a, b) : B.CreateICmpSLE(a, b);
+      case Op::gt: return f ? B.CreateFCmpOGT(a, b) : B.CreateICmpSGT(a, b);
+      case Op::ge: return f ? B.CreateFCmpOGE(a, b) : B.CreateICmpSGE(a, b);
+      case Op::eq: return f ? B.CreateFCmpOEQ(a, b) : B.CreateICmpEQ(a, b);
+      case Op::logical_and: return B.CreateAnd(a, b);
+      case Op::logical_or: return B.CreateOr(a, b);
+      case Op::logical_xor: return B.CreateXor(a, b);
+      case Op::select: return B.CreateSelect(a, b, c);
+      case Op::cast: return cast(a, K.exprs[size_t(x.a)].type, x.type, w);
+      default: fail("internal error: kernel IR op ", op_name(x.op), " reached element-wise emission");
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<llvm::Module> emit_kernel(llvm::LLVMContext& ctx, const llvm::TargetMachine& tm, const Kernel& k,
+                                          const Schedule& s, const std::string& symbol) {
+  CUVIL_CHECK(s.valid(), "invalid schedule ", s.str());
+  k.validate();
+  auto m = std::make_unique<llvm::Module>(symbol, ctx);
+  m->setDataLayout(tm.createDataLayout());
+  m->setTargetTriple(tm.getTargetTriple().str());
+  Emitter(ctx, *m, k, s).emit(symbol, tm);
+  return m;
+}
+
+}  // namespace cuvil::codegen

@@ -1,0 +1,17 @@
+// The prepared kernel of a FusedKernel node: its body lowered at the input shapes, compiled (or found in the JIT
+// cache) and run over the iteration space split across the runtime's threads.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/prepared_kernel.h"
+
+namespace cuvil::codegen {
+
+// Null when code generation is off for this node (KernelOptions) or its body falls outside what the generator
+// handles at these shapes; the caller then runs the body op by op.
+std::unique_ptr<PreparedKernel> prepare_generated_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                         const KernelOptions& options);
+
+}  // namespace cuvil::codegen

@@ -1,0 +1,243 @@
+#include "codegen/jit.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <unordered_map>
+
+#include <unistd.h>
+
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "support/error.h"
+
+#ifndef CUVIL_VERSION
+#define CUVIL_VERSION "dev"
+#endif
+
+namespace cuvil::codegen {
+
+namespace {
+
+constexpr char kMagic[8] = {'C', 'U', 'V', 'I', 'L', 'K', '0', '1'};
+
+template <class T>
+T unwrap(llvm::Expected<T> v, const char* what) {
+  if (!v) fail("code generation failed (", what, "): ", llvm::toString(v.takeError()));
+  return std::move(*v);
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("CUVIL_CACHE_DIR")) return std::string(d) == "off" ? "" : d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/cuvil";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/cuvil";
+  return "";
+}
+
+class Jit {
+ public:
+  Jit() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+    jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    tm_ = unwrap(jtmb.createTargetMachine(), "creating the target machine");
+    jit_ = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the JIT");
+    host_ = tm_->getTargetCPU().str() + " " + tm_->getTargetFeatureString().str();
+    dir_ = default_cache_dir();
+  }
+
+  GeneratedFn get(const Kernel& k, const Schedule& s) {
+    std::string key = k.str() + "schedule " + s.str() + "\nhost " + host_ + "\nllvm " LLVM_VERSION_STRING
+                      "\ncuvil " CUVIL_VERSION "\n";
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = loaded_.find(key); it != loaded_.end()) {
+      ++stats_.memory_hits;
+      return it->second;
+    }
+    uint64_t h = fnv1a64(key.data(), key.size());
+    std::string symbol = "cuvil_kernel_" + hex64(h);
+    std::string path = dir_.empty() ? "" : dir_ + "/" + hex64(h) + ".cuvk";
+    std::string object;
+    if (!path.empty() && read_entry(path, key, object)) {
+      ++stats_.disk_hits;
+    } else {
+      auto t0 = std::chrono::steady_clock::now();
+      object = compile(k, s, symbol, /*assembly=*/false);
+      stats_.compile_ms += ms_since(t0);
+      ++stats_.compiled;
+      if (!path.empty()) write_entry(path, key, object);
+    }
+    GeneratedFn fn = load(object, symbol);
+    loaded_.emplace(std::move(key), fn);
+    return fn;
+  }
+
+  std::string assembly(const Kernel& k, const Schedule& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return compile(k, s, "cuvil_kernel", /*assembly=*/true);
+  }
+
+  JitStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  std::string dir() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dir_;
+  }
+  const std::string& host() const { return host_; }
+  void reset(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    loaded_.clear();
+    stats_ = {};
+    dir_ = dir.empty() ? default_cache_dir() : dir;
+  }
+
+ private:
+  static double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // Emission, the O2 pipeline (the loops are already vectorized by hand) and code generation to an object file
+  // (or assembly text).
+  std::string compile(const Kernel& k, const Schedule& s, const std::string& symbol, bool assembly) {
+    llvm::LLVMContext ctx;
+    std::unique_ptr<llvm::Module> m = emit_kernel(ctx, *tm_, k, s, symbol);
+    {
+      llvm::LoopAnalysisManager lam;
+      llvm::FunctionAnalysisManager fam;
+      llvm::CGSCCAnalysisManager cgam;
+      llvm::ModuleAnalysisManager mam;
+      llvm::PassBuilder pb(tm_.get());
+      pb.registerModuleAnalyses(mam);
+      pb.registerCGSCCAnalyses(cgam);
+      pb.registerFunctionAnalyses(fam);
+      pb.registerLoopAnalyses(lam);
+      pb.crossRegisterProxies(lam, fam, cgam, mam);
+      llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+      mpm.run(*m, mam);
+    }
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    auto kind = assembly ? llvm::CGFT_AssemblyFile : llvm::CGFT_ObjectFile;
+    CUVIL_CHECK(!tm_->addPassesToEmitFile(pm, os, nullptr, kind), "code generation failed: the target cannot emit ",
+                assembly ? "assembly" : "objects");
+    pm.run(*m);
+    return std::string(buf.data(), buf.size());
+  }
+
+  // Each object goes into a JITDylib of its own, so a kernel dropped from the memory map can be loaded again.
+  GeneratedFn load(const std::string& object, const std::string& symbol) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto jd_or = jit_->createJITDylib("k" + std::to_string(dylibs_++));
+    if (!jd_or) fail("code generation failed (creating a JIT library): ", llvm::toString(jd_or.takeError()));
+    llvm::orc::JITDylib& jd = *jd_or;
+    auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, symbol);
+    if (auto err = jit_->addObjectFile(jd, std::move(buf)))
+      fail("code generation failed (loading an object): ", llvm::toString(std::move(err)));
+    auto addr = unwrap(jit_->lookup(jd, symbol), "finding the kernel");
+    stats_.load_ms += ms_since(t0);
+    return addr.toPtr<GeneratedFn>();
+  }
+
+  // Entry layout: magic, u64 key size, key, u64 object size, u64 FNV-1a of the object, object.
+  bool read_entry(const std::string& path, const std::string& key, std::string& object) {
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    if (!f) return false;  // a plain miss
+    std::streamoff size = f.tellg();
+    f.seekg(0);
+    std::string data(size_t(std::max<std::streamoff>(size, 0)), '\0');
+    f.read(data.data(), std::streamsize(data.size()));
+    bool ok = bool(f) && parse_entry(data, key, object);
+    if (!ok) ++stats_.rejected_entries;
+    return ok;
+  }
+  static bool parse_entry(const std::string& d, const std::string& key, std::string& object) {
+    size_t at = 0;
+    auto take = [&](void* out, size_t n) {
+      if (d.size() - at < n) return false;
+      std::memcpy(out, d.data() + at, n);
+      at += n;
+      return true;
+    };
+    char magic[8];
+    uint64_t key_size = 0, obj_size = 0, sum = 0;
+    if (!take(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !take(&key_size, 8)) return false;
+    if (key_size != key.size() || d.size() - at < key_size || d.compare(at, key_size, key) != 0) return false;
+    at += key_size;
+    if (!take(&obj_size, 8) || !take(&sum, 8) || d.size() - at != obj_size) return false;
+    if (fnv1a64(d.data() + at, obj_size) != sum) return false;
+    object.assign(d.data() + at, obj_size);
+    return true;
+  }
+  // Written to a temporary file and renamed, so a reader never sees half an entry. Failure to write is not an
+  // error: the kernel is simply not cached.
+  void write_entry(const std::string& path, const std::string& key, const std::string& object) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(dylibs_);
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      if (!f) return;
+      uint64_t ks = key.size(), os = object.size(), sum = fnv1a64(object.data(), object.size());
+      f.write(kMagic, 8);
+      f.write(reinterpret_cast<const char*>(&ks), 8);
+      f.write(key.data(), std::streamsize(key.size()));
+      f.write(reinterpret_cast<const char*>(&os), 8);
+      f.write(reinterpret_cast<const char*>(&sum), 8);
+      f.write(object.data(), std::streamsize(object.size()));
+      if (!f) {
+        f.close();
+        std::filesystem::remove(tmp, ec);
+        return;
+      }
+    }
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) std::filesystem::remove(tmp, ec);
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::string host_;
+  std::string dir_;
+  std::unordered_map<std::string, GeneratedFn> loaded_;
+  JitStats stats_;
+  int64_t dylibs_ = 0;
+};
+
+Jit& jit() {
+  static Jit* j = new Jit();  // never destroyed: kernels may run until the process ends
+  return *j;
+}
+
+}  // namespace
+
+GeneratedFn jit_kernel(const Kernel& k, const Schedule& s) { return jit().get(k, s); }
+JitStats jit_stats() { return jit().stats(); }
+std::string jit_cache_dir() { return jit().dir(); }
+std::string jit_host_description() { return jit().host(); }
+std::string kernel_assembly(const Kernel& k, const Schedule& s) { return jit().assembly(k, s); }
+void jit_reset_for_testing(const std::string& cache_dir) { jit().reset(cache_dir); }
+
+}  // namespace cuvil::codegen

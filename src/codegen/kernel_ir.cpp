@@ -1,0 +1,186 @@
+#include "codegen/kernel_ir.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "support/error.h"
+
+namespace cuvil::codegen {
+
+const char* scalar_name(Scalar s) {
+  switch (s) {
+    case Scalar::f32: return "f32";
+    case Scalar::i32: return "i32";
+    case Scalar::i64: return "i64";
+    case Scalar::i1: return "i1";
+  }
+  return "?";
+}
+
+const char* access_name(Access a) {
+  switch (a) {
+    case Access::contiguous: return "contiguous";
+    case Access::broadcast: return "broadcast";
+    case Access::strided: return "strided";
+  }
+  return "?";
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+#define CASE(x) \
+  case Op::x: return #x;
+    CASE(load) CASE(constant) CASE(row_size) CASE(neg) CASE(abs) CASE(exp) CASE(log) CASE(sqrt) CASE(tanh) CASE(erf)
+    CASE(floor) CASE(ceil) CASE(round) CASE(recip) CASE(logical_not) CASE(is_nan) CASE(is_inf) CASE(add) CASE(sub)
+    CASE(mul) CASE(div) CASE(max) CASE(min) CASE(lt) CASE(le) CASE(gt) CASE(ge) CASE(eq) CASE(logical_and)
+    CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
+#undef CASE
+  }
+  return "?";
+}
+
+bool is_row_reduction(Op op) { return op == Op::row_sum || op == Op::row_max || op == Op::row_min; }
+
+Scalar scalar_of(DType storage) {
+  switch (storage) {
+    case DType::f32: return Scalar::f32;
+    case DType::i32: return Scalar::i32;
+    case DType::i64: return Scalar::i64;
+    case DType::boolean: return Scalar::i1;
+    default: fail("generated kernels do not store dtype ", dtype_name(storage));
+  }
+}
+
+uint64_t fnv1a64(const void* data, size_t size, uint64_t seed) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = seed;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+bool Kernel::has_row_reductions() const {
+  for (const Expr& e : exprs)
+    if (is_row_reduction(e.op)) return true;
+  return false;
+}
+
+std::vector<bool> Kernel::row_uniform() const {
+  std::vector<bool> u(exprs.size(), false);
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const Expr& e = exprs[i];
+    if (e.op == Op::load) u[i] = operands[size_t(e.operand)].inner == Access::broadcast;
+    else if (e.op == Op::constant || e.op == Op::row_size || is_row_reduction(e.op)) u[i] = true;
+    else u[i] = (e.a < 0 || u[size_t(e.a)]) && (e.b < 0 || u[size_t(e.b)]) && (e.c < 0 || u[size_t(e.c)]);
+  }
+  return u;
+}
+
+namespace {
+
+int arity(Op op) {
+  switch (op) {
+    case Op::load: case Op::constant: case Op::row_size: return 0;
+    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::max: case Op::min: case Op::lt: case Op::le:
+    case Op::gt: case Op::ge: case Op::eq: case Op::logical_and: case Op::logical_or: case Op::logical_xor:
+      return 2;
+    case Op::select: return 3;
+    default: return 1;
+  }
+}
+
+}  // namespace
+
+void Kernel::validate() const {
+  CUVIL_CHECK(rank >= 1, "kernel IR: rank must be >= 1, got ", rank);
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const Expr& e = exprs[i];
+    int n = arity(e.op);
+    const int args[3] = {e.a, e.b, e.c};
+    for (int k = 0; k < 3; ++k) {
+      bool want = k < n;
+      CUVIL_CHECK(want == (args[k] >= 0), "kernel IR: %", i, " (", op_name(e.op), ") has a wrong operand count");
+      if (want) CUVIL_CHECK(args[k] < int(i), "kernel IR: %", i, " uses %", args[k], ", which does not precede it");
+    }
+    auto type_of = [&](int k) { return exprs[size_t(args[k])].type; };
+    switch (e.op) {
+      case Op::load: {
+        CUVIL_CHECK(e.operand >= 0 && e.operand < int(operands.size()) && !operands[size_t(e.operand)].is_output,
+                    "kernel IR: %", i, " loads operand ", e.operand, ", which is not an input");
+        CUVIL_CHECK(scalar_of(operands[size_t(e.operand)].dtype) == e.type, "kernel IR: %", i, " loads as ",
+                    scalar_name(e.type), " an operand stored as ", dtype_name(operands[size_t(e.operand)].dtype));
+        break;
+      }
+      case Op::row_size: CUVIL_CHECK(e.type == Scalar::f32, "kernel IR: row_size is f32"); break;
+      case Op::lt: case Op::le: case Op::gt: case Op::ge: case Op::eq:
+        CUVIL_CHECK(e.type == Scalar::i1 && type_of(0) == type_of(1), "kernel IR: %", i, " compares mixed types");
+        break;
+      case Op::logical_and: case Op::logical_or: case Op::logical_xor: case Op::logical_not:
+        CUVIL_CHECK(e.type == Scalar::i1 && type_of(0) == Scalar::i1 && (n < 2 || type_of(1) == Scalar::i1),
+                    "kernel IR: %", i, " is a logical op on non-i1 values");
+        break;
+      case Op::is_nan: case Op::is_inf:
+        CUVIL_CHECK(e.type == Scalar::i1 && type_of(0) == Scalar::f32, "kernel IR: %", i, " tests a non-float");
+        break;
+      case Op::select:
+        CUVIL_CHECK(type_of(0) == Scalar::i1 && type_of(1) == e.type && type_of(2) == e.type, "kernel IR: %", i,
+                    " selects between mismatched types");
+        break;
+      case Op::cast: break;
+      case Op::exp: case Op::log: case Op::sqrt: case Op::tanh: case Op::erf: case Op::floor: case Op::ceil:
+      case Op::round: case Op::recip: case Op::div:
+        CUVIL_CHECK(e.type == Scalar::f32 && type_of(0) == Scalar::f32 && (n < 2 || type_of(1) == Scalar::f32),
+                    "kernel IR: %", i, " (", op_name(e.op), ") is only defined on f32");
+        break;
+      default:
+        for (int k = 0; k < n; ++k)
+          CUVIL_CHECK(type_of(k) == e.type, "kernel IR: %", i, " (", op_name(e.op), ") mixes operand types");
+        CUVIL_CHECK(e.type != Scalar::i1 || e.op == Op::constant, "kernel IR: %", i, " does arithmetic on i1");
+    }
+  }
+  bool rows = has_row_reductions();
+  std::vector<bool> uniform = row_uniform();
+  for (const Store& s : stores) {
+    CUVIL_CHECK(s.operand >= 0 && s.operand < int(operands.size()) && operands[size_t(s.operand)].is_output,
+                "kernel IR: a store targets operand ", s.operand, ", which is not an output");
+    CUVIL_CHECK(s.expr >= 0 && s.expr < int(exprs.size()), "kernel IR: a store reads a missing expression");
+    const Operand& o = operands[size_t(s.operand)];
+    CUVIL_CHECK(scalar_of(o.dtype) == exprs[size_t(s.expr)].type, "kernel IR: a store of ",
+                scalar_name(exprs[size_t(s.expr)].type), " into ", dtype_name(o.dtype));
+    if (o.per_row)
+      CUVIL_CHECK(rows && uniform[size_t(s.expr)], "kernel IR: a per-row output must hold a row-uniform value");
+  }
+}
+
+std::string Kernel::str() const {
+  std::string s = "kernel rank=" + std::to_string(rank) + (has_row_reductions() ? " rows" : " elements") + "\n";
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Operand& o = operands[i];
+    s += std::string(o.is_output ? "  out" : "  in") + std::to_string(i) + ": " + std::string(dtype_name(o.dtype)) + " " +
+         access_name(o.inner) + (o.per_row ? " per_row" : "") + "\n";
+  }
+  char buf[64];
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const Expr& e = exprs[i];
+    s += "  %" + std::to_string(i) + " = " + op_name(e.op) + "." + scalar_name(e.type);
+    if (e.op == Op::load) s += " @" + std::to_string(e.operand);
+    if (e.op == Op::constant) {
+      std::snprintf(buf, sizeof buf, " %.17g", e.imm);
+      s += buf;
+    }
+    for (int a : {e.a, e.b, e.c})
+      if (a >= 0) s += " %" + std::to_string(a);
+    s += "\n";
+  }
+  for (const Store& st : stores) s += "  store @" + std::to_string(st.operand) + " %" + std::to_string(st.expr) + "\n";
+  return s;
+}
+
+uint64_t Kernel::hash() const {
+  std::string s = str();
+  return fnv1a64(s.data(), s.size());
+}
+
+}  // namespace cuvil::codegen

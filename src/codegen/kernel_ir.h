@@ -1,0 +1,92 @@
+// The kernel IR: what one generated kernel computes, kept apart from how it loops (codegen/schedule.h).
+//
+// A kernel runs over an iteration space of `rank` dims whose sizes arrive at run time (kernels are shape-generic:
+// a new batch or sequence length reuses the compiled code). Its operands are the fused group's inputs and outputs,
+// each addressed through per-dim element strides that also arrive at run time; only how an operand moves along the
+// innermost dim (contiguous, broadcast or strided) is fixed at compile time, because the vector loop depends on it.
+//
+// The computation is a DAG of scalar expressions in SSA order: loads, constants, element-wise math and row
+// reductions (sum/max/min over the innermost dim, the value being the same for the whole row). A kernel with row
+// reductions runs row by row; one without runs over any flat range of elements. Row reductions have one fixed
+// association order (kReductionLanes interleaved partial results, then a halving tree), so no schedule can change
+// a result: vector width and unrolling only change how the same operations are grouped into instructions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace cuvil::codegen {
+
+// Partial results a row reduction keeps: element i of a row goes to partial i % kReductionLanes.
+constexpr int kReductionLanes = 32;
+
+// The type an expression computes in. Storage dtypes map onto these (bool is stored as one byte).
+enum class Scalar : uint8_t { f32, i32, i64, i1 };
+const char* scalar_name(Scalar s);
+
+// How an operand's address moves along the innermost dim.
+enum class Access : uint8_t { contiguous, broadcast, strided };
+const char* access_name(Access a);
+
+struct Operand {
+  DType dtype = DType::f32;  // storage: f32, i32, i64 or bool
+  Access inner = Access::contiguous;
+  bool is_output = false;
+  bool per_row = false;  // an output stored once per row (a reduction's result), inner access broadcast
+};
+
+enum class Op : uint8_t {
+  // leaves
+  load,      // operand `operand`
+  constant,  // `imm`
+  row_size,  // the innermost dim's size as f32 (LayerNorm's and ReduceMean's divisor)
+  // unary
+  neg, abs, exp, log, sqrt, tanh, erf, floor, ceil, round, recip, logical_not, is_nan, is_inf,
+  // binary (same operand types; comparisons give i1). max/min propagate NaN (a NaN operand wins, `a` first) and
+  // otherwise pick as `a < b ? b : a` / `b < a ? b : a`, as the reference kernels do.
+  add, sub, mul, div, max, min, lt, le, gt, ge, eq, logical_and, logical_or, logical_xor,
+  select,  // a ? b : c (a is i1)
+  cast,    // to `type` (float -> int saturates, NaN -> 0; nonzero -> true)
+  // row reductions of `a` over the innermost dim
+  row_sum, row_max, row_min,
+};
+const char* op_name(Op op);
+bool is_row_reduction(Op op);
+
+struct Expr {
+  Op op{};
+  Scalar type = Scalar::f32;
+  int a = -1, b = -1, c = -1;  // operand expressions (earlier indices)
+  int operand = -1;            // load: which operand
+  double imm = 0;              // constant value
+};
+
+struct Store {
+  int operand = -1;  // an output operand
+  int expr = -1;
+};
+
+struct Kernel {
+  int rank = 1;  // iteration dims; the last is the innermost (and the reduced one in row mode)
+  std::vector<Operand> operands;
+  std::vector<Expr> exprs;
+  std::vector<Store> stores;
+
+  bool has_row_reductions() const;
+  // Whether expr i has one value per row (depends only on constants, broadcast loads and row reductions).
+  std::vector<bool> row_uniform() const;
+  // Checks the structural rules (operand indices, SSA order, types); throws on a malformed kernel.
+  void validate() const;
+  // Stable text form: the hash input and what `--dump-kernels` prints.
+  std::string str() const;
+  // FNV-1a 64 of str(): equal kernels hash equally across processes and machines.
+  uint64_t hash() const;
+};
+
+Scalar scalar_of(DType storage);
+uint64_t fnv1a64(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ull);
+
+}  // namespace cuvil::codegen

@@ -1,0 +1,575 @@
+// Graph ops -> kernel IR. Each op's formula follows its reference kernel (src/kernels/ref) evaluated in f32; where
+// the reference computes in double (LayerNormalization, the Softmax family, reductions) the generated kernel
+// computes in f32 with the fixed reduction order of kernel_ir.h.
+#include "codegen/lower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "ir/op_schema.h"
+#include "ir/shape_inference.h"
+
+namespace cuvil::codegen {
+
+namespace {
+
+bool storable(DType t) { return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::boolean; }
+bool numeric(DType t) { return t == DType::f32 || t == DType::i32 || t == DType::i64; }
+
+template <class... Args>
+bool refuse(std::string* why, const Args&... args) {
+  if (why) *why = str_cat(args...);
+  return false;
+}
+
+// The constant scalar value of input i, when it has one.
+std::optional<double> scalar_input(const Node& n, size_t i) {
+  const Value* v = n.input(i);
+  if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
+  const Tensor& t = v->constant();
+  return is_float(t.dtype()) ? t.get_f64(0) : double(t.get_i64(0));
+}
+
+// The constant axes of a Reduce node, normalized and sorted; nullopt when not constant. Absent axes: all.
+std::optional<std::vector<int64_t>> reduce_axes(const Node& n, int64_t rank) {
+  std::vector<int64_t> axes;
+  const Value* a = n.input(1);
+  if (a) {
+    if (!a->is_constant()) return std::nullopt;
+    const Tensor& t = a->constant();
+    for (int64_t i = 0; i < t.numel(); ++i) axes.push_back(t.get_i64(i));
+  }
+  if (axes.empty()) {
+    if (AttrReader(n).i("noop_with_empty_axes")) return std::nullopt;  // identity: nothing to generate
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  for (int64_t& x : axes) {
+    if (x < -rank || x >= rank) return std::nullopt;
+    if (x < 0) x += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+int64_t input_rank(const Node& n, size_t i) {
+  const Value* v = n.input(i);
+  return v && v->shape().rank_known() ? int64_t(v->shape().rank()) : -1;
+}
+
+}  // namespace
+
+bool is_reduce_op(OpKind op) {
+  return op == OpKind::ReduceSum || op == OpKind::ReduceMean || op == OpKind::ReduceMax || op == OpKind::ReduceMin;
+}
+
+int reduced_trailing_dims(const Node& n) {
+  int64_t r = input_rank(n, 0);
+  if (r < 0) return -1;
+  AttrReader at(n);
+  switch (n.op()) {
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: {
+      int64_t axis = at.i("axis");
+      if (axis < 0) axis += r;
+      return r >= 1 && axis == r - 1 ? 1 : -1;
+    }
+    case OpKind::LayerNormalization: {
+      int64_t axis = at.i("axis");
+      if (axis < 0) axis += r;
+      return axis >= 0 && axis < r ? int(r - axis) : -1;
+    }
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin: {
+      auto axes = reduce_axes(n, r);
+      if (!axes || axes->empty()) return -1;
+      int64_t k = int64_t(axes->size());
+      for (int64_t j = 0; j < k; ++j)
+        if ((*axes)[size_t(j)] != r - k + j) return -1;
+      return int(k);
+    }
+    default: return 0;
+  }
+}
+
+bool can_generate(const Node& n, std::string* why) {
+  if (!n.regions().empty()) return refuse(why, "it holds regions");
+  for (const Value* v : n.inputs())
+    if (v && !storable(v->dtype())) return refuse(why, "input dtype ", dtype_name(v->dtype()), " is not generated");
+  for (const Value* v : n.outputs()) {
+    if (!storable(v->dtype())) return refuse(why, "output dtype ", dtype_name(v->dtype()), " is not generated");
+    if (!v->shape().rank_known()) return refuse(why, "output rank is unknown");
+  }
+  DType t0 = n.input(0) ? n.input(0)->dtype() : DType::f32;
+  auto all_inputs = [&](auto pred) {
+    for (const Value* v : n.inputs())
+      if (v && !pred(v->dtype())) return false;
+    return true;
+  };
+  bool f32_only = all_inputs([](DType t) { return t == DType::f32; });
+  switch (n.op()) {
+    case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: case OpKind::Tanh: case OpKind::Erf:
+    case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Reciprocal: case OpKind::Sigmoid:
+    case OpKind::Softplus: case OpKind::Softsign: case OpKind::HardSigmoid: case OpKind::HardSwish:
+    case OpKind::Gelu: case OpKind::LeakyRelu: case OpKind::IsNaN: case OpKind::IsInf: case OpKind::Div:
+    case OpKind::Sum: case OpKind::Mean: case OpKind::Elu: case OpKind::Celu: case OpKind::Selu:
+    case OpKind::ThresholdedRelu: case OpKind::Shrink: case OpKind::PRelu:
+      return f32_only || refuse(why, "generated only for f32");
+    case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Sign: case OpKind::Add: case OpKind::Sub:
+    case OpKind::Mul: case OpKind::Max: case OpKind::Min: case OpKind::Clip: case OpKind::Less:
+    case OpKind::LessOrEqual: case OpKind::Greater: case OpKind::GreaterOrEqual:
+      return all_inputs(numeric) || refuse(why, "generated only for f32, i32 and i64");
+    case OpKind::Equal: return true;
+    case OpKind::And: case OpKind::Or: case OpKind::Xor: case OpKind::Not: return true;  // bool by the schema
+    case OpKind::Where: case OpKind::Cast: case OpKind::Identity: return true;
+    case OpKind::Pow: {
+      auto e = scalar_input(n, 1);
+      if (t0 != DType::f32 || !e || (*e != 1 && *e != 2 && *e != 3))
+        return refuse(why, "only f32 Pow with a constant exponent of 1, 2 or 3 is generated");
+      return true;
+    }
+    case OpKind::Softmax: case OpKind::LogSoftmax:
+      if (!f32_only) return refuse(why, "generated only for f32");
+      return reduced_trailing_dims(n) == 1 || refuse(why, "only a Softmax over the last axis is generated");
+    case OpKind::LayerNormalization:
+      if (!f32_only) return refuse(why, "generated only for f32");
+      if (n.num_outputs() != 1) return refuse(why, "the Mean and InvStdDev outputs are not generated");
+      return reduced_trailing_dims(n) > 0 || refuse(why, "the normalized axes are not known");
+    case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::ReduceMin:
+      if (!(n.op() == OpKind::ReduceMean ? t0 == DType::f32 : numeric(t0)))
+        return refuse(why, "dtype ", dtype_name(t0), " is not generated for this reduction");
+      return reduced_trailing_dims(n) > 0 || refuse(why, "only reductions over constant trailing axes are generated");
+    default: return refuse(why, "no generated form");
+  }
+}
+
+namespace {
+
+// Builds the expression DAG of one body.
+class Lowering {
+ public:
+  Kernel k;
+
+  int add(Op op, Scalar t, int a = -1, int b = -1, int c = -1, double imm = 0) {
+    Expr e;
+    e.op = op;
+    e.type = t;
+    e.a = a, e.b = b, e.c = c, e.imm = imm;
+    k.exprs.push_back(e);
+    return int(k.exprs.size()) - 1;
+  }
+  Scalar type(int e) const { return k.exprs[size_t(e)].type; }
+  int cst(double v, Scalar t = Scalar::f32) { return add(Op::constant, t, -1, -1, -1, v); }
+  int bin(Op op, int a, int b) { return add(op, type(a), a, b); }
+  int cmp(Op op, int a, int b) { return add(op, Scalar::i1, a, b); }
+  int un(Op op, int a) { return add(op, type(a), a); }
+  int sel(int c, int a, int b) { return add(Op::select, type(a), c, a, b); }
+  int cast(int a, Scalar t) { return type(a) == t ? a : add(Op::cast, t, a); }
+  // clamp to [0, 1] keeping NaN (the reference's clamp01)
+  int clamp01(int v) {
+    v = sel(cmp(Op::lt, v, cst(0)), cst(0), v);
+    return sel(cmp(Op::gt, v, cst(1)), cst(1), v);
+  }
+  // e^x - 1 without cancellation near 0: the Taylor series to x^9/9! for |x| < 0.5 (truncation < 3e-10
+  // relative), else exp(x) - 1.
+  int expm1(int x) {
+    int p = cst(1.0 / 362880);
+    for (double c : {1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0})
+      p = bin(Op::add, bin(Op::mul, p, x), cst(c));
+    int small = bin(Op::mul, p, x);
+    int large = bin(Op::sub, un(Op::exp, x), cst(1));
+    return sel(cmp(Op::lt, un(Op::abs, x), cst(0.5)), small, large);
+  }
+  // log(1 + t) for t >= 0 without losing small t: log(u) * t / (u - 1) with u = 1 + t (exact where u == 1).
+  int log1p(int t) {
+    int u = bin(Op::add, cst(1), t);
+    int general = bin(Op::div, bin(Op::mul, un(Op::log, u), t), bin(Op::sub, u, cst(1)));
+    return sel(cmp(Op::eq, u, cst(1)), t, general);
+  }
+  int nan_max(int a, int b) { return bin(Op::max, a, b); }
+  int nan_min(int a, int b) { return bin(Op::min, a, b); }
+};
+
+// Shapes: right-aligned broadcast of `a` and `b`; false when they do not broadcast.
+bool broadcast_into(std::vector<int64_t>& acc, const std::vector<int64_t>& s) {
+  if (s.size() > acc.size()) acc.insert(acc.begin(), s.size() - acc.size(), 1);
+  size_t off = acc.size() - s.size();
+  for (size_t i = 0; i < s.size(); ++i) {
+    int64_t& d = acc[off + i];
+    if (s[i] == d || s[i] == 1) continue;
+    if (d != 1) return false;
+    d = s[i];
+  }
+  return true;
+}
+
+// Strides (elements) of a contiguous tensor of `shape` placed right-aligned over `space`; 0 along broadcast dims.
+std::vector<int64_t> strides_over(const std::vector<int64_t>& shape, const std::vector<int64_t>& space) {
+  std::vector<int64_t> st(space.size(), 0);
+  int64_t s = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    size_t d = space.size() - 1 - i;
+    size_t sd = shape.size() - 1 - i;
+    st[d] = shape[sd] == 1 ? 0 : s;
+    s *= shape[sd];
+  }
+  return st;
+}
+
+bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vector<int>& out, std::string* why) {
+  AttrReader at(n);
+  auto x = in.empty() ? -1 : in[0];
+  auto unary = [&](Op op) { out[0] = L.un(op, x); };
+  auto binary = [&](Op op) { out[0] = L.bin(op, in[0], in[1]); };
+  auto fold = [&](Op op) {
+    int acc = in[0];
+    for (size_t i = 1; i < in.size(); ++i) acc = L.bin(op, acc, in[i]);
+    return acc;
+  };
+  Scalar tx = x >= 0 ? L.type(x) : Scalar::f32;
+  auto zero = [&]() { return L.cst(0, tx); };
+  switch (n.op()) {
+    case OpKind::Identity: out[0] = x; return true;
+    case OpKind::Abs: unary(Op::abs); return true;
+    case OpKind::Neg: unary(Op::neg); return true;
+    case OpKind::Exp: unary(Op::exp); return true;
+    case OpKind::Log: unary(Op::log); return true;
+    case OpKind::Sqrt: unary(Op::sqrt); return true;
+    case OpKind::Tanh: unary(Op::tanh); return true;
+    case OpKind::Erf: unary(Op::erf); return true;
+    case OpKind::Floor: unary(Op::floor); return true;
+    case OpKind::Ceil: unary(Op::ceil); return true;
+    case OpKind::Round: unary(Op::round); return true;
+    case OpKind::Reciprocal: unary(Op::recip); return true;
+    case OpKind::Not: unary(Op::logical_not); return true;
+    case OpKind::IsNaN: out[0] = L.add(Op::is_nan, Scalar::i1, x); return true;
+    case OpKind::IsInf: {
+      bool neg = at.i("detect_negative") != 0, pos = at.i("detect_positive") != 0;
+      int inf = L.add(Op::is_inf, Scalar::i1, x);
+      if (pos && neg) out[0] = inf;
+      else if (pos) out[0] = L.bin(Op::logical_and, inf, L.cmp(Op::gt, x, L.cst(0)));
+      else if (neg) out[0] = L.bin(Op::logical_and, inf, L.cmp(Op::lt, x, L.cst(0)));
+      else out[0] = L.cst(0, Scalar::i1);
+      return true;
+    }
+    case OpKind::Relu: out[0] = L.sel(L.cmp(Op::lt, x, zero()), zero(), x); return true;
+    case OpKind::Sign: {
+      int one = L.cst(1, tx), m1 = L.cst(-1, tx);
+      int rest = tx == Scalar::f32 ? L.sel(L.cmp(Op::eq, x, zero()), zero(), x) : zero();  // NaN stays NaN
+      out[0] = L.sel(L.cmp(Op::gt, x, zero()), one, L.sel(L.cmp(Op::lt, x, zero()), m1, rest));
+      return true;
+    }
+    case OpKind::Sigmoid: {
+      int e = L.un(Op::exp, L.un(Op::neg, L.un(Op::abs, x)));
+      int s = L.bin(Op::div, L.cst(1), L.bin(Op::add, L.cst(1), e));
+      out[0] = L.sel(L.cmp(Op::lt, x, L.cst(0)), L.bin(Op::mul, e, s), s);
+      return true;
+    }
+    case OpKind::Softplus: {  // max(x, 0) + log1p(e^-|x|)
+      int l = L.log1p(L.un(Op::exp, L.un(Op::neg, L.un(Op::abs, x))));
+      out[0] = L.sel(L.cmp(Op::gt, x, L.cst(0)), L.bin(Op::add, x, l), l);
+      return true;
+    }
+    case OpKind::Softsign:
+      out[0] = L.bin(Op::div, x, L.bin(Op::add, L.cst(1), L.un(Op::abs, x)));
+      return true;
+    case OpKind::HardSigmoid:
+      out[0] = L.clamp01(L.bin(Op::add, L.bin(Op::mul, L.cst(at.f("alpha")), x), L.cst(at.f("beta"))));
+      return true;
+    case OpKind::HardSwish:
+      out[0] = L.bin(Op::mul, x, L.clamp01(L.bin(Op::add, L.bin(Op::div, x, L.cst(6)), L.cst(0.5))));
+      return true;
+    case OpKind::Gelu: {
+      int half_x = L.bin(Op::mul, L.cst(0.5), x);
+      if (at.s("approximate") == "tanh") {
+        int x3 = L.bin(Op::mul, L.bin(Op::mul, x, x), x);
+        int inner = L.bin(Op::mul, L.cst(0.7978845608028654), L.bin(Op::add, x, L.bin(Op::mul, L.cst(0.044715), x3)));
+        out[0] = L.bin(Op::mul, half_x, L.bin(Op::add, L.cst(1), L.un(Op::tanh, inner)));
+      } else {
+        int e = L.un(Op::erf, L.bin(Op::mul, x, L.cst(0.7071067811865476)));
+        out[0] = L.bin(Op::mul, half_x, L.bin(Op::add, L.cst(1), e));
+      }
+      return true;
+    }
+    case OpKind::LeakyRelu:
+      out[0] = L.sel(L.cmp(Op::lt, x, L.cst(0)), L.bin(Op::mul, L.cst(at.f("alpha")), x), x);
+      return true;
+    case OpKind::PRelu:
+      out[0] = L.sel(L.cmp(Op::lt, x, L.cst(0)), L.bin(Op::mul, in[1], x), x);
+      return true;
+    case OpKind::ThresholdedRelu:
+      out[0] = L.sel(L.cmp(Op::gt, x, L.cst(at.f("alpha"))), x, L.cst(0));
+      return true;
+    case OpKind::Shrink: {
+      double lambd = at.f("lambd"), bias = at.f("bias");
+      int lo = L.bin(Op::add, x, L.cst(bias)), hi = L.bin(Op::sub, x, L.cst(bias));
+      out[0] = L.sel(L.cmp(Op::lt, x, L.cst(-lambd)), lo, L.sel(L.cmp(Op::gt, x, L.cst(lambd)), hi, L.cst(0)));
+      return true;
+    }
+    case OpKind::Elu:
+      out[0] = L.sel(L.cmp(Op::lt, x, L.cst(0)), L.bin(Op::mul, L.cst(at.f("alpha")), L.expm1(x)), x);
+      return true;
+    case OpKind::Celu: {
+      double alpha = at.f("alpha");
+      if (alpha == 0) return refuse(why, "Celu alpha 0");
+      int neg = L.bin(Op::mul, L.cst(alpha), L.expm1(L.bin(Op::div, x, L.cst(alpha))));
+      out[0] = L.sel(L.cmp(Op::gt, x, L.cst(0)), x, neg);
+      return true;
+    }
+    case OpKind::Selu: {
+      double alpha = at.f("alpha"), gamma = at.f("gamma");
+      int neg = L.bin(Op::mul, L.cst(gamma),
+                      L.bin(Op::sub, L.bin(Op::mul, L.cst(alpha), L.un(Op::exp, x)), L.cst(alpha)));
+      out[0] = L.sel(L.cmp(Op::le, x, L.cst(0)), neg, L.bin(Op::mul, L.cst(gamma), x));
+      return true;
+    }
+    case OpKind::Clip: {
+      int v = x;
+      if (n.input(1)) v = L.sel(L.cmp(Op::lt, v, in[1]), in[1], v);
+      if (n.input(2)) v = L.sel(L.cmp(Op::gt, v, in[2]), in[2], v);
+      out[0] = v;
+      return true;
+    }
+    case OpKind::Add: binary(Op::add); return true;
+    case OpKind::Sub: binary(Op::sub); return true;
+    case OpKind::Mul: binary(Op::mul); return true;
+    case OpKind::Div: binary(Op::div); return true;
+    case OpKind::Max: out[0] = fold(Op::max); return true;
+    case OpKind::Min: out[0] = fold(Op::min); return true;
+    case OpKind::Sum: out[0] = fold(Op::add); return true;
+    case OpKind::Mean: out[0] = L.bin(Op::div, fold(Op::add), L.cst(double(in.size()))); return true;
+    case OpKind::Pow: {
+      double e = *scalar_input(n, 1);
+      out[0] = e == 1 ? x : e == 2 ? L.bin(Op::mul, x, x) : L.bin(Op::mul, L.bin(Op::mul, x, x), x);
+      return true;
+    }
+    case OpKind::Less: out[0] = L.cmp(Op::lt, in[0], in[1]); return true;
+    case OpKind::LessOrEqual: out[0] = L.cmp(Op::le, in[0], in[1]); return true;
+    case OpKind::Greater: out[0] = L.cmp(Op::gt, in[0], in[1]); return true;
+    case OpKind::GreaterOrEqual: out[0] = L.cmp(Op::ge, in[0], in[1]); return true;
+    case OpKind::Equal: out[0] = L.cmp(Op::eq, in[0], in[1]); return true;
+    case OpKind::And: binary(Op::logical_and); return true;
+    case OpKind::Or: binary(Op::logical_or); return true;
+    case OpKind::Xor: binary(Op::logical_xor); return true;
+    case OpKind::Where: out[0] = L.sel(in[0], in[1], in[2]); return true;
+    case OpKind::Cast: out[0] = L.cast(x, scalar_of(n.output(0)->dtype())); return true;
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: {
+      int m = L.add(Op::row_max, Scalar::f32, x);
+      int d = L.bin(Op::sub, x, m);
+      int e = L.un(Op::exp, d);
+      int s = L.add(Op::row_sum, Scalar::f32, e);
+      out[0] = n.op() == OpKind::Softmax ? L.bin(Op::div, e, s) : L.bin(Op::sub, d, L.un(Op::log, s));
+      return true;
+    }
+    case OpKind::LayerNormalization: {
+      int count = L.add(Op::row_size, Scalar::f32);
+      int mean = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, x), count);
+      int d = L.bin(Op::sub, x, mean);
+      int var = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, L.bin(Op::mul, d, d)), count);
+      int inv = L.bin(Op::div, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, var, L.cst(at.f("epsilon")))));
+      int y = L.bin(Op::mul, L.bin(Op::mul, d, inv), in[1]);
+      if (n.input(2)) y = L.bin(Op::add, y, in[2]);
+      out[0] = y;
+      return true;
+    }
+    case OpKind::ReduceSum: out[0] = L.add(Op::row_sum, tx, x); return true;
+    case OpKind::ReduceMax: out[0] = L.add(Op::row_max, tx, x); return true;
+    case OpKind::ReduceMin: out[0] = L.add(Op::row_min, tx, x); return true;
+    case OpKind::ReduceMean:
+      out[0] = L.bin(Op::div, L.add(Op::row_sum, tx, x), L.add(Op::row_size, Scalar::f32));
+      return true;
+    default: return refuse(why, n.describe(), " has no generated form");
+  }
+}
+
+}  // namespace
+
+std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std::vector<int64_t>>& input_shapes,
+                                        std::string* why) {
+  auto no = [&](const auto&... args) -> std::optional<LoweredKernel> {
+    if (why) *why = str_cat(args...);
+    return std::nullopt;
+  };
+  const auto& ins = body.inputs();
+  CUVIL_CHECK(input_shapes.size() == ins.size(), "fused body takes ", ins.size(), " inputs, given ",
+              input_shapes.size());
+  std::vector<TensorType> in_types;
+  for (size_t i = 0; i < ins.size(); ++i) in_types.push_back({ins[i]->dtype(), Shape::of(input_shapes[i])});
+  std::vector<TensorType> types = infer_region_types(body, in_types);
+  auto dims_of = [&](const Value* v) { return types[size_t(v->id())].shape.static_dims(); };
+
+  // The reduced trailing block (0: none), the same for every reduction of the body.
+  int k = 0;
+  std::vector<const Value*> row_only;  // keepdims=0 reduction results: no place in the full space
+  for (const auto& n : body.nodes()) {
+    std::string w;
+    if (!can_generate(*n, &w)) return no(n->describe(), ": ", w);
+    int kn = reduced_trailing_dims(*n);
+    if (kn < 0) return no(n->describe(), ": reduced axes are not a trailing block");
+    if (kn == 0) continue;
+    if (k != 0 && kn != k) return no("reductions over different trailing blocks (", k, " and ", kn, " dims)");
+    k = kn;
+    bool keep = !is_reduce_op(n->op()) || AttrReader(*n).i("keepdims") != 0;
+    if (!keep) row_only.push_back(n->output(0));
+  }
+  auto is_row_only = [&](const Value* v) { return std::find(row_only.begin(), row_only.end(), v) != row_only.end(); };
+
+  // The full iteration space: every input and every node output broadcast together.
+  std::vector<int64_t> space;
+  for (const auto& s : input_shapes)
+    if (!broadcast_into(space, s)) return no("inputs do not broadcast together");
+  for (const auto& n : body.nodes())
+    for (const Value* v : n->outputs())
+      if (!is_row_only(v) && !broadcast_into(space, dims_of(v))) return no("values do not broadcast together");
+  const size_t r = space.size();
+  if (size_t(k) > r) return no("reduction over more dims than the space has");
+  std::vector<int64_t> row_shape(space.begin(), space.end() - k);
+  std::vector<int64_t> row_keep = row_shape;
+  row_keep.insert(row_keep.end(), size_t(k), 1);
+  // Every node output has the full shape or (with reductions) one value per row.
+  for (const auto& n : body.nodes())
+    for (const Value* v : n->outputs()) {
+      auto d = dims_of(v);
+      bool full = d == space, row = k > 0 && (d == row_keep || (is_row_only(v) && d == row_shape));
+      if (!full && !row) return no(n->describe(), ": output shape does not cover the iteration space");
+    }
+
+  // Operands and their strides over the full space.
+  LoweredKernel lk;
+  Kernel& kern = lk.kernel;
+  std::vector<std::vector<int64_t>> st;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    kern.operands.push_back({ins[i]->dtype(), Access::contiguous, false, false});
+    st.push_back(strides_over(input_shapes[i], space));
+  }
+  for (const Value* v : body.outputs()) {
+    auto d = dims_of(v);
+    bool per_row = d != space;
+    kern.operands.push_back({v->dtype(), per_row ? Access::broadcast : Access::contiguous, true, per_row});
+    st.push_back(strides_over(per_row ? row_keep : space, space));
+    if (per_row) {  // a row output's own dims are contiguous even where the space has size 1
+      int64_t s = 1;
+      for (size_t dd = r - size_t(k); dd-- > 0;) {
+        st.back()[dd] = s;
+        s *= space[dd];
+      }
+    }
+  }
+
+  // Merge dims: within the outer block and within the reduced block (in element mode everything is one block).
+  struct Dim1 {
+    int64_t size;
+    std::vector<int64_t> strides;
+  };
+  auto merge_block = [&](size_t lo, size_t hi) {
+    std::vector<Dim1> out;
+    for (size_t d = lo; d < hi; ++d) {
+      if (space[d] == 1) continue;
+      Dim1 cur{space[d], {}};
+      for (auto& s : st) cur.strides.push_back(s[d]);
+      if (!out.empty()) {
+        Dim1& prev = out.back();
+        bool ok = true;
+        for (size_t o = 0; o < st.size(); ++o) ok = ok && prev.strides[o] == cur.strides[o] * cur.size;
+        if (ok) {
+          prev.size *= cur.size;
+          prev.strides = cur.strides;
+          continue;
+        }
+      }
+      out.push_back(cur);
+    }
+    return out;
+  };
+  std::vector<Dim1> merged;
+  if (k == 0) {
+    merged = merge_block(0, r);
+    if (merged.empty()) merged.push_back({1, std::vector<int64_t>(st.size(), 0)});
+  } else {
+    merged = merge_block(0, r - size_t(k));
+    std::vector<Dim1> red = merge_block(r - size_t(k), r);
+    if (red.size() > 1) return no("the reduced dims cannot be merged into one row for every operand");
+    if (red.empty()) red.push_back({1, std::vector<int64_t>(st.size(), 0)});
+    merged.push_back(red[0]);
+  }
+  kern.rank = int(merged.size());
+  lk.rows = 1;
+  for (size_t d = 0; d < merged.size(); ++d) {
+    lk.dims.push_back(merged[d].size);
+    if (d + 1 < merged.size()) lk.rows *= merged[d].size;
+  }
+  lk.inner = merged.back().size;
+  if (k > 0 && lk.inner == 0) return no("reduction over an empty row");
+  for (size_t o = 0; o < st.size(); ++o) {
+    for (auto& m : merged) lk.strides.push_back(m.strides[o]);
+    int64_t& inner = lk.strides.back();
+    Operand& op = kern.operands[o];
+    if (op.is_output) {
+      if (!op.per_row) {
+        if (lk.inner == 1) inner = 1;
+        if (inner != 1) return no("internal: output ", o, " is not contiguous along the innermost dim");
+      } else {
+        inner = 0;
+      }
+      continue;
+    }
+    if (lk.inner == 1) inner = 0;
+    op.inner = inner == 0 ? Access::broadcast : inner == 1 ? Access::contiguous : Access::strided;
+  }
+
+  // The expressions.
+  Lowering L;
+  L.k.rank = kern.rank;
+  L.k.operands = kern.operands;
+  std::vector<int> expr_of(body.num_values(), -1);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    Expr e;
+    e.op = Op::load;
+    e.type = scalar_of(ins[i]->dtype());
+    e.operand = int(i);
+    L.k.exprs.push_back(e);
+    expr_of[size_t(ins[i]->id())] = int(L.k.exprs.size()) - 1;
+  }
+  std::vector<std::string> names;
+  for (const auto& n : body.nodes()) {
+    std::vector<int> in;
+    for (size_t i = 0; i < n->num_inputs(); ++i) {
+      const Value* v = n->input(i);
+      if (!v || (is_reduce_op(n->op()) && i == 1)) {  // a reduction's axes are read at compile time
+        in.push_back(-1);
+        continue;
+      }
+      int& e = expr_of[size_t(v->id())];
+      if (e < 0 && v->is_constant()) {  // scalar constants become immediates
+        const Tensor& t = v->constant();
+        if (t.numel() != 1 || !storable(t.dtype())) return no("constant '", v->name(), "' is not a scalar the kernel can hold");
+        e = L.cst(is_float(t.dtype()) ? t.get_f64(0) : double(t.get_i64(0)), scalar_of(t.dtype()));
+      }
+      if (e < 0) return no(n->describe(), ": input ", i, " has no expression");
+      in.push_back(e);
+    }
+    std::vector<int> out(n->num_outputs(), -1);
+    if (!lower_node(L, *n, in, out, why)) return std::nullopt;
+    for (size_t o = 0; o < out.size(); ++o) {
+      // Operands of mixed storage are unified by the op's dtype rules; cast where a result is stored narrower.
+      Scalar want = scalar_of(n->output(o)->dtype());
+      if (L.type(out[o]) != want) out[o] = L.cast(out[o], want);
+      expr_of[size_t(n->output(o)->id())] = out[o];
+    }
+    std::string nm(op_name(n->op()));
+    if (names.empty() || names.back() != nm) names.push_back(nm);
+  }
+  for (size_t j = 0; j < body.outputs().size(); ++j)
+    L.k.stores.push_back({int(ins.size() + j), expr_of[size_t(body.outputs()[j]->id())]});
+  kern = std::move(L.k);
+  kern.validate();
+  for (size_t i = 0; i < names.size(); ++i) lk.ops += (i ? "+" : "") + names[i];
+  return lk;
+}
+
+}  // namespace cuvil::codegen

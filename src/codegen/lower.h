@@ -1,0 +1,42 @@
+// From graph ops to the kernel IR: which ops the generator computes (asked by the fuse-elementwise pass), and the
+// lowering of a FusedKernel's body at concrete input shapes into a Kernel plus its run-time dims and strides.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+#include "ir/graph.h"
+
+namespace cuvil::codegen {
+
+// Whether generated code computes node n (its op, dtypes and attributes; shapes need only known ranks). When not,
+// *why (if given) says what stands in the way.
+bool can_generate(const Node& n, std::string* why = nullptr);
+
+// How many trailing dims node n reduces (Softmax family, LayerNormalization, the Reduce ops); 0 for element-wise
+// ops, -1 when its reduced axes are not a trailing block (or not known at compile time).
+int reduced_trailing_dims(const Node& n);
+
+// ReduceSum/Mean/Max/Min: the reductions whose input 1 (axes) the kernel reads at compile time.
+bool is_reduce_op(OpKind op);
+
+// A kernel with what it runs over: the iteration dims after merging (dims.size() == kernel.rank) and, per operand,
+// element strides over them (operand-major; 0 along broadcast dims).
+struct LoweredKernel {
+  Kernel kernel;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+  int64_t rows = 1;   // product of all dims but the innermost
+  int64_t inner = 1;  // the innermost dim
+  std::string ops;    // the body's ops, "Add+Softmax", for profiles
+};
+
+// Lowers `body` (the region of a FusedKernel node) for inputs of these shapes. Operands are the body's inputs,
+// then its outputs. Returns nullopt, with the reason in *why, when the body or the shapes fall outside what the
+// generator handles (the caller then runs the body op by op).
+std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std::vector<int64_t>>& input_shapes,
+                                        std::string* why);
+
+}  // namespace cuvil::codegen

@@ -1,0 +1,26 @@
+// How a generated kernel loops: vector width, unrolling and the parallel split. A schedule never changes what a
+// kernel computes (kernel_ir.h fixes the reduction order), so tests run random schedules against one oracle.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace cuvil::codegen {
+
+struct Schedule {
+  int vector_width = 16;  // lanes per vector op: 1, 2, 4, 8, 16 (or 32); 16 f32 lanes fill an AVX-512 register
+  int unroll = 2;         // vectors per iteration of the element-wise loop
+  // Parallel split (run time, not part of the compiled code): work items per task, rounded to whole vectors.
+  int64_t grain = 16384;
+
+  std::string str() const {
+    return "w" + std::to_string(vector_width) + "u" + std::to_string(unroll);
+  }
+  bool valid() const {
+    bool w = vector_width == 1 || vector_width == 2 || vector_width == 4 || vector_width == 8 ||
+             vector_width == 16 || vector_width == 32;
+    return w && unroll >= 1 && unroll <= 8 && grain >= 1;
+  }
+};
+
+}  // namespace cuvil::codegen

@@ -1,0 +1,165 @@
+// fuse-elementwise: groups element-wise ops, casts, broadcasts and row reductions (Softmax, LogSoftmax,
+// LayerNormalization, Reduce* over trailing axes) into FusedKernel nodes, each computed by one generated kernel
+// in as few passes over memory as its reductions allow (src/codegen).
+//
+// A group shares one iteration space: every member's output has the group's full shape, except reductions, whose
+// results hold one value per row. Nodes join the group of one of their producers in topological order; each node
+// is in at most one group, so no work is duplicated. A node joins only when all its other inputs are defined
+// before the group's first node: the FusedKernel takes that node's place, so the graph stays acyclic and in order.
+// Runs last in the pipeline: convolutions and matrix products have already taken their epilogues as oneDNN
+// post-ops, and layouts are fixed (a group works on the shapes the IR states).
+#include <unordered_map>
+
+#include "codegen/lower.h"
+#include "passes/pass.h"
+#include "passes/rewrite.h"
+
+namespace cuvil {
+namespace {
+
+struct Group {
+  std::vector<Node*> nodes;
+  Shape space;
+  int k = 0;         // reduced trailing dims (0: element-wise only)
+  size_t first = 0;  // index of the first member in the graph
+};
+
+// A scalar constant the body can hold itself (compiled into the kernel as an immediate). Reductions' axes
+// also stay constants in the body (the kernel's shape depends on them).
+bool inline_constant(const Value* v) {
+  if (!v->is_constant() || v->constant().numel() != 1) return false;
+  DType t = v->dtype();
+  return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::boolean;
+}
+
+// The shape a node iterates over (its input for reductions), or nullopt when the node cannot take part.
+std::optional<std::pair<Shape, int>> node_space(const Node& n) {
+  if (!codegen::can_generate(n)) return std::nullopt;
+  int k = codegen::reduced_trailing_dims(n);
+  if (k < 0) return std::nullopt;
+  const Shape& s = k > 0 ? n.input(0)->shape() : n.output(0)->shape();
+  if (!s.rank_known()) return std::nullopt;
+  return std::make_pair(s, k);
+}
+
+std::vector<Group> find_groups(Graph& g) {
+  std::unordered_map<const Node*, size_t> index;
+  for (size_t i = 0; i < g.nodes().size(); ++i) index[g.nodes()[i].get()] = i;
+  std::unordered_map<const Node*, size_t> group_of;
+  std::vector<Group> groups;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    Node* n = g.nodes()[i].get();
+    auto sp = node_space(*n);
+    if (!sp) continue;
+    auto& [space, k] = *sp;
+    std::optional<size_t> joined;
+    for (const Value* v : n->inputs()) {
+      if (!v || !v->producer()) continue;
+      auto it = group_of.find(v->producer());
+      if (it == group_of.end()) continue;
+      Group& grp = groups[it->second];
+      if (!(grp.space == space) || (k > 0 && grp.k > 0 && grp.k != k)) continue;
+      bool before = true;
+      for (const Value* u : n->inputs()) {
+        if (!u || !u->producer() || u->graph() != &g) continue;
+        auto jt = group_of.find(u->producer());
+        if (jt != group_of.end() && jt->second == it->second) continue;
+        before = before && index.at(u->producer()) < grp.first;
+      }
+      if (!before) continue;
+      joined = it->second;
+      break;
+    }
+    if (!joined) {
+      groups.push_back({{}, space, 0, i});
+      joined = groups.size() - 1;
+    }
+    Group& grp = groups[*joined];
+    grp.nodes.push_back(n);
+    if (k > 0) grp.k = k;
+    group_of[n] = *joined;
+  }
+  return groups;
+}
+
+// Outlines one group into a FusedKernel placed at the group's first node; returns the members to erase (none
+// when no member's result is read outside the group).
+std::vector<Node*> outline(Graph& g, const Group& grp, const rewrite::UseMap& uses, int id) {
+  std::unordered_set<const Node*> members(grp.nodes.begin(), grp.nodes.end());
+  auto read_outside = [&](const Value* v) {
+    if (uses.pinned(v)) return true;
+    for (const Node* u : uses.users(v))
+      if (!members.count(u)) return true;
+    return false;
+  };
+  std::vector<Value*> outs;
+  for (Node* n : grp.nodes)
+    for (Value* v : n->outputs())
+      if (read_outside(v)) outs.push_back(v);
+  if (outs.empty()) return {};
+
+  auto body = std::make_shared<Graph>("kernel" + std::to_string(id));
+  body->set_parent(&g);
+  std::unordered_map<const Value*, Value*> inner;  // outer value -> body value
+  std::vector<Value*> node_inputs;
+  // Names stay unique across all regions (the text format requires it): the suffix carries the kernel's number.
+  auto body_name = [&](const Value* v) { return body->unique_name(v->name() + "_k" + std::to_string(id)); };
+  for (Node* n : grp.nodes)
+    for (size_t i = 0; i < n->num_inputs(); ++i) {
+      Value* v = n->input(i);
+      if (!v || inner.count(v) || (v->producer() && members.count(v->producer()))) continue;
+      bool axes = codegen::is_reduce_op(n->op()) && i == 1 && v->is_constant();
+      if (axes || inline_constant(v)) {
+        inner[v] = body->add_constant(body_name(v), v->constant());
+      } else {
+        inner[v] = body->add_input(body_name(v), v->type());
+        node_inputs.push_back(v);
+      }
+    }
+  for (Node* n : grp.nodes) {
+    std::vector<Value*> ins;
+    for (Value* v : n->inputs()) ins.push_back(v ? inner.at(v) : nullptr);
+    std::vector<std::string> names;
+    for (Value* v : n->outputs()) names.push_back(body_name(v));
+    Node* m = body->add_node(n->op(), ins, names, n->attrs(), n->loc());
+    for (size_t k = 0; k < n->num_outputs(); ++k) {
+      m->output(k)->set_type(n->output(k)->type());
+      inner[n->output(k)] = m->output(k);
+    }
+  }
+  std::vector<Value*> body_outs;
+  std::vector<std::string> out_names;
+  for (Value* v : outs) {
+    body_outs.push_back(inner.at(v));
+    out_names.push_back(rewrite::free_name(g, v));
+  }
+  body->set_outputs(body_outs);
+  AttrMap attrs;
+  attrs["body"] = Attribute(GraphPtr(body));
+  Node* fused = g.insert_node(grp.first, OpKind::FusedKernel, node_inputs, out_names, attrs, grp.nodes.front()->loc());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    fused->output(k)->set_type(outs[k]->type());
+    g.replace_all_uses(outs[k], fused->output(k));
+  }
+  return grp.nodes;
+}
+
+bool fuse(Graph& g) {
+  std::vector<Group> groups = find_groups(g);
+  if (groups.empty()) return false;
+  rewrite::UseMap uses(g);
+  std::vector<Node*> dead;
+  // From the last group back, so inserting a node does not move the positions of the groups still to come.
+  for (size_t i = groups.size(); i-- > 0;) {
+    std::vector<Node*> gone = outline(g, groups[i], uses, int(i));
+    dead.insert(dead.end(), gone.begin(), gone.end());
+  }
+  g.erase_nodes(dead);
+  return !dead.empty();
+}
+
+}  // namespace
+
+bool FuseElementwisePass::run(Graph& g, PassContext&) { return rewrite::for_each_graph_postorder(g, fuse); }
+
+}  // namespace cuvil

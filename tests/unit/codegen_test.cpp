@@ -1,0 +1,544 @@
+// Generated kernels (src/codegen) against the reference kernels: every generated op on random inputs with special
+// values, odd sizes, broadcasting patterns and dtypes; random fused chains under random schedules (which must
+// agree bit for bit with each other and with the reference within tolerance); the math functions' error bounds
+// over wide input sweeps; strided operands; shape-generic reuse; and the disk cache's handling of corrupt entries.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+
+#include <unistd.h>
+
+#include "codegen/jit.h"
+#include "codegen/lower.h"
+#include "kernels/prepared_kernel.h"
+#include "passes/pass.h"
+#include "test_util.h"
+
+using namespace cuvil;
+using namespace cuvil::test;
+using namespace cuvil::codegen;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+Tensor random_tensor(DType dt, const Ints& shape, uint32_t seed, bool specials = true, float lo = -3, float hi = 3) {
+  std::mt19937 rng(seed);
+  int64_t n = shape_numel(shape);
+  Tensor t = Tensor::zeros(dt, shape);
+  static const float kSpecial[] = {kNaN, kInf, -kInf, 0.0f, -0.0f, 1e-40f, -1e-40f, 1e30f, -1e30f, 88.8f, -104.5f, 1e-30f};
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::uniform_int_distribution<int> di(-5, 5);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dt) {
+      case DType::f32:
+        t.data<float>()[i] = specials && i % 7 == 3 ? kSpecial[(i / 7) % std::size(kSpecial)] : d(rng);
+        break;
+      case DType::i32: t.data<int32_t>()[i] = di(rng); break;
+      case DType::i64: t.data<int64_t>()[i] = di(rng); break;
+      case DType::boolean: t.data<bool>()[i] = di(rng) > 0; break;
+      default: ADD_FAILURE() << "dtype";
+    }
+  }
+  return t;
+}
+
+// Elements equal (NaN matching NaN, same infinities), within `tol` relative-or-absolute otherwise.
+void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  int bad = 0;
+  for (int64_t i = 0; i < got.numel() && bad < 5; ++i) {
+    double g = got.get_f64(i), w = want.get_f64(i);
+    bool ok = std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::fabs(g - w) <= tol * (1 + std::fabs(w));
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << what << ": element " << i << " = " << g << ", reference " << w;
+    }
+  }
+}
+
+// Runs graph `g` (inferred) after fuse-elementwise on the fast kernels, and before it on the reference kernels.
+// Expects that a FusedKernel formed and that its kernel is generated code.
+void check_fused_graph(const std::shared_ptr<Graph>& g, const std::vector<Tensor>& feeds, double tol,
+                       const std::string& what, int want_kernels = -1) {
+  std::vector<Tensor> want = Executor(g, reference_kernels()).run(feeds);
+  auto fused = std::shared_ptr<Graph>(g);
+  PassContext ctx;
+  ctx.verify_each = true;
+  auto pass = create_pass("fuse-elementwise");
+  // Fuse a copy: re-parse is not needed, the reference results are already taken.
+  run_pass(*pass, *fused, ctx);
+  int kernels = 0;
+  for (auto& n : fused->nodes()) kernels += n->op() == OpKind::FusedKernel;
+  ASSERT_GT(kernels, 0) << what << ": nothing was fused";
+  for (auto& n : fused->nodes())
+    if (n->op() == OpKind::FusedKernel) {
+      std::vector<Ints> shapes;
+      for (const Value* v : n->inputs()) {
+        size_t gi = size_t(std::find(fused->inputs().begin(), fused->inputs().end(), v) - fused->inputs().begin());
+        shapes.push_back(gi < feeds.size() ? feeds[gi].shape() : v->shape().static_dims());
+      }
+      std::string why;
+      EXPECT_TRUE(lower_body(*AttrReader(*n).g("body"), shapes, &why)) << what << ": " << why;
+    }
+  if (want_kernels >= 0) EXPECT_EQ(kernels, want_kernels) << what;
+  Executor ex(fused, ExecutorOptions{});
+  std::vector<NodeTime> prof = ex.profile(feeds);
+  for (const NodeTime& t : prof)
+    if (t.node->op() == OpKind::FusedKernel)
+      EXPECT_EQ(t.impl.rfind("jit:", 0), 0u) << what << ": ran " << t.impl;
+  std::vector<Tensor> got = ex.run(feeds);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], tol, what + " output " + std::to_string(i));
+}
+
+void check_op(OpKind op, const std::vector<OpArg>& args, AttrMap attrs, double tol, const std::string& what) {
+  OneOp one = build_op(op, args, attrs);
+  check_fused_graph(one.g, one.feeds, tol, what + " " + std::string(op_name(op)), 1);
+}
+
+struct Broadcast {
+  Ints a, b;
+};
+const Broadcast kPatterns[] = {
+    {{37}, {37}},                   // same shape, odd size
+    {{3, 5, 7}, {3, 5, 7}},         // same shape, rank 3
+    {{2, 3, 4, 5}, {3, 1, 1}},      // per-channel
+    {{4, 33}, {33}},                // row broadcast (inner contiguous)
+    {{4, 1}, {1, 5}},               // outer product: both broadcast somewhere
+    {{6, 17}, {6, 1}},              // inner broadcast of one operand
+    {{2, 3, 4}, {}},                // scalar
+    {{}, {}},                       // scalars only
+    {{1000}, {1000}},               // several vectors plus a tail
+    {{0, 3}, {3}},                  // empty
+};
+
+TEST(Codegen, UnaryFloatOps) {
+  struct U {
+    OpKind op;
+    AttrMap attrs;
+    double tol;
+  };
+  const U ops[] = {
+      {OpKind::Abs, {}, 0}, {OpKind::Neg, {}, 0}, {OpKind::Relu, {}, 0}, {OpKind::Sign, {}, 0},
+      {OpKind::Floor, {}, 0}, {OpKind::Ceil, {}, 0}, {OpKind::Round, {}, 0}, {OpKind::Sqrt, {}, 0},
+      {OpKind::Reciprocal, {}, 0}, {OpKind::Exp, {}, 3e-7}, {OpKind::Log, {}, 3e-7}, {OpKind::Tanh, {}, 5e-7},
+      {OpKind::Erf, {}, 5e-7}, {OpKind::Sigmoid, {}, 5e-7}, {OpKind::Softplus, {}, 1e-6}, {OpKind::Softsign, {}, 1e-7},
+      {OpKind::HardSigmoid, {{"alpha", 0.3}, {"beta", 0.4}}, 1e-7}, {OpKind::HardSwish, {}, 1e-7},
+      {OpKind::Gelu, {}, 1e-6}, {OpKind::Gelu, {{"approximate", std::string("tanh")}}, 1e-6},
+      {OpKind::LeakyRelu, {{"alpha", 0.1}}, 0}, {OpKind::Elu, {{"alpha", 1.5}}, 1e-6},
+      {OpKind::Celu, {{"alpha", 0.7}}, 1e-6}, {OpKind::Selu, {}, 1e-6}, {OpKind::ThresholdedRelu, {{"alpha", 0.5}}, 0},
+      {OpKind::Shrink, {{"lambd", 0.5}, {"bias", 0.25}}, 0},
+  };
+  uint32_t seed = 1;
+  for (const U& u : ops)
+    for (Ints shape : {Ints{37}, Ints{3, 5, 7}, Ints{1}, Ints{}, Ints{1031}})
+      check_op(u.op, {input(random_tensor(DType::f32, shape, seed++))}, u.attrs, u.tol, "shape " + Shape::of(shape).str());
+}
+
+TEST(Codegen, IsNaNIsInfAndCasts) {
+  for (Ints shape : {Ints{37}, Ints{2, 9}}) {
+    Tensor x = random_tensor(DType::f32, shape, 7);
+    check_op(OpKind::IsNaN, {input(x)}, {}, 0, "");
+    for (int64_t pos : {0, 1})
+      for (int64_t neg : {0, 1})
+        check_op(OpKind::IsInf, {input(x)}, {{"detect_positive", pos}, {"detect_negative", neg}}, 0, "");
+    for (DType from : {DType::f32, DType::i32, DType::i64, DType::boolean})
+      for (DType to : {DType::f32, DType::i32, DType::i64, DType::boolean})
+        check_op(OpKind::Cast, {input(random_tensor(from, shape, 11, true, -1e10f, 1e10f))},
+                 {{"to", int64_t(dtype_onnx_id(to))}}, 0,
+                 std::string("Cast ") + std::string(dtype_name(from)) + "->" + std::string(dtype_name(to)));
+  }
+}
+
+TEST(Codegen, BinaryOpsBroadcastAndDtypes) {
+  const OpKind numeric[] = {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Less,
+                            OpKind::LessOrEqual, OpKind::Greater, OpKind::GreaterOrEqual, OpKind::Equal};
+  uint32_t seed = 100;
+  for (const Broadcast& p : kPatterns) {
+    for (DType dt : {DType::f32, DType::i32, DType::i64}) {
+      for (OpKind op : numeric)
+        check_op(op, {input(random_tensor(dt, p.a, seed++)), input(random_tensor(dt, p.b, seed++))}, {}, 0,
+                 Shape::of(p.a).str() + " " + Shape::of(p.b).str() + " " + std::string(dtype_name(dt)));
+    }
+    check_op(OpKind::Div, {input(random_tensor(DType::f32, p.a, seed++)), input(random_tensor(DType::f32, p.b, seed++))},
+             {}, 0, "Div");
+    for (OpKind op : {OpKind::And, OpKind::Or, OpKind::Xor, OpKind::Equal})
+      check_op(op, {input(random_tensor(DType::boolean, p.a, seed++)), input(random_tensor(DType::boolean, p.b, seed++))},
+               {}, 0, "bool");
+    check_op(OpKind::Where,
+             {input(random_tensor(DType::boolean, p.a, seed++)), input(random_tensor(DType::f32, p.b, seed++)),
+              input(random_tensor(DType::f32, p.a, seed++))},
+             {}, 0, "Where");
+  }
+}
+
+TEST(Codegen, VariadicClipPowAndConstants) {
+  check_op(OpKind::PRelu, {input(random_tensor(DType::f32, {2, 3, 4, 5}, 1)), input(random_tensor(DType::f32, {3, 1, 1}, 2))},
+           {}, 0, "PRelu");
+  Tensor a = random_tensor(DType::f32, {4, 7}, 1), b = random_tensor(DType::f32, {7}, 2), c = random_tensor(DType::f32, {4, 1}, 3);
+  for (OpKind op : {OpKind::Max, OpKind::Min, OpKind::Sum, OpKind::Mean})
+    check_op(op, {input(a), input(b), input(c)}, {}, 1e-7, "variadic");
+  check_op(OpKind::Clip, {input(a), constant(Tensor::scalar<float>(-0.5f)), constant(Tensor::scalar<float>(0.7f))}, {}, 0, "");
+  check_op(OpKind::Clip, {input(a), input(Tensor::scalar<float>(-0.5f)), absent()}, {}, 0, "runtime min");
+  check_op(OpKind::Clip, {input(random_tensor(DType::i64, {9}, 5)), absent(), constant(Tensor::scalar<int64_t>(2))}, {}, 0, "int");
+  for (float e : {1.0f, 2.0f, 3.0f}) check_op(OpKind::Pow, {input(a), constant(Tensor::scalar<float>(e))}, {}, 1e-6, "Pow");
+}
+
+TEST(Codegen, RowReductions) {
+  uint32_t seed = 300;
+  for (Ints shape : {Ints{1}, Ints{5}, Ints{3, 31}, Ints{2, 3, 64}, Ints{4, 1000}, Ints{2, 1}, Ints{7, 33}}) {
+    Tensor x = random_tensor(DType::f32, shape, seed++, false);
+    check_op(OpKind::Softmax, {input(x)}, {}, 1e-6, "Softmax " + Shape::of(shape).str());
+    check_op(OpKind::LogSoftmax, {input(x)}, {}, 1e-6, "LogSoftmax");
+    int64_t last = shape.back();
+    Tensor scale = random_tensor(DType::f32, {last}, seed++, false), bias = random_tensor(DType::f32, {last}, seed++, false);
+    check_op(OpKind::LayerNormalization, {input(x), input(scale), input(bias)}, {{"epsilon", 1e-5}}, 2e-5, "LayerNorm");
+    check_op(OpKind::LayerNormalization, {input(x), constant(scale), absent()}, {}, 2e-5, "LayerNorm no bias");
+    for (int64_t keep : {0, 1}) {
+      for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin})
+        check_op(op, {input(x), constant(vec<int64_t>({-1}))}, {{"keepdims", keep}}, 2e-6, "Reduce");
+      check_op(OpKind::ReduceSum, {input(random_tensor(DType::i64, shape, seed++)), constant(vec<int64_t>({-1}))},
+               {{"keepdims", keep}}, 0, "ReduceSum i64");
+      check_op(OpKind::ReduceMax, {input(random_tensor(DType::i32, shape, seed++)), constant(vec<int64_t>({-1}))},
+               {{"keepdims", keep}}, 0, "ReduceMax i32");
+    }
+  }
+  // Trailing blocks of more than one axis; NaN and infinities inside rows.
+  Tensor x = random_tensor(DType::f32, {3, 4, 5}, 9, true);
+  check_op(OpKind::ReduceMax, {input(x), constant(vec<int64_t>({1, 2}))}, {}, 0, "ReduceMax 2 axes specials");
+  check_op(OpKind::ReduceSum, {input(x), absent()}, {}, 1e-6, "ReduceSum all axes");
+  check_op(OpKind::LayerNormalization, {input(random_tensor(DType::f32, {3, 4, 5}, 10, false)),
+                                        input(random_tensor(DType::f32, {4, 5}, 11, false))},
+           {{"axis", int64_t(1)}}, 2e-5, "LayerNorm over 2 axes");
+  check_op(OpKind::Softmax, {input(x)}, {}, 1e-6, "Softmax specials");
+}
+
+// A fused chain: Add(x, mask) -> Softmax -> Mul(.., s) and LayerNorm(x + r) with Gelu after: one kernel each.
+TEST(Codegen, FusedChainsAndSymbolicShapes) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::f32, Shape({Dim::symbol("B"), Dim(4), Dim::symbol("S")})});
+  Value* m = g->add_input("mask", {DType::f32, Shape({Dim::symbol("B"), Dim(1), Dim::symbol("S")})});
+  Value* s = g->add_constant("s", Tensor::scalar<float>(0.125f));
+  Value* a = g->add_node(OpKind::Add, {x, m}, {"a"})->output(0);
+  Value* p = g->add_node(OpKind::Softmax, {a}, {"p"}, {{"axis", int64_t(-1)}})->output(0);
+  Value* q = g->add_node(OpKind::Mul, {p, s}, {"q"})->output(0);
+  Value* r = g->add_node(OpKind::Relu, {x}, {"r"})->output(0);  // a second reader of x; its own group? joins
+  g->add_output(q);
+  g->add_output(r);
+  infer_shapes(*g);
+  verify(*g);
+  for (Ints shape : {Ints{1, 4, 7}, Ints{3, 4, 64}, Ints{2, 4, 300}, Ints{8, 4, 1}}) {
+    Ints ms = shape;
+    ms[1] = 1;
+    check_fused_graph(g, {random_tensor(DType::f32, shape, 1, false), random_tensor(DType::f32, ms, 2, false)}, 1e-6,
+                      "attention-like " + Shape::of(shape).str());
+  }
+}
+
+// Lowering is shape-generic: the same body at other sizes (same broadcast pattern) gives the same kernel.
+TEST(Codegen, KernelsAreShapeGeneric) {
+  OneOp one = build_op(OpKind::Add, {input(random_tensor(DType::f32, {2, 3, 8}, 1)), input(random_tensor(DType::f32, {8}, 2))});
+  PassContext ctx;
+  run_pass(*create_pass("fuse-elementwise"), *one.g, ctx);
+  const Graph& body = *AttrReader(*one.g->nodes()[0]).g("body");
+  auto k1 = lower_body(body, {{2, 3, 8}, {8}}, nullptr);
+  auto k2 = lower_body(body, {{5, 7, 100}, {100}}, nullptr);
+  ASSERT_TRUE(k1 && k2);
+  EXPECT_EQ(k1->kernel.hash(), k2->kernel.hash());
+  EXPECT_EQ(k1->kernel.rank, 2);  // [6, 8]: the outer dims merged
+  EXPECT_EQ(k2->dims, (Ints{35, 100}));
+  auto k3 = lower_body(body, {{2, 3, 8}, {1}}, nullptr);  // another broadcast pattern: another kernel
+  ASSERT_TRUE(k3);
+  EXPECT_NE(k1->kernel.hash(), k3->kernel.hash());
+}
+
+// ---- random chains under random schedules
+
+struct RandomBody {
+  std::shared_ptr<Graph> g;
+  std::vector<Tensor> feeds;
+};
+
+RandomBody random_chain(std::mt19937& rng, bool with_reduction) {
+  RandomBody rb{std::make_shared<Graph>(), {}};
+  Graph& g = *rb.g;
+  std::uniform_int_distribution<int> pick(0, 1000);
+  Ints full = {int64_t(1 + pick(rng) % 4), int64_t(1 + pick(rng) % 70)};
+  std::vector<Value*> pool;
+  auto add_input = [&](Ints shape) {
+    Value* v = g.add_input("in" + std::to_string(rb.feeds.size()), {DType::f32, Shape::of(shape)});
+    rb.feeds.push_back(random_tensor(DType::f32, shape, uint32_t(pick(rng)), pick(rng) % 2 == 0));
+    return v;
+  };
+  pool.push_back(add_input(full));
+  int n = 2 + pick(rng) % 8;
+  const OpKind unary[] = {OpKind::Exp, OpKind::Tanh, OpKind::Relu, OpKind::Neg, OpKind::Abs, OpKind::Sigmoid,
+                          OpKind::Erf, OpKind::Sqrt, OpKind::Log, OpKind::Gelu};
+  const OpKind binary[] = {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Max, OpKind::Min};
+  Value* last = pool[0];
+  for (int i = 0; i < n; ++i) {
+    std::string name = "v" + std::to_string(i);
+    // Every node reads the previous one, so the chain is one group; side operands come from earlier values and
+    // broadcast inputs.
+    Value* a = last;
+    if (pick(rng) % 2) {
+      last = g.add_node(unary[pick(rng) % std::size(unary)], {a}, {name})->output(0);
+    } else {
+      Value* b;
+      switch (pick(rng) % 3) {
+        case 0: b = pool[size_t(pick(rng)) % pool.size()]; break;
+        case 1: b = add_input({full[1]}); break;
+        default: b = add_input({full[0], 1}); break;
+      }
+      last = g.add_node(binary[pick(rng) % std::size(binary)], {a, b}, {name})->output(0);
+    }
+    if (pick(rng) % 3) pool.push_back(last);
+  }
+  if (with_reduction) {
+    const OpKind red[] = {OpKind::Softmax, OpKind::LogSoftmax};
+    last = g.add_node(red[pick(rng) % 2], {last}, {"red"})->output(0);
+    last = g.add_node(OpKind::Mul, {last, add_input({full[1]})}, {"post"})->output(0);
+  }
+  g.add_output(last);
+  if (pick(rng) % 2 && pool.size() > 1) g.add_output(pool[1]);
+  infer_shapes(g);
+  verify(g);
+  return rb;
+}
+
+TEST(Codegen, RandomChainsRandomSchedules) {
+  std::mt19937 rng(2024);
+  const Schedule schedules[] = {{1, 1, 1}, {4, 1, 3}, {8, 3, 7}, {16, 2, 64}, {16, 4, 5}, {32, 1, 100}, {2, 8, 9}};
+  for (int trial = 0; trial < 24; ++trial) {
+    RandomBody rb = random_chain(rng, trial % 3 == 2);
+    std::vector<Tensor> want = Executor(rb.g, reference_kernels()).run(rb.feeds);
+    PassContext ctx;
+    run_pass(*create_pass("fuse-elementwise"), *rb.g, ctx);
+    ASSERT_EQ(rb.g->nodes().size(), 1u) << "trial " << trial << ": the chain is one group";
+    const Node& fk = *rb.g->nodes()[0];
+    const Graph& body = *AttrReader(fk).g("body");
+    std::vector<Ints> shapes;
+    // the FusedKernel's inputs are some of the graph inputs, in its own order
+    std::vector<const Tensor*> ins;
+    for (const Value* v : fk.inputs()) {
+      size_t idx = size_t(std::find(rb.g->inputs().begin(), rb.g->inputs().end(), v) - rb.g->inputs().begin());
+      ins.push_back(&rb.feeds.at(idx));
+      shapes.push_back(rb.feeds[idx].shape());
+    }
+    std::string why;
+    auto lk = lower_body(body, shapes, &why);
+    ASSERT_TRUE(lk) << why;
+    std::vector<Tensor> first;
+    for (const Schedule& s : schedules) {
+      GeneratedFn fn = jit_kernel(lk->kernel, s);
+      std::vector<Tensor> outs;
+      std::vector<void*> ptrs;
+      for (const Tensor* t : ins) ptrs.push_back(const_cast<void*>(t->raw()));
+      // outputs take the shapes the reference gave them
+      for (const Value* ov : fk.outputs()) {
+        size_t gi = size_t(std::find(rb.g->outputs().begin(), rb.g->outputs().end(), ov) - rb.g->outputs().begin());
+        outs.push_back(Tensor::zeros(ov->dtype(), want.at(gi).shape()));
+      }
+      for (Tensor& t : outs) ptrs.push_back(t.raw());
+      // Split the work at a schedule-dependent point: results must not depend on it.
+      bool rows = lk->kernel.has_row_reductions();
+      int64_t total = rows ? lk->rows : lk->rows * lk->inner;
+      int64_t cut = std::min<int64_t>(total, s.grain % (total + 1));
+      fn(lk->dims.data(), lk->strides.data(), ptrs.data(), 0, cut);
+      fn(lk->dims.data(), lk->strides.data(), ptrs.data(), cut, total);
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const Value* ov = fk.outputs()[k];
+        size_t gi = size_t(std::find(rb.g->outputs().begin(), rb.g->outputs().end(), ov) - rb.g->outputs().begin());
+        expect_close(outs[k], want[gi], 2e-5, "trial " + std::to_string(trial) + " " + s.str());
+      }
+      if (first.empty()) {
+        first = outs;
+      } else {
+        // Bit for bit, except that NaNs may differ in sign and payload (which NaN a max keeps depends on the
+        // order operands meet, and x86's default NaN is negative).
+        for (size_t k = 0; k < outs.size(); ++k)
+          for (int64_t i = 0; i < outs[k].numel(); ++i) {
+            float a = outs[k].data<float>()[i], b = first[k].data<float>()[i];
+            bool same = std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b));
+            if (!same) {
+              ADD_FAILURE() << "trial " << trial << ": schedule " << s.str() << " changed element " << i
+                            << " of output " << k << ": " << a << " vs " << b << "\n" << lk->kernel.str();
+              break;
+            }
+          }
+      }
+    }
+  }
+}
+
+// A strided operand (a transposed read, which layout fusion will produce) goes through gathers.
+TEST(Codegen, StridedOperand) {
+  Kernel k;
+  k.rank = 2;
+  k.operands = {{DType::f32, Access::strided, false, false}, {DType::f32, Access::contiguous, true, false}};
+  k.exprs.push_back({Op::load, Scalar::f32, -1, -1, -1, 0, 0});
+  k.exprs.back().operand = 0;
+  k.exprs.push_back({Op::exp, Scalar::f32, 0, -1, -1, -1, 0});
+  k.stores.push_back({1, 1});
+  int64_t R = 5, Cn = 19;
+  std::vector<float> x(size_t(R * Cn)), y(size_t(R * Cn));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 13) * 0.1f - 0.5f;
+  // y[r][c] = exp(x[c][r]) with x stored [Cn, R]
+  Ints dims{R, Cn}, strides{1, R, Cn, 1};
+  for (Schedule s : {Schedule{16, 2, 1}, Schedule{4, 1, 1}}) {
+    GeneratedFn fn = jit_kernel(k, s);
+    void* ptrs[] = {x.data(), y.data()};
+    fn(dims.data(), strides.data(), ptrs, 0, R * Cn);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < Cn; ++c)
+        EXPECT_NEAR(y[size_t(r * Cn + c)], std::exp(x[size_t(c * R + r)]), 1e-6) << r << "," << c;
+  }
+}
+
+// ---- math error bounds over wide sweeps
+
+double ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isinf(want)) return double(got) == want ? 0 : 1e9;
+  float w = float(want);
+  if (std::isinf(w)) return std::isinf(got) && (got > 0) == (w > 0) ? 0 : 1e9;  // rounds to inf in float
+  double ulp = std::ldexp(1.0, std::max(std::ilogb(w == 0 ? std::numeric_limits<float>::min() : w), -126) - 23);
+  return std::fabs(double(got) - want) / ulp;
+}
+
+// Runs a one-op f32 kernel over `xs` and returns the outputs.
+std::vector<float> run_unary(Op op, const std::vector<float>& xs) {
+  Kernel k;
+  k.operands = {{DType::f32, Access::contiguous, false, false}, {DType::f32, Access::contiguous, true, false}};
+  Expr ld{Op::load, Scalar::f32, -1, -1, -1, 0, 0};
+  k.exprs.push_back(ld);
+  k.exprs.push_back({op, Scalar::f32, 0, -1, -1, -1, 0});
+  k.stores.push_back({1, 1});
+  std::vector<float> ys(xs.size());
+  Ints dims{int64_t(xs.size())}, strides{1, 1};
+  void* ptrs[] = {const_cast<float*>(xs.data()), ys.data()};
+  jit_kernel(k, Schedule{})(dims.data(), strides.data(), ptrs, 0, int64_t(xs.size()));
+  return ys;
+}
+
+std::vector<float> sweep_inputs(float lo, float hi) {
+  std::vector<float> xs;
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int i = 0; i < 400000; ++i) xs.push_back(d(rng));
+  // every 97th float bit pattern: all binades, denormals, both signs
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 97 * 65537) xs.push_back(std::bit_cast<float>(uint32_t(b)));
+  for (float s : {0.0f, -0.0f, kInf, -kInf, kNaN, 1.0f, -1.0f, 1e-45f, std::numeric_limits<float>::max()}) xs.push_back(s);
+  return xs;
+}
+
+TEST(Codegen, MathErrorBounds) {
+  struct M {
+    Op op;
+    double (*ref)(double);
+    float lo, hi;
+    double max_ulp;      // bound in units of the result's last place
+    double max_abs;      // or this absolute error (for results near 0, where ulps shrink)
+  };
+  const M fns[] = {
+      {Op::exp, [](double x) { return std::exp(x); }, -110, 90, 2, 0},
+      {Op::log, [](double x) { return std::log(x); }, 0, 100, 2, 0},
+      {Op::tanh, [](double x) { return std::tanh(x); }, -10, 10, 4, 1e-7},
+      {Op::erf, [](double x) { return std::erf(x); }, -5, 5, 4, 2e-7},
+  };
+  for (const M& m : fns) {
+    std::vector<float> xs = sweep_inputs(m.lo, m.hi);
+    std::vector<float> ys = run_unary(m.op, xs);
+    double worst = 0;
+    float worst_x = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double want = m.ref(double(xs[i]));
+      double e = ulp_error(ys[i], want);
+      if (m.max_abs > 0 && std::fabs(double(ys[i]) - want) <= m.max_abs) e = 0;
+      if (e > worst) worst = e, worst_x = xs[i];
+    }
+    EXPECT_LE(worst, m.max_ulp) << op_name(m.op) << ": worst at x = " << worst_x;
+  }
+}
+
+// ---- the disk cache
+
+TEST(Codegen, DiskCacheHitsAndRejectsCorruptEntries) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("cuvil_jit_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  jit_reset_for_testing(dir.string());
+  Kernel k;
+  k.operands = {{DType::f32, Access::contiguous, false, false}, {DType::f32, Access::contiguous, true, false}};
+  k.exprs.push_back({Op::load, Scalar::f32, -1, -1, -1, 0, 0});
+  k.exprs.push_back({Op::constant, Scalar::f32, -1, -1, -1, -1, 2.5});
+  k.exprs.push_back({Op::mul, Scalar::f32, 0, 1, -1, -1, 0});
+  k.stores.push_back({1, 2});
+  auto check = [&](GeneratedFn fn) {
+    float x[3] = {1, -2, 4}, y[3] = {};
+    Ints dims{3}, strides{1, 1};
+    void* ptrs[] = {x, y};
+    fn(dims.data(), strides.data(), ptrs, 0, 3);
+    EXPECT_EQ(y[0], 2.5f);
+    EXPECT_EQ(y[1], -5.0f);
+    EXPECT_EQ(y[2], 10.0f);
+  };
+  check(jit_kernel(k, Schedule{}));
+  EXPECT_EQ(jit_stats().compiled, 1);
+  check(jit_kernel(k, Schedule{}));
+  EXPECT_EQ(jit_stats().memory_hits, 1);
+  std::vector<fs::path> entries;
+  for (auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 1u);
+
+  jit_reset_for_testing(dir.string());  // a new process, as far as the cache can tell
+  check(jit_kernel(k, Schedule{}));
+  EXPECT_EQ(jit_stats().disk_hits, 1);
+  EXPECT_EQ(jit_stats().compiled, 0);
+
+  auto damage = [&](auto edit) {
+    std::string data;
+    {
+      std::ifstream f(entries[0], std::ios::binary);
+      data.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    edit(data);
+    std::ofstream(entries[0], std::ios::binary | std::ios::trunc) << data;
+    jit_reset_for_testing(dir.string());
+    check(jit_kernel(k, Schedule{}));
+    EXPECT_EQ(jit_stats().rejected_entries, 1);
+    EXPECT_EQ(jit_stats().compiled, 1);  // rebuilt, and the entry rewritten
+    jit_reset_for_testing(dir.string());
+    check(jit_kernel(k, Schedule{}));
+    EXPECT_EQ(jit_stats().disk_hits, 1);
+  };
+  damage([](std::string& d) { d[d.size() - 9] ^= 0x5a; });               // a flipped bit in the object
+  damage([](std::string& d) { d.resize(d.size() / 2); });                // truncated
+  damage([](std::string& d) { d.replace(d.find("cuvil "), 6, "cuvix "); });  // another version's entry
+  damage([](std::string& d) { d.assign("garbage"); });
+  fs::remove_all(dir);
+  jit_reset_for_testing("");
+}
+
+// The lowering refuses what it cannot do, saying why, and never produces a wrong kernel.
+TEST(Codegen, RefusalsAreExplained) {
+  OneOp one = build_op(OpKind::Softmax, {input(random_tensor(DType::f32, {3, 4}, 1))}, {{"axis", int64_t(0)}});
+  std::string why;
+  EXPECT_FALSE(can_generate(*one.node, &why));
+  EXPECT_NE(why.find("last axis"), std::string::npos) << why;
+  OneOp pw = build_op(OpKind::Pow, {input(random_tensor(DType::f32, {3}, 1)), input(random_tensor(DType::f32, {3}, 2))});
+  EXPECT_FALSE(can_generate(*pw.node, &why));
+  EXPECT_NE(why.find("constant exponent"), std::string::npos) << why;
+}
+
+}  // namespace
