@@ -1,6 +1,7 @@
 // Side-by-side latency of ONNX Runtime and Cuvil on ONNX models (not a test: nothing asserts on time).
 //
-//   cuvil_bench_models --ort PATH/libonnxruntime.so.1 [--iters N] [--warmup N] [--threads N] [--json] MODEL.onnx...
+//   cuvil_bench_models --ort PATH/libonnxruntime.so.1 [--iters N] [--warmup N] [--threads N] [--json]
+//                      [--gbps] MODEL.onnx...
 //
 // ONNX Runtime is loaded with dlopen() and called through its C API function table (API version 13; the table is
 // append-only, so these positions hold in later releases). No ORT header is used: the few types and signatures
@@ -8,7 +9,10 @@
 // level all) with outputs bound to buffers this program owns, and a Cuvil Executor (-O1, the same thread count). Inputs
 // are random (symbolic dims -> 1; integers in [0, 4)); Cuvil's outputs are checked against ORT's (relative L2),
 // then the two are timed alternately in blocks of 5 runs (ORT, Cuvil, ORT, ...) after the warm-up runs so that drift in machine load
-// hits both alike. Prints median and min ms of each and the ratio cuvil/ort (> 1: Cuvil is slower).
+// hits both alike. Prints median and min ms of each and the ratio cuvil/ort (> 1: Cuvil is slower). Cuvil writes
+// into output buffers the program owns too (Executor::run_into). With --gbps (for memory-bound single-op models) it
+// first measures the machine's copy bandwidth (a STREAM-like copy of 256 MB on the same threads) and adds each
+// runtime's GB/s, counting the bytes of the inputs and outputs once, and Cuvil's share of the copy bandwidth.
 //
 // Objects ORT hands out (sessions, values, statuses) are not released: the table positions of the Release*
 // functions are not part of the documented set we rely on, and the process is short-lived.
@@ -297,6 +301,12 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
+// The pause before each block (CUVIL_BENCH_SETTLE_MS, default 50).
+int settle_ms() {
+  const char* e = std::getenv("CUVIL_BENCH_SETTLE_MS");
+  return e ? std::atoi(e) : 50;
+}
+
 std::string model_name(const std::string& path) {
   std::string n = path.substr(path.find_last_of('/') + 1);
   if (n.size() > 5 && n.ends_with(".onnx")) n.resize(n.size() - 5);
@@ -306,7 +316,7 @@ std::string model_name(const std::string& path) {
 struct Options {
   std::string ort_path;
   int iters = 10, warmup = 2, threads = 2;
-  bool json = false;
+  bool json = false, gbps = false;
   std::vector<std::string> models;
 };
 
@@ -315,7 +325,23 @@ struct Result {
   double max_rel_l2 = 0;
   Summary ort, cuvil;
   int iters = 0;
+  int64_t io_bytes = 0;  // bytes of the inputs and outputs
 };
+
+// STREAM-like copy bandwidth in GB/s (bytes read + bytes written per second), median of 10 on `threads` threads.
+double copy_bandwidth(int threads) {
+  const size_t n = size_t(64) << 20;  // 64 Mi floats: 256 MB per array, far beyond the caches
+  std::vector<float> a(n, 1.0f), b(n, 0.0f);
+  std::vector<double> t;
+  for (int rep = 0; rep < 11; ++rep) {
+    double t0 = now_ms();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < int64_t(n); ++i) b[size_t(i)] = a[size_t(i)];
+    if (rep > 0) t.push_back(now_ms() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return 2.0 * double(n) * sizeof(float) / (t[t.size() / 2] * 1e6);
+}
 
 Result bench_one(const Ort& ort, const std::string& path, const Options& o) {
   Result r;
@@ -342,6 +368,11 @@ Result bench_one(const Ort& ort, const std::string& path, const Options& o) {
 
   // Correctness: every Cuvil output against ORT's output of the same name (or position).
   std::vector<cuvil::Tensor> cv = exec.run(inputs);
+  for (const auto& t : inputs) r.io_bytes += int64_t(t.nbytes());
+  for (const auto& t : cv) r.io_bytes += int64_t(t.nbytes());
+  // Timed runs write into these (ORT's outputs are bound to buffers too).
+  std::vector<cuvil::Tensor> out_bufs;
+  for (const auto& t : cv) out_bufs.push_back(t.clone());
   const auto& outs = graph->outputs();
   for (size_t i = 0; i < outs.size(); ++i) {
     auto it = std::find(om.output_names().begin(), om.output_names().end(), outs[i]->name());
@@ -352,12 +383,12 @@ Result bench_one(const Ort& ort, const std::string& path, const Options& o) {
 
   for (int i = 0; i < o.warmup; ++i) {
     om.run();
-    exec.run(inputs);
+    exec.run_into(inputs, out_bufs);
   }
   // Both runtimes keep worker threads spinning for a while after a run; on a 2-core machine a run that starts
   // while the other's workers still spin loses its cores. So the two alternate in short blocks: a pause, one
   // untimed run to wake this runtime's workers, then up to 5 timed runs, and the same for the other.
-  auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); };
+  auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms())); };
   std::vector<double> t_ort, t_cuvil;
   const int block = 5;
   for (int done = 0; done < o.iters;) {
@@ -370,10 +401,10 @@ Result bench_one(const Ort& ort, const std::string& path, const Options& o) {
       t_ort.push_back(now_ms() - t0);
     }
     settle();
-    exec.run(inputs);
+    exec.run_into(inputs, out_bufs);
     for (int i = 0; i < n; ++i) {
       double t0 = now_ms();
-      exec.run(inputs);
+      exec.run_into(inputs, out_bufs);
       t_cuvil.push_back(now_ms() - t0);
     }
     done += n;
@@ -384,7 +415,7 @@ Result bench_one(const Ort& ort, const std::string& path, const Options& o) {
   return r;
 }
 
-void print_row(const Result& r, bool json, const std::string& ort_version) {
+void print_row(const Result& r, bool json, const std::string& ort_version, double copy_gbps) {
   if (json) {
     if (!r.error.empty()) {
       std::printf("{\"model\": \"%s\", \"error\": \"%s\"}\n", json_escape(r.name).c_str(),
@@ -392,15 +423,21 @@ void print_row(const Result& r, bool json, const std::string& ort_version) {
     } else {
       std::printf("{\"model\": \"%s\", \"ort_version\": \"%s\", \"iters\": %d, \"rel_l2\": %.3g, "
                   "\"ort_median_ms\": %.4f, \"ort_min_ms\": %.4f, \"cuvil_median_ms\": %.4f, "
-                  "\"cuvil_min_ms\": %.4f, \"ratio\": %.3f}\n",
+                  "\"cuvil_min_ms\": %.4f, \"ratio\": %.3f, \"io_bytes\": %lld, \"copy_gbps\": %.2f}\n",
                   json_escape(r.name).c_str(), json_escape(ort_version).c_str(), r.iters, r.max_rel_l2,
-                  r.ort.median, r.ort.min, r.cuvil.median, r.cuvil.min, r.cuvil.median / r.ort.median);
+                  r.ort.median, r.ort.min, r.cuvil.median, r.cuvil.min, r.cuvil.median / r.ort.median,
+                  static_cast<long long>(r.io_bytes), copy_gbps);
     }
   } else if (!r.error.empty()) {
     std::printf("%-16s ERROR: %s\n", r.name.c_str(), r.error.c_str());
   } else {
-    std::printf("%-16s %6d %10.2e %12.3f %10.3f %12.3f %10.3f %9.2fx\n", r.name.c_str(), r.iters, r.max_rel_l2,
+    std::printf("%-16s %6d %10.2e %12.3f %10.3f %12.3f %10.3f %9.2fx", r.name.c_str(), r.iters, r.max_rel_l2,
                 r.ort.median, r.ort.min, r.cuvil.median, r.cuvil.min, r.cuvil.median / r.ort.median);
+    if (copy_gbps > 0) {
+      double ort_gbps = double(r.io_bytes) / (r.ort.median * 1e6), cuvil_gbps = double(r.io_bytes) / (r.cuvil.median * 1e6);
+      std::printf(" %9.1f %9.1f %8.0f%%", ort_gbps, cuvil_gbps, 100.0 * cuvil_gbps / copy_gbps);
+    }
+    std::printf("\n");
   }
   std::fflush(stdout);
 }
@@ -409,7 +446,7 @@ void print_row(const Result& r, bool json, const std::string& ort_version) {
   if (msg) std::fprintf(stderr, "error: %s\n", msg);
   std::fprintf(stderr,
                "usage: cuvil_bench_models --ort PATH/libonnxruntime.so.1 [--iters N] [--warmup N] [--threads N] "
-               "[--json] MODEL.onnx...\n");
+               "[--json] [--gbps] MODEL.onnx...\n");
   std::exit(2);
 }
 
@@ -442,6 +479,8 @@ int main(int argc, char** argv) {
       o.threads = parse_int(i, argc, argv);
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--gbps") {
+      o.gbps = true;
     } else if (a == "-h" || a == "--help") {
       usage(nullptr);
     } else if (a.starts_with("--")) {
@@ -461,12 +500,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
+  double copy_gbps = o.gbps ? copy_bandwidth(o.threads) : 0;
   if (!o.json) {
     std::printf("ONNX Runtime %s (C API 13, %d intra-op threads, optimization level all) vs Cuvil (-O1, %d "
                 "threads); times in ms, alternated, after %d warm-up run(s)\n",
                 ort->version().c_str(), o.threads, o.threads, o.warmup);
-    std::printf("%-16s %6s %10s %12s %10s %12s %10s %10s\n", "model", "iters", "rel_l2", "ort_median", "ort_min",
+    if (o.gbps) std::printf("copy bandwidth (STREAM-like, 256 MB, %d threads): %.1f GB/s\n", o.threads, copy_gbps);
+    std::printf("%-16s %6s %10s %12s %10s %12s %10s %10s", "model", "iters", "rel_l2", "ort_median", "ort_min",
                 "cuvil_median", "cuvil_min", "cuvil/ort");
+    if (o.gbps) std::printf(" %9s %9s %9s", "ort_GB/s", "cuvil_GB/s", "of_copy");
+    std::printf("\n");
   }
   int failures = 0;
   for (const auto& path : o.models) {
@@ -478,7 +521,7 @@ int main(int argc, char** argv) {
       r.error = e.what();
       ++failures;
     }
-    print_row(r, o.json, ort->version());
+    print_row(r, o.json, ort->version(), copy_gbps);
   }
   return failures ? 1 : 0;
 }

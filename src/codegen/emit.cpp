@@ -63,6 +63,7 @@ class Emitter {
     }
     Value* inner = dim[rank - 1];
     if (K.has_row_reductions()) {
+      choose_cache();
       loop(begin, end, B.getInt64(1), {}, [&](Value* row, const std::vector<Value*>&) {
         begin_row(row);
         per_row_stores();
@@ -229,17 +230,72 @@ class Emitter {
     });
   }
 
+  // Computes every element-level output at these lanes, then stores them (all loads precede all stores, so the
+  // row cache below may live in an output's buffer).
   void store_elements(const Lanes& l) {
     std::vector<Value*> memo(K.exprs.size(), nullptr);
+    if (cache_expr >= 0) memo[size_t(cache_expr)] = access_cache(l, nullptr);
+    std::vector<std::pair<const Store*, Value*>> values;
     for (const Store& s : K.stores) {
       const Operand& o = K.operands[size_t(s.operand)];
       if (o.per_row) continue;
-      Value* v = to_storage(elem(s.expr, l, memo), o.dtype);
-      Value* p = B.CreateGEP(storage_ty(o.dtype), ptr[size_t(s.operand)], B.CreateAdd(row_off[size_t(s.operand)], l.j));
-      llvm::Align al(dtype_size(o.dtype));
-      if (l.mask) B.CreateMaskedStore(v, p, al, l.mask);
-      else B.CreateAlignedStore(v, p, al);
+      values.emplace_back(&s, to_storage(elem(s.expr, l, memo), o.dtype));
     }
+    for (auto& [s, v] : values) store_at(s->operand, l, v);
+  }
+
+  void store_at(int operand, const Lanes& l, Value* v) {
+    const Operand& o = K.operands[size_t(operand)];
+    Value* p = B.CreateGEP(storage_ty(o.dtype), ptr[size_t(operand)], B.CreateAdd(row_off[size_t(operand)], l.j));
+    llvm::Align al(dtype_size(o.dtype));
+    if (l.mask) B.CreateMaskedStore(v, p, al, l.mask);
+    else B.CreateAlignedStore(v, p, al);
+  }
+
+  // The row cache: an expensive element value that the last reduction pass computes and the output pass needs
+  // again (Softmax's exp) is written into an f32 output's buffer during that pass and read back from L1 in the
+  // output pass instead of being recomputed. Loads (v == null) or stores (v) the cached value at these lanes.
+  int cache_expr = -1, cache_operand = -1;
+  Value* access_cache(const Lanes& l, Value* v) {
+    if (v) {
+      store_at(cache_operand, l, v);
+      return v;
+    }
+    llvm::Type* vt = vec(B.getFloatTy(), l.w);
+    Value* p = B.CreateGEP(B.getFloatTy(), ptr[size_t(cache_operand)], B.CreateAdd(row_off[size_t(cache_operand)], l.j));
+    if (l.mask) return B.CreateMaskedLoad(vt, p, llvm::Align(4), l.mask, llvm::Constant::getNullValue(vt));
+    return B.CreateAlignedLoad(vt, p, llvm::Align(4));
+  }
+  void choose_cache() {
+    int last = -1;
+    for (size_t i = 0; i < K.exprs.size(); ++i)
+      if (is_row_reduction(K.exprs[i].op)) last = int(i);
+    if (last < 0) return;
+    int e = K.exprs[size_t(last)].a;
+    if (uniform[size_t(e)] || K.exprs[size_t(e)].type != Scalar::f32) return;
+    // Worth it only for transcendental work, and only if an element-level output needs the value.
+    std::vector<bool> heavy(K.exprs.size(), false), needed(K.exprs.size(), false);
+    for (size_t i = 0; i < K.exprs.size(); ++i) {
+      const Expr& x = K.exprs[i];
+      heavy[i] = x.op == Op::exp || x.op == Op::log || x.op == Op::tanh || x.op == Op::erf;
+      for (int a : {x.a, x.b, x.c})
+        if (a >= 0 && !uniform[size_t(a)]) heavy[i] = heavy[i] || heavy[size_t(a)];
+    }
+    int out = -1;
+    for (const Store& s : K.stores) {
+      const Operand& o = K.operands[size_t(s.operand)];
+      if (o.per_row) continue;
+      needed[size_t(s.expr)] = true;
+      if (out < 0 && o.dtype == DType::f32) out = s.operand;
+    }
+    for (size_t i = K.exprs.size(); i-- > 0;) {
+      if (!needed[i] || uniform[i] || int(i) == e) continue;
+      for (int a : {K.exprs[i].a, K.exprs[i].b, K.exprs[i].c})
+        if (a >= 0) needed[size_t(a)] = true;
+    }
+    if (!heavy[size_t(e)] || !needed[size_t(e)] || out < 0) return;
+    cache_expr = e;
+    cache_operand = out;
   }
 
   Value* to_storage(Value* v, DType d) {
@@ -328,7 +384,9 @@ class Emitter {
                          Carried next;
                          for (int q = 0; q < nacc; ++q) {
                            std::vector<Value*> memo(K.exprs.size(), nullptr);
-                           Value* v = elem(e.a, {w, B.CreateAdd(j, B.getInt64(q * w)), nullptr}, memo);
+                           Lanes l{w, B.CreateAdd(j, B.getInt64(q * w)), nullptr};
+                           Value* v = elem(e.a, l, memo);
+                           if (e.a == cache_expr) access_cache(l, v);
                            next.push_back(combine(e.op, a[size_t(q)], v));
                          }
                          return next;
@@ -339,7 +397,9 @@ class Emitter {
       Value* lanes = B.CreateAdd(B.CreateVectorSplat(unsigned(w), j), iota(w));
       Value* mask = B.CreateICmpSLT(lanes, B.CreateVectorSplat(unsigned(w), inner));
       std::vector<Value*> memo(K.exprs.size(), nullptr);
-      Value* v = elem(e.a, {w, j, mask}, memo);
+      Lanes l{w, j, mask};
+      Value* v = elem(e.a, l, memo);
+      if (e.a == cache_expr) access_cache(l, v);
       acc[size_t(q)] = combine(e.op, acc[size_t(q)], B.CreateSelect(mask, v, ident));
     }
     while (acc.size() > 1) {

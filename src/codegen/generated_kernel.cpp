@@ -2,7 +2,9 @@
 
 #include "codegen/jit.h"
 #include "codegen/lower.h"
-#include "kernels/cpu/cpu_util.h"
+#include <omp.h>
+
+#include <algorithm>
 
 namespace cuvil::codegen {
 
@@ -14,8 +16,11 @@ class GeneratedKernel final : public PreparedKernel {
     rows_mode_ = lk_.kernel.has_row_reductions();
     // Work per item for the thread split: transcendental math costs several times a load and a store.
     int64_t heavy = 0;
-    for (const Expr& e : lk_.kernel.exprs)
-      heavy += e.op == Op::exp || e.op == Op::log || e.op == Op::tanh || e.op == Op::erf || e.op == Op::div;
+    std::vector<bool> uniform = lk_.kernel.row_uniform();
+    for (size_t i = 0; i < lk_.kernel.exprs.size(); ++i) {
+      Op op = lk_.kernel.exprs[i].op;
+      heavy += !uniform[i] && (op == Op::exp || op == Op::log || op == Op::tanh || op == Op::erf || op == Op::div);
+    }
     cost_ = 1 + heavy;
     char buf[24];
     std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(lk_.kernel.hash() >> 32));
@@ -31,13 +36,30 @@ class GeneratedKernel final : public PreparedKernel {
     const int64_t* strides = lk_.strides.data();
     void* const* p = ptrs.data();
     GeneratedFn fn = fn_;
-    if (rows_mode_) {
-      cpu::parallel_ranges(lk_.rows, lk_.inner * cost_ * 2, 1, [&](int64_t b, int64_t e) { fn(dims, strides, p, b, e); });
-    } else {
-      int64_t total = lk_.rows * lk_.inner;
-      cpu::parallel_ranges(total, cost_, int64_t(s_.vector_width) * s_.unroll,
-                           [&](int64_t b, int64_t e) { fn(dims, strides, p, b, e); });
+    // Row kernels split by rows (a row reads its elements once per reduction); element kernels by elements,
+    // at whole vectors.
+    int64_t items = rows_mode_ ? lk_.rows : lk_.rows * lk_.inner;
+    int64_t cost = rows_mode_ ? lk_.inner * cost_ * 2 : cost_;
+    int64_t align = rows_mode_ ? 1 : int64_t(s_.vector_width) * s_.unroll;
+    if (items <= 0) return;
+    int nt = threads_for(items * cost);
+    if (nt <= 1) {
+      fn(dims, strides, p, 0, items);
+      return;
     }
+    int64_t chunk = ((items + nt - 1) / nt + align - 1) / align * align;
+#pragma omp parallel num_threads(nt)
+    {
+      int64_t b = int64_t(omp_get_thread_num()) * chunk, e = std::min(items, b + chunk);
+      if (b < e) fn(dims, strides, p, b, e);
+    }
+  }
+
+  // Waking another core costs tens to hundreds of microseconds on a virtual machine, so threads only pay off for
+  // work well above that: about a million element operations.
+  static int threads_for(int64_t work) {
+    if (work < (int64_t(1) << 20) || omp_in_parallel()) return 1;
+    return std::max(1, omp_get_max_threads());
   }
   std::string impl_name() const override { return name_; }
 

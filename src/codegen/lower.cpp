@@ -363,7 +363,9 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       int d = L.bin(Op::sub, x, m);
       int e = L.un(Op::exp, d);
       int s = L.add(Op::row_sum, Scalar::f32, e);
-      out[0] = n.op() == OpKind::Softmax ? L.bin(Op::div, e, s) : L.bin(Op::sub, d, L.un(Op::log, s));
+      // 1 / sum once per row, then a multiply per element (within an ulp of dividing)
+      out[0] = n.op() == OpKind::Softmax ? L.bin(Op::mul, e, L.bin(Op::div, L.cst(1), s))
+                                         : L.bin(Op::sub, d, L.un(Op::log, s));
       return true;
     }
     case OpKind::LayerNormalization: {

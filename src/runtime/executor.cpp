@@ -112,6 +112,7 @@ struct Program {
   std::vector<std::vector<size_t>> frees_after;  // values (by id) whose last use is node i
   std::vector<int> last_use;                      // by value id: last node index using it (-1: none)
   std::vector<bool> is_output;                    // by value id
+  std::vector<int> output_index;                  // by value id: its first position among the graph outputs, or -1
   std::vector<bool> arena_eligible;               // by value id: node output the plan may place in the arena
   // What nodes run without a plan (inside regions, or with shapes that depend on data) keep per input types, by
   // node index, most recently used first, at most ExecutorOptions::max_region_kernels each.
@@ -121,12 +122,17 @@ struct Program {
     size_t nv = g.num_values();
     last_use.assign(nv, -1);
     is_output.assign(nv, false);
+    output_index.assign(nv, -1);
     arena_eligible.assign(nv, false);
     const auto& nodes = g.nodes();
     frees_after.resize(nodes.size());
     // A region may yield a value of an enclosing graph (or a constant of its own): only this graph's count here.
-    for (Value* v : g.outputs())
-      if (v->graph() == &g) is_output[size_t(v->id())] = true;
+    for (size_t j = 0; j < g.outputs().size(); ++j) {
+      Value* v = g.outputs()[j];
+      if (v->graph() != &g) continue;
+      is_output[size_t(v->id())] = true;
+      if (output_index[size_t(v->id())] < 0) output_index[size_t(v->id())] = int(j);
+    }
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = *nodes[i];
       for (Value* v : n.inputs())
@@ -277,6 +283,7 @@ struct Executor::Impl : RegionRunner {
     }
   }
   std::vector<NodeTime>* profile = nullptr;  // set while profiling
+  const std::vector<Tensor>* bound = nullptr;  // run_into: the caller's buffers for the main graph's outputs
   std::unordered_map<const Graph*, std::unique_ptr<Program>> programs;
   // Plans of the main graph by signature, most recently used first in `lru`.
   std::list<std::pair<std::string, Plan>> lru;
@@ -428,7 +435,10 @@ struct Executor::Impl : RegionRunner {
       Value* v = n.output(k);
       DType dt = v->dtype();
       int64_t off = plan ? plan->offset[size_t(v->id())] : -1;
-      if (off >= 0) {
+      int j = bound && n.graph() == graph ? program(*graph).output_index[size_t(v->id())] : -1;
+      if (j >= 0 && (*bound)[size_t(j)].dtype() == dt && (*bound)[size_t(j)].shape() == (*known)[k]) {
+        outs[k] = Tensor::view(dt, (*known)[k], const_cast<void*>((*bound)[size_t(j)].raw()));
+      } else if (off >= 0) {
         Tensor view = Tensor::view(dt, (*known)[k], arena_base + off);
         CUVIL_CHECK(int64_t(view.nbytes()) == plan->bytes[size_t(v->id())], n.describe(),
                     ": internal error: output ", k, " is ", view.type_str(), " at run time but the plan sized it ",
@@ -480,6 +490,23 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   stats_.dynamic_bytes = 0;
   uint8_t* base = impl_->arena(plan.arena_bytes);
   return impl_->execute(*graph_, inputs, nullptr, &plan, base);
+}
+
+void Executor::run_into(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  CUVIL_CHECK_INPUT(outputs.size() == graph_->outputs().size(), "run_into: the graph has ",
+                    graph_->outputs().size(), " outputs, given ", outputs.size(), " buffers");
+  impl_->bound = &outputs;
+  struct Reset {
+    Impl* impl;
+    ~Reset() { impl->bound = nullptr; }
+  } reset{impl_.get()};
+  std::vector<Tensor> got = run(inputs);
+  for (size_t j = 0; j < got.size(); ++j) {
+    if (got[j].raw() == outputs[j].raw()) continue;  // written in place
+    CUVIL_CHECK_INPUT(got[j].dtype() == outputs[j].dtype() && got[j].shape() == outputs[j].shape(),
+                      "run_into: output ", j, " is ", got[j].type_str(), " but its buffer is ", outputs[j].type_str());
+    std::memcpy(const_cast<void*>(outputs[j].raw()), got[j].raw(), got[j].nbytes());
+  }
 }
 
 void Executor::prepare(const std::vector<std::vector<int64_t>>& input_shapes) {

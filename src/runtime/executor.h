@@ -55,6 +55,9 @@ class Executor {
 
   // Inputs in the graph's input order.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // Like run, but writes the outputs into the caller's tensors (each of the dtype and shape the run produces),
+  // so a steady loop allocates nothing; ONNX Runtime's bound outputs do the same.
+  void run_into(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
   // Inputs by name; every graph input must be given.
   std::vector<Tensor> run_named(const std::map<std::string, Tensor>& inputs);
 

@@ -1,0 +1,78 @@
+"""Writes the single-op (and small fused-chain) ONNX models of the generated-kernel benchmark.
+
+    /usr/bin/python3 bench/kernel_models.py OUT_DIR
+
+Large models move >= 64 MB per input so the caches do not matter (what the bandwidth targets are about); the
+"bert" ones have the shapes those ops have in a BERT-base layer at sequence 128, where per-call overheads show.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def model(name, nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def const(name, value):
+    return numpy_helper.from_array(np.asarray(value, dtype=np.float32), name)
+
+
+def models():
+    big = [4096, 4096]  # 64 MB of f32
+    rows = [16384, 1024]  # 64 MB, rows of 1024
+    rng = np.random.default_rng(0)
+    yield model("add_64mb", [helper.make_node("Add", ["x", "y"], ["z"])], [f32("x", big), f32("y", big)], [f32("z", big)])
+    # bias, scale and ReLU: one generated kernel, one pass
+    yield model(
+        "chain_64mb",
+        [helper.make_node("Add", ["x", "b"], ["t1"]), helper.make_node("Mul", ["t1", "s"], ["t2"]),
+         helper.make_node("Relu", ["t2"], ["z"])],
+        [f32("x", big)], [f32("z", big)], [const("b", rng.standard_normal(4096)), const("s", 0.5)])
+    # GELU as PyTorch exports nn.GELU at opset 17: x * 0.5 * (1 + erf(x / sqrt(2)))
+    yield model(
+        "gelu_64mb",
+        [helper.make_node("Div", ["x", "r2"], ["u"]), helper.make_node("Erf", ["u"], ["e"]),
+         helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+         helper.make_node("Mul", ["m", "half"], ["z"])],
+        [f32("x", big)], [f32("z", big)], [const("r2", np.sqrt(2.0)), const("one", 1.0), const("half", 0.5)])
+    yield model("softmax_64mb", [helper.make_node("Softmax", ["x"], ["z"], axis=-1)], [f32("x", rows)], [f32("z", rows)])
+    yield model(
+        "layernorm_64mb",
+        [helper.make_node("LayerNormalization", ["x", "g", "b"], ["z"], axis=-1, epsilon=1e-5)],
+        [f32("x", rows)], [f32("z", rows)],
+        [const("g", rng.standard_normal(1024)), const("b", rng.standard_normal(1024))])
+    yield model(
+        "layernorm_bert",
+        [helper.make_node("LayerNormalization", ["x", "g", "b"], ["z"], axis=-1, epsilon=1e-5)],
+        [f32("x", [1, 128, 768])], [f32("z", [1, 128, 768])],
+        [const("g", rng.standard_normal(768)), const("b", rng.standard_normal(768))])
+    yield model(
+        "softmax_bert",
+        [helper.make_node("Add", ["x", "mask"], ["t"]), helper.make_node("Softmax", ["t"], ["z"], axis=-1)],
+        [f32("x", [1, 12, 128, 128]), f32("mask", [1, 1, 1, 128])], [f32("z", [1, 12, 128, 128])])
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    for m in models():
+        path = os.path.join(out, m.graph.name + ".onnx")
+        if not os.path.exists(path):
+            onnx.save(m, path)
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
