@@ -357,10 +357,15 @@ class Emitter {
     llvm::APInt v = op == Op::row_max ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits);
     return llvm::ConstantInt::get(t, v);
   }
+  // Accumulates v into acc. Max/min: v replaces acc when it is NaN or beyond it, so a NaN stays once met; equal
+  // values (±0) keep the earlier one, as the reference's sequential fold does. Two compares and a blend.
   Value* combine(Op op, Value* acc, Value* v) {
     bool f = acc->getType()->isFPOrFPVectorTy();
     if (op == Op::row_sum) return f ? B.CreateFAdd(acc, v) : B.CreateAdd(acc, v);
-    return minmax(op == Op::row_max, acc, v);
+    bool is_max = op == Op::row_max;
+    if (!f) return B.CreateSelect(is_max ? B.CreateICmpSGT(v, acc) : B.CreateICmpSLT(v, acc), v, acc);
+    Value* beyond = is_max ? B.CreateFCmpOGT(v, acc) : B.CreateFCmpOLT(v, acc);
+    return B.CreateSelect(B.CreateOr(beyond, B.CreateFCmpUNO(v, v)), v, acc);
   }
   // NaN wins (a first); else a < b ? b : a for max and b < a ? b : a for min.
   Value* minmax(bool is_max, Value* a, Value* b) {
@@ -445,8 +450,7 @@ class Emitter {
     Value* n2 = B.CreateSub(n, n1);
     Value* s1 = B.CreateBitCast(B.CreateShl(B.CreateAdd(n1, ic(it, 127)), ic(it, 23)), x->getType());
     Value* s2 = B.CreateBitCast(B.CreateShl(B.CreateAdd(n2, ic(it, 127)), ic(it, 23)), x->getType());
-    Value* y = B.CreateFMul(B.CreateFMul(p, s1), s2);
-    return B.CreateSelect(B.CreateFCmpUNO(x, x), x, y);
+    return B.CreateFMul(B.CreateFMul(p, s1), s2);  // a NaN x passes both clamps, so p and the result are NaN
   }
 
   // log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, by

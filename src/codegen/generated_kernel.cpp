@@ -5,6 +5,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <set>
 
 namespace cuvil::codegen {
 
@@ -72,9 +74,37 @@ class GeneratedKernel final : public PreparedKernel {
   std::string name_;
 };
 
+// CUVIL_NO_CODEGEN: "all" (or "1") turns generated kernels off; otherwise op names separated by commas.
+struct EnvSwitch {
+  bool all = false;
+  std::set<OpKind> ops;
+  EnvSwitch() {
+    const char* e = std::getenv("CUVIL_NO_CODEGEN");
+    if (!e) return;
+    std::string s(e);
+    if (s == "all" || s == "1") {
+      all = true;
+      return;
+    }
+    size_t at = 0;
+    while (at <= s.size()) {
+      size_t comma = std::min(s.find(',', at), s.size());
+      std::string name = s.substr(at, comma - at);
+      if (!name.empty()) {
+        auto op = op_from_name(name);
+        CUVIL_CHECK(op, "CUVIL_NO_CODEGEN names an unknown op '", name, "'");
+        ops.insert(*op);
+      }
+      at = comma + 1;
+    }
+  }
+};
+
 bool body_disabled(const Graph& body, const KernelOptions& options) {
+  static const EnvSwitch env;
+  if (env.all) return true;
   for (const auto& n : body.nodes())
-    if (options.no_codegen_ops.count(n->op())) return true;
+    if (options.no_codegen_ops.count(n->op()) || env.ops.count(n->op())) return true;
   return false;
 }
 

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <llvm/Config/llvm-config.h>
@@ -33,6 +35,8 @@ namespace {
 
 constexpr char kMagic[8] = {'C', 'U', 'V', 'I', 'L', 'K', '0', '1'};
 
+void default_cache_dir_marker() {}
+
 template <class T>
 T unwrap(llvm::Expected<T> v, const char* what) {
   if (!v) fail("code generation failed (", what, "): ", llvm::toString(v.takeError()));
@@ -43,6 +47,17 @@ std::string hex64(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+// Which build of Cuvil emits the code: the path, size and modification time of the library holding this
+// function, so that a rebuilt emitter never reuses objects an older build cached under the same version.
+std::string build_identity() {
+  Dl_info info{};
+  if (!::dladdr(reinterpret_cast<void*>(&default_cache_dir_marker), &info) || !info.dli_fname) return "unknown";
+  struct stat st {};
+  if (::stat(info.dli_fname, &st) != 0) return info.dli_fname;
+  return std::string(info.dli_fname) + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) +
+         "." + std::to_string(st.st_mtim.tv_nsec);
 }
 
 std::string default_cache_dir() {
@@ -62,12 +77,13 @@ class Jit {
     tm_ = unwrap(jtmb.createTargetMachine(), "creating the target machine");
     jit_ = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the JIT");
     host_ = tm_->getTargetCPU().str() + " " + tm_->getTargetFeatureString().str();
+    build_ = build_identity();
     dir_ = default_cache_dir();
   }
 
   GeneratedFn get(const Kernel& k, const Schedule& s) {
     std::string key = k.str() + "schedule " + s.str() + "\nhost " + host_ + "\nllvm " LLVM_VERSION_STRING
-                      "\ncuvil " CUVIL_VERSION "\n";
+                      "\ncuvil " CUVIL_VERSION "\nbuild " + build_ + "\n";
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = loaded_.find(key); it != loaded_.end()) {
       ++stats_.memory_hits;
@@ -220,6 +236,7 @@ class Jit {
   std::unique_ptr<llvm::TargetMachine> tm_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::string host_;
+  std::string build_;
   std::string dir_;
   std::unordered_map<std::string, GeneratedFn> loaded_;
   JitStats stats_;

@@ -3,8 +3,9 @@
 //
 // Cache entries live in $CUVIL_CACHE_DIR, else $XDG_CACHE_HOME/cuvil, else ~/.cache/cuvil (CUVIL_CACHE_DIR=off
 // disables the disk cache). An entry is keyed by the kernel's text, the schedule, the host CPU name and features,
-// the LLVM version and Cuvil's version; its file repeats the whole key and a checksum of the object, so a stale,
-// truncated or corrupt entry is detected, counted, and rebuilt (never run).
+// the LLVM version, Cuvil's version and the build (the library file's path, size and time); its file repeats the
+// whole key and a checksum of the object, so a stale, truncated or corrupt entry is detected, counted, and rebuilt
+// (never run).
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,8 @@
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
 //
 // --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels;
-// --no-winograd keeps 3x3 convolutions on direct (non-Winograd) kernels.
+// --no-winograd keeps 3x3 convolutions on direct (non-Winograd) kernels. --no-codegen runs fused element-wise
+// groups op by op instead of as generated kernels (CUVIL_NO_CODEGEN=Op1,Op2 does it for groups holding those ops).
 //
 // MODEL is an .onnx file or Cuvil IR text (.cvir). Any error prints one line and exits non-zero.
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include "frontend/load_model.h"
 #include "passes/pipeline.h"
+#include "codegen/jit.h"
 #include "ir/graph_stats.h"
 #include "ir/text_format.h"
 #include "runtime/executor.h"
@@ -35,7 +37,7 @@ constexpr const char* kUsage =
     "  cuvil inspect MODEL [--ir]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
-    "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd]\n"
+    "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen]\n"
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
@@ -50,7 +52,7 @@ struct Args {
   std::map<std::string, int64_t> dims;        // symbol -> value, for random inputs
   std::string output_dir;
   int threads = 0, iters = 10, warmup = 2;  // threads 0: all cores
-  bool json = false, ir = false, reference = false, winograd = true;
+  bool json = false, ir = false, reference = false, winograd = true, codegen = true;
   int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
 };
 
@@ -92,6 +94,7 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
     else if (s == "--ref") a.reference = true;
     else if (s == "--no-winograd") a.winograd = false;
+    else if (s == "--no-codegen") a.codegen = false;
     else if (s == "--iters") a.iters = int(parse_int(s, value(), 1));
     else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
     else if (s == "--json") a.json = true;
@@ -175,6 +178,7 @@ std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a)
   o.threads = a.threads;
   o.kernels.fast = !a.reference;
   o.kernels.winograd = a.winograd;
+  o.kernels.codegen = a.codegen;
   return std::make_unique<Executor>(std::move(g), o);
 }
 
@@ -277,17 +281,25 @@ int cmd_bench(const Args& a) {
   double mn = sorted.front();
   int threads_used = exec->options().threads;
   const char* backend = a.reference ? "ref" : "fast";
+  codegen::JitStats js = codegen::jit_stats();
   if (a.json) {
     std::printf("{\"model\": \"%s\", \"backend\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"iters\": %d, "
                 "\"warmup\": %d, \"threads\": %d, \"arena_bytes\": %lld, \"load_optimize_ms\": %.1f, "
-                "\"prepare_ms\": %.1f}\n",
+                "\"prepare_ms\": %.1f, \"kernels_compiled\": %lld, \"kernels_from_disk\": %lld, "
+                "\"codegen_ms\": %.1f}\n",
                 json_escape(a.model).c_str(), backend, median, mn, a.iters, a.warmup, threads_used,
-                static_cast<long long>(exec->stats().arena_bytes), load_ms, prepare_ms);
+                static_cast<long long>(exec->stats().arena_bytes), load_ms, prepare_ms,
+                static_cast<long long>(js.compiled), static_cast<long long>(js.disk_hits), js.compile_ms + js.load_ms);
   } else {
     std::printf("%s: median %.3f ms, min %.3f ms over %d iterations (%d warm-up), %d thread(s), backend %s, "
                 "arena %s; compile %.0f ms (load + optimize %.0f, prepare %.0f)\n",
                 a.model.c_str(), median, mn, a.iters, a.warmup, threads_used, backend,
                 human_bytes(exec->stats().arena_bytes).c_str(), load_ms + prepare_ms, load_ms, prepare_ms);
+    if (js.compiled + js.disk_hits > 0)
+      std::printf("generated kernels: %lld compiled, %lld from the disk cache, %.0f ms (code generation %.0f, "
+                  "loading %.0f)\n",
+                  static_cast<long long>(js.compiled), static_cast<long long>(js.disk_hits),
+                  js.compile_ms + js.load_ms, js.compile_ms, js.load_ms);
   }
   return 0;
 }
