@@ -2,8 +2,7 @@
 
 #include "codegen/jit.h"
 #include "codegen/lower.h"
-#include <omp.h>
-
+#include "kernels/cpu/cpu_util.h"
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -14,7 +13,8 @@ namespace {
 
 class GeneratedKernel final : public PreparedKernel {
  public:
-  GeneratedKernel(LoweredKernel lk, Schedule s, GeneratedFn fn) : lk_(std::move(lk)), s_(s), fn_(fn) {
+  GeneratedKernel(LoweredKernel lk, Schedule s, GeneratedFn fn)
+      : lk_(std::move(lk)), s_(s), fn_(fn), ptrs_(lk_.kernel.operands.size()) {
     rows_mode_ = lk_.kernel.has_row_reductions();
     // Work per item for the thread split: transcendental math costs several times a load and a store.
     int64_t heavy = 0;
@@ -30,38 +30,22 @@ class GeneratedKernel final : public PreparedKernel {
   }
 
   void run(KernelContext& ctx) override {
-    std::vector<void*> ptrs;
-    ptrs.reserve(ctx.num_inputs() + ctx.num_outputs());
-    for (size_t i = 0; i < ctx.num_inputs(); ++i) ptrs.push_back(const_cast<void*>(ctx.input(i).raw()));
-    for (size_t i = 0; i < ctx.num_outputs(); ++i) ptrs.push_back(ctx.output(i).raw());
+    // ptrs_ is sized at prepare; a prepared kernel runs one call at a time (its executor is not shared).
+    size_t k = 0;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) ptrs_[k++] = const_cast<void*>(ctx.input(i).raw());
+    for (size_t i = 0; i < ctx.num_outputs(); ++i) ptrs_[k++] = ctx.output(i).raw();
     const int64_t* dims = lk_.dims.data();
     const int64_t* strides = lk_.strides.data();
-    void* const* p = ptrs.data();
+    void* const* p = ptrs_.data();
     GeneratedFn fn = fn_;
-    // Row kernels split by rows (a row reads its elements once per reduction); element kernels by elements,
-    // at whole vectors.
+    // Row kernels split by rows (a row reads its elements once per reduction); element kernels by elements, at
+    // whole vectors. Waking another core costs tens to hundreds of microseconds on a virtual machine, so threads
+    // only pay off well above that: about a million element operations.
     int64_t items = rows_mode_ ? lk_.rows : lk_.rows * lk_.inner;
     int64_t cost = rows_mode_ ? lk_.inner * cost_ * 2 : cost_;
     int64_t align = rows_mode_ ? 1 : int64_t(s_.vector_width) * s_.unroll;
-    if (items <= 0) return;
-    int nt = threads_for(items * cost);
-    if (nt <= 1) {
-      fn(dims, strides, p, 0, items);
-      return;
-    }
-    int64_t chunk = ((items + nt - 1) / nt + align - 1) / align * align;
-#pragma omp parallel num_threads(nt)
-    {
-      int64_t b = int64_t(omp_get_thread_num()) * chunk, e = std::min(items, b + chunk);
-      if (b < e) fn(dims, strides, p, b, e);
-    }
-  }
-
-  // Waking another core costs tens to hundreds of microseconds on a virtual machine, so threads only pay off for
-  // work well above that: about a million element operations.
-  static int threads_for(int64_t work) {
-    if (work < (int64_t(1) << 20) || omp_in_parallel()) return 1;
-    return std::max(1, omp_get_max_threads());
+    cpu::parallel_ranges(items, cost, align, [&](int64_t b, int64_t e) { fn(dims, strides, p, b, e); },
+                         int64_t(1) << 20);
   }
   std::string impl_name() const override { return name_; }
 
@@ -69,6 +53,7 @@ class GeneratedKernel final : public PreparedKernel {
   LoweredKernel lk_;
   Schedule s_;
   GeneratedFn fn_;
+  std::vector<void*> ptrs_;  // operand base pointers of the current call
   bool rows_mode_ = false;
   int64_t cost_ = 1;
   std::string name_;

@@ -35,7 +35,7 @@ namespace {
 
 constexpr char kMagic[8] = {'C', 'U', 'V', 'I', 'L', 'K', '0', '1'};
 
-void default_cache_dir_marker() {}
+void library_marker() {}  // an address inside libcuvil, for dladdr
 
 template <class T>
 T unwrap(llvm::Expected<T> v, const char* what) {
@@ -53,7 +53,7 @@ std::string hex64(uint64_t v) {
 // function, so that a rebuilt emitter never reuses objects an older build cached under the same version.
 std::string build_identity() {
   Dl_info info{};
-  if (!::dladdr(reinterpret_cast<void*>(&default_cache_dir_marker), &info) || !info.dli_fname) return "unknown";
+  if (!::dladdr(reinterpret_cast<void*>(&library_marker), &info) || !info.dli_fname) return "unknown";
   struct stat st {};
   if (::stat(info.dli_fname, &st) != 0) return info.dli_fname;
   return std::string(info.dli_fname) + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) +

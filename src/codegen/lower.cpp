@@ -15,7 +15,6 @@ namespace cuvil::codegen {
 
 namespace {
 
-bool storable(DType t) { return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::boolean; }
 bool numeric(DType t) { return t == DType::f32 || t == DType::i32 || t == DType::i64; }
 
 template <class... Args>
@@ -61,6 +60,10 @@ int64_t input_rank(const Node& n, size_t i) {
 
 }  // namespace
 
+bool storable_dtype(DType t) {
+  return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::boolean;
+}
+
 bool is_reduce_op(OpKind op) {
   return op == OpKind::ReduceSum || op == OpKind::ReduceMean || op == OpKind::ReduceMax || op == OpKind::ReduceMin;
 }
@@ -99,9 +102,9 @@ int reduced_trailing_dims(const Node& n) {
 bool can_generate(const Node& n, std::string* why) {
   if (!n.regions().empty()) return refuse(why, "it holds regions");
   for (const Value* v : n.inputs())
-    if (v && !storable(v->dtype())) return refuse(why, "input dtype ", dtype_name(v->dtype()), " is not generated");
+    if (v && !storable_dtype(v->dtype())) return refuse(why, "input dtype ", dtype_name(v->dtype()), " is not generated");
   for (const Value* v : n.outputs()) {
-    if (!storable(v->dtype())) return refuse(why, "output dtype ", dtype_name(v->dtype()), " is not generated");
+    if (!storable_dtype(v->dtype())) return refuse(why, "output dtype ", dtype_name(v->dtype()), " is not generated");
     if (!v->shape().rank_known()) return refuse(why, "output rank is unknown");
   }
   DType t0 = n.input(0) ? n.input(0)->dtype() : DType::f32;
@@ -549,7 +552,7 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       int& e = expr_of[size_t(v->id())];
       if (e < 0 && v->is_constant()) {  // scalar constants become immediates
         const Tensor& t = v->constant();
-        if (t.numel() != 1 || !storable(t.dtype())) return no("constant '", v->name(), "' is not a scalar the kernel can hold");
+        if (t.numel() != 1 || !storable_dtype(t.dtype())) return no("constant '", v->name(), "' is not a scalar the kernel can hold");
         e = L.cst(is_float(t.dtype()) ? t.get_f64(0) : double(t.get_i64(0)), scalar_of(t.dtype()));
       }
       if (e < 0) return no(n->describe(), ": input ", i, " has no expression");

@@ -11,6 +11,9 @@
 
 namespace cuvil::codegen {
 
+// The storage dtypes generated kernels read and write: f32, i32, i64 and bool.
+bool storable_dtype(DType t);
+
 // Whether generated code computes node n (its op, dtypes and attributes; shapes need only known ranks). When not,
 // *why (if given) says what stands in the way.
 bool can_generate(const Node& n, std::string* why = nullptr);

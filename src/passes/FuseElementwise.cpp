@@ -27,9 +27,7 @@ struct Group {
 // A scalar constant the body can hold itself (compiled into the kernel as an immediate). Reductions' axes
 // also stay constants in the body (the kernel's shape depends on them).
 bool inline_constant(const Value* v) {
-  if (!v->is_constant() || v->constant().numel() != 1) return false;
-  DType t = v->dtype();
-  return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::boolean;
+  return v->is_constant() && v->constant().numel() == 1 && codegen::storable_dtype(v->dtype());
 }
 
 // The shape a node iterates over (its input for reductions), or nullopt when the node cannot take part.

@@ -341,7 +341,7 @@ struct Executor::Impl : RegionRunner {
       std::vector<Tensor> outs(n.num_outputs());
       bool planned = plan && plan->fixed_shapes[i];
       NodeCacheEntry* entry = planned ? nullptr : &cache_entry(p, i, ins);
-      if (!runs_regions(n)) allocate_outputs(n, i, ins, outs, plan, entry, arena_base, fresh);
+      if (!runs_regions(n)) allocate_outputs(p, n, i, ins, outs, plan, entry, arena_base, fresh);
       std::unique_ptr<PreparedKernel>& slot = planned ? plan->kernels[i] : entry->kernel;
       if (!slot) slot = prepare(n, ins);
       PreparedKernel& kernel = *slot;
@@ -396,7 +396,7 @@ struct Executor::Impl : RegionRunner {
   // placed it there, else on the heap. Outputs inference cannot size are left for the kernel to allocate. Nodes
   // whose shapes the signature fixes run inference once per plan, others once per input types unless their
   // inference reads input contents; later runs reuse the dims.
-  void allocate_outputs(const Node& n, size_t i, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs,
+  void allocate_outputs(const Program& p, const Node& n, size_t i, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs,
                         Plan* plan, NodeCacheEntry* entry, uint8_t* arena_base, int64_t& fresh) {
     bool planned = plan && plan->fixed_shapes[i];
     const std::vector<std::vector<int64_t>>* known = nullptr;
@@ -435,7 +435,7 @@ struct Executor::Impl : RegionRunner {
       Value* v = n.output(k);
       DType dt = v->dtype();
       int64_t off = plan ? plan->offset[size_t(v->id())] : -1;
-      int j = bound && n.graph() == graph ? program(*graph).output_index[size_t(v->id())] : -1;
+      int j = bound && p.graph == graph ? p.output_index[size_t(v->id())] : -1;
       if (j >= 0 && (*bound)[size_t(j)].dtype() == dt && (*bound)[size_t(j)].shape() == (*known)[k]) {
         outs[k] = Tensor::view(dt, (*known)[k], const_cast<void*>((*bound)[size_t(j)].raw()));
       } else if (off >= 0) {

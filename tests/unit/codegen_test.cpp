@@ -71,12 +71,11 @@ void expect_close(const Tensor& got, const Tensor& want, double tol, const std::
 void check_fused_graph(const std::shared_ptr<Graph>& g, const std::vector<Tensor>& feeds, double tol,
                        const std::string& what, int want_kernels = -1) {
   std::vector<Tensor> want = Executor(g, reference_kernels()).run(feeds);
-  auto fused = std::shared_ptr<Graph>(g);
+  // g is fused in place: the reference results are already taken.
+  const std::shared_ptr<Graph>& fused = g;
   PassContext ctx;
   ctx.verify_each = true;
-  auto pass = create_pass("fuse-elementwise");
-  // Fuse a copy: re-parse is not needed, the reference results are already taken.
-  run_pass(*pass, *fused, ctx);
+  run_pass(*create_pass("fuse-elementwise"), *fused, ctx);
   int kernels = 0;
   for (auto& n : fused->nodes()) kernels += n->op() == OpKind::FusedKernel;
   ASSERT_GT(kernels, 0) << what << ": nothing was fused";
