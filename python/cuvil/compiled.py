@@ -36,8 +36,10 @@ def check_options(precision: str, device: str, threads: Optional[int], unknown: 
 
 
 def _to_array(x: Any, name: str, expected_type: str) -> tuple[np.ndarray, bool]:
-    """A C-contiguous, aligned, native-endian NumPy view of `x` and whether `x` was a torch tensor. Views share
-    memory with `x`; a copy is made only when the layout requires one (non-contiguous, misaligned, byte-swapped)."""
+    """An aligned, native-endian NumPy view of `x` and whether `x` was a torch tensor. Views share memory with
+    `x`, strided ones included (the engine copies a non-contiguous input once, into a buffer its plan keeps); a
+    copy is made here only when the layout requires one (misaligned, byte-swapped, strides of partial
+    elements)."""
     if torch is not None and isinstance(x, torch.Tensor):
         if not x.is_cpu:
             raise InputError(f"input '{name}' is on {x.device}; the CPU backend needs CPU tensors")
@@ -50,19 +52,15 @@ def _to_array(x: Any, name: str, expected_type: str) -> tuple[np.ndarray, bool]:
             raise InputError(f"input '{name}': unsupported dtype {t.dtype}")
         if t.is_neg():  # a lazy negated view (torch._neg_view): materialize it
             t = t.resolve_neg()
-        if not t.is_contiguous():
-            t = t.contiguous()  # one copy, only for non-contiguous views
-        return t.numpy(), True
+        return t.numpy(), True  # a strided view stays one
     if isinstance(x, (np.ndarray, np.generic)):
         a = np.asarray(x)
         if a.dtype.kind not in _NUMERIC_KINDS or a.dtype.itemsize > 8:  # (float128 has kind 'f' too)
             raise InputError(f"input '{name}': unsupported dtype {a.dtype}")
         if not a.dtype.isnative:
             a = a.astype(a.dtype.newbyteorder("="))
-        if not a.flags.c_contiguous:
-            a = np.ascontiguousarray(a)
-        if not a.flags.aligned:
-            a = a.copy()  # NumPy allocations are aligned
+        if not a.flags.aligned or any(st % a.itemsize for st in a.strides):
+            a = np.ascontiguousarray(a).copy()  # NumPy allocations are aligned
         return a, False
     raise TypeError(f"input '{name}' must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
 
@@ -147,8 +145,9 @@ class CompiledModule:
     """A compiled model. Call it with the original model's arguments, positionally or by forward()'s parameter
     names: ``compiled(x)``, ``compiled(x=x)``.
 
-    Inputs are torch tensors or NumPy arrays, passed to the engine without copies when they are C-contiguous (a
-    non-contiguous input is copied once). Every input is checked before anything runs: count, dtype, rank, static
+    Inputs are torch tensors or NumPy arrays, passed to the engine without copies; views of larger tensors
+    (slices, a window of a batch) are accepted as they are: a contiguous one is used in place, a strided one is
+    copied once by the engine into a buffer kept with the plan for its shape. Every input is checked before anything runs: count, dtype, rank, static
     dims and the consistency of symbolic dims (a ValueError, :class:`cuvil.InputError`, naming the input).
     Outputs are fresh buffers owned by the caller, returned without copies: torch tensors when any input was a torch
     tensor, NumPy arrays otherwise (bf16 outputs come back to NumPy as uint16 bits), in the original output

@@ -93,6 +93,28 @@ Tensor tensor_view(const py::array& a, std::optional<DType> as_dtype = std::null
   return Tensor::view(t, shape, data ? data : empty_anchor);
 }
 
+// A possibly strided view of an array for Executor::run_strided (the Python layer copies arrays whose strides
+// are not whole elements or whose data is misaligned). `as_dtype` reinterprets the bits (bf16 as uint16).
+StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt) {
+  StridedInput in;
+  in.dtype = dtype_from_numpy(a.dtype());
+  if (as_dtype) {
+    CUVIL_CHECK(dtype_size(*as_dtype) == dtype_size(in.dtype), "cannot view ", dtype_name(in.dtype), " data as ",
+                dtype_name(*as_dtype));
+    in.dtype = *as_dtype;
+  }
+  in.shape.assign(a.shape(), a.shape() + a.ndim());
+  in.data = a.data();
+  if (!(a.flags() & py::array::c_style)) {
+    auto item = py::ssize_t(a.itemsize());
+    for (py::ssize_t d = 0; d < a.ndim(); ++d) {
+      if (a.strides(d) % item != 0) throw InputError("internal error: array strides are not whole elements");
+      in.strides.push_back(int64_t(a.strides(d) / item));
+    }
+  }
+  return in;
+}
+
 py::array to_numpy(const Tensor& t) {
   // The capsule owns a copy of the Tensor handle, which shares (and so keeps alive) the storage.
   auto* keep = new Tensor(t);
@@ -289,13 +311,15 @@ class Model {
   }
 
   // `bf16_inputs[i]`: input i's array holds bf16 bits as uint16.
+  // Inputs may be strided views: the executor copies a non-contiguous one once, into its plan's buffer.
   std::vector<py::array> run(const std::vector<py::array>& inputs) {
-    std::vector<Tensor> ins = views(inputs);
+    std::vector<StridedInput> ins;
+    for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(strided_view(inputs[i], bf16_bits(i, inputs[i])));
     std::vector<Tensor> outs;
     {
       py::gil_scoped_release nogil;
       Lease lease(*this);
-      outs = lease.exec->run(ins);
+      outs = lease.exec->run_strided(ins);
     }
     std::vector<py::array> result;
     for (auto& t : outs) result.push_back(to_numpy(t));
@@ -341,15 +365,18 @@ class Model {
     }
   };
 
+  // bf16 when graph input i is bf16 and the array holds its bits as uint16.
+  std::optional<DType> bf16_bits(size_t i, const py::array& a) const {
+    if (i < graph_->inputs().size() && graph_->inputs()[i]->dtype() == DType::bf16 &&
+        dtype_from_numpy(a.dtype()) == DType::u16)
+      return DType::bf16;
+    return std::nullopt;
+  }
+  // Contiguous views (a strided input is copied here, with the GIL held).
   std::vector<Tensor> views(const std::vector<py::array>& inputs) const {
     std::vector<Tensor> ins;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      std::optional<DType> as;
-      if (i < graph_->inputs().size() && graph_->inputs()[i]->dtype() == DType::bf16 &&
-          dtype_from_numpy(inputs[i].dtype()) == DType::u16)
-        as = DType::bf16;
-      ins.push_back(tensor_view(inputs[i], as));
-    }
+    for (size_t i = 0; i < inputs.size(); ++i)
+      ins.push_back(tensor_view(py::array::ensure(inputs[i], py::array::c_style), bf16_bits(i, inputs[i])));
     return ins;
   }
   static std::vector<std::string> names(const std::vector<Value*>& vs) {

@@ -55,4 +55,9 @@ std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<
   return wrap_kernel(ref_kernel(n.op()), "ref:" + std::string(op_name(n.op())));
 }
 
+std::unique_ptr<PreparedKernel> prepare_shape_generic_kernel(const Node& n, const KernelOptions& options) {
+  if (!options.fast || !options.shape_generic || options.reference_ops.count(n.op())) return nullptr;
+  return onednn::prepare_shape_generic_onednn_kernel(n);
+}
+
 }  // namespace cuvil

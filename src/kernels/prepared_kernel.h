@@ -34,6 +34,9 @@ struct KernelOptions {
   // adds to these.
   bool codegen = true;
   std::set<OpKind> no_codegen_ops;
+  // Nodes whose shapes vary between calls (symbolic dims) may run one shape-generic kernel for every shape
+  // instead of a kernel prepared per shape signature (see prepare_shape_generic_kernel).
+  bool shape_generic = true;
 };
 
 // The input types a kernel is prepared for. `value` is set for inputs whose contents are fixed (constants such as
@@ -48,6 +51,13 @@ struct PrepareInput {
 // The fastest available kernel for `n` at these input types; the reference kernel when nothing faster applies.
 std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                const KernelOptions& options);
+
+// A kernel that serves every input shape the node's IR types allow, prepared once per node, or null when there is
+// none (or the node's shapes are static, where a kernel per shape is faster). Used for matrix products whose
+// rows or batch vary: a new batch or sequence length then prepares nothing for them (a shape-specific oneDNN
+// primitive costs 0.3-1 ms to create), at a steady-state cost of about -15..+25 % on those products. Off with
+// KernelOptions::shape_generic = false.
+std::unique_ptr<PreparedKernel> prepare_shape_generic_kernel(const Node& n, const KernelOptions& options);
 
 // The outputs' dims that inference gives `n` at these input types (empty for a data-dependent output).
 std::vector<std::vector<int64_t>> infer_output_dims(const Node& n, const std::vector<PrepareInput>& inputs);

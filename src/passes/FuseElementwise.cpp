@@ -30,9 +30,21 @@ bool inline_constant(const Value* v) {
   return v->is_constant() && v->constant().numel() == 1 && codegen::storable_dtype(v->dtype());
 }
 
+// Shape arithmetic: an integer result of a few elements (a dim, a Reshape target). Shape inference follows such
+// values symbolically (Reshape(x, Concat(Shape(x)[0], 4*Shape(x)[1], 64)) types as [seq, 4*batch, 64]) and a
+// FusedKernel would hide them behind its body, leaving later shapes unknown until run time; a kernel for a
+// handful of elements would gain nothing anyway.
+bool is_shape_arithmetic(const Node& n) {
+  for (const Value* v : n.outputs()) {
+    if (!is_integer(v->dtype()) || !v->shape().is_static()) return false;
+    if (shape_numel(v->shape().static_dims()) > 8) return false;
+  }
+  return true;
+}
+
 // The shape a node iterates over (its input for reductions), or nullopt when the node cannot take part.
 std::optional<std::pair<Shape, int>> node_space(const Node& n) {
-  if (!codegen::can_generate(n)) return std::nullopt;
+  if (!codegen::can_generate(n) || is_shape_arithmetic(n)) return std::nullopt;
   int k = codegen::reduced_trailing_dims(n);
   if (k < 0) return std::nullopt;
   const Shape& s = k > 0 ? n.input(0)->shape() : n.output(0)->shape();

@@ -6,9 +6,14 @@
 #include <chrono>
 #include <cstring>
 #include <list>
+#include <cstdlib>
+#include <new>
+
+#include <sys/mman.h>
 
 #include "ir/op_schema.h"
 #include "runtime/memory_plan.h"
+#include "runtime/strided_copy.h"
 
 namespace cuvil {
 
@@ -117,6 +122,10 @@ struct Program {
   // What nodes run without a plan (inside regions, or with shapes that depend on data) keep per input types, by
   // node index, most recently used first, at most ExecutorOptions::max_region_kernels each.
   std::vector<std::vector<NodeCacheEntry>> node_cache;
+  // By node index: the node's shape-generic kernel (prepare_shape_generic_kernel), shared by every plan and
+  // cache entry; tried once.
+  std::vector<std::unique_ptr<PreparedKernel>> generic;
+  std::vector<bool> generic_tried;
 
   explicit Program(const Graph& g) : graph(&g) {
     size_t nv = g.num_values();
@@ -144,6 +153,8 @@ struct Program {
     for (size_t id = 0; id < nv; ++id)
       if (last_use[id] >= 0 && !is_output[id]) frees_after[size_t(last_use[id])].push_back(id);
     node_cache.resize(nodes.size());
+    generic.resize(nodes.size());
+    generic_tried.assign(nodes.size(), false);
   }
 
   void mark_captures(const Graph& region, const Graph& owner, int node_index) {
@@ -170,6 +181,7 @@ struct Plan {
   std::vector<bool> fixed_shapes;
   std::vector<std::vector<std::vector<int64_t>>> out_dims;  // filled by the first run, when fixed_shapes
   std::vector<std::unique_ptr<PreparedKernel>> kernels;      // prepared by the first run
+  std::vector<Tensor> staging;  // by input index: where run_strided makes a non-contiguous input contiguous
 };
 
 // What a kernel is prepared for about input value v at these dims; constants come with their contents.
@@ -265,13 +277,15 @@ struct Executor::Impl : RegionRunner {
 
   // The plan of signature b: cached (and moved to the front of the LRU) or built, evicting the oldest.
   Plan& plan_for(const SymbolBindings& b);
+  // Runs the main graph on `inputs` (of plan's signature).
+  std::vector<Tensor> run_with_plan(Plan& plan, const std::vector<Tensor>& inputs);
 
   // Prepares the kernel of every node whose input types the signature fixes (packing constant weights).
   void prepare_kernels(const Graph& g, Plan& plan, const SymbolBindings& b) {
     const auto& nodes = g.nodes();
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = *nodes[i];
-      if (!plan.fixed_shapes[i] || plan.kernels[i]) continue;
+      if (!plan.fixed_shapes[i] || plan.kernels[i] || shape_generic(program(g), i)) continue;
       std::vector<PrepareInput> pin(n.num_inputs());
       for (size_t k = 0; k < n.num_inputs(); ++k) {
         if (!n.input(k)) continue;
@@ -280,6 +294,7 @@ struct Executor::Impl : RegionRunner {
         pin[k] = prepare_input(*n.input(k), std::move(dims));
       }
       plan.kernels[i] = prepare_kernel(n, pin, options->kernels);
+      ++stats->kernels_prepared;
     }
   }
   std::vector<NodeTime>* profile = nullptr;  // set while profiling
@@ -288,7 +303,20 @@ struct Executor::Impl : RegionRunner {
   // Plans of the main graph by signature, most recently used first in `lru`.
   std::list<std::pair<std::string, Plan>> lru;
   std::unordered_map<std::string, std::list<std::pair<std::string, Plan>>::iterator> plans;
-  std::vector<uint8_t, std::allocator<uint8_t>> arena_storage;
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  static uint8_t* allocate_arena(size_t bytes) {
+    constexpr size_t kHugePage = size_t(2) << 20;
+    size_t align = bytes >= 2 * kHugePage ? kHugePage : kTensorAlignment;
+    size_t rounded = (std::max<size_t>(bytes, 1) + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded);
+    if (!p) throw std::bad_alloc();
+    if (align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
+    return static_cast<uint8_t*>(p);
+  }
+  std::unique_ptr<uint8_t, AlignedDelete> arena_storage;
+  size_t arena_capacity = 0;
   Frame* current = nullptr;
 
   Program& program(const Graph& g) {
@@ -303,11 +331,19 @@ struct Executor::Impl : RegionRunner {
     return nullptr;
   }
 
+  // The arena for a plan of `bytes`: shared by every plan (one runs at a time), grown by half again when too
+  // small so that a run of ever larger shapes reallocates rarely, and never cleared (every kernel writes its
+  // outputs). Large arenas ask for transparent huge pages: the first run at a large new shape otherwise spends
+  // much of its time faulting in 4 KB pages.
   uint8_t* arena(int64_t bytes) {
-    size_t need = size_t(bytes) + kTensorAlignment;
-    if (arena_storage.size() < need) arena_storage.assign(need, 0);
-    auto addr = reinterpret_cast<uintptr_t>(arena_storage.data());
-    return arena_storage.data() + ((kTensorAlignment - addr % kTensorAlignment) % kTensorAlignment);
+    size_t need = size_t(bytes);
+    if (!arena_storage || arena_capacity < need) {
+      size_t cap = std::max(need, arena_capacity + arena_capacity / 2);
+      arena_storage.reset();  // free first: the old contents are dead
+      arena_storage.reset(allocate_arena(cap));
+      arena_capacity = cap;
+    }
+    return arena_storage.get();
   }
 
   std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs, Frame* parent, Plan* plan,
@@ -342,9 +378,10 @@ struct Executor::Impl : RegionRunner {
       bool planned = plan && plan->fixed_shapes[i];
       NodeCacheEntry* entry = planned ? nullptr : &cache_entry(p, i, ins);
       if (!runs_regions(n)) allocate_outputs(p, n, i, ins, outs, plan, entry, arena_base, fresh);
+      PreparedKernel* generic = shape_generic(p, i);
       std::unique_ptr<PreparedKernel>& slot = planned ? plan->kernels[i] : entry->kernel;
-      if (!slot) slot = prepare(n, ins);
-      PreparedKernel& kernel = *slot;
+      if (!generic && !slot) slot = prepare(n, ins);
+      PreparedKernel& kernel = generic ? *generic : *slot;
       KernelContext ctx(n, ins, &outs, this);
       auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       kernel.run(ctx);
@@ -368,6 +405,16 @@ struct Executor::Impl : RegionRunner {
     return result;
   }
 
+  // Node i's shape-generic kernel, made on first use; null when it has none.
+  PreparedKernel* shape_generic(Program& p, size_t i) {
+    if (!p.generic_tried[i]) {
+      p.generic_tried[i] = true;
+      p.generic[i] = prepare_shape_generic_kernel(*p.graph->nodes()[i], options->kernels);
+      stats->kernels_prepared += p.generic[i] != nullptr;
+    }
+    return p.generic[i].get();
+  }
+
   // The cache entry of node i for these input types: found (and moved to the front) or made, evicting the least
   // recently used entry beyond max_region_kernels.
   NodeCacheEntry& cache_entry(Program& p, size_t i, const std::vector<const Tensor*>& ins) {
@@ -389,6 +436,7 @@ struct Executor::Impl : RegionRunner {
     std::vector<PrepareInput> pin(ins.size());
     for (size_t k = 0; k < ins.size(); ++k)
       if (ins[k]) pin[k] = prepare_input(*n.input(k), ins[k]->shape());
+    ++stats->kernels_prepared;
     return prepare_kernel(n, pin, options->kernels);
   }
 
@@ -481,15 +529,52 @@ std::vector<NodeTime> Executor::profile(const std::vector<Tensor>& inputs) {
 }
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
-  Plan& plan = impl_->plan_for(bind_inputs(*graph_, inputs));
-  // OpenMP's thread count is per calling thread: set it for this run (oneDNN and Cuvil's loops both use it).
+  stats_.staged_inputs = 0;
+  return impl_->run_with_plan(impl_->plan_for(bind_inputs(*graph_, inputs)), inputs);
+}
+
+std::vector<Tensor> Executor::run_strided(const std::vector<StridedInput>& inputs) {
+  std::vector<DType> dtypes;
+  std::vector<const std::vector<int64_t>*> shapes;
+  for (const StridedInput& in : inputs) {
+    CUVIL_CHECK_INPUT(in.strides.empty() || in.strides.size() == in.shape.size(), "an input of shape ",
+                      shape_str(in.shape), " has ", in.strides.size(), " strides");
+    CUVIL_CHECK_INPUT(in.data || shape_numel(in.shape) == 0, "an input of shape ", shape_str(in.shape),
+                      " has no data");
+    dtypes.push_back(in.dtype);
+    shapes.push_back(&in.shape);
+  }
+  Plan& plan = impl_->plan_for(bind_types(*graph_, dtypes, shapes));
   if (omp_get_max_threads() != options_.threads) omp_set_num_threads(options_.threads);
-  stats_.arena_bytes = plan.arena_bytes;
-  stats_.planned_bytes = plan.planned_bytes;
-  stats_.inplace_reuses = plan.inplace;
-  stats_.dynamic_bytes = 0;
-  uint8_t* base = impl_->arena(plan.arena_bytes);
-  return impl_->execute(*graph_, inputs, nullptr, &plan, base);
+  static uint8_t empty_anchor[kTensorAlignment];
+  std::vector<Tensor> tensors;
+  tensors.reserve(inputs.size());
+  stats_.staged_inputs = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const StridedInput& in = inputs[i];
+    if (in.strides.empty() || is_contiguous(in.shape, in.strides)) {
+      tensors.push_back(Tensor::view(in.dtype, in.shape, const_cast<void*>(in.data ? in.data : empty_anchor)));
+      continue;
+    }
+    if (plan.staging.size() < inputs.size()) plan.staging.resize(inputs.size());
+    Tensor& buf = plan.staging[i];
+    if (!buf.defined() || buf.dtype() != in.dtype || buf.shape() != in.shape) buf = Tensor::zeros(in.dtype, in.shape);
+    copy_strided(buf.raw(), in.data, in.shape, in.strides, dtype_size(in.dtype));
+    tensors.push_back(buf);
+    ++stats_.staged_inputs;
+  }
+  return impl_->run_with_plan(plan, tensors);
+}
+
+std::vector<Tensor> Executor::Impl::run_with_plan(Plan& plan, const std::vector<Tensor>& inputs) {
+  // OpenMP's thread count is per calling thread: set it for this run (oneDNN and Cuvil's loops both use it).
+  if (omp_get_max_threads() != options->threads) omp_set_num_threads(options->threads);
+  stats->arena_bytes = plan.arena_bytes;
+  stats->planned_bytes = plan.planned_bytes;
+  stats->inplace_reuses = plan.inplace;
+  stats->dynamic_bytes = 0;
+  uint8_t* base = arena(plan.arena_bytes);
+  return execute(*graph, inputs, nullptr, &plan, base);
 }
 
 void Executor::run_into(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {

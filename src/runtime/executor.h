@@ -28,6 +28,17 @@ struct RunStats {
   int64_t plans_cached = 0;       // plans held now (at most ExecutorOptions::max_plans)
   int64_t plan_evictions = 0;     // plans dropped to stay within max_plans
   int64_t kernel_evictions = 0;   // region kernels dropped to stay within max_region_kernels
+  int64_t kernels_prepared = 0;   // kernels prepared so far (per node and shape, or once for shape-generic ones)
+  int64_t staged_inputs = 0;      // non-contiguous inputs of the last run_strided, copied into the plan's buffers
+};
+
+// An input given as a view of the caller's memory that may be strided (a NumPy or torch slice, a window of a larger
+// batch): `data` points at the element of index [0, 0, ...]; `strides` are in elements, one per dim, of any sign.
+struct StridedInput {
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  const void* data = nullptr;
 };
 
 // Time spent in one node's kernel (regions' nodes included, in execution order).
@@ -58,6 +69,9 @@ class Executor {
   // Like run, but writes the outputs into the caller's tensors (each of the dtype and shape the run produces),
   // so a steady loop allocates nothing; ONNX Runtime's bound outputs do the same.
   void run_into(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
+  // Like run, for inputs that may be strided views: a contiguous view is used in place; a non-contiguous one is
+  // copied once into a buffer its plan keeps for it (no allocation in steady state), then the run reads that.
+  std::vector<Tensor> run_strided(const std::vector<StridedInput>& inputs);
   // Inputs by name; every graph input must be given.
   std::vector<Tensor> run_named(const std::map<std::string, Tensor>& inputs);
 

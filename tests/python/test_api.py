@@ -165,8 +165,8 @@ def test_bad_keywords(compiled_two):
 
 
 def test_inputs_are_passed_without_copies():
-    """The native side wraps each array's buffer (Tensor::view); here: the arrays it receives share memory with
-    what the caller passed, for C-contiguous torch tensors and NumPy arrays."""
+    """The native side wraps each array's buffer (Tensor::view, or a strided view it copies once itself); here:
+    the arrays it receives share memory with what the caller passed, strided views included."""
     t = torch.randn(3, 4)
     a, is_torch = _to_array(t, "x", "f32[3, 4]")
     assert is_torch and a.ctypes.data == t.data_ptr()
@@ -176,9 +176,14 @@ def test_inputs_are_passed_without_copies():
     b = torch.randn(3, 4).to(torch.bfloat16)
     a, _ = _to_array(b, "x", "bf16[3, 4]")
     assert a.ctypes.data == b.data_ptr() and a.dtype == np.uint16
-    # Only layouts the engine cannot read are copied.
-    a, _ = _to_array(t.t(), "x", "f32[4, 3]")
-    assert a.flags.c_contiguous and not np.shares_memory(a, t.numpy())
+    a, _ = _to_array(t.t(), "x", "f32[4, 3]")  # strided: passed as it is
+    assert not a.flags.c_contiguous and a.ctypes.data == t.data_ptr()
+    # Only layouts the engine cannot read are copied: misaligned data, other byte orders.
+    raw = np.zeros(3 * 4 * 4 + 1, np.uint8)[1:].view(np.float32).reshape(3, 4)
+    a, _ = _to_array(raw, "x", "f32[3, 4]")
+    assert a.flags.aligned and not np.shares_memory(a, raw)
+    a, _ = _to_array(n.astype(">f4"), "x", "f32[3, 4]")
+    assert a.dtype.isnative
 
 
 def test_outputs_are_fresh_buffers_returned_without_copies(compiled_two):

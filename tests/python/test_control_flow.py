@@ -173,3 +173,15 @@ def test_views_as_inputs():
              "every other row": big[::2, 4:12], "transposed twice": big.t()[:8].t()[:5]}
     for what, v in views.items():
         check(c, model, (v,), what)
+    # NumPy views the engine copies itself: reversed rows (negative strides), a broadcast row (zero strides,
+    # read-only), a column slice; the caller's arrays are left untouched.
+    base = np.random.default_rng(0).standard_normal((10, 16)).astype(np.float32)
+    keep = base.copy()
+    for what, a in {"reversed rows": base[::-1, 3:11], "broadcast row": np.broadcast_to(base[0, :8], (4, 8)),
+                    "every third row": base[::3, 8:]}.items():
+        assert not a.flags.c_contiguous
+        with torch.no_grad():
+            ref = model(torch.from_numpy(np.ascontiguousarray(a))).numpy()
+        got = c(a)
+        assert np.abs(got - ref).max() < 1e-5 * (1 + np.abs(ref).max()), what
+    assert np.array_equal(base, keep)

@@ -96,13 +96,13 @@ class ConvKernel final : public PrimitiveKernel {
     args_[DNNL_ARG_SRC] = blocked_ ? x_blocked_ : memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     args_[DNNL_ARG_DST] = blocked_ ? y_blocked_ : memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     if (w.value) {
-      args_[DNNL_ARG_WEIGHTS] = pack(*w.value, w_user, pd.weights_desc());
+      args_[DNNL_ARG_WEIGHTS] = packed(*w.value, 1.f, w_user, pd.weights_desc());
     } else {
       args_[DNNL_ARG_WEIGHTS] = memory(pd.weights_desc(), cpu_engine(), DNNL_MEMORY_NONE);
       bind_weights_ = true;
     }
     if (has_bias_) {
-      if (in[2].value) args_[DNNL_ARG_BIAS] = pack(*in[2].value, b_md, b_md);
+      if (in[2].value) args_[DNNL_ARG_BIAS] = packed(*in[2].value, 1.f, b_md, b_md);
       else args_[DNNL_ARG_BIAS] = memory(b_md, cpu_engine(), DNNL_MEMORY_NONE), bind_bias_ = true;
     }
     return true;

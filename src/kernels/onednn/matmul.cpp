@@ -6,6 +6,7 @@
 
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_ops.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace cuvil::onednn {
 
@@ -118,9 +119,7 @@ class MatMulKernel final : public PrimitiveKernel {
     args_[DNNL_ARG_DST] = memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     if (in[1].value) {
       // Constant B: alpha is folded into it (exact up to rounding), then it is packed or copied once.
-      Tensor b = *in[1].value;
-      if (s.alpha != 1.f) b = scaled(b, s.alpha);
-      args_[DNNL_ARG_WEIGHTS] = pack(b, b_user, pd.weights_desc());
+      args_[DNNL_ARG_WEIGHTS] = packed(*in[1].value, s.alpha, b_user, pd.weights_desc());
     } else {
       args_[DNNL_ARG_WEIGHTS] = memory(pd.weights_desc(), cpu_engine(), DNNL_MEMORY_NONE);
       bind_b_ = true;
@@ -128,8 +127,7 @@ class MatMulKernel final : public PrimitiveKernel {
     if (s.bias_input >= 0) {
       const PrepareInput& bias = in[size_t(s.bias_input)];
       if (bias.value) {
-        Tensor bt = s.bias_scale != 1.f ? scaled(*bias.value, s.bias_scale) : *bias.value;
-        args_[DNNL_ARG_BIAS] = pack(bt, bias_md, bias_md);
+        args_[DNNL_ARG_BIAS] = packed(*bias.value, s.bias_scale, bias_md, bias_md);
       } else if (s.bias_scale == 1.f) {
         args_[DNNL_ARG_BIAS] = memory(bias_md, cpu_engine(), DNNL_MEMORY_NONE);
         bind_bias_ = true;
@@ -154,17 +152,214 @@ class MatMulKernel final : public PrimitiveKernel {
   }
 
  private:
-  static Tensor scaled(const Tensor& t, float k) {
-    Tensor r = t.clone();
-    float* p = r.data<float>();
-    for (int64_t i = 0; i < r.numel(); ++i) p[i] *= k;
-    return r;
-  }
   Spec spec_;
   bool bind_b_ = false, bind_bias_ = false;
 };
 
+// One primitive for every shape the node's IR type allows, with the dims that vary left to run time
+// (DNNL_RUNTIME_DIM_VAL): a new batch or sequence length then creates nothing, where a shape-specific primitive
+// costs 0.3-1 ms to create (brgemm code generation) per node and shape. oneDNN runs such a primitive on its
+// gemm kernels, measured within -15 %..+25 % of the shape-specific brgemm on the encoder's products.
+// Two forms: A [.., M, K] times a constant 2-D B (a Linear layer: the rows vary, K and N are fixed, B is packed
+// once), and A [.., M, K] times a B of the same batch dims (attention: every dim may vary; no bias).
+class ShapeGenericMatMul final : public PrimitiveKernel {
+ public:
+  bool prepare(const Node& n) {
+    const Value* a = n.input(0);
+    const Value* b = n.input(1);
+    if (!a->shape().rank_known() || !b->shape().rank_known()) return false;
+    const Shape &as = a->shape(), &bs = b->shape();
+    if (as.rank() < 2 || bs.rank() < 2 || as.rank() > 8 || bs.rank() > 8) return false;
+    if (as.is_static() && bs.is_static()) return false;  // one shape only: the specialized kernel is faster
+    if (!to_onednn_type(a->dtype(), &dt_)) return false;
+    // The spec as read_spec sees it, with -1 for dims that vary.
+    std::vector<PrepareInput> in(n.num_inputs());
+    for (size_t i = 0; i < n.num_inputs(); ++i) {
+      const Value* v = n.input(i);
+      if (!v) continue;
+      if (!v->shape().rank_known()) return false;
+      std::vector<int64_t> dims;
+      for (const Dim& d : v->shape().dims()) dims.push_back(d.is_const() ? d.value() : -1);
+      in[i] = {v->dtype(), dims, v->is_constant() ? &v->constant() : nullptr, true};
+    }
+    const Shape& ys = n.output(0)->shape();
+    if (!ys.rank_known()) return false;
+    std::vector<int64_t> y;
+    for (const Dim& d : ys.dims()) y.push_back(d.is_const() ? d.value() : -1);
+    Spec s;
+    if (!read_spec(n, in, y, s) || s.trans_a) return false;
+    if (n.op() == OpKind::Gemm && s.sum_input >= 0) return false;  // C's shape is only known to match at run time
+    spec_ = s;
+    const memory::dim R = DNNL_RUNTIME_DIM_VAL;
+    dnnl::post_ops po;
+    if (in[1].value) {
+      // Linear: B constant [K, N] (leading dims 1), K and N fixed; alpha folded into B.
+      for (size_t d = 0; d + 2 < bs.rank(); ++d)
+        if (bs[d] != Dim(1)) return false;
+      int64_t k = in[1].shape[bs.rank() - 2], nn = in[1].shape[bs.rank() - 1];
+      if (s.trans_b) std::swap(k, nn);
+      if (as[as.rank() - 1] != Dim(k)) return false;
+      k_ = k;
+      n_ = nn;
+      linear_ = true;
+      memory::desc a_md({R, k_}, dt_, memory::format_tag::ab);
+      memory::desc y_md({R, n_}, dt_, memory::format_tag::ab);
+      memory::desc b_user = s.trans_b ? swapped_last2_md({k_, n_}, dt_) : dense_md({k_, n_}, dt_);
+      memory::desc b_any({k_, n_}, dt_, memory::format_tag::any);
+      memory::desc bias_md = dense_md({1, n_}, dt_);
+      if (s.sum_input >= 0) po.append_sum(s.sum_scale);
+      if (!append_activation(po, s.act)) return false;
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(po);
+      auto d = s.bias_input >= 0 ? dnnl::matmul::desc(a_md, b_any, bias_md, y_md) : dnnl::matmul::desc(a_md, b_any, y_md);
+      dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
+      if (is_reference(pd)) return false;
+      prim_ = dnnl::matmul(pd);
+      set_name(pd);
+      args_[DNNL_ARG_WEIGHTS] = packed(*in[1].value, s.alpha, b_user, pd.weights_desc());
+      if (s.bias_input >= 0) {
+        const PrepareInput& bias = in[size_t(s.bias_input)];
+        if (bias.value) args_[DNNL_ARG_BIAS] = packed(*bias.value, s.bias_scale, bias_md, bias_md);
+        else if (s.bias_scale == 1.f) args_[DNNL_ARG_BIAS] = memory(bias_md, cpu_engine(), DNNL_MEMORY_NONE), bind_bias_ = true;
+        else return false;
+      }
+      warm_up();
+      return true;
+    }
+    // Batched: the same batch dims on both sides (no broadcasting to resolve at run time), no bias.
+    if (as.rank() != bs.rank() || s.bias_input >= 0) return false;
+    for (size_t d = 0; d + 2 < as.rank(); ++d)
+      if (as[d] != bs[d]) return false;
+    rank_ = as.rank();
+    Dims rt(rank_, R);
+    memory::desc a_md = dense_md_any(rt, false), b_md = dense_md_any(rt, s.trans_b), y_md = dense_md_any(rt, false);
+    if (s.alpha != 1.f) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, s.alpha, 0.f);
+    if (s.sum_input >= 0) po.append_sum(s.sum_scale);
+    if (!append_activation(po, s.act)) return false;
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, y_md), attr, cpu_engine());
+    if (is_reference(pd)) return false;
+    prim_ = dnnl::matmul(pd);
+    set_name(pd);
+    warm_up();
+    return true;
+  }
+
+  // oneDNN's reference implementation is what some run-time-dim cases get (a residual sum post-op on batched
+  // products): far slower than a primitive per shape, so such nodes keep those.
+  static bool is_reference(const dnnl::primitive_desc_base& pd) {
+    return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+  }
+
+  // Small products on zeros: oneDNN's gemm kernels generate their code on their first execution in the process
+  // (~40 ms; a few ms more for each new path: a single row takes gemv, few rows a small-matrix path), which
+  // belongs to compilation, not to the first call.
+  void warm_up() {
+    for (int64_t rows : {int64_t(8), int64_t(64)}) {
+      Dims ad, bd, yd;
+      if (linear_) {
+        ad = {rows, k_};
+        yd = {rows, n_};
+      } else {
+        ad = bd = yd = Dims(rank_, 1);
+        for (Dims* d : {&ad, &bd, &yd}) (*d)[rank_ - 1] = (*d)[rank_ - 2] = rows;
+      }
+      std::vector<float> a(size_t(shape_numel(ad)), 0.f), b(size_t(linear_ ? 1 : shape_numel(bd)), 0.f);
+      std::vector<float> y(size_t(shape_numel(yd)), 0.f), bias(size_t(std::max<int64_t>(n_, 1)), 0.f);
+      std::unordered_map<int, memory> args = args_;
+      args[DNNL_ARG_SRC] = memory(dense_md(ad, dt_), cpu_engine(), a.data());
+      args[DNNL_ARG_DST] = memory(dense_md(yd, dt_), cpu_engine(), y.data());
+      if (!linear_) args[DNNL_ARG_WEIGHTS] = memory(weights_md(bd), cpu_engine(), b.data());
+      if (bind_bias_) args[DNNL_ARG_BIAS] = memory(dense_md({1, n_}, dt_), cpu_engine(), bias.data());
+      prim_.execute(thread_stream(), args);
+      thread_stream().wait();
+    }
+  }
+
+  // B's descriptor for stored dims `bd` (batched form): logical [.., K, N], stored transposed when transB.
+  memory::desc weights_md(const Dims& bd) const {
+    Dims logical = bd;
+    if (spec_.trans_b) std::swap(logical[rank_ - 1], logical[rank_ - 2]);
+    return spec_.trans_b ? swapped_last2_md(logical, dt_) : dense_md(logical, dt_);
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    Tensor& y = ctx.output(0);
+    if (y.numel() == 0 || a.numel() == 0) {  // oneDNN takes no empty tensors; K = 0 leaves Y = bias + sum
+      ref_kernel(ctx.node().op())(ctx);
+      return;
+    }
+    if (spec_.sum_input >= 0) {
+      const Tensor& sum = ctx.input(size_t(spec_.sum_input));
+      CUVIL_CHECK(sum.shape() == y.shape(), ctx.node().describe(), ": internal error: the residual input is ",
+                  sum.type_str(), " but the output ", y.type_str());
+      if (sum.raw() != y.raw()) std::memcpy(y.raw(), sum.raw(), y.nbytes());
+    }
+    Dims ad, bd, yd;
+    int64_t m, k;
+    if (linear_) {
+      k = k_;
+      m = a.numel() / k_;
+      ad = {m, k_};
+      yd = {m, n_};
+    } else {
+      ad.assign(a.shape().begin(), a.shape().end());
+      bd.assign(b.shape().begin(), b.shape().end());
+      yd.assign(y.shape().begin(), y.shape().end());
+      m = ad[rank_ - 2];
+      k = ad[rank_ - 1];
+    }
+    if (ad != last_a_ || bd != last_b_) {  // new dims: describe them (steady calls skip this)
+      last_a_ = ad;
+      last_b_ = bd;
+      args_[DNNL_ARG_SRC] = memory(dense_md(ad, dt_), cpu_engine(), DNNL_MEMORY_NONE);
+      args_[DNNL_ARG_DST] = memory(dense_md(yd, dt_), cpu_engine(), DNNL_MEMORY_NONE);
+      if (!linear_) args_[DNNL_ARG_WEIGHTS] = memory(weights_md(bd), cpu_engine(), DNNL_MEMORY_NONE);
+      double flops = 2.0 * double(y.numel()) * double(k);
+      threads_ = flops < kSingleThreadFlops ? 1 : 0;
+      (void)m;
+    }
+    bind(DNNL_ARG_SRC, a.raw());
+    bind(DNNL_ARG_DST, y.raw());
+    if (!linear_) bind(DNNL_ARG_WEIGHTS, b.raw());
+    if (bind_bias_) bind(DNNL_ARG_BIAS, ctx.input(size_t(spec_.bias_input)).raw());
+    execute();
+  }
+
+ private:
+  // A row-major descriptor of run-time dims, or with the last two swapped in memory.
+  memory::desc dense_md_any(const Dims& dims, bool swap_last2) const {
+    std::string tag = "abcdefgh";
+    tag.resize(dims.size());
+    if (swap_last2) std::swap(tag[dims.size() - 1], tag[dims.size() - 2]);
+    static const std::unordered_map<std::string, memory::format_tag> tags = {
+        {"ab", memory::format_tag::ab}, {"ba", memory::format_tag::ba}, {"abc", memory::format_tag::abc},
+        {"acb", memory::format_tag::acb}, {"abcd", memory::format_tag::abcd}, {"abdc", memory::format_tag::abdc},
+        {"abcde", memory::format_tag::abcde}, {"abced", memory::format_tag::abced},
+        {"abcdef", memory::format_tag::abcdef}, {"abcdfe", memory::format_tag::abcdfe}};
+    auto it = tags.find(tag);
+    if (it == tags.end()) throw dnnl::error(dnnl_unimplemented, "no format tag");
+    return memory::desc(dims, dt_, it->second);
+  }
+
+  Spec spec_;
+  memory::data_type dt_ = memory::data_type::f32;
+  bool linear_ = false, bind_bias_ = false;
+  int64_t k_ = 0, n_ = 0;
+  size_t rank_ = 0;
+  Dims last_a_, last_b_;
+};
+
 }  // namespace
+
+std::unique_ptr<PreparedKernel> prepare_shape_generic_matmul(const Node& n) {
+  auto k = std::make_unique<ShapeGenericMatMul>();
+  if (!k->prepare(n)) return nullptr;
+  return k;
+}
 
 std::unique_ptr<PreparedKernel> prepare_matmul(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y) {
   auto k = std::make_unique<MatMulKernel>();

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <mutex>
+
 namespace cuvil::onednn {
 
 ScopedThreads::ScopedThreads(int threads) {
@@ -77,12 +79,69 @@ bool append_activation(dnnl::post_ops& po, const nn::Activation& a) {
   return false;
 }
 
-memory pack(const Tensor& t, const memory::desc& from, const memory::desc& to) {
-  memory src(from, cpu_engine(), const_cast<void*>(t.raw()));
-  memory dst(to, cpu_engine());
-  dnnl::reorder(src, dst).execute(thread_stream(), src, dst);
+namespace {
+
+struct PackKey {
+  float scale;
+  memory::desc from, to;
+  std::weak_ptr<const PackedConstant> entry;
+};
+
+struct PackCache {
+  std::mutex mu;
+  std::unordered_multimap<const void*, PackKey> entries;  // by the source constant's address
+  size_t sweep_at = 64;
+};
+
+PackCache& pack_cache() {
+  static PackCache* c = new PackCache;  // never destroyed: kernels may outlive static destruction order
+  return *c;
+}
+
+}  // namespace
+
+std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, const memory::desc& from,
+                                                  const memory::desc& to) {
+  PackCache& c = pack_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto [lo, hi] = c.entries.equal_range(t.raw());
+    for (auto it = lo; it != hi; ++it) {
+      const PackKey& k = it->second;
+      if (k.scale != scale || k.from != from || k.to != to) continue;
+      if (auto live = k.entry.lock()) return live;
+    }
+  }
+  // Packed outside the lock: two threads may pack the same constant at once; both results are right.
+  Tensor src = t;
+  if (scale != 1.f) {
+    CUVIL_CHECK(t.dtype() == DType::f32, "internal error: only f32 constants are scaled when packed");
+    src = t.clone();
+    float* p = src.data<float>();
+    for (int64_t i = 0; i < src.numel(); ++i) p[i] *= scale;
+  }
+  auto packed = std::make_shared<PackedConstant>();
+  packed->source = t;
+  memory user(from, cpu_engine(), const_cast<void*>(src.raw()));
+  packed->packed = memory(to, cpu_engine());
+  dnnl::reorder(user, packed->packed).execute(thread_stream(), user, packed->packed);
   thread_stream().wait();
-  return dst;
+
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.entries.size() >= c.sweep_at) {
+    std::erase_if(c.entries, [](const auto& e) { return e.second.entry.expired(); });
+    c.sweep_at = 2 * c.entries.size() + 64;
+  }
+  c.entries.emplace(t.raw(), PackKey{scale, from, to, packed});
+  return packed;
+}
+
+size_t packed_constants_live() {
+  PackCache& c = pack_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  size_t n = 0;
+  for (auto& [p, k] : c.entries) n += !k.entry.expired();
+  return n;
 }
 
 }  // namespace cuvil::onednn

@@ -4,8 +4,10 @@
 
 #include <dnnl.hpp>
 
+#include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "ir/ops/activation.h"
 #include "kernels/prepared_kernel.h"
@@ -47,6 +49,21 @@ class ScopedThreads {
   int saved_ = 0;
 };
 
+// A constant tensor (weights, bias) scaled by `scale` and reordered into a primitive's layout.
+struct PackedConstant {
+  Tensor source;  // held so that its address cannot be reused while this entry is alive (the cache's key)
+  memory packed;
+};
+
+// The constant `t` times `scale`, reordered from the dense layout `from` into `to`. Packed once per process for
+// each (constant, scale, layouts): the kernels that every shape signature prepares for one weight (a new batch
+// or sequence length re-creates the primitive, rarely its weight layout) share one copy, so a new shape neither
+// re-packs the weights nor holds another copy of them. Entries die with the last kernel that uses them.
+std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, const memory::desc& from,
+                                                  const memory::desc& to);
+// Live entries in pack_shared's cache (for tests).
+size_t packed_constants_live();
+
 // A primitive plus its arguments, built once: run() only points the memories at this call's tensors.
 class PrimitiveKernel : public PreparedKernel {
  public:
@@ -58,17 +75,21 @@ class PrimitiveKernel : public PreparedKernel {
   dnnl::primitive prim_;
   std::string name_;
 
+  std::vector<std::shared_ptr<const PackedConstant>> keep_alive_;
   int threads_ = 0;  // 1 for small work (see kSingleThreadFlops); 0: the runtime's thread count
 
   void set_name(const dnnl::primitive_desc_base& pd) { name_ = "onednn:" + std::string(pd.impl_info_str()); }
+  // A constant argument in layout `to`: shared with every other kernel that packed the same constant the same
+  // way (see pack_shared), and kept alive as long as this kernel.
+  memory packed(const Tensor& t, float scale, const memory::desc& from, const memory::desc& to) {
+    keep_alive_.push_back(pack_shared(t, scale, from, to));
+    return keep_alive_.back()->packed;
+  }
   void bind(int arg, const void* data) { args_.at(arg).set_data_handle(const_cast<void*>(data)); }
   void execute() {
     ScopedThreads t(threads_);
     prim_.execute(thread_stream(), args_);
   }
 };
-
-// Copies a constant tensor into memory of descriptor `to` (reordering from the dense `from` layout).
-memory pack(const Tensor& t, const memory::desc& from, const memory::desc& to);
 
 }  // namespace cuvil::onednn

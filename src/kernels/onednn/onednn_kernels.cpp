@@ -42,4 +42,16 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
   }
 }
 
+std::unique_ptr<PreparedKernel> prepare_shape_generic_onednn_kernel(const Node& n) {
+  switch (n.op()) {
+    case OpKind::MatMul: case OpKind::Gemm: case OpKind::FusedMatMul: break;
+    default: return nullptr;
+  }
+  try {
+    return prepare_shape_generic_matmul(n);
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
 }  // namespace cuvil::onednn

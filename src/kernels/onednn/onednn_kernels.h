@@ -11,4 +11,8 @@ namespace cuvil::onednn {
 std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                       const KernelOptions& options);
 
+// A kernel for `n` that serves every shape its IR types allow (dims that vary are left to run time), or null
+// when oneDNN has none for this node or its shapes are static. See prepare_shape_generic_kernel.
+std::unique_ptr<PreparedKernel> prepare_shape_generic_onednn_kernel(const Node& n);
+
 }  // namespace cuvil::onednn
