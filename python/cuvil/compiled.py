@@ -248,6 +248,16 @@ class CompiledModule:
         arrays, _ = self._arrays(args, kwargs)
         return Profile([ProfileRow(op, loc, ms) for op, loc, ms in self._model.profile(arrays)])
 
+    def stats(self) -> dict:
+        """Counters of the engine behind this module: ``plans_built`` (shape signatures planned; again after an
+        eviction), ``plans_cached``, ``plan_evictions``, ``kernel_evictions``, ``kernels_prepared`` (per node
+        and shape; once for shape-generic matrix products), ``staged_inputs`` (strided inputs copied in the
+        last calls), summed over idle executors; and the process-wide ``generated_kernels_compiled`` (LLVM),
+        ``generated_kernels_loaded`` (disk cache) and ``onednn_primitives_created``."""
+        out = dict(self._model.stats())
+        out.update(_C.compile_counters())
+        return out
+
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}: {t}" for n, t in zip(self._input_names, self._input_types))
         outs = ", ".join(self._output_types)

@@ -10,15 +10,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <unordered_set>
 
+#include "codegen/jit.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/graph_stats.h"
 #include "ir/op_schema.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
+#include "kernels/onednn/onednn_kernels.h"
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
 
@@ -342,6 +345,23 @@ class Model {
 
   int64_t executors_created() const { return created_; }
 
+  // RunStats counters summed over the pooled executors (those not running a call at this moment).
+  std::map<std::string, int64_t> stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<std::string, int64_t> r{{"plans_built", 0},      {"plans_cached", 0},     {"plan_evictions", 0},
+                                     {"kernel_evictions", 0}, {"kernels_prepared", 0}, {"staged_inputs", 0}};
+    for (const auto& e : pool_) {
+      const RunStats& s = e->stats();
+      r["plans_built"] += s.plans_built;
+      r["plans_cached"] += s.plans_cached;
+      r["plan_evictions"] += s.plan_evictions;
+      r["kernel_evictions"] += s.kernel_evictions;
+      r["kernels_prepared"] += s.kernels_prepared;
+      r["staged_inputs"] += s.staged_inputs;
+    }
+    return r;
+  }
+
  private:
   // Executors are not thread-safe; concurrent callers each lease their own from a pool.
   struct Lease {
@@ -446,7 +466,16 @@ PYBIND11_MODULE(_C, m) {
       .def("prepare", &Model::prepare)
       .def("prepare_static", &Model::prepare_static)
       .def("run", &Model::run)
-      .def("profile", &Model::profile);
+      .def("profile", &Model::profile)
+      .def("stats", &Model::stats);
+  // Machine code made in this process so far: generated kernels compiled by LLVM or loaded from the disk cache,
+  // and oneDNN primitives created.
+  m.def("compile_counters", []() {
+    codegen::JitStats js = codegen::jit_stats();
+    return std::map<std::string, int64_t>{{"generated_kernels_compiled", js.compiled},
+                                          {"generated_kernels_loaded", js.disk_hits},
+                                          {"onednn_primitives_created", onednn::primitives_created()}};
+  });
 
   m.def(
       "load_onnx",

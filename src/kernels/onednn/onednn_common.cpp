@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <mutex>
 
 namespace cuvil::onednn {
@@ -78,6 +79,19 @@ bool append_activation(dnnl::post_ops& po, const nn::Activation& a) {
   }
   return false;
 }
+
+namespace {
+
+std::atomic<int64_t> g_primitives_created{0};
+
+}  // namespace
+
+void PrimitiveKernel::set_name(const dnnl::primitive_desc_base& pd) {
+  name_ = "onednn:" + std::string(pd.impl_info_str());
+  g_primitives_created.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t primitives_created() { return g_primitives_created.load(std::memory_order_relaxed); }
 
 namespace {
 

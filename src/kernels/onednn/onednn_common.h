@@ -78,7 +78,8 @@ class PrimitiveKernel : public PreparedKernel {
   std::vector<std::shared_ptr<const PackedConstant>> keep_alive_;
   int threads_ = 0;  // 1 for small work (see kSingleThreadFlops); 0: the runtime's thread count
 
-  void set_name(const dnnl::primitive_desc_base& pd) { name_ = "onednn:" + std::string(pd.impl_info_str()); }
+  // Called once per primitive created: names the kernel and counts the creation.
+  void set_name(const dnnl::primitive_desc_base& pd);
   // A constant argument in layout `to`: shared with every other kernel that packed the same constant the same
   // way (see pack_shared), and kept alive as long as this kernel.
   memory packed(const Tensor& t, float scale, const memory::desc& from, const memory::desc& to) {

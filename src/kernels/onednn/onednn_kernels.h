@@ -15,4 +15,8 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
 // when oneDNN has none for this node or its shapes are static. See prepare_shape_generic_kernel.
 std::unique_ptr<PreparedKernel> prepare_shape_generic_onednn_kernel(const Node& n);
 
+// oneDNN primitives created in this process so far (each one generates machine code or picks a prepared
+// implementation): what "compiling" costs outside the generated kernels.
+int64_t primitives_created();
+
 }  // namespace cuvil::onednn
