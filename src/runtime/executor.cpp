@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <list>
-#include <cstdlib>
 #include <new>
 
 #include <sys/mman.h>
