@@ -13,13 +13,6 @@ using namespace cuvil::test;
 
 namespace {
 
-std::shared_ptr<Graph> parse_checked(const std::string& text) {
-  auto g = parse_graph(text);
-  infer_shapes(*g);
-  verify(*g);
-  return g;
-}
-
 Tensor ramp(int64_t n) {
   Tensor t = Tensor::zeros(DType::f32, {n});
   for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = float(i % 7) - 3.f;

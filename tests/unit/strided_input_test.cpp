@@ -79,13 +79,6 @@ TEST(StridedInput, ContiguityAllowsAnyStrideOnUnitDims) {
   EXPECT_FALSE(is_contiguous({3}, {0}));
 }
 
-std::shared_ptr<Graph> parse_checked(const std::string& text) {
-  auto g = parse_graph(text);
-  infer_shapes(*g);
-  verify(*g);
-  return g;
-}
-
 Tensor ramp(Ints shape) {
   Tensor t = Tensor::zeros(DType::f32, std::move(shape));
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(i % 13) - 6.f;

@@ -11,6 +11,7 @@
 
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
+#include "ir/text_format.h"
 #include "ir/verifier.h"
 #include "runtime/executor.h"
 #include "support/error.h"
@@ -27,6 +28,14 @@
   } while (0)
 
 namespace cuvil::test {
+
+// A graph parsed from IR text, shape-inferred and verified.
+inline std::shared_ptr<Graph> parse_checked(const std::string& text) {
+  auto g = parse_graph(text);
+  infer_shapes(*g);
+  verify(*g);
+  return g;
+}
 
 // Executor options that run only the reference kernels (the tests of the reference backend use them; the fast
 // kernels are tested against them in cpu_kernels_test / onednn_kernels_test).
