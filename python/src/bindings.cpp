@@ -80,22 +80,6 @@ DType parse_dtype(const std::string& s) {
   return *d;
 }
 
-// A view of a C-contiguous array (the Python layer makes non-contiguous ones contiguous first). `as_dtype`
-// reinterprets the bits (bf16 arrives as uint16).
-Tensor tensor_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt) {
-  if (!(a.flags() & py::array::c_style)) throw InputError("internal error: array is not C-contiguous");
-  DType t = dtype_from_numpy(a.dtype());
-  if (as_dtype) {
-    CUVIL_CHECK(dtype_size(*as_dtype) == dtype_size(t), "cannot view ", dtype_name(t), " data as ",
-                dtype_name(*as_dtype));
-    t = *as_dtype;
-  }
-  std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
-  static uint8_t empty_anchor[kTensorAlignment];
-  void* data = const_cast<void*>(a.data());
-  return Tensor::view(t, shape, data ? data : empty_anchor);
-}
-
 // A possibly strided view of an array for Executor::run_strided (the Python layer copies arrays whose strides
 // are not whole elements or whose data is misaligned). `as_dtype` reinterprets the bits (bf16 as uint16).
 StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt) {
@@ -116,6 +100,14 @@ StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = st
     }
   }
   return in;
+}
+
+// A view of a C-contiguous array as a Tensor (constants; profiled inputs, made contiguous first).
+Tensor tensor_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt) {
+  if (!(a.flags() & py::array::c_style)) throw InputError("internal error: array is not C-contiguous");
+  StridedInput in = strided_view(a, as_dtype);
+  static uint8_t empty_anchor[kTensorAlignment];
+  return Tensor::view(in.dtype, in.shape, const_cast<void*>(in.data ? in.data : empty_anchor));
 }
 
 py::array to_numpy(const Tensor& t) {

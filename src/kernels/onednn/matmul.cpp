@@ -298,30 +298,7 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
                   sum.type_str(), " but the output ", y.type_str());
       if (sum.raw() != y.raw()) std::memcpy(y.raw(), sum.raw(), y.nbytes());
     }
-    Dims ad, bd, yd;
-    int64_t m, k;
-    if (linear_) {
-      k = k_;
-      m = a.numel() / k_;
-      ad = {m, k_};
-      yd = {m, n_};
-    } else {
-      ad.assign(a.shape().begin(), a.shape().end());
-      bd.assign(b.shape().begin(), b.shape().end());
-      yd.assign(y.shape().begin(), y.shape().end());
-      m = ad[rank_ - 2];
-      k = ad[rank_ - 1];
-    }
-    if (ad != last_a_ || bd != last_b_) {  // new dims: describe them (steady calls skip this)
-      last_a_ = ad;
-      last_b_ = bd;
-      args_[DNNL_ARG_SRC] = memory(dense_md(ad, dt_), cpu_engine(), DNNL_MEMORY_NONE);
-      args_[DNNL_ARG_DST] = memory(dense_md(yd, dt_), cpu_engine(), DNNL_MEMORY_NONE);
-      if (!linear_) args_[DNNL_ARG_WEIGHTS] = memory(weights_md(bd), cpu_engine(), DNNL_MEMORY_NONE);
-      double flops = 2.0 * double(y.numel()) * double(k);
-      threads_ = flops < kSingleThreadFlops ? 1 : 0;
-      (void)m;
-    }
+    if (a.shape() != last_a_ || b.shape() != last_b_) describe(a.shape(), b.shape(), y.shape());
     bind(DNNL_ARG_SRC, a.raw());
     bind(DNNL_ARG_DST, y.raw());
     if (!linear_) bind(DNNL_ARG_WEIGHTS, b.raw());
@@ -330,19 +307,36 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
   }
 
  private:
+  // New input dims (steady calls skip this): descriptors of this call's A, B and Y, and the thread count.
+  void describe(const Dims& as, const Dims& bs, const Dims& ys) {
+    last_a_ = as;
+    last_b_ = bs;
+    if (linear_) {
+      int64_t rows = shape_numel(as) / k_;
+      args_[DNNL_ARG_SRC] = memory(dense_md({rows, k_}, dt_), cpu_engine(), DNNL_MEMORY_NONE);
+      args_[DNNL_ARG_DST] = memory(dense_md({rows, n_}, dt_), cpu_engine(), DNNL_MEMORY_NONE);
+    } else {
+      args_[DNNL_ARG_SRC] = memory(dense_md(as, dt_), cpu_engine(), DNNL_MEMORY_NONE);
+      args_[DNNL_ARG_DST] = memory(dense_md(ys, dt_), cpu_engine(), DNNL_MEMORY_NONE);
+      args_[DNNL_ARG_WEIGHTS] = memory(weights_md(bs), cpu_engine(), DNNL_MEMORY_NONE);
+    }
+    double flops = 2.0 * double(shape_numel(ys)) * double(linear_ ? k_ : as.back());
+    threads_ = flops < kSingleThreadFlops ? 1 : 0;
+  }
+
   // A row-major descriptor of run-time dims, or with the last two swapped in memory.
   memory::desc dense_md_any(const Dims& dims, bool swap_last2) const {
-    std::string tag = "abcdefgh";
-    tag.resize(dims.size());
-    if (swap_last2) std::swap(tag[dims.size() - 1], tag[dims.size() - 2]);
-    static const std::unordered_map<std::string, memory::format_tag> tags = {
-        {"ab", memory::format_tag::ab}, {"ba", memory::format_tag::ba}, {"abc", memory::format_tag::abc},
-        {"acb", memory::format_tag::acb}, {"abcd", memory::format_tag::abcd}, {"abdc", memory::format_tag::abdc},
-        {"abcde", memory::format_tag::abcde}, {"abced", memory::format_tag::abced},
-        {"abcdef", memory::format_tag::abcdef}, {"abcdfe", memory::format_tag::abcdfe}};
-    auto it = tags.find(tag);
-    if (it == tags.end()) throw dnnl::error(dnnl_unimplemented, "no format tag");
-    return memory::desc(dims, dt_, it->second);
+    using T = memory::format_tag;
+    T tag;
+    switch (dims.size()) {
+      case 2: tag = swap_last2 ? T::ba : T::ab; break;
+      case 3: tag = swap_last2 ? T::acb : T::abc; break;
+      case 4: tag = swap_last2 ? T::abdc : T::abcd; break;
+      case 5: tag = swap_last2 ? T::abced : T::abcde; break;
+      case 6: tag = swap_last2 ? T::abcdfe : T::abcdef; break;
+      default: throw dnnl::error(dnnl_unimplemented, "no format tag for this rank");
+    }
+    return memory::desc(dims, dt_, tag);
   }
 
   Spec spec_;
