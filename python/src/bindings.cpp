@@ -125,7 +125,7 @@ py::object dims_to_py(const Shape& s) {
     if (d.is_const()) l.append(d.value());
     else l.append(d.str());
   }
-  return std::move(l);
+  return l;
 }
 
 Shape dims_from_py(const py::object& o) {

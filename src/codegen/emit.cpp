@@ -14,6 +14,7 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -41,6 +42,9 @@ class Emitter {
     F->addFnAttr(llvm::Attribute::NoUnwind);
     F->addFnAttr("target-cpu", tm.getTargetCPU());
     F->addFnAttr("target-features", tm.getTargetFeatureString());
+    llvm::StringRef features = tm.getTargetFeatureString();
+    avx512f = features.contains("+avx512f");
+    avx512vl = features.contains("+avx512vl");
     // Without these, tuning for recent Xeons splits 512-bit vectors in two.
     F->addFnAttr("prefer-vector-width", "512");
     F->addFnAttr("min-legal-vector-width", "512");
@@ -110,6 +114,7 @@ class Emitter {
   std::vector<std::vector<Value*>> stride;
   std::vector<Value*> ptr;
   std::vector<Value*> row_off;  // per operand: element offset of the current row's start
+  bool avx512f = false, avx512vl = false;  // the target's, for the few x86 instructions used directly
   std::vector<Value*> uval;     // per expression: its <1 x T> value for the current row (row-uniform ones)
 
   // One vector position: W lanes starting at inner index j, with an optional mask of live lanes.
@@ -433,24 +438,65 @@ class Emitter {
   }
   llvm::Type* ivec(Value* like) { return vec(B.getInt32Ty(), width(like)); }
 
-  // e^x: x = n ln2 + r, |r| <= ln2/2 (ln2 in two parts), e^r by degree-7 Taylor, times 2^n in two halves so
-  // results in the denormal range round once and n = 128 still overflows to inf.
+  // p * 2^n for an integral n held as a float (|n| <= 150): one vscalefps where the target has AVX-512 (exact
+  // scaling, rounded once, with IEEE overflow to inf and denormal results), else two multiplies by exponent-field
+  // powers of two, so that denormal results also round once and n = 128 still overflows to inf.
+  Value* scale_pow2(Value* p, Value* fn) {
+    int w = width(p);
+    if (avx512f && w % 16 == 0) {
+      llvm::Function* scalef = llvm::Intrinsic::getDeclaration(&M, llvm::Intrinsic::x86_avx512_mask_scalef_ps_512);
+      return per_chunk(p, fn, 16, [&](Value* a, Value* b) {
+        return B.CreateCall(scalef, {a, b, llvm::Constant::getNullValue(a->getType()), B.getInt16(0xffff),
+                                     B.getInt32(4 /* current rounding mode */)});
+      });
+    }
+    if (avx512vl && w == 8) {
+      llvm::Function* scalef = llvm::Intrinsic::getDeclaration(&M, llvm::Intrinsic::x86_avx512_mask_scalef_ps_256);
+      return B.CreateCall(scalef, {p, fn, llvm::Constant::getNullValue(p->getType()), B.getInt8(0xff)});
+    }
+    llvm::Type* it = ivec(p);
+    Value* n = B.CreateFPToSI(fn, it);
+    Value* n1 = B.CreateAShr(n, ic(it, 1));
+    Value* n2 = B.CreateSub(n, n1);
+    Value* s1 = B.CreateBitCast(B.CreateShl(B.CreateAdd(n1, ic(it, 127)), ic(it, 23)), p->getType());
+    Value* s2 = B.CreateBitCast(B.CreateShl(B.CreateAdd(n2, ic(it, 127)), ic(it, 23)), p->getType());
+    return B.CreateFMul(B.CreateFMul(p, s1), s2);
+  }
+
+  // f(a, b) applied to `chunk`-lane pieces of two <w x T> vectors (w a multiple of chunk), reassembled.
+  Value* per_chunk(Value* a, Value* b, int chunk, const std::function<Value*(Value*, Value*)>& f) {
+    int w = width(a);
+    if (w == chunk) return f(a, b);
+    std::vector<Value*> parts;
+    for (int lo = 0; lo < w; lo += chunk) {
+      std::vector<int> idx;
+      for (int i = 0; i < chunk; ++i) idx.push_back(lo + i);
+      parts.push_back(f(B.CreateShuffleVector(a, idx), B.CreateShuffleVector(b, idx)));
+    }
+    while (parts.size() > 1) {  // concatenate pairwise
+      std::vector<Value*> next;
+      for (size_t i = 0; i + 1 < parts.size(); i += 2) {
+        std::vector<int> idx;
+        for (int j = 0; j < 2 * width(parts[i]); ++j) idx.push_back(j);
+        next.push_back(B.CreateShuffleVector(parts[i], parts[i + 1], idx));
+      }
+      parts = std::move(next);
+    }
+    return parts[0];
+  }
+
+  // e^x: x = n ln2 + r, |r| <= ln2/2 (ln2 in two parts), e^r by degree-7 Taylor, times 2^n (scale_pow2). The clamp
+  // to [-104, 89] keeps r exact for huge |x| and still over/underflows; a NaN x passes both, so the result is NaN.
   Value* exp(Value* x) {
     Value* xc = B.CreateSelect(B.CreateFCmpOLT(x, fc(x, -104.0)), fc(x, -104.0), x);
     xc = B.CreateSelect(B.CreateFCmpOGT(xc, fc(x, 89.0)), fc(x, 89.0), xc);
     const double shift = 12582912.0;  // 1.5 * 2^23: adding it rounds to an integer in the low mantissa bits
     Value* t = fma(xc, fc(x, 1.44269504088896341), fc(x, shift));
-    llvm::Type* it = ivec(x);
-    Value* n = B.CreateSub(B.CreateBitCast(t, it), B.CreateBitCast(fc(x, shift), it));
     Value* fn = B.CreateFSub(t, fc(x, shift));
     Value* r = fma(fn, fc(x, -0.693359375), xc);
     r = fma(fn, fc(x, 2.12194440e-4), r);
     Value* p = horner(r, {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0});
-    Value* n1 = B.CreateAShr(n, ic(it, 1));
-    Value* n2 = B.CreateSub(n, n1);
-    Value* s1 = B.CreateBitCast(B.CreateShl(B.CreateAdd(n1, ic(it, 127)), ic(it, 23)), x->getType());
-    Value* s2 = B.CreateBitCast(B.CreateShl(B.CreateAdd(n2, ic(it, 127)), ic(it, 23)), x->getType());
-    return B.CreateFMul(B.CreateFMul(p, s1), s2);  // a NaN x passes both clamps, so p and the result are NaN
+    return scale_pow2(p, fn);
   }
 
   // log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, by

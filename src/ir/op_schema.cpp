@@ -99,12 +99,16 @@ size_t InferContext::input_rank(size_t i) const {
 }
 
 const std::vector<Dim>* InferContext::input_dims_value(size_t i) {
-  read_values_ = true;
   if (!has_input(i)) return nullptr;
-  if (in_dim_values_[i]) return in_dim_values_[i];
-  if (derived_dim_values_[i]) return &*derived_dim_values_[i];
+  if (in_dim_values_[i] || derived_dim_values_[i]) {
+    read_values_ = true;
+    return in_dim_values_[i] ? in_dim_values_[i] : &*derived_dim_values_[i];
+  }
   const Tensor* t = in_values_[i];
+  // A tensor that is not a small integer vector gives no dims whatever it holds: that follows from its type, so
+  // the inference does not count as reading values (the executor then reuses the dims it found).
   if (!t || t->rank() > 1 || t->numel() > kMaxDimsValueElements || is_float(t->dtype())) return nullptr;
+  read_values_ = true;
   std::vector<Dim> v;
   for (int64_t k = 0; k < t->numel(); ++k) v.push_back(Dim(t->get_i64(k)));
   derived_dim_values_[i] = std::move(v);

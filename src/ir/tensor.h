@@ -54,6 +54,9 @@ class Tensor {
   std::vector<int64_t> to_i64_vector() const;  // requires an integer (or bool) dtype
   std::string type_str() const;                 // "f32[2, 3]"
   bool same_bytes(const Tensor& o) const;        // dtype, shape and contents equal bit-for-bit
+  // True when this tensor owns its storage and no other Tensor (copy, reshaped alias) shares it: its bytes may
+  // then be overwritten without anyone seeing. False for views of memory owned elsewhere.
+  bool sole_owner() const { return storage_ && storage_.use_count() == 1; }
 
  private:
   template <class T>

@@ -15,21 +15,38 @@ namespace cuvil {
 class RegionRunner {
  public:
   virtual ~RegionRunner() = default;
-  virtual std::vector<Tensor> run_region(const Graph& region, const std::vector<Tensor>& inputs) = 0;
+  // Runs `region` on `inputs` and puts its results in `outputs` (replacing what it held; a loop passes the same
+  // vector every iteration). The results are the caller's to keep, except the first `borrowed`: those the caller
+  // only reads, before it runs the region again (a loop's condition), so they may alias a constant.
+  virtual void run_region(const Graph& region, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                          size_t borrowed) = 0;
+  std::vector<Tensor> run_region(const Graph& region, const std::vector<Tensor>& inputs) {
+    std::vector<Tensor> outputs;
+    run_region(region, inputs, outputs, 0);
+    return outputs;
+  }
 };
 
 class KernelContext : public AttrReader {
  public:
-  KernelContext(const Node& n, std::vector<const Tensor*> inputs, std::vector<Tensor>* outputs,
+  // Borrows `inputs`, which must outlive the context (the executor reuses one vector for every node).
+  KernelContext(const Node& n, const std::vector<const Tensor*>& inputs, std::vector<Tensor>* outputs,
                 RegionRunner* regions)
-      : AttrReader(n), inputs_(std::move(inputs)), outputs_(outputs), regions_(regions) {}
+      : AttrReader(n), inputs_(&inputs), outputs_(outputs), regions_(regions) {}
+  // Keeps a temporary list of inputs.
+  KernelContext(const Node& n, std::vector<const Tensor*>&& inputs, std::vector<Tensor>* outputs,
+                RegionRunner* regions)
+      : AttrReader(n), owned_inputs_(std::move(inputs)), inputs_(&owned_inputs_), outputs_(outputs),
+        regions_(regions) {}
+  KernelContext(const KernelContext&) = delete;
+  KernelContext& operator=(const KernelContext&) = delete;
 
   const Node& node() const { return node_; }
-  size_t num_inputs() const { return inputs_.size(); }
-  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  size_t num_inputs() const { return inputs_->size(); }
+  bool has_input(size_t i) const { return i < inputs_->size() && (*inputs_)[i] != nullptr; }
   const Tensor& input(size_t i) const {
     if (!has_input(i)) error("input ", i, " is required but missing");
-    return *inputs_[i];
+    return *(*inputs_)[i];
   }
   size_t num_outputs() const { return outputs_->size(); }
   // An output allocated by the runtime (its shape is final).
@@ -57,7 +74,8 @@ class KernelContext : public AttrReader {
   }
 
  private:
-  std::vector<const Tensor*> inputs_;
+  std::vector<const Tensor*> owned_inputs_;
+  const std::vector<const Tensor*>* inputs_;
   std::vector<Tensor>* outputs_;
   RegionRunner* regions_;
 };

@@ -3,9 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <list>
 #include <new>
 
@@ -89,6 +91,10 @@ struct NodeCacheEntry {
   std::unique_ptr<PreparedKernel> kernel;
   bool dims_known = false;
   std::vector<std::vector<int64_t>> out_dims;
+  // By output: buffers that earlier runs of the node wrote, reused once nothing else holds them (the value was
+  // consumed), so a loop body in its steady state allocates nothing. Two per output cover a value carried into
+  // the next iteration while the node writes its successor; a value kept longer (a scan output) gets a fresh one.
+  std::vector<std::array<Tensor, 2>> recycled;
 
   bool matches(const std::vector<const Tensor*>& ins) const {
     if (ins.size() != shapes.size()) return false;
@@ -126,6 +132,18 @@ struct Program {
   // cache entry; tried once.
   std::vector<std::unique_ptr<PreparedKernel>> generic;
   std::vector<bool> generic_tried;
+  // By output position: the graph's own value, not yielded again later, so the result may take it from the frame.
+  std::vector<bool> output_movable;
+  // By value id: recycled buffers (see recycled_or_new) of values a plan sizes but leaves out of the arena — the
+  // graph's outputs (reused once the caller has let go of an earlier result) and outputs nothing reads.
+  std::vector<std::array<Tensor, 2>> outside_arena;
+  // Working storage of an execution, kept so that a loop body's next iteration allocates none of it: the frame's
+  // values (dropped when the execution ends) and one node's input and output lists. A graph never runs inside
+  // itself, so one set per graph suffices; `busy` checks that.
+  std::vector<Tensor> values;
+  std::vector<const Tensor*> ins;
+  std::vector<Tensor> outs;
+  bool busy = false;
 
   explicit Program(const Graph& g) : graph(&g) {
     size_t nv = g.num_values();
@@ -155,6 +173,10 @@ struct Program {
     node_cache.resize(nodes.size());
     generic.resize(nodes.size());
     generic_tried.assign(nodes.size(), false);
+    const auto& outs = g.outputs();
+    for (size_t j = 0; j < outs.size(); ++j)
+      output_movable.push_back(outs[j]->graph() == &g && std::find(outs.begin() + std::ptrdiff_t(j) + 1, outs.end(),
+                                                                   outs[j]) == outs.end());
   }
 
   void mark_captures(const Graph& region, const Graph& owner, int node_index) {
@@ -267,7 +289,7 @@ struct Executor::Impl : RegionRunner {
   // Values of one graph during one execution; regions look up captured values through `parent`.
   struct Frame {
     const Graph* graph;
-    std::vector<Tensor> values;
+    std::vector<Tensor>& values;
     Frame* parent;
   };
 
@@ -346,10 +368,25 @@ struct Executor::Impl : RegionRunner {
     return arena_storage.get();
   }
 
-  std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs, Frame* parent, Plan* plan,
-                              uint8_t* arena_base) {
+  // Runs graph g (the main graph with its plan and arena, or a region without) and puts its results in `result`.
+  // Results are owned by the caller (never a constant, an input or the arena) except the first `borrowed`, which
+  // the caller only reads before its next call (a loop's condition).
+  void execute(const Graph& g, const std::vector<Tensor>& inputs, Frame* parent, Plan* plan, uint8_t* arena_base,
+               std::vector<Tensor>& result, size_t borrowed = 0) {
     Program& p = program(g);
-    Frame frame{&g, std::vector<Tensor>(g.num_values()), parent};
+    CUVIL_CHECK(!p.busy, "internal error: graph '", g.name(), "' runs inside itself");
+    // Marks the program's storage in use and drops the frame's values when done, also when a kernel throws: they
+    // may hold the caller's inputs, and buffers are only recycled once nothing holds them.
+    struct Release {
+      Program& p;
+      ~Release() {
+        for (Tensor& t : p.values) t = Tensor();
+        p.busy = false;
+      }
+    } release{p};
+    p.busy = true;
+    p.values.resize(g.num_values());
+    Frame frame{&g, p.values, parent};
     for (size_t i = 0; i < inputs.size(); ++i) frame.values[size_t(g.inputs()[i]->id())] = inputs[i];
     for (Value* c : g.constants()) frame.values[size_t(c->id())] = c->constant();
     // Regions run by this graph's kernels capture from this frame; restored even when a kernel throws.
@@ -361,7 +398,8 @@ struct Executor::Impl : RegionRunner {
     current = &frame;
     const auto& nodes = g.nodes();
     int64_t fresh = 0;
-    std::vector<const Tensor*> ins;
+    std::vector<const Tensor*>& ins = p.ins;
+    std::vector<Tensor>& outs = p.outs;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = *nodes[i];
       ins.clear();
@@ -374,7 +412,7 @@ struct Executor::Impl : RegionRunner {
         CUVIL_CHECK(t && t->defined(), n.describe(), ": internal error: input '", v->name(), "' has no value");
         ins.push_back(t);
       }
-      std::vector<Tensor> outs(n.num_outputs());
+      outs.resize(n.num_outputs());
       bool planned = plan && plan->fixed_shapes[i];
       NodeCacheEntry* entry = planned ? nullptr : &cache_entry(p, i, ins);
       if (!runs_regions(n)) allocate_outputs(p, n, i, ins, outs, plan, entry, arena_base, fresh);
@@ -394,15 +432,18 @@ struct Executor::Impl : RegionRunner {
       }
       for (size_t id : p.frees_after[i]) frame.values[id] = Tensor();
     }
-    std::vector<Tensor> result;
-    for (Value* v : g.outputs()) {
+    result.clear();
+    const auto& graph_outputs = g.outputs();
+    for (size_t j = 0; j < graph_outputs.size(); ++j) {
+      const Value* v = graph_outputs[j];
       Tensor* t = find(&frame, v);
       CUVIL_CHECK(t && t->defined(), "internal error: graph output '", v->name(), "' has no value");
       // Outputs never alias constants, inputs or the arena: the caller owns them.
-      bool owned = v->graph() == &g && v->producer() && !(plan && plan->offset[size_t(v->id())] >= 0);
-      result.push_back(owned ? *t : t->clone());
+      bool owned = j < borrowed || (v->graph() == &g && v->producer() && !(plan && plan->offset[size_t(v->id())] >= 0));
+      if (!owned) result.push_back(t->clone());
+      else if (p.output_movable[j]) result.push_back(std::move(*t));
+      else result.push_back(*t);
     }
-    return result;
   }
 
   // Node i's shape-generic kernel, made on first use; null when it has none.
@@ -444,7 +485,7 @@ struct Executor::Impl : RegionRunner {
   // placed it there, else on the heap. Outputs inference cannot size are left for the kernel to allocate. Nodes
   // whose shapes the signature fixes run inference once per plan, others once per input types unless their
   // inference reads input contents; later runs reuse the dims.
-  void allocate_outputs(const Program& p, const Node& n, size_t i, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs,
+  void allocate_outputs(Program& p, const Node& n, size_t i, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs,
                         Plan* plan, NodeCacheEntry* entry, uint8_t* arena_base, int64_t& fresh) {
     bool planned = plan && plan->fixed_shapes[i];
     const std::vector<std::vector<int64_t>>* known = nullptr;
@@ -492,17 +533,44 @@ struct Executor::Impl : RegionRunner {
                     ": internal error: output ", k, " is ", view.type_str(), " at run time but the plan sized it ",
                     plan->bytes[size_t(v->id())], " bytes from ", v->type().str());
         outs[k] = view;
+      } else if (entry) {
+        if (entry->recycled.size() <= k) entry->recycled.resize(k + 1);
+        outs[k] = recycled_or_new(entry->recycled[k], dt, (*known)[k], kMaxRecycledBytes);
       } else {
-        outs[k] = Tensor::zeros(dt, (*known)[k]);
-        stats->dynamic_bytes += int64_t(outs[k].nbytes());
+        auto& slots = p.outside_arena;
+        if (slots.size() < p.graph->num_values()) slots.resize(p.graph->num_values());
+        outs[k] = recycled_or_new(slots[size_t(v->id())], dt, (*known)[k], std::numeric_limits<int64_t>::max());
       }
     }
   }
 
-  std::vector<Tensor> run_region(const Graph& region, const std::vector<Tensor>& inputs) override {
+  // A buffer for a value allocated outside the arena: one of its two recycled `slots` that nothing else holds
+  // any more, or a new one. The slots keep the two most recent buffers (replacing one nothing holds, else the
+  // older), so a caller that keeps last call's result or a loop that stacks every iteration's value costs one
+  // allocation per value and the steady state returns to none. Buffers above `max_kept` bytes are not kept.
+  // Region nodes keep theirs up to kMaxRecycledBytes: the work on a larger one dwarfs its allocation, and keeping
+  // every large intermediate of a branch would hold on to much memory. A plan's values outside the arena (graph
+  // outputs) are kept whatever their size: a fresh large buffer costs its page faults on every call.
+  static constexpr int64_t kMaxRecycledBytes = int64_t(1) << 20;
+  Tensor recycled_or_new(std::array<Tensor, 2>& slots, DType dt, const std::vector<int64_t>& dims, int64_t max_kept) {
+    auto unheld = [](const Tensor& t) { return !t.defined() || t.sole_owner(); };
+    for (Tensor& t : slots)
+      if (t.defined() && unheld(t) && t.dtype() == dt && t.shape() == dims) return t;
+    size_t v = unheld(slots[0]) ? 0 : 1;  // slot 1 is the older when both are held
+    if (unheld(slots[v])) slots[v] = Tensor();  // free it before allocating the new one
+    Tensor t = Tensor::zeros(dt, dims);
+    stats->dynamic_bytes += int64_t(t.nbytes());
+    if (int64_t(t.nbytes()) > max_kept) return t;
+    slots[v] = t;
+    if (v == 1) std::swap(slots[0], slots[1]);  // newest first
+    return t;
+  }
+
+  void run_region(const Graph& region, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                  size_t borrowed) override {
     CUVIL_CHECK(inputs.size() == region.inputs().size(), "region '", region.name(), "' takes ",
                 region.inputs().size(), " inputs, given ", inputs.size());
-    return execute(region, inputs, current, nullptr, nullptr);
+    execute(region, inputs, current, nullptr, nullptr, outputs, borrowed);
   }
 };
 
@@ -574,7 +642,9 @@ std::vector<Tensor> Executor::Impl::run_with_plan(Plan& plan, const std::vector<
   stats->inplace_reuses = plan.inplace;
   stats->dynamic_bytes = 0;
   uint8_t* base = arena(plan.arena_bytes);
-  return execute(*graph, inputs, nullptr, &plan, base);
+  std::vector<Tensor> result;
+  execute(*graph, inputs, nullptr, &plan, base, result);
+  return result;
 }
 
 void Executor::run_into(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {

@@ -22,7 +22,7 @@ namespace cuvil {
 struct RunStats {
   int64_t arena_bytes = 0;        // the planned arena of the last run
   int64_t planned_bytes = 0;      // sum of planned buffer sizes (what no reuse would cost)
-  int64_t dynamic_bytes = 0;      // bytes allocated outside the arena in the last run
+  int64_t dynamic_bytes = 0;      // bytes newly allocated outside the arena in the last run (recycled ones not)
   int64_t inplace_reuses = 0;     // outputs that share their input's buffer
   int64_t plans_built = 0;        // shape signatures planned so far (again after an eviction)
   int64_t plans_cached = 0;       // plans held now (at most ExecutorOptions::max_plans)

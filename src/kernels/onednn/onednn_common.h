@@ -87,10 +87,18 @@ class PrimitiveKernel : public PreparedKernel {
     return keep_alive_.back()->packed;
   }
   void bind(int arg, const void* data) { args_.at(arg).set_data_handle(const_cast<void*>(data)); }
+  // Through the C API with a kept argument list: the C++ overload builds a fresh vector on every call.
   void execute() {
+    c_args_.clear();
+    for (auto& [arg, mem] : args_) c_args_.push_back({arg, mem.get()});
     ScopedThreads t(threads_);
-    prim_.execute(thread_stream(), args_);
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(prim_.get(), thread_stream().get(), int(c_args_.size()),
+                                                   c_args_.data()),
+                            "could not execute a primitive");
   }
+
+ private:
+  std::vector<dnnl_exec_arg_t> c_args_;
 };
 
 }  // namespace cuvil::onednn

@@ -107,12 +107,20 @@ SymbolBindings bindings_from_inputs(const KernelContext& ctx, const Graph& regio
   return b;
 }
 
-std::vector<Tensor> run_body(KernelContext& ctx, const Graph& body, const std::vector<Tensor>& inputs,
-                             size_t min_outputs) {
-  std::vector<Tensor> out = ctx.regions().run_region(body, inputs);
+// Runs `body` into `out` (reused by loops); the first `borrowed` results are only read before the next run.
+void run_body(KernelContext& ctx, const Graph& body, const std::vector<Tensor>& inputs, size_t min_outputs,
+              std::vector<Tensor>& out, size_t borrowed = 0) {
+  ctx.regions().run_region(body, inputs, out, borrowed);
   if (out.size() < min_outputs)
     ctx.error("region '", body.name(), "' yielded ", out.size(), " values; expected at least ", min_outputs);
-  return out;
+}
+
+// Sets a scalar the loop feeds its body, in place when nothing else holds it (the body's frame has let go of
+// last iteration's), so an iteration allocates nothing for it.
+template <class T>
+void set_scalar(Tensor& t, T v) {
+  if (t.sole_owner()) *t.data<T>() = v;
+  else t = Tensor::scalar<T>(v);
 }
 
 int64_t normalize(const KernelContext& ctx, int64_t axis, int64_t rank, const char* what) {
@@ -132,7 +140,8 @@ std::vector<int64_t> list_attr(const KernelContext& ctx, const char* name, size_
 CUVIL_REF_KERNEL(If) {
   bool cond = condition_value(ctx, ctx.input(0), "cond");
   const Graph& branch = *ctx.g(cond ? "then_branch" : "else_branch");
-  std::vector<Tensor> out = run_body(ctx, branch, {}, ctx.num_outputs());
+  std::vector<Tensor> out;
+  run_body(ctx, branch, {}, ctx.num_outputs(), out);
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     check_output(ctx, i, out[i]);
     ctx.set_output(i, std::move(out[i]));
@@ -156,22 +165,26 @@ CUVIL_REF_KERNEL(Loop) {
   // The condition fed to the body: the cond input, then each iteration's condition output. It only stops the
   // loop when the node has a cond input (ONNX ignores it otherwise).
   bool cond = has_cond ? condition_value(ctx, ctx.input(1), "cond") : true;
-  std::vector<Tensor> carried;
-  for (size_t k = 0; k < n; ++k) carried.push_back(ctx.input(2 + k));
+  // The body's inputs, reused every iteration: iteration number, condition, loop-carried values.
+  std::vector<Tensor> in{Tensor::scalar<int64_t>(0), Tensor::scalar<bool>(cond)};
+  for (size_t k = 0; k < n; ++k) in.push_back(ctx.input(2 + k));
+  std::vector<Tensor> out;
   std::vector<ScanAccumulator> scans(k_outs);
   int64_t iter = 0;
   for (; (!has_m || iter < max_trips) && (!has_cond || cond); ++iter) {
-    std::vector<Tensor> in{Tensor::scalar<int64_t>(iter), Tensor::scalar<bool>(cond)};
-    in.insert(in.end(), carried.begin(), carried.end());
-    std::vector<Tensor> out = run_body(ctx, body, in, 1 + n + k_outs);
+    set_scalar<int64_t>(in[0], iter);
+    set_scalar<bool>(in[1], cond);
+    run_body(ctx, body, in, 1 + n + k_outs, out, /*borrowed=*/1);
     cond = condition_value(ctx, out[0], "the body's condition output");
+    out[0] = Tensor();  // it may alias in[1] (a body passing its condition through), which is set next
     for (size_t k = 0; k < n; ++k) {
-      if (out[1 + k].dtype() != carried[k].dtype())
-        ctx.error("loop-carried value ", k, " changes dtype: ", carried[k].type_str(), " -> ", out[1 + k].type_str());
-      carried[k] = std::move(out[1 + k]);
+      if (out[1 + k].dtype() != in[2 + k].dtype())
+        ctx.error("loop-carried value ", k, " changes dtype: ", in[2 + k].type_str(), " -> ", out[1 + k].type_str());
+      in[2 + k] = std::move(out[1 + k]);
     }
     for (size_t k = 0; k < k_outs; ++k) scans[k].add(ctx, k, std::move(out[1 + n + k]));
   }
+  std::vector<Tensor> carried(in.begin() + 2, in.end());
   SymbolBindings bindings;
   if (iter == 0) {
     std::vector<std::vector<int64_t>> first{{}, {}};
@@ -233,7 +246,8 @@ CUVIL_REF_KERNEL(Scan) {
     std::vector<Tensor> in = states;
     for (size_t j = 0; j < num_scan; ++j)
       in.push_back(take_along(ctx.input(n + j), axes[j], in_dirs[j] ? len - 1 - t : t));
-    std::vector<Tensor> out = run_body(ctx, body, in, n + k_outs);
+    std::vector<Tensor> out;
+    run_body(ctx, body, in, n + k_outs, out);
     for (size_t k = 0; k < n; ++k) {
       if (out[k].dtype() != states[k].dtype())
         ctx.error("state ", k, " changes dtype: ", states[k].type_str(), " -> ", out[k].type_str());
