@@ -412,7 +412,7 @@ struct Executor::Impl : RegionRunner {
         CUVIL_CHECK(t && t->defined(), n.describe(), ": internal error: input '", v->name(), "' has no value");
         ins.push_back(t);
       }
-      outs.resize(n.num_outputs());
+      outs.assign(n.num_outputs(), Tensor());  // fresh: a moved-from Tensor keeps its data pointer
       bool planned = plan && plan->fixed_shapes[i];
       NodeCacheEntry* entry = planned ? nullptr : &cache_entry(p, i, ins);
       if (!runs_regions(n)) allocate_outputs(p, n, i, ins, outs, plan, entry, arena_base, fresh);
