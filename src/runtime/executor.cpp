@@ -485,8 +485,9 @@ struct Executor::Impl : RegionRunner {
   // placed it there, else on the heap. Outputs inference cannot size are left for the kernel to allocate. Nodes
   // whose shapes the signature fixes run inference once per plan, others once per input types unless their
   // inference reads input contents; later runs reuse the dims.
-  void allocate_outputs(Program& p, const Node& n, size_t i, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs,
-                        Plan* plan, NodeCacheEntry* entry, uint8_t* arena_base, int64_t& fresh) {
+  void allocate_outputs(Program& p, const Node& n, size_t i, const std::vector<const Tensor*>& ins,
+                        std::vector<Tensor>& outs, Plan* plan, NodeCacheEntry* entry, uint8_t* arena_base,
+                        int64_t& fresh) {
     bool planned = plan && plan->fixed_shapes[i];
     const std::vector<std::vector<int64_t>>* known = nullptr;
     if (planned && !plan->out_dims[i].empty()) known = &plan->out_dims[i];

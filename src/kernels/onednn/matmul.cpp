@@ -320,6 +320,7 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
       args_[DNNL_ARG_DST] = memory(dense_md(ys, dt_), cpu_engine(), DNNL_MEMORY_NONE);
       args_[DNNL_ARG_WEIGHTS] = memory(weights_md(bs), cpu_engine(), DNNL_MEMORY_NONE);
     }
+    arguments_changed();
     double flops = 2.0 * double(shape_numel(ys)) * double(linear_ ? k_ : as.back());
     threads_ = flops < kSingleThreadFlops ? 1 : 0;
   }

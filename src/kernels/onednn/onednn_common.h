@@ -87,10 +87,13 @@ class PrimitiveKernel : public PreparedKernel {
     return keep_alive_.back()->packed;
   }
   void bind(int arg, const void* data) { args_.at(arg).set_data_handle(const_cast<void*>(data)); }
-  // Through the C API with a kept argument list: the C++ overload builds a fresh vector on every call.
+  // After a memory object in args_ is replaced once the kernel has run (bind() keeps the objects, so it needs none).
+  void arguments_changed() { c_args_.clear(); }
+  // Through the C API with the argument list built once (the C++ overload builds a fresh vector on every call);
+  // it holds the memory objects' handles, whose data pointers bind() sets.
   void execute() {
-    c_args_.clear();
-    for (auto& [arg, mem] : args_) c_args_.push_back({arg, mem.get()});
+    if (c_args_.empty())
+      for (auto& [arg, mem] : args_) c_args_.push_back({arg, mem.get()});
     ScopedThreads t(threads_);
     dnnl::error::wrap_c_api(dnnl_primitive_execute(prim_.get(), thread_stream().get(), int(c_args_.size()),
                                                    c_args_.data()),
