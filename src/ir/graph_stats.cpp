@@ -15,7 +15,7 @@ bool flops_exact(const Node& n) {
   switch (n.op()) {
     case OpKind::Conv: case OpKind::FusedConv: case OpKind::ConvInteger: case OpKind::QLinearConv:
     case OpKind::ConvTranspose: case OpKind::MatMul: case OpKind::FusedMatMul: case OpKind::MatMulInteger:
-    case OpKind::QLinearMatMul: case OpKind::Gemm:
+    case OpKind::QLinearMatMul: case OpKind::Gemm: case OpKind::Attention:
       return true;
     default:
       return false;
@@ -53,6 +53,19 @@ Dim node_flops(const Node& n) {
       Dim k = a->shape()[r - 1];
       if (n.op() == OpKind::Gemm && r == 2 && n.has_attr("transA") && n.attrs().at("transA").i()) k = a->shape()[0];
       return Dim(2) * numel_or_zero(y) * k;
+    }
+    case OpKind::Attention: {
+      // Two products: scores [.., Sq, Sk] over D, then y [.., Sq, Dv] over Sk.
+      const Value *q = n.input(0), *k = n.input(1), *v = n.input(2);
+      if (!known(q) || !known(k) || !known(v) || !known(y) || q->shape().rank() < 2) return Dim(0);
+      size_t r = q->shape().rank();
+      auto logical = [&](const Value* x, const char* perm, size_t d) {
+        const auto& p = n.has_attr(perm) ? n.attrs().at(perm).ints() : std::vector<int64_t>{};
+        return x->shape()[p.empty() ? d : size_t(p[d])];
+      };
+      Dim d = logical(q, "perm_q", r - 1), sk = logical(k, "perm_k", r - 2), dv = logical(v, "perm_v", r - 1);
+      Dim rows = Dim::floordiv(numel_or_zero(y), dv);
+      return Dim(2) * rows * sk * (d + dv);
     }
     default: break;
   }

@@ -22,6 +22,9 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   // node each, which oneDNN runs with post-ops.
   step(FuseGeluPass());
   step(FuseLayerNormPass());
+  // Attention (product, scale, mask, Softmax, product, and the transposes around it) into one node, before the
+  // matrix products and the Softmax are claimed one by one below.
+  step(FuseAttentionPass());
   step(FuseConvolutionPass());
   step(FuseMatMulPass());
   // Convolutions and pools go channels-last; the transposes this adds cancel between neighbours.

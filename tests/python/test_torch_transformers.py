@@ -101,6 +101,32 @@ def test_multihead_attention(batch_first, need_weights, mask_kind):
         assert compiled(*inputs(1, 3, 4))[1] is None
 
 
+@pytest.mark.parametrize("mask_kind", ["float", "bool"])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_static_shapes_fuse(batch_first, mask_kind):
+    """Static shapes: the heads' product, scale, mask, Softmax, product and transposes become one Attention node
+    (fuse-attention), which must still match PyTorch, masks and padding included."""
+    model = CrossAttention(batch_first, need_weights=False).eval()
+    batch, tgt, src = 3, 6, 11
+
+    def seq(n):
+        return torch.randn(batch, n, D_MODEL) if batch_first else torch.randn(n, batch, D_MODEL)
+
+    def inputs():
+        am = torch.randn(tgt, src)
+        if mask_kind == "bool":
+            am = am > 0.5
+            am[:, 0] = False  # every query sees a key
+        return seq(tgt), seq(src), seq(src), padding_mask(batch, src), am
+
+    compiled = cuvil.compile(model, inputs())
+    for _ in range(2):
+        assert_parity(compiled, model, inputs(), f"batch_first {batch_first} mask {mask_kind}")
+    ops = compiled.profile(*inputs()).by_op()
+    assert "Attention" in ops, ops
+    assert "Softmax" not in ops and "MatMul" not in ops, ops
+
+
 class FloatPaddingAttention(nn.Module):
     """A float key_padding_mask (added to the scores), alone or merged with a bool attn_mask (logical_or)."""
 

@@ -79,7 +79,9 @@ TEST_P(BufferRecycling, ResultsMatchAFreshExecutorAndNeverChangeLater) {
     // No two results share memory.
     for (size_t a = 0; a < got.size(); ++a)
       for (size_t b = a + 1; b < got.size(); ++b)
-        if (got[a].nbytes() && got[b].nbytes()) EXPECT_NE(got[a].raw(), got[b].raw()) << a << " and " << b;
+        if (got[a].nbytes() && got[b].nbytes()) {
+          EXPECT_NE(got[a].raw(), got[b].raw()) << a << " and " << b;
+        }
     kept.emplace_back(std::move(got), std::move(copies));
   }
   for (size_t r = 0; r < kept.size(); ++r)

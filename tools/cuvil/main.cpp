@@ -1,6 +1,6 @@
 // The `cuvil` command: inspect, run and benchmark models without Python.
 //
-//   cuvil inspect MODEL [--ir]
+//   cuvil inspect MODEL [--ir [-O0|-O1]]
 //   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]   (-O1, the default, runs the graph passes)
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
@@ -34,7 +34,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  cuvil inspect MODEL [--ir]\n"
+    "  cuvil inspect MODEL [--ir [-O0|-O1]]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
     "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen]\n"
@@ -54,6 +54,7 @@ struct Args {
   int threads = 0, iters = 10, warmup = 2;  // threads 0: all cores
   bool json = false, ir = false, reference = false, winograd = true, codegen = true;
   int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
+  bool opt_level_given = false;  // inspect --ir prints the graph as loaded unless a level is asked for
 };
 
 int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
@@ -99,8 +100,8 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
     else if (s == "--json") a.json = true;
     else if (s == "--ir") a.ir = true;
-    else if (s == "-O0" || s == "--O0") a.opt_level = 0;
-    else if (s == "-O1" || s == "--O1") a.opt_level = 1;
+    else if (s == "-O0" || s == "--O0") a.opt_level = 0, a.opt_level_given = true;
+    else if (s == "-O1" || s == "--O1") a.opt_level = 1, a.opt_level_given = true;
     else if (s.size() > 1 && s[0] == '-') throw UsageError("unknown option " + s);
     else pos.push_back(s);
   }
@@ -136,6 +137,7 @@ std::string human_bytes(int64_t b) {
 int cmd_inspect(const Args& a) {
   auto g = load_model(a.model);
   if (a.ir) {
+    if (a.opt_level_given) optimize(*g, a.opt_level);
     PrintOptions o;
     o.elide_large_constants = true;
     std::cout << print_graph(*g, o);

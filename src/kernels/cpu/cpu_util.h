@@ -13,9 +13,11 @@
 #include "kernels/prepared_kernel.h"
 
 // Hot loops are compiled once per ISA level and picked at load time (GCC's ifunc clones), because the library
-// is built for baseline x86-64. Results do not depend on the clone: the build does not contract a*b+c into fma.
+// is built for baseline x86-64. The levels are the x86-64 feature levels (v4: AVX-512, v3: AVX2), checked by
+// CPU features: "arch=<cpu model>" clones are picked only on that vendor's models, so an AMD Zen 4 ran the
+// baseline SSE loops. Results do not depend on the clone: these files are built with -ffp-contract=off.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define CUVIL_CPU_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define CUVIL_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CUVIL_CPU_CLONES
 #endif

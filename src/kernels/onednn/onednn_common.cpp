@@ -86,10 +86,12 @@ std::atomic<int64_t> g_primitives_created{0};
 
 }  // namespace
 
-void PrimitiveKernel::set_name(const dnnl::primitive_desc_base& pd) {
-  name_ = "onednn:" + std::string(pd.impl_info_str());
+std::string primitive_created(const dnnl::primitive_desc_base& pd) {
   g_primitives_created.fetch_add(1, std::memory_order_relaxed);
+  return "onednn:" + std::string(pd.impl_info_str());
 }
+
+void PrimitiveKernel::set_name(const dnnl::primitive_desc_base& pd) { name_ = primitive_created(pd); }
 
 int64_t primitives_created() { return g_primitives_created.load(std::memory_order_relaxed); }
 

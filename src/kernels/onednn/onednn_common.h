@@ -32,6 +32,10 @@ bool to_onednn_type(DType t, memory::data_type* out);
 // Appends the activation's eltwise post-ops; false when oneDNN has no equivalent.
 bool append_activation(dnnl::post_ops& po, const nn::Activation& a);
 
+// Counts a primitive about to be created from `pd` (see primitives_created()) and returns its kernel name,
+// "onednn:<implementation>".
+std::string primitive_created(const dnnl::primitive_desc_base& pd);
+
 // Below this much work a primitive runs on the calling thread alone: waking a second thread costs more than it
 // saves (an MLP layer, a late depthwise convolution).
 inline constexpr double kSingleThreadFlops = 2e6;

@@ -11,6 +11,7 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
   switch (n.op()) {
     case OpKind::Conv: case OpKind::FusedConv: case OpKind::MatMul: case OpKind::Gemm: case OpKind::FusedMatMul:
     case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool:
+    case OpKind::Attention:
       break;
     default:
       return nullptr;
@@ -31,6 +32,7 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
       case OpKind::MatMul:
       case OpKind::Gemm:
       case OpKind::FusedMatMul: return prepare_matmul(n, inputs, y);
+      case OpKind::Attention: return prepare_attention(n, inputs, y);
       case OpKind::MaxPool:
       case OpKind::AveragePool:
       case OpKind::GlobalAveragePool:

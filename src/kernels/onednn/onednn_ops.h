@@ -13,6 +13,8 @@ std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<Pr
 std::unique_ptr<PreparedKernel> prepare_matmul(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y);
 // A MatMul/Gemm/FusedMatMul kernel that serves every shape the node's IR types allow, or null (see matmul.cpp).
 std::unique_ptr<PreparedKernel> prepare_shape_generic_matmul(const Node& n);
+std::unique_ptr<PreparedKernel> prepare_attention(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                  const Dims& y);
 std::unique_ptr<PreparedKernel> prepare_pool(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y);
 
 }  // namespace cuvil::onednn

@@ -1,6 +1,9 @@
 // Reference kernels of the fused ops: the unfused ops' reference kernels run one after the other, so a fused
 // node computes exactly what the graph it replaced did.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "ir/ops/activation.h"
 #include "kernels/ref/permute.h"
@@ -84,6 +87,87 @@ CUVIL_REF_KERNEL(FusedMatMul) {
     }
   });
   epilogue(ctx, y, sum.defined() ? &sum : nullptr);
+}
+
+namespace {
+
+// The permutation attribute `name`, or the identity of rank r when it is empty.
+std::vector<int64_t> perm_or_identity(const KernelContext& ctx, const char* name, size_t r) {
+  std::vector<int64_t> p = ctx.ints(name);
+  if (p.empty())
+    for (size_t d = 0; d < r; ++d) p.push_back(int64_t(d));
+  return p;
+}
+
+// Row-major strides of `shape` as seen from a tensor of rank r (leading dims added as size 1), with 0 for dims of
+// size 1 so that reading through them broadcasts.
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& shape, size_t r) {
+  std::vector<int64_t> st(r, 0);
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[r - shape.size() + i] = shape[i] == 1 ? 0 : s;
+    s *= shape[i];
+  }
+  return st;
+}
+
+}  // namespace
+
+// Step by step, as the graph it replaces: the permuted operands, scores = scale * q k^T + Mask, a max-subtracted
+// Softmax over the last dim (sums in double), y = P v, then Y = y permuted.
+CUVIL_REF_KERNEL(Attention) {
+  const Tensor& qt = ctx.input(0);
+  size_t r = qt.rank();
+  Tensor q = ref::permuted(qt, perm_or_identity(ctx, "perm_q", r));
+  std::vector<int64_t> swap_last2 = perm_or_identity(ctx, "perm_k", r);
+  std::swap(swap_last2[r - 1], swap_last2[r - 2]);
+  Tensor kt = ref::permuted(ctx.input(1), swap_last2);  // k^T [..., D, Sk]
+  Tensor v = ref::permuted(ctx.input(2), perm_or_identity(ctx, "perm_v", r));
+  auto matmul = [&](const Tensor& a, const Tensor& b) {
+    std::vector<int64_t> shape = a.shape();
+    shape.back() = b.shape().back();
+    Tensor out = Tensor::zeros(a.dtype(), shape);
+    std::vector<const Tensor*> ins{&a, &b};
+    std::vector<Tensor> outs{out};
+    KernelContext mm(ctx.node(), ins, &outs, nullptr);
+    ref_kernel(OpKind::MatMul)(mm);
+    return out;
+  };
+  Tensor p = matmul(q, kt);  // scores, then probabilities, in place
+  const Tensor* mask = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  double scale = ctx.f("scale");
+  visit_dtype(p.dtype(), [&]<class T>() {
+    if constexpr (is_float_v<T>) {
+      T* pp = p.data<T>();
+      const std::vector<int64_t>& ps = p.shape();
+      int64_t sk = ps[r - 1], rows = p.numel() / std::max<int64_t>(sk, 1);
+      std::vector<int64_t> mst = mask ? broadcast_strides(mask->shape(), r) : std::vector<int64_t>(r, 0);
+      std::vector<compute_t<T>> row(static_cast<size_t>(sk));
+      for (int64_t i = 0; i < rows; ++i) {
+        // The mask's offset of row i: its index in every dim but the last.
+        int64_t m_at = 0;
+        for (int64_t rest = i, d = int64_t(r) - 2; d >= 0; --d) {
+          m_at += (rest % ps[size_t(d)]) * mst[size_t(d)];
+          rest /= ps[size_t(d)];
+        }
+        T* x = pp + i * sk;
+        compute_t<T> m = -std::numeric_limits<compute_t<T>>::infinity();
+        for (int64_t j = 0; j < sk; ++j) {
+          compute_t<T> s = compute_t<T>(scale) * compute_t<T>(x[j]);
+          if (mask) s += compute_t<T>(mask->data<T>()[m_at + j * mst[r - 1]]);
+          row[size_t(j)] = s;
+          m = std::max(m, s);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < sk; ++j) sum += double(row[size_t(j)] = std::exp(row[size_t(j)] - m));
+        for (int64_t j = 0; j < sk; ++j) x[j] = T(double(row[size_t(j)]) / sum);
+      }
+    } else {
+      ctx.error("unsupported dtype ", dtype_name(p.dtype()));
+    }
+  });
+  Tensor y = matmul(p, v);
+  ref::permute_into(y, perm_or_identity(ctx, "perm_y", r), ctx.output(0));
 }
 
 // The body runs op by op on the executor (whichever kernels it uses); the results are copied into the outputs the

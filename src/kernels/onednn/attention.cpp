@@ -1,0 +1,324 @@
+// Attention (src/ir/ops/attention.cpp) for f32: per head, two oneDNN matrix products around a masked row Softmax.
+//
+// The work items are (head, block of query rows); the threads split them in one parallel region, and each item
+// runs start to finish on its thread while its data is in L1/L2:
+//   q, k, v of the head gathered into dense blocks   (skipped where the operand is dense already; oneDNN 2.6 runs
+//                                                     its brgemm kernels only on dense operands)
+//   S = scale * q k^T                                (single-threaded oneDNN matmul, k read transposed)
+//   P = Softmax(S + Mask)                            (the Mask read through broadcast strides; exp_f, <= 1 ulp)
+//   y = P v, scattered into Y's layout               (written in place when Y's block is dense)
+// One fork/join per call, where products over all heads at once (oneDNN's threads inside each) cost seven and
+// moved every operand through memory between them. The gathers stand in for the Transpose nodes the pass
+// absorbed. Heads are split into row blocks only when there are fewer heads than threads.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/vec_math.h"
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/onednn_ops.h"
+
+namespace cuvil::onednn {
+
+namespace {
+
+// One strided operand seen in its logical dim order: sizes and strides in elements.
+struct View {
+  Dims dims, strides;
+};
+
+Dims dense_strides(const Dims& shape) {
+  Dims st(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
+  return st;
+}
+
+// Logical view of a dense tensor of `shape` through `perm` (logical dim i is stored dim perm[i]).
+View permuted_view(const Dims& shape, const std::vector<int64_t>& perm) {
+  Dims st = dense_strides(shape);
+  View v;
+  for (int64_t p : perm) v.dims.push_back(shape[size_t(p)]), v.strides.push_back(st[size_t(p)]);
+  return v;
+}
+
+// The view of y (logical) when Y = Transpose(y, perm): stored dim j is logical dim perm[j].
+View output_view(const Dims& y_shape, const std::vector<int64_t>& perm) {
+  Dims st = dense_strides(y_shape);
+  View v{Dims(perm.size()), Dims(perm.size())};
+  for (size_t j = 0; j < perm.size(); ++j) {
+    v.dims[size_t(perm[j])] = y_shape[j];
+    v.strides[size_t(perm[j])] = st[j];
+  }
+  return v;
+}
+
+std::vector<int64_t> perm_attr(const Node& n, const char* name, size_t r) {
+  std::vector<int64_t> p = AttrReader(n).ints(name);
+  if (p.empty())
+    for (size_t d = 0; d < r; ++d) p.push_back(int64_t(d));
+  return p;
+}
+
+// Adds the mask row (stride 0: one value for the row), then softmax in place: m = max, e = exp(x - m), e / sum.
+CUVIL_CPU_CLONES void masked_softmax_row(float* x, int64_t n, const float* mask, int64_t mask_stride) {
+  if (mask && mask_stride == 1) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) x[j] += mask[j];
+  } else if (mask) {
+    float m0 = mask[0];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) x[j] += m0;
+  }
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    float e = cpu::exp_f(x[j] - m);
+    x[j] = e;
+    sum += e;
+  }
+  float inv = 1.f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) x[j] *= inv;
+}
+
+// Where a head's [rows, cols] matrix of one operand lies: element (i, j) at i * row + j * col.
+struct Layout {
+  int64_t row, col;
+  bool dense(int64_t cols) const { return col == 1 && row == cols; }
+};
+
+// Copies rows x cols between a strided matrix and a dense one (to_dense: gather; else scatter).
+void move_matrix(float* strided, const Layout& l, float* dense, int64_t rows, int64_t cols, bool to_dense) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* s = strided + i * l.row;
+    float* d = dense + i * cols;
+    if (l.col == 1) std::memcpy(to_dense ? d : s, to_dense ? s : d, size_t(cols) * sizeof(float));
+    else if (to_dense) for (int64_t j = 0; j < cols; ++j) d[j] = s[j * l.col];
+    else for (int64_t j = 0; j < cols; ++j) s[j * l.col] = d[j];
+  }
+}
+
+// A single-threaded oneDNN matmul [M, K] x [K, N] -> [M, N] on dense operands (B possibly stored transposed),
+// run by several threads at once: each passes its own scratchpad (user-managed), so runs share nothing.
+class Product {
+ public:
+  void create(int64_t m, int64_t k, int64_t n, bool b_transposed, float scale) {
+    auto f32 = memory::data_type::f32;
+    a_ = memory::desc({m, k}, f32, Dims{k, 1});
+    b_ = memory::desc({k, n}, f32, b_transposed ? Dims{1, k} : Dims{n, 1});
+    y_ = memory::desc({m, n}, f32, Dims{n, 1});
+    dnnl::post_ops po;
+    if (scale != 1.f) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, scale, 0.f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    ScopedThreads one(1);  // the primitive plans its work for the one thread that runs it
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_, b_, y_), attr, cpu_engine());
+    name_ = primitive_created(pd);
+    prim_ = dnnl::matmul(pd);
+    scratch_ = pd.scratchpad_desc();
+  }
+  const std::string& name() const { return name_; }
+
+  // One thread's memory objects for this product (bound per run).
+  struct Args {
+    std::vector<memory> mems;
+    std::vector<float> scratchpad;
+    std::vector<dnnl_exec_arg_t> list;
+  };
+  Args make_args() const {
+    Args a;
+    const std::pair<int, const memory::desc*> descs[] = {
+        {DNNL_ARG_SRC, &a_}, {DNNL_ARG_WEIGHTS, &b_}, {DNNL_ARG_DST, &y_}, {DNNL_ARG_SCRATCHPAD, &scratch_}};
+    size_t scratch_bytes = scratch_.get_size();
+    for (auto [arg, md] : descs) {
+      if (arg == DNNL_ARG_SCRATCHPAD && scratch_bytes == 0) continue;
+      a.mems.push_back(memory(*md, cpu_engine(), DNNL_MEMORY_NONE));
+      a.list.push_back({arg, a.mems.back().get()});
+    }
+    if (scratch_bytes) {
+      // 64-byte aligned, as oneDNN's own scratchpads are.
+      a.scratchpad.resize(scratch_bytes / sizeof(float) + 16);
+      auto at = reinterpret_cast<uintptr_t>(a.scratchpad.data());
+      a.mems[3].set_data_handle(reinterpret_cast<void*>((at + 63) & ~uintptr_t(63)));
+    }
+    return a;
+  }
+
+  void run(Args& args, const float* a, const float* b, float* y) const {
+    args.mems[0].set_data_handle(const_cast<float*>(a));
+    args.mems[1].set_data_handle(const_cast<float*>(b));
+    args.mems[2].set_data_handle(y);
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(prim_.get(), thread_stream().get(), int(args.list.size()),
+                                                   args.list.data()),
+                            "could not execute a primitive");
+  }
+
+ private:
+  dnnl::primitive prim_;
+  memory::desc a_, b_, y_, scratch_;
+  std::string name_;
+};
+
+class AttentionKernel final : public PreparedKernel {
+ public:
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const Dims& y_shape) {
+    if (in[0].dtype != DType::f32) return false;
+    size_t r = in[0].shape.size();
+    if (r < 2 || r > 8) return false;
+    View q = permuted_view(in[0].shape, perm_attr(n, "perm_q", r));
+    View k = permuted_view(in[1].shape, perm_attr(n, "perm_k", r));
+    View v = permuted_view(in[2].shape, perm_attr(n, "perm_v", r));
+    View y = output_view(y_shape, perm_attr(n, "perm_y", r));
+    sq_ = q.dims[r - 2];
+    sk_ = k.dims[r - 2];
+    d_ = q.dims[r - 1];
+    dv_ = v.dims[r - 1];
+    if (sq_ == 0 || sk_ == 0 || d_ == 0 || dv_ == 0) return false;
+    // Heads: every batch index, walked through the batch dims' strides of each operand.
+    batch_ = Dims(q.dims.begin(), q.dims.end() - 2);
+    heads_ = 1;
+    for (int64_t b : batch_) heads_ *= b;
+    for (const View* x : {&q, &k, &v, &y}) {
+      batch_strides_.emplace_back(x->strides.begin(), x->strides.end() - 2);
+      layouts_.push_back({x->strides[r - 2], x->strides[r - 1]});
+    }
+    // Mask: strides over the scores' logical dims, 0 where it broadcasts.
+    if (in.size() > 3 && in[3].present) {
+      const Dims& ms = in[3].shape;
+      mask_strides_.assign(r, 0);
+      int64_t st = 1;
+      for (size_t i = ms.size(); i-- > 0;) {
+        mask_strides_[r - ms.size() + i] = ms[i] == 1 ? 0 : st;
+        st *= ms[i];
+      }
+      has_mask_ = true;
+    }
+    // Work items: (head, row block). Fewer heads than threads: each head's query rows split between them.
+    threads_ = std::max(1, omp_get_max_threads());
+    if (2.0 * double(heads_) * double(sq_) * double(sk_) * double(d_ + dv_) < kSingleThreadFlops) threads_ = 1;
+    int64_t blocks = heads_ >= threads_ ? 1 : std::min<int64_t>(sq_, (threads_ + heads_ - 1) / heads_);
+    rows_ = (sq_ + blocks - 1) / blocks;
+    float scale = AttrReader(n).f("scale");
+    scores_.create(rows_, d_, sk_, true, scale);
+    values_.create(rows_, sk_, dv_, false, 1.f);
+    if (int64_t last = sq_ % rows_) {
+      scores_last_.create(last, d_, sk_, true, scale);
+      values_last_.create(last, sk_, dv_, false, 1.f);
+    }
+    name_ = "onednn:attention:" + scores_.name().substr(std::string("onednn:").size());
+    for (int t = 0; t < threads_; ++t) {
+      Scratch s;
+      s.scores.resize(size_t(rows_ * sk_));
+      const int64_t rows[4] = {rows_, sk_, sk_, rows_}, cols[4] = {d_, d_, dv_, dv_};
+      for (size_t o = 0; o < 4; ++o)
+        if (!layouts_[o].dense(cols[o])) s.dense[o].resize(size_t(rows[o] * cols[o]));
+      for (const Product* p : {&scores_, &values_}) s.args.push_back(p->make_args());
+      if (sq_ % rows_)
+        for (const Product* p : {&scores_last_, &values_last_}) s.args.push_back(p->make_args());
+      scratch_.push_back(std::move(s));
+    }
+    return true;
+  }
+
+  void run(KernelContext& ctx) override {
+    Pointers p{ctx.input(0).data<float>(), ctx.input(1).data<float>(), ctx.input(2).data<float>(),
+               has_mask_ ? ctx.input(3).data<float>() : nullptr, ctx.output(0).data<float>()};
+    int64_t blocks = (sq_ + rows_ - 1) / rows_, items = heads_ * blocks;
+    int nt = int(std::min<int64_t>({threads_, std::max(1, omp_get_max_threads()), items}));
+    if (nt <= 1 || omp_in_parallel()) {
+      run_items(p, 0, items, scratch_[0]);
+      return;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+      int t = omp_get_thread_num();
+      run_items(p, items * t / nt, items * (t + 1) / nt, scratch_[size_t(t)]);
+    }
+  }
+
+  std::string impl_name() const override { return name_; }
+
+ private:
+  struct Pointers {
+    const float *q, *k, *v, *mask;
+    float* y;
+  };
+  // One thread's buffers: the dense copies (empty where an operand is dense in place), the scores, and its
+  // arguments for the products (full row blocks, then the last partial one).
+  struct Scratch {
+    std::vector<float> dense[4], scores;
+    std::vector<Product::Args> args;
+  };
+
+  // Items [begin, end): item = head * blocks + block. Consecutive items of one head reuse its gathered k and v.
+  void run_items(const Pointers& p, int64_t begin, int64_t end, Scratch& s) const {
+    int64_t blocks = (sq_ + rows_ - 1) / rows_, gathered_head = -1;
+    const float *kc = nullptr, *vc = nullptr;
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t head = item / blocks, row0 = (item % blocks) * rows_, rows = std::min(rows_, sq_ - row0);
+      int64_t off[4] = {0, 0, 0, 0}, m_off = 0;
+      for (int64_t rest = head, d = int64_t(batch_.size()) - 1; d >= 0; --d) {
+        int64_t i = rest % batch_[size_t(d)];
+        rest /= batch_[size_t(d)];
+        for (size_t o = 0; o < 4; ++o) off[o] += i * batch_strides_[o][size_t(d)];
+        if (has_mask_) m_off += i * mask_strides_[size_t(d)];
+      }
+      if (head != gathered_head) {
+        kc = dense_operand(s, 1, p.k + off[1], sk_, d_);
+        vc = dense_operand(s, 2, p.v + off[2], sk_, dv_);
+        gathered_head = head;
+      }
+      const float* qc = dense_operand(s, 0, p.q + off[0] + row0 * layouts_[0].row, rows, d_);
+      bool last = rows != rows_;
+      Product::Args& sa = s.args[last ? 2 : 0];
+      Product::Args& va = s.args[last ? 3 : 1];
+      (last ? scores_last_ : scores_).run(sa, qc, kc, s.scores.data());
+      size_t r = mask_strides_.size();
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* m = p.mask ? p.mask + m_off + (row0 + i) * mask_strides_[r - 2] : nullptr;
+        masked_softmax_row(s.scores.data() + i * sk_, sk_, m, p.mask ? mask_strides_[r - 1] : 0);
+      }
+      float* yc = p.y + off[3] + row0 * layouts_[3].row;
+      bool y_dense = s.dense[3].empty();
+      (last ? values_last_ : values_).run(va, s.scores.data(), vc, y_dense ? yc : s.dense[3].data());
+      if (!y_dense) move_matrix(yc, layouts_[3], s.dense[3].data(), rows, dv_, false);
+    }
+  }
+
+  // Operand o's rows x cols matrix at x, dense: x itself, or gathered into the thread's buffer.
+  const float* dense_operand(Scratch& s, size_t o, const float* x, int64_t rows, int64_t cols) const {
+    if (s.dense[o].empty()) return x;
+    move_matrix(const_cast<float*>(x), layouts_[o], s.dense[o].data(), rows, cols, true);
+    return s.dense[o].data();
+  }
+
+  int64_t sq_ = 0, sk_ = 0, d_ = 0, dv_ = 0, heads_ = 1, rows_ = 1;
+  int threads_ = 1;
+  Dims batch_;                         // the batch dims ("heads" counts all of them)
+  std::vector<Dims> batch_strides_;    // per operand (q, k, v, y)
+  std::vector<Layout> layouts_;        // per operand: its [rows, cols] matrix strides
+  Dims mask_strides_;                  // over the scores' dims; empty without a mask
+  bool has_mask_ = false;
+  Product scores_, values_, scores_last_, values_last_;  // full row blocks, and a last partial one
+  std::vector<Scratch> scratch_;       // per thread
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<PreparedKernel> prepare_attention(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                  const Dims& y) {
+  auto k = std::make_unique<AttentionKernel>();
+  if (!k->prepare(n, inputs, y)) return nullptr;
+  return k;
+}
+
+}  // namespace cuvil::onednn

@@ -1,0 +1,249 @@
+// fuse-attention: scaled dot-product attention becomes one Attention node (see src/ir/ops/attention.cpp)
+//
+//   S = MatMul(q', kT)            q' = q, or q * c / q / c for a scalar constant c (scaling q before the product)
+//   S = S * c, S / c              optional, any number of scalar constants
+//   S = S + Mask                  optional, a Mask that broadcasts to S without enlarging it
+//   P = Softmax(S, axis = -1)
+//   y = MatMul(P, v)
+//   Y = Transpose(y)              optional
+//
+// Transposes producing q, kT or v (a chain of them composes), and one applied to y, become the node's
+// permutations, so the heads are read from and written to the [S, H, D] layout the projections use, with no
+// transpose passes over memory. Every intermediate value must be read only by the next step (a model that also
+// returns the attention probabilities keeps them), the batch dims of q, k and v must be equal (no broadcasting),
+// and all shapes static: the fast kernel is prepared for one shape; symbolic shapes keep the separate nodes,
+// whose matrix products serve every shape.
+#include <numeric>
+
+#include "ir/op_schema.h"
+#include "passes/pass.h"
+#include "passes/rewrite.h"
+
+namespace cuvil {
+namespace {
+
+using Perm = std::vector<int64_t>;
+
+Perm identity(size_t r) {
+  Perm p(r);
+  std::iota(p.begin(), p.end(), int64_t(0));
+  return p;
+}
+
+bool is_static_float(const Value* v) {
+  return v && is_float(v->dtype()) && v->shape().rank_known() && v->shape().is_static();
+}
+
+struct Match {
+  std::vector<Node*> nodes;  // replaced (erased once the Attention node takes over the result)
+  Value *q = nullptr, *k = nullptr, *v = nullptr, *mask = nullptr, *result = nullptr;
+  Perm perm_q, perm_k, perm_v, perm_y;
+  double scale = 1.0;
+};
+
+class Matcher {
+ public:
+  Matcher(const rewrite::UseMap& uses, const std::unordered_set<const Node*>& taken) : uses_(uses), taken_(taken) {}
+
+  // The attention whose Softmax is `sm`, or nullopt.
+  std::optional<Match> match(Node* sm) {
+    Match m;
+    Value* s = sm->input(0);
+    if (!is_static_float(s) || s->shape().rank() < 2) return std::nullopt;
+    size_t r = s->shape().rank();
+    int64_t axis = AttrReader(*sm).i("axis");
+    if (axis != -1 && axis != int64_t(r) - 1) return std::nullopt;
+    m.nodes.push_back(sm);
+    // Back from the scores: the mask Add, scalings, the first product.
+    Node* mm1 = nullptr;
+    if (Node* add = s->producer(); add && add->op() == OpKind::Add && add->num_inputs() == 2 &&
+                                   uses_.sole_user(s) == sm && !taken_.count(add)) {
+      for (int side : {0, 1}) {
+        Match tried = m;
+        tried.nodes.push_back(add);
+        if (Node* p = scores_product(add->input(side), add, tried); p && is_mask(add->input(1 - side), s)) {
+          m = tried;
+          m.mask = add->input(1 - side);
+          mm1 = p;
+          break;
+        }
+      }
+    } else {
+      mm1 = scores_product(s, sm, m);
+    }
+    if (!mm1) return std::nullopt;
+    // q, possibly scaled, possibly transposed.
+    Value* q = mm1->input(0);
+    const Node* q_reader = mm1;
+    while (Node* n = scalar_scaling(q, q_reader, m)) {
+      q_reader = n;
+      q = scaled_input(n);
+    }
+    m.q = through_transpose(q, q_reader, m, m.perm_q, r);
+    // kT: k seen through a transpose whose last two dims are swapped back.
+    m.k = through_transpose(mm1->input(1), mm1, m, m.perm_k, r);
+    std::swap(m.perm_k[r - 1], m.perm_k[r - 2]);
+    // The second product, reading the probabilities as its left operand.
+    Node* mm2 = only_reader(sm->output(0));
+    if (!mm2 || mm2->op() != OpKind::MatMul || mm2->input(0) != sm->output(0) || mm2->input(1) == sm->output(0))
+      return std::nullopt;
+    m.nodes.push_back(mm2);
+    m.v = through_transpose(mm2->input(1), mm2, m, m.perm_v, r);
+    m.result = mm2->output(0);
+    m.perm_y = identity(r);
+    if (Node* t = only_reader(m.result); t && t->op() == OpKind::Transpose && !taken_.count(t)) {
+      Perm p = transpose_perm(*t, r);
+      if (!p.empty()) {
+        m.nodes.push_back(t);
+        m.perm_y = p;
+        m.result = t->output(0);
+      }
+    }
+    for (Value* v : {m.q, m.k, m.v, m.result})
+      if (!is_static_float(v) || v->shape().rank() != r || v->dtype() != s->dtype()) return std::nullopt;
+    if (!same_batch(m, r)) return std::nullopt;
+    for (Node* n : m.nodes)
+      if (taken_.count(n)) return std::nullopt;
+    return m;
+  }
+
+ private:
+  const rewrite::UseMap& uses_;
+  const std::unordered_set<const Node*>& taken_;
+
+  // The node reading v when nothing else reads it and no other match has taken it.
+  Node* only_reader(const Value* v) const {
+    Node* u = uses_.sole_user(v);
+    return u && !taken_.count(u) ? u : nullptr;
+  }
+
+  // v's producer when it multiplies or divides by a scalar constant and `reader` is v's only reader; the factor
+  // goes into m.scale.
+  Node* scalar_scaling(const Value* v, const Node* reader, Match& m) const {
+    Node* n = v->producer();
+    if (!n || uses_.sole_user(v) != reader || taken_.count(n) || n->num_inputs() != 2) return nullptr;
+    if (n->op() != OpKind::Mul && n->op() != OpKind::Div) return nullptr;
+    bool first = rewrite::scalar_constant(n->input(1)).has_value();
+    if (n->op() == OpKind::Div && !first) return nullptr;  // c / x is not a scaling
+    auto c = rewrite::scalar_constant(n->input(first ? 1 : 0));
+    if (!c || *c == 0 || !is_static_float(n->input(first ? 0 : 1))) return nullptr;
+    if (n->input(first ? 0 : 1)->shape() != v->shape()) return nullptr;  // the scalar must not broadcast it up
+    m.scale = n->op() == OpKind::Mul ? m.scale * *c : m.scale / *c;
+    m.nodes.push_back(n);
+    return n;
+  }
+
+  // The non-constant operand of a scaling node accepted by scalar_scaling.
+  static Value* scaled_input(const Node* n) {
+    return rewrite::scalar_constant(n->input(1)).has_value() ? n->input(0) : n->input(1);
+  }
+
+  // The MatMul computing the scores `s` (read only by `reader`), through scalings; null when there is none.
+  Node* scores_product(Value* s, const Node* reader, Match& m) const {
+    while (Node* n = scalar_scaling(s, reader, m)) {
+      reader = n;
+      s = scaled_input(n);
+    }
+    Node* mm = s->producer();
+    if (!mm || mm->op() != OpKind::MatMul || uses_.sole_user(s) != reader || taken_.count(mm)) return nullptr;
+    if (mm->input(0) == mm->input(1)) return nullptr;
+    m.nodes.push_back(mm);
+    return mm;
+  }
+
+  // The Mask operand of the scores' Add: same dtype, and it broadcasts to the scores without enlarging them.
+  static bool is_mask(const Value* mask, const Value* sum) {
+    if (!mask || !mask->shape().rank_known() || mask->dtype() != sum->dtype()) return false;
+    const Shape& ms = mask->shape();
+    const Shape& ss = sum->shape();
+    if (!ms.is_static() || ms.rank() > ss.rank()) return false;
+    for (size_t d = 0; d < ms.rank(); ++d) {
+      int64_t md = ms[d].value(), sd = ss[ss.rank() - ms.rank() + d].value();
+      if (md != 1 && md != sd) return false;
+    }
+    return true;
+  }
+
+  // The Transpose's perm with negative entries normalized, or empty when it has none of rank r.
+  static Perm transpose_perm(const Node& t, size_t r) {
+    if (!t.has_attr("perm")) {
+      Perm p(r);
+      for (size_t d = 0; d < r; ++d) p[d] = int64_t(r - 1 - d);
+      return p;
+    }
+    Perm p = t.attrs().at("perm").ints();
+    if (p.size() != r) return {};
+    for (int64_t& d : p) d = d < 0 ? d + int64_t(r) : d;
+    return p;
+  }
+
+  // x itself (perm = identity), or, through the chain of Transposes producing x that are each read only by the
+  // next step, the chain's input (perm = the Transposes composed, which the node then absorbs).
+  Value* through_transpose(Value* x, const Node* reader, Match& m, Perm& perm, size_t r) const {
+    perm = identity(r);
+    for (;;) {
+      Node* t = x->producer();
+      if (!t || t->op() != OpKind::Transpose || uses_.sole_user(x) != reader || taken_.count(t)) return x;
+      Perm p = transpose_perm(*t, r);
+      if (p.empty()) return x;
+      // perm applied to Transpose(X, p): dim i is dim perm[i] of t's output, which is dim p[perm[i]] of X.
+      Perm composed(r);
+      for (size_t i = 0; i < r; ++i) composed[i] = p[size_t(perm[i])];
+      perm = composed;
+      m.nodes.push_back(t);
+      reader = t;
+      x = t->input(0);
+    }
+  }
+
+  static bool same_batch(const Match& m, size_t r) {
+    auto dim = [](const Value* v, const Perm& p, size_t d) { return v->shape()[size_t(p[d])].value(); };
+    for (size_t d = 0; d + 2 < r; ++d)
+      if (dim(m.q, m.perm_q, d) != dim(m.k, m.perm_k, d) || dim(m.q, m.perm_q, d) != dim(m.v, m.perm_v, d))
+        return false;
+    return true;
+  }
+};
+
+AttrMap attention_attrs(const Match& m) {
+  AttrMap a{{"scale", Attribute(m.scale)}};
+  size_t r = m.perm_q.size();
+  auto put = [&](const char* name, const Perm& p) {
+    if (p != identity(r)) a.emplace(name, Attribute(p));
+  };
+  put("perm_q", m.perm_q);
+  put("perm_k", m.perm_k);
+  put("perm_v", m.perm_v);
+  put("perm_y", m.perm_y);
+  return a;
+}
+
+bool fuse(Graph& g) {
+  rewrite::UseMap uses(g);
+  std::unordered_set<const Node*> taken;
+  std::vector<Node*> dead;
+  Matcher matcher(uses, taken);
+  bool changed = false;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    Node* sm = g.nodes()[i].get();
+    if (sm->op() != OpKind::Softmax || taken.count(sm)) continue;
+    std::optional<Match> m = matcher.match(sm);
+    if (!m) continue;
+    std::vector<Value*> ins{m->q, m->k, m->v};
+    if (m->mask) ins.push_back(m->mask);
+    Node* last = m->nodes[0];
+    for (Node* n : m->nodes)
+      if (rewrite::node_index(g, n) > rewrite::node_index(g, last)) last = n;
+    rewrite::replace_result(g, last, m->result, OpKind::Attention, ins, attention_attrs(*m));
+    for (Node* n : m->nodes) dead.push_back(n), taken.insert(n);
+    changed = true;
+  }
+  g.erase_nodes(dead);
+  return changed;
+}
+
+}  // namespace
+
+bool FuseAttentionPass::run(Graph& g, PassContext&) { return rewrite::for_each_graph_postorder(g, fuse); }
+
+}  // namespace cuvil

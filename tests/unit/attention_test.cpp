@@ -1,0 +1,166 @@
+// Attention: the fast kernel (oneDNN products around a masked Softmax, operands read through strides) against the
+// reference kernel over ranks 2-5, every permutation kind, mask broadcasts, odd sizes, head chunks with a partial
+// last chunk, fully masked rows; the fuse-attention pass on a symbolic shape; inference errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "passes/pass.h"
+#include "runtime/executor.h"
+#include "test_util.h"
+
+using namespace cuvil;
+using namespace cuvil::test;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+Tensor random_tensor(const Ints& shape, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  Tensor t = Tensor::zeros(DType::f32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+// The stored shape of a tensor whose logical view through `perm` is `logical` (logical dim i = stored perm[i]).
+Ints stored_shape(const Ints& logical, const Ints& perm) {
+  if (perm.empty()) return logical;
+  Ints s(logical.size());
+  for (size_t i = 0; i < perm.size(); ++i) s[size_t(perm[i])] = logical[i];
+  return s;
+}
+
+struct Case {
+  std::string what;
+  Ints batch;  // logical batch dims
+  int64_t sq, sk, d, dv;
+  Ints perm_q, perm_k, perm_v, perm_y;
+  std::optional<Ints> mask;  // the mask's shape
+  float scale = 0.125f;
+};
+
+void expect_matches_reference(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(c.what);
+  auto logical = [&](int64_t a, int64_t b) {
+    Ints s = c.batch;
+    s.push_back(a);
+    s.push_back(b);
+    return s;
+  };
+  std::vector<OpArg> args{input(random_tensor(stored_shape(logical(c.sq, c.d), c.perm_q), seed, 2.f)),
+                          input(random_tensor(stored_shape(logical(c.sk, c.d), c.perm_k), seed + 1, 2.f)),
+                          input(random_tensor(stored_shape(logical(c.sk, c.dv), c.perm_v), seed + 2))};
+  if (c.mask) {
+    Tensor m = random_tensor(*c.mask, seed + 3, 3.f);
+    for (int64_t i = 0; i < m.numel(); i += 3) m.data<float>()[i] = -1e4f;  // masked-out positions
+    args.push_back(input(m));
+  }
+  AttrMap attrs{{"scale", Attribute(double(c.scale))}};
+  for (auto [name, p] : {std::pair{"perm_q", &c.perm_q}, {"perm_k", &c.perm_k}, {"perm_v", &c.perm_v},
+                         {"perm_y", &c.perm_y}})
+    if (!p->empty()) attrs.emplace(name, Attribute(*p));
+  OneOp one = build_op(OpKind::Attention, args, attrs);
+  Executor fast(one.g), ref(one.g, reference_kernels());
+  std::vector<NodeTime> prof = fast.profile(one.feeds);
+  ASSERT_EQ(prof.size(), 1u);
+  EXPECT_EQ(prof[0].impl.rfind("onednn:attention:", 0), 0u) << "ran " << prof[0].impl;
+  Tensor got = fast.run(one.feeds)[0], want = ref.run(one.feeds)[0];
+  ASSERT_EQ(got.shape(), want.shape());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    float g = got.data<float>()[i], w = want.data<float>()[i];
+    ASSERT_NEAR(g, w, 2e-5 * (1 + std::fabs(w))) << "element " << i;
+    num += double(g - w) * double(g - w);
+    den += double(w) * double(w);
+  }
+  EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-5);
+}
+
+TEST(Attention, FastKernelMatchesReference) {
+  std::vector<Case> cases = {
+      {"2-D, no batch", {}, 7, 5, 3, 4, {}, {}, {}, {}, std::nullopt},
+      {"2-D, k stored transposed, mask [Sq, Sk]", {}, 9, 11, 8, 8, {}, {1, 0}, {}, {}, Ints{9, 11}},
+      {"[S, H, D] heads (MultiheadAttention export)", {3}, 13, 13, 16, 16, {1, 0, 2}, {1, 0, 2}, {1, 0, 2},
+       {1, 0, 2}, std::nullopt},
+      {"[B, H, S, D], padding mask [B, 1, 1, Sk]", {2, 3}, 6, 10, 8, 5, {}, {0, 1, 3, 2}, {}, {},
+       Ints{2, 1, 1, 10}},
+      {"[B, S, H, D] in and out, causal mask [Sq, Sk]", {2, 4}, 17, 17, 8, 8, {0, 2, 1, 3}, {0, 2, 1, 3},
+       {0, 2, 1, 3}, {0, 2, 1, 3}, Ints{17, 17}},
+      {"per-head mask [H, 1, Sk], odd sizes", {5}, 3, 29, 7, 1, {}, {}, {}, {}, Ints{5, 1, 29}},
+      {"mask of one value per row [Sq, 1]", {2}, 4, 6, 3, 3, {}, {}, {}, {}, Ints{4, 1}},
+      {"rank 5, heads in the middle of the output", {2, 2, 3}, 5, 7, 4, 6, {}, {}, {}, {0, 1, 3, 2, 4},
+       std::nullopt},
+      // 5 heads of 300 x 400 scores (480 KB each): chunks of 2 heads and a last chunk of 1.
+      {"head chunks with a partial last chunk", {5}, 300, 400, 16, 8, {1, 0, 2}, {}, {1, 0, 2}, {1, 0, 2},
+       Ints{5, 300, 400}},
+      {"one head larger than the chunk budget", {2}, 600, 700, 4, 4, {}, {}, {}, {}, std::nullopt, 1.f},
+  };
+  uint32_t seed = 10;
+  for (const Case& c : cases) expect_matches_reference(c, seed += 10);
+}
+
+// A row whose mask is -inf everywhere is 0/0 in the Softmax: NaN in both kernels, not a silent number.
+TEST(Attention, FullyMaskedRowIsNaNInBothKernels) {
+  Tensor mask = Tensor::zeros(DType::f32, {3, 4});
+  for (int64_t j = 0; j < 4; ++j) mask.data<float>()[4 + j] = -INFINITY;
+  OneOp one = build_op(OpKind::Attention,
+                       {input(random_tensor({3, 5}, 1)), input(random_tensor({4, 5}, 2)),
+                        input(random_tensor({4, 2}, 3)), input(mask)});
+  Executor fast(one.g), ref(one.g, reference_kernels());
+  Tensor got = fast.run(one.feeds)[0], want = ref.run(one.feeds)[0];
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    bool masked_row = i / 2 == 1;
+    EXPECT_EQ(std::isnan(got.data<float>()[i]), masked_row) << i;
+    EXPECT_EQ(std::isnan(want.data<float>()[i]), masked_row) << i;
+    if (!masked_row) EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
+  }
+}
+
+TEST(Attention, InferenceRejectsMismatchedOperands) {
+  auto fails_with = [](std::vector<OpArg> args, AttrMap attrs, const std::string& msg) {
+    OneOp one(OpKind::Attention, args, std::move(attrs), 1);
+    try {
+      one.infer();
+      ADD_FAILURE() << "no error; expected '" << msg << "'";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(msg), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("Attention"), std::string::npos) << e.what();
+    }
+  };
+  Tensor q = random_tensor({2, 3, 4}, 1);
+  fails_with({input(q), input(random_tensor({2, 5, 3}, 2)), input(random_tensor({2, 5, 4}, 3))}, {},
+             "different head sizes");
+  fails_with({input(q), input(random_tensor({2, 5, 4}, 2)), input(random_tensor({2, 6, 4}, 3))}, {},
+             "different sequence lengths");
+  fails_with({input(q), input(random_tensor({3, 5, 4}, 2)), input(random_tensor({3, 5, 4}, 3))}, {},
+             "different batch dims");
+  fails_with({input(q), input(random_tensor({5, 4}, 2)), input(random_tensor({5, 4}, 3))}, {}, "same rank");
+  fails_with({input(q), input(random_tensor({2, 5, 4}, 2)), input(random_tensor({2, 5, 4}, 3)),
+              input(random_tensor({2, 2, 5}, 4))},
+             {}, "Mask does not broadcast");
+  fails_with({input(q), input(random_tensor({2, 5, 4}, 2)), input(random_tensor({2, 5, 4}, 3))},
+             {{"perm_q", Attribute(Ints{0, 0, 1})}}, "not a permutation");
+}
+
+// Symbolic shapes keep the separate nodes (their products serve every length); the same graph with static
+// shapes fuses.
+TEST(Attention, PassFusesOnlyStaticShapes) {
+  for (std::string len : {"n", "6"}) {
+    std::string text = "graph @main(%x: f32[" + len + ", 4]) {\n"
+                       "  %xt: f32[4, " + len + "] = Transpose(%x) {perm = [1, 0]}\n"
+                       "  %s: f32[" + len + ", " + len + "] = MatMul(%x, %xt)\n"
+                       "  %p: f32[" + len + ", " + len + "] = Softmax(%s) {axis = 1}\n"
+                       "  %y: f32[" + len + ", 4] = MatMul(%p, %x)\n"
+                       "  return %y\n}\n";
+    auto g = parse_checked(text);
+    PassContext ctx;
+    auto pass = create_pass("fuse-attention");
+    bool changed = run_pass(*pass, *g, ctx);
+    EXPECT_EQ(changed, len != "n") << text;
+  }
+}
+
+}  // namespace
