@@ -1,5 +1,8 @@
 #include "passes/pass.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
@@ -22,7 +25,29 @@ std::vector<std::string> pass_names() {
   };
 }
 
+namespace {
+
+// CUVIL_SKIP_PASSES, read once.
+const std::set<std::string>& skipped_by_environment() {
+  static const std::set<std::string> names = [] {
+    std::set<std::string> out;
+    const char* e = std::getenv("CUVIL_SKIP_PASSES");
+    std::string s = e ? e : "";
+    for (size_t at = 0; at < s.size();) {
+      size_t comma = std::min(s.find(',', at), s.size());
+      if (comma > at) out.insert(s.substr(at, comma - at));
+      at = comma + 1;
+    }
+    return out;
+  }();
+  return names;
+}
+
+}  // namespace
+
 bool run_pass(Pass& p, Graph& g, PassContext& ctx) {
+  std::string name(p.name());
+  if (ctx.skip.count(name) || skipped_by_environment().count(name)) return false;
   bool changed = p.run(g, ctx);
   if (changed) {
     try {

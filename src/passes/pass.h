@@ -27,6 +27,9 @@ struct PassContext {
   // Prints the IR after each pass named here ("all": after every pass) to `ir_out`.
   std::set<std::string> print_ir_after;
   std::ostream* ir_out = nullptr;
+  // Passes that do not run (debugging, A/B measurements of one pass). The environment variable
+  // CUVIL_SKIP_PASSES (pass names separated by commas) adds to these.
+  std::set<std::string> skip;
   // Constant folding leaves nodes whose outputs together exceed this many elements alone.
   int64_t max_fold_elements = int64_t(1) << 20;
 };

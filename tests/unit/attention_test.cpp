@@ -164,3 +164,21 @@ TEST(Attention, PassFusesOnlyStaticShapes) {
 }
 
 }  // namespace
+
+// PassContext::skip (and CUVIL_SKIP_PASSES) leave a pass out, for A/B measurements of one pass.
+TEST(Attention, SkippedPassLeavesTheGraphAlone) {
+  std::string text = "graph @main(%x: f32[6, 4]) {\n"
+                     "  %xt: f32[4, 6] = Transpose(%x) {perm = [1, 0]}\n"
+                     "  %s: f32[6, 6] = MatMul(%x, %xt)\n"
+                     "  %p: f32[6, 6] = Softmax(%s) {axis = 1}\n"
+                     "  %y: f32[6, 4] = MatMul(%p, %x)\n"
+                     "  return %y\n}\n";
+  auto g = parse_checked(text);
+  PassContext ctx;
+  ctx.skip.insert("fuse-attention");
+  auto pass = create_pass("fuse-attention");
+  EXPECT_FALSE(run_pass(*pass, *g, ctx));
+  EXPECT_EQ(g->nodes().size(), 4u);
+  ctx.skip.clear();
+  EXPECT_TRUE(run_pass(*pass, *g, ctx));
+}
