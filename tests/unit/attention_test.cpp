@@ -93,10 +93,12 @@ TEST(Attention, FastKernelMatchesReference) {
       {"mask of one value per row [Sq, 1]", {2}, 4, 6, 3, 3, {}, {}, {}, {}, Ints{4, 1}},
       {"rank 5, heads in the middle of the output", {2, 2, 3}, 5, 7, 4, 6, {}, {}, {}, {0, 1, 3, 2, 4},
        std::nullopt},
-      // 5 heads of 300 x 400 scores (480 KB each): chunks of 2 heads and a last chunk of 1.
-      {"head chunks with a partial last chunk", {5}, 300, 400, 16, 8, {1, 0, 2}, {}, {1, 0, 2}, {1, 0, 2},
+      {"5 heads of 300 x 400 scores, strided q, v and y", {5}, 300, 400, 16, 8, {1, 0, 2}, {}, {1, 0, 2}, {1, 0, 2},
        Ints{5, 300, 400}},
-      {"one head larger than the chunk budget", {2}, 600, 700, 4, 4, {}, {}, {}, {}, std::nullopt, 1.f},
+      {"heads in row blocks (scores of 700 columns: 374 rows per 1 MB)", {2}, 600, 700, 4, 4, {}, {}, {}, {},
+       std::nullopt, 1.f},
+      {"one head, long keys: 52-row blocks and a last one of 18", {1}, 70, 5000, 8, 3, {}, {}, {}, {},
+       Ints{1, 1, 5000}},
   };
   uint32_t seed = 10;
   for (const Case& c : cases) expect_matches_reference(c, seed += 10);

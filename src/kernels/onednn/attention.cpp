@@ -9,7 +9,8 @@
 //   y = P v, scattered into Y's layout               (written in place when Y's block is dense)
 // One fork/join per call, where products over all heads at once (oneDNN's threads inside each) cost seven and
 // moved every operand through memory between them. The gathers stand in for the Transpose nodes the pass
-// absorbed. Heads are split into row blocks only when there are fewer heads than threads.
+// absorbed. Heads are split into row blocks when there are fewer heads than threads, and so that one block's
+// scores fit in about 1 MB.
 #include <omp.h>
 
 #include <algorithm>
@@ -25,6 +26,9 @@
 namespace cuvil::onednn {
 
 namespace {
+
+// The most one thread's scores buffer holds: about a core's L2.
+constexpr int64_t kScoresBytes = 1 << 20;
 
 // One strided operand seen in its logical dim order: sizes and strides in elements.
 struct View {
@@ -204,8 +208,9 @@ class AttentionKernel final : public PreparedKernel {
     // Work items: (head, row block). Fewer heads than threads: each head's query rows split between them.
     threads_ = std::max(1, omp_get_max_threads());
     if (2.0 * double(heads_) * double(sq_) * double(sk_) * double(d_ + dv_) < kSingleThreadFlops) threads_ = 1;
+    // A row block's scores stay within kScoresBytes (a long sequence's head is split into several blocks).
     int64_t blocks = heads_ >= threads_ ? 1 : std::min<int64_t>(sq_, (threads_ + heads_ - 1) / heads_);
-    rows_ = (sq_ + blocks - 1) / blocks;
+    rows_ = std::min((sq_ + blocks - 1) / blocks, std::max<int64_t>(1, kScoresBytes / (sk_ * int64_t(sizeof(float)))));
     float scale = AttrReader(n).f("scale");
     scores_.create(rows_, d_, sk_, true, scale);
     values_.create(rows_, sk_, dv_, false, 1.f);
