@@ -66,36 +66,23 @@ class Emitter {
       ptr.push_back(B.CreateLoad(ptr_ty, B.CreateConstGEP1_64(ptr_ty, ptrs_p, o)));
     }
     Value* inner = dim[rank - 1];
-    if (K.has_row_reductions()) {
-      choose_cache();
-      loop(begin, end, B.getInt64(1), {}, [&](Value* row, const std::vector<Value*>&) {
-        begin_row(row);
-        per_row_stores();
-        element_loop(B.getInt64(0), inner);
-        return std::vector<Value*>{};
-      });
-    } else {
-      // Flat elements [begin, end): one stretch of a row at a time.
-      auto* head = llvm::BasicBlock::Create(C, "pos.head", F);
-      auto* body = llvm::BasicBlock::Create(C, "pos.body", F);
-      auto* exit = llvm::BasicBlock::Create(C, "pos.exit", F);
-      llvm::BasicBlock* pre = B.GetInsertBlock();
-      B.CreateBr(head);
-      B.SetInsertPoint(head);
-      llvm::PHINode* pos = B.CreatePHI(i64, 2, "pos");
-      pos->addIncoming(begin, pre);
-      B.CreateCondBr(B.CreateICmpSLT(pos, end), body, exit);
-      B.SetInsertPoint(body);
-      Value* row = B.CreateUDiv(pos, inner);
-      Value* col = B.CreateSub(pos, B.CreateMul(row, inner));
-      Value* cnt = min64(B.CreateSub(inner, col), B.CreateSub(end, pos));
-      begin_row(row);
-      element_loop(col, B.CreateAdd(col, cnt));
-      Value* next = B.CreateAdd(pos, cnt);
-      pos->addIncoming(next, B.GetInsertBlock());
-      B.CreateBr(head);
-      B.SetInsertPoint(exit);
+    if (K.has_row_reductions()) choose_cache();
+    if (Value* aligned = streaming_possible(begin, inner)) {
+      // Two copies of the loops: streaming stores where every streamed output and every row start is aligned to
+      // the vector, plain stores otherwise (vmovntps faults on a misaligned address).
+      auto* nt = llvm::BasicBlock::Create(C, "streaming", F);
+      auto* plain = llvm::BasicBlock::Create(C, "plain", F);
+      B.CreateCondBr(aligned, nt, plain);
+      B.SetInsertPoint(nt);
+      streaming = true;
+      emit_loops(begin, end, inner);
+      // Streaming stores are weakly ordered: fenced before the caller (or another thread) reads the output.
+      B.CreateCall(llvm::Intrinsic::getDeclaration(&M, llvm::Intrinsic::x86_sse_sfence));
+      B.CreateRetVoid();
+      B.SetInsertPoint(plain);
+      streaming = false;
     }
+    emit_loops(begin, end, inner);
     B.CreateRetVoid();
     std::string err;
     llvm::raw_string_ostream os(err);
@@ -116,6 +103,68 @@ class Emitter {
   std::vector<Value*> row_off;  // per operand: element offset of the current row's start
   bool avx512f = false, avx512vl = false;  // the target's, for the few x86 instructions used directly
   std::vector<Value*> uval;     // per expression: its <1 x T> value for the current row (row-uniform ones)
+
+  bool streaming = false;  // the element-level f32 outputs are being written with non-temporal stores
+
+  // Rows [begin, end) (row kernels) or flat elements [begin, end) (element-wise kernels).
+  void emit_loops(Value* begin, Value* end, Value* inner) {
+    if (K.has_row_reductions()) {
+      loop(begin, end, B.getInt64(1), {}, [&](Value* row, const std::vector<Value*>&) {
+        begin_row(row);
+        per_row_stores();
+        element_loop(B.getInt64(0), inner);
+        return std::vector<Value*>{};
+      });
+      return;
+    }
+    // Flat elements [begin, end): one stretch of a row at a time.
+    auto* head = llvm::BasicBlock::Create(C, "pos.head", F);
+    auto* body = llvm::BasicBlock::Create(C, "pos.body", F);
+    auto* exit = llvm::BasicBlock::Create(C, "pos.exit", F);
+    llvm::BasicBlock* pre = B.GetInsertBlock();
+    B.CreateBr(head);
+    B.SetInsertPoint(head);
+    llvm::PHINode* pos = B.CreatePHI(B.getInt64Ty(), 2, "pos");
+    pos->addIncoming(begin, pre);
+    B.CreateCondBr(B.CreateICmpSLT(pos, end), body, exit);
+    B.SetInsertPoint(body);
+    Value* row = B.CreateUDiv(pos, inner);
+    Value* col = B.CreateSub(pos, B.CreateMul(row, inner));
+    Value* cnt = min64(B.CreateSub(inner, col), B.CreateSub(end, pos));
+    begin_row(row);
+    element_loop(col, B.CreateAdd(col, cnt));
+    Value* next = B.CreateAdd(pos, cnt);
+    pos->addIncoming(next, B.GetInsertBlock());
+    B.CreateBr(head);
+    B.SetInsertPoint(exit);
+  }
+
+  // With Schedule::streaming_stores: the run-time condition under which the element-level f32 outputs may be
+  // written with non-temporal stores (each dense with its base aligned to 64 bytes, rows a multiple of 16
+  // elements, and an element-wise kernel's range starting at a multiple of 16, so that every full vector store
+  // is aligned), or null when the kernel has nothing to stream. Masked tail stores stay plain.
+  Value* streaming_possible(Value* begin, Value* inner) {
+    int w = S.vector_width;
+    if (!S.streaming_stores || (w != 4 && w != 8 && w != 16)) return nullptr;
+    Value* ok = nullptr;
+    for (const Store& s : K.stores) {
+      const Operand& o = K.operands[size_t(s.operand)];
+      if (o.per_row || o.dtype != DType::f32) continue;
+      Value* p = ptr[size_t(s.operand)];
+      Value* a = B.CreateICmpEQ(B.CreateAnd(B.CreatePtrToInt(p, B.getInt64Ty()), B.getInt64(63)), B.getInt64(0));
+      for (size_t d = 0; d < stride[size_t(s.operand)].size(); ++d) {
+        // Dense: the innermost stride 1 and each outer stride the product of the dims inside it.
+        Value* want = B.getInt64(1);
+        for (size_t e = d + 1; e < dim.size(); ++e) want = B.CreateMul(want, dim[e]);
+        a = B.CreateAnd(a, B.CreateICmpEQ(stride[size_t(s.operand)][d], want));
+      }
+      ok = ok ? B.CreateAnd(ok, a) : a;
+    }
+    if (!ok) return nullptr;
+    auto multiple_of_16 = [&](Value* x) { return B.CreateICmpEQ(B.CreateAnd(x, B.getInt64(15)), B.getInt64(0)); };
+    ok = B.CreateAnd(ok, multiple_of_16(inner));
+    return K.has_row_reductions() ? ok : B.CreateAnd(ok, multiple_of_16(begin));
+  }
 
   // One vector position: W lanes starting at inner index j, with an optional mask of live lanes.
   struct Lanes {
@@ -246,15 +295,23 @@ class Emitter {
       if (o.per_row) continue;
       values.emplace_back(&s, to_storage(elem(s.expr, l, memo), o.dtype));
     }
-    for (auto& [s, v] : values) store_at(s->operand, l, v);
+    for (auto& [s, v] : values) store_at(s->operand, l, v, streaming);
   }
 
-  void store_at(int operand, const Lanes& l, Value* v) {
+  // `stream`: a full f32 vector goes out with a non-temporal store (see streaming_possible).
+  void store_at(int operand, const Lanes& l, Value* v, bool stream = false) {
     const Operand& o = K.operands[size_t(operand)];
     Value* p = B.CreateGEP(storage_ty(o.dtype), ptr[size_t(operand)], B.CreateAdd(row_off[size_t(operand)], l.j));
     llvm::Align al(dtype_size(o.dtype));
-    if (l.mask) B.CreateMaskedStore(v, p, al, l.mask);
-    else B.CreateAlignedStore(v, p, al);
+    if (l.mask) {
+      B.CreateMaskedStore(v, p, al, l.mask);
+    } else if (stream && o.dtype == DType::f32 && !o.per_row) {
+      llvm::StoreInst* st = B.CreateAlignedStore(v, p, llvm::Align(uint64_t(l.w) * 4));
+      st->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                      llvm::MDNode::get(C, llvm::ConstantAsMetadata::get(B.getInt32(1))));
+    } else {
+      B.CreateAlignedStore(v, p, al);
+    }
   }
 
   // The row cache: an expensive element value that the last reduction pass computes and the output pass needs

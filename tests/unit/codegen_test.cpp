@@ -347,7 +347,9 @@ RandomBody random_chain(std::mt19937& rng, bool with_reduction) {
 
 TEST(Codegen, RandomChainsRandomSchedules) {
   std::mt19937 rng(2024);
-  const Schedule schedules[] = {{1, 1, 1}, {4, 1, 3}, {8, 3, 7}, {16, 2, 64}, {16, 4, 5}, {32, 1, 100}, {2, 8, 9}};
+  const Schedule schedules[] = {{1, 1, 1},    {4, 1, 3},          {8, 3, 7},         {16, 2, 64},
+                                {16, 4, 5},   {32, 1, 100},       {2, 8, 9},         {16, 2, 64, true},
+                                {8, 1, 5, true}, {4, 2, 48, true}};
   for (int trial = 0; trial < 24; ++trial) {
     RandomBody rb = random_chain(rng, trial % 3 == 2);
     std::vector<Tensor> want = Executor(rb.g, reference_kernels()).run(rb.feeds);
@@ -431,6 +433,40 @@ TEST(Codegen, StridedOperand) {
     for (int64_t r = 0; r < R; ++r)
       for (int64_t c = 0; c < Cn; ++c)
         EXPECT_NEAR(y[size_t(r * Cn + c)], std::exp(x[size_t(c * R + r)]), 1e-6) << r << "," << c;
+  }
+}
+
+// Streaming (non-temporal) stores: taken where every full vector store is aligned, plain stores elsewhere
+// (a misaligned output, rows that are not whole vector groups, a range starting mid-group), the same bits.
+TEST(Codegen, StreamingStoresMatchPlainStores) {
+  Kernel k;
+  k.rank = 2;
+  k.operands = {{DType::f32, Access::contiguous, false, false}, {DType::f32, Access::contiguous, true, false}};
+  k.exprs.push_back({Op::load, Scalar::f32, -1, -1, -1, 0, 0});
+  k.exprs.back().operand = 0;
+  k.exprs.push_back({Op::erf, Scalar::f32, 0, -1, -1, -1, 0});
+  k.stores.push_back({1, 1});
+  for (Schedule s : {Schedule{16, 1, 1, true}, Schedule{8, 2, 1, true}, Schedule{4, 1, 1, true}})
+    EXPECT_NE(kernel_assembly(k, s).find("vmovnt"), std::string::npos) << s.str();  // vmovntps or vmovntdq
+  EXPECT_EQ(kernel_assembly(k, Schedule{16, 1, 1, false}).find("vmovnt"), std::string::npos);
+  for (int64_t cols : {int64_t(48), int64_t(19)}) {
+    int64_t rows = 7, n = rows * cols;
+    Tensor x = Tensor::zeros(DType::f32, {n});
+    for (int64_t i = 0; i < n; ++i) x.data<float>()[i] = float(i % 29) * 0.2f - 2.8f;
+    Ints dims{rows, cols}, strides{cols, 1, cols, 1};
+    auto run = [&](Schedule s, int64_t shift, int64_t cut) {
+      Tensor y = Tensor::zeros(DType::f32, {n + 16});  // 64-byte aligned; shifted by `shift` floats
+      void* ptrs[] = {x.raw(), y.data<float>() + shift};
+      GeneratedFn fn = jit_kernel(k, s);
+      fn(dims.data(), strides.data(), ptrs, 0, cut);
+      fn(dims.data(), strides.data(), ptrs, cut, n);
+      return std::vector<float>(y.data<float>() + shift, y.data<float>() + shift + n);
+    };
+    std::vector<float> want = run(Schedule{16, 1, 1, false}, 0, n);
+    for (Schedule s : {Schedule{16, 1, 1, true}, Schedule{8, 2, 1, true}, Schedule{4, 1, 1, true}})
+      for (int64_t shift : {0, 1, 4})
+        for (int64_t cut : {int64_t(0), int64_t(32), int64_t(5), n})
+          EXPECT_EQ(run(s, shift, cut), want) << s.str() << " cols " << cols << " shift " << shift << " cut " << cut;
   }
 }
 
