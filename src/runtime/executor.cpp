@@ -579,6 +579,9 @@ Executor::Executor(std::shared_ptr<const Graph> graph, ExecutorOptions options)
     : graph_(std::move(graph)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
   CUVIL_CHECK(options_.threads >= 0, "threads must be >= 0 (0 = all cores), got ", options_.threads);
   if (options_.threads == 0) options_.threads = omp_get_num_procs();
+  // Never more than OpenMP will grant (OMP_THREAD_LIMIT): oneDNN splits work for the threads it asked for, and
+  // its run-time-dim products leave the parts of missing threads unwritten.
+  options_.threads = std::min(options_.threads, std::max(1, omp_get_thread_limit()));
   impl_->stats = &stats_;
   impl_->options = &options_;
   impl_->graph = graph_.get();

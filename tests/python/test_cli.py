@@ -147,3 +147,16 @@ def test_usage_errors(cuvil_bin, small_model):
     r = run(cuvil_bin, "run", small_model["onnx"])
     assert r.returncode == 2 and "--output-dir" in r.stderr
     assert run(cuvil_bin, "--version").stdout.startswith("cuvil ")
+
+
+def test_kernels_correct_when_openmp_grants_fewer_threads(cuvil_bin):
+    """OMP_THREAD_LIMIT=1 under a 2-thread executor: every parallel loop must split among the threads it gets
+    (it used to leave the missing threads' share unwritten), and oneDNN is never asked for more."""
+    unit = os.path.join(os.path.dirname(cuvil_bin), "cuvil_unit_tests")
+    assert os.path.exists(unit), f"{unit} is missing: build first"
+    env = dict(os.environ, OMP_THREAD_LIMIT="1")
+    r = subprocess.run([unit, "--gtest_brief=1",
+                        "--gtest_filter=Attention.FastKernelMatchesReference:CpuKernels.*:ShapeGeneric.*"],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "PASSED" in r.stdout

@@ -62,10 +62,12 @@ void parallel_ranges(int64_t n, int64_t cost, int64_t align, Fn&& fn, int64_t mi
     fn(int64_t(0), n);
     return;
   }
-  int64_t chunk = (n + nt - 1) / nt;
-  chunk = (chunk + align - 1) / align * align;
 #pragma omp parallel num_threads(nt)
   {
+    // The team may be smaller than asked (OMP_DYNAMIC, OMP_THREAD_LIMIT): split by the threads that came.
+    int64_t team = omp_get_num_threads();
+    int64_t chunk = (n + team - 1) / team;
+    chunk = (chunk + align - 1) / align * align;
     int64_t begin = int64_t(omp_get_thread_num()) * chunk;
     int64_t end = std::min(n, begin + chunk);
     if (begin < end) fn(begin, end);

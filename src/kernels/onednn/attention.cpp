@@ -244,8 +244,9 @@ class AttentionKernel final : public PreparedKernel {
     }
 #pragma omp parallel num_threads(nt)
     {
-      int t = omp_get_thread_num();
-      run_items(p, items * t / nt, items * (t + 1) / nt, scratch_[size_t(t)]);
+      // The team may be smaller than asked (OMP_DYNAMIC, OMP_THREAD_LIMIT): split by the threads that came.
+      int64_t team = omp_get_num_threads(), t = omp_get_thread_num();
+      run_items(p, items * t / team, items * (t + 1) / team, scratch_[size_t(t)]);
     }
   }
 
