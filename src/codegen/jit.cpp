@@ -1,5 +1,6 @@
 #include "codegen/jit.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +68,14 @@ std::string default_cache_dir() {
   return "";
 }
 
+// The most the disk cache may hold, in bytes: CUVIL_CACHE_MAX_MB (default 512). Past it, the entries used
+// least recently are removed until it holds three quarters of that.
+uint64_t cache_budget() {
+  const char* e = std::getenv("CUVIL_CACHE_MAX_MB");
+  double mb = e ? std::atof(e) : 512.0;
+  return uint64_t(std::max(mb, 0.0) * 1024 * 1024);
+}
+
 class Jit {
  public:
   Jit() {
@@ -79,6 +88,7 @@ class Jit {
     host_ = tm_->getTargetCPU().str() + " " + tm_->getTargetFeatureString().str();
     build_ = build_identity();
     dir_ = default_cache_dir();
+    budget_ = cache_budget();
   }
 
   GeneratedFn get(const Kernel& k, const Schedule& s) {
@@ -95,6 +105,8 @@ class Jit {
     std::string object;
     if (!path.empty() && read_entry(path, key, object)) {
       ++stats_.disk_hits;
+      std::error_code ec;  // used now: the last to be evicted (best effort; a read-only cache stays as it is)
+      std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
     } else {
       auto t0 = std::chrono::steady_clock::now();
       object = compile(k, s, symbol, /*assembly=*/false);
@@ -126,6 +138,7 @@ class Jit {
     loaded_.clear();
     stats_ = {};
     dir_ = dir.empty() ? default_cache_dir() : dir;
+    budget_ = cache_budget();
   }
 
  private:
@@ -230,6 +243,48 @@ class Jit {
     }
     std::filesystem::rename(tmp, path, ec);
     if (ec) std::filesystem::remove(tmp, ec);
+    evict();
+  }
+
+  // Keeps the directory within budget_: entries (and temporary files a crashed writer left, after an hour)
+  // go least recently used first (a hit refreshes an entry's time) until three quarters of the budget remain.
+  // Other processes may evict at the same time; whatever fails to go is left.
+  void evict() {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    struct Entry {
+      fs::file_time_type used;
+      uint64_t bytes;
+      fs::path path;
+    };
+    std::vector<Entry> entries;
+    uint64_t total = 0;
+    auto now = fs::file_time_type::clock::now();
+    for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      bool entry = name.ends_with(".cuvk"), stale_tmp = name.find(".cuvk.tmp") != std::string::npos;
+      if (!entry && !stale_tmp) continue;
+      std::error_code e2;
+      uint64_t bytes = it->file_size(e2);
+      fs::file_time_type used = it->last_write_time(e2);
+      if (e2) continue;
+      if (stale_tmp) {
+        if (now - used > std::chrono::hours(1)) fs::remove(it->path(), e2);
+        continue;
+      }
+      entries.push_back({used, bytes, it->path()});
+      total += bytes;
+    }
+    if (total <= budget_) return;
+    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+    for (const Entry& e : entries) {
+      if (total <= budget_ / 4 * 3) break;
+      std::error_code e2;
+      if (fs::remove(e.path, e2)) {
+        total -= e.bytes;
+        ++stats_.evicted_entries;
+      }
+    }
   }
 
   std::mutex mu_;
@@ -238,6 +293,7 @@ class Jit {
   std::string host_;
   std::string build_;
   std::string dir_;
+  uint64_t budget_ = 0;
   std::unordered_map<std::string, GeneratedFn> loaded_;
   JitStats stats_;
   int64_t dylibs_ = 0;

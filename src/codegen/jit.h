@@ -20,6 +20,7 @@ struct JitStats {
   int64_t disk_hits = 0;       // kernels loaded from the disk cache
   int64_t memory_hits = 0;     // requests served by an already loaded kernel
   int64_t rejected_entries = 0;  // disk entries found stale or corrupt (then rebuilt)
+  int64_t evicted_entries = 0;   // disk entries removed to keep the cache within CUVIL_CACHE_MAX_MB
   double compile_ms = 0;       // time in emission + optimization + code generation
   double load_ms = 0;          // time linking objects into the process (cache hits and fresh ones)
 };

@@ -601,6 +601,61 @@ TEST(Codegen, DiskCacheHitsAndRejectsCorruptEntries) {
   jit_reset_for_testing("");
 }
 
+// CUVIL_CACHE_MAX_MB bounds the disk cache: past it the least recently used entries go; an evicted kernel is
+// simply compiled again.
+TEST(Codegen, DiskCacheEvictsLeastRecentlyUsed) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("cuvil_jit_evict_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto kernel = [](int i) {  // y = x * (i + 0.5): a distinct kernel (and cache entry) per i
+    Kernel k;
+    k.operands = {{DType::f32, Access::contiguous, false, false}, {DType::f32, Access::contiguous, true, false}};
+    k.exprs.push_back({Op::load, Scalar::f32, -1, -1, -1, 0, 0});
+    k.exprs.push_back({Op::constant, Scalar::f32, -1, -1, -1, -1, i + 0.5});
+    k.exprs.push_back({Op::mul, Scalar::f32, 0, 1, -1, -1, 0});
+    k.stores.push_back({1, 2});
+    return k;
+  };
+  auto check = [](GeneratedFn fn, int i) {
+    float x[2] = {2, -4}, y[2] = {};
+    Ints dims{2}, strides{1, 1};
+    void* ptrs[] = {x, y};
+    fn(dims.data(), strides.data(), ptrs, 0, 2);
+    EXPECT_EQ(y[0], 2 * (i + 0.5f));
+    EXPECT_EQ(y[1], -4 * (i + 0.5f));
+  };
+  auto entries = [&] {
+    std::vector<fs::path> out;
+    uint64_t bytes = 0;
+    for (auto& e : fs::directory_iterator(dir)) out.push_back(e.path()), bytes += fs::file_size(e.path());
+    return std::pair{out, bytes};
+  };
+  jit_reset_for_testing(dir.string());
+  check(jit_kernel(kernel(0), Schedule{}), 0);
+  uint64_t one = entries().second;
+  ASSERT_GT(one, 0u);
+  // A budget of four and a half entries.
+  std::string mb = std::to_string(4.5 * double(one) / (1024 * 1024));
+  ::setenv("CUVIL_CACHE_MAX_MB", mb.c_str(), 1);
+  jit_reset_for_testing(dir.string());
+  std::vector<fs::path> first = entries().first;
+  for (int i = 1; i <= 10; ++i) check(jit_kernel(kernel(i), Schedule{}), i);
+  auto [kept, bytes] = entries();
+  EXPECT_GT(jit_stats().evicted_entries, 0);
+  EXPECT_LE(bytes, uint64_t(4.5 * double(one)) + one / 8);  // entries differ in size by a few bytes
+  EXPECT_GE(kept.size(), 2u);
+  EXPECT_FALSE(fs::exists(first[0])) << "the oldest entry stays";
+  // The newest kernel is a disk hit in a new process; the oldest, evicted, is compiled again and still right.
+  jit_reset_for_testing(dir.string());
+  check(jit_kernel(kernel(10), Schedule{}), 10);
+  EXPECT_EQ(jit_stats().disk_hits, 1);
+  check(jit_kernel(kernel(0), Schedule{}), 0);
+  EXPECT_EQ(jit_stats().compiled, 1);
+  ::unsetenv("CUVIL_CACHE_MAX_MB");
+  fs::remove_all(dir);
+  jit_reset_for_testing("");
+}
+
 // The lowering refuses what it cannot do, saying why, and never produces a wrong kernel.
 TEST(Codegen, RefusalsAreExplained) {
   OneOp one = build_op(OpKind::Softmax, {input(random_tensor(DType::f32, {3, 4}, 1))}, {{"axis", int64_t(0)}});
