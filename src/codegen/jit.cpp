@@ -139,6 +139,7 @@ class Jit {
     stats_ = {};
     dir_ = dir.empty() ? default_cache_dir() : dir;
     budget_ = cache_budget();
+    cache_bytes_ = -1;
   }
 
  private:
@@ -242,14 +243,22 @@ class Jit {
       }
     }
     std::filesystem::rename(tmp, path, ec);
-    if (ec) std::filesystem::remove(tmp, ec);
-    evict();
+    if (ec) {
+      std::filesystem::remove(tmp, ec);
+      return;
+    }
+    // The directory is listed once per process (its first write) and then followed by what this process adds;
+    // only when that passes the budget is it listed again to evict.
+    if (cache_bytes_ < 0) cache_bytes_ = int64_t(evict(/*remove=*/false));
+    else cache_bytes_ += int64_t(object.size() + key.size() + 32);
+    if (uint64_t(cache_bytes_) > budget_) cache_bytes_ = int64_t(evict(/*remove=*/true));
   }
 
-  // Keeps the directory within budget_: entries (and temporary files a crashed writer left, after an hour)
-  // go least recently used first (a hit refreshes an entry's time) until three quarters of the budget remain.
-  // Other processes may evict at the same time; whatever fails to go is left.
-  void evict() {
+  // The bytes of the directory's entries; with `remove`, past budget_, entries (and temporary files a crashed
+  // writer left, after an hour) go least recently used first (a hit refreshes an entry's time) until three
+  // quarters of the budget remain, and the bytes left are returned. Other processes may evict at the same time;
+  // whatever fails to go is left.
+  uint64_t evict(bool remove) {
     namespace fs = std::filesystem;
     std::error_code ec;
     struct Entry {
@@ -269,13 +278,13 @@ class Jit {
       fs::file_time_type used = it->last_write_time(e2);
       if (e2) continue;
       if (stale_tmp) {
-        if (now - used > std::chrono::hours(1)) fs::remove(it->path(), e2);
+        if (remove && now - used > std::chrono::hours(1)) fs::remove(it->path(), e2);
         continue;
       }
       entries.push_back({used, bytes, it->path()});
       total += bytes;
     }
-    if (total <= budget_) return;
+    if (!remove || total <= budget_) return total;
     std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
     for (const Entry& e : entries) {
       if (total <= budget_ / 4 * 3) break;
@@ -285,6 +294,7 @@ class Jit {
         ++stats_.evicted_entries;
       }
     }
+    return total;
   }
 
   std::mutex mu_;
@@ -294,6 +304,7 @@ class Jit {
   std::string build_;
   std::string dir_;
   uint64_t budget_ = 0;
+  int64_t cache_bytes_ = -1;  // the directory's entries as this process knows them; -1: not listed yet
   std::unordered_map<std::string, GeneratedFn> loaded_;
   JitStats stats_;
   int64_t dylibs_ = 0;
