@@ -339,7 +339,7 @@ class Emitter {
     std::vector<bool> heavy(K.exprs.size(), false), needed(K.exprs.size(), false);
     for (size_t i = 0; i < K.exprs.size(); ++i) {
       const Expr& x = K.exprs[i];
-      heavy[i] = x.op == Op::exp || x.op == Op::log || x.op == Op::tanh || x.op == Op::erf;
+      heavy[i] = is_transcendental(x.op);
       for (int a : {x.a, x.b, x.c})
         if (a >= 0 && !uniform[size_t(a)]) heavy[i] = heavy[i] || heavy[size_t(a)];
     }

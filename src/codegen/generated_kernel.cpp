@@ -11,19 +11,24 @@ namespace cuvil::codegen {
 
 namespace {
 
+// Expressions computed per element (not once per row) whose math costs several times a load and a store.
+int64_t costly_exprs(const Kernel& k) {
+  std::vector<bool> uniform = k.row_uniform();
+  int64_t n = 0;
+  for (size_t i = 0; i < k.exprs.size(); ++i) {
+    Op op = k.exprs[i].op;
+    n += !uniform[i] && (is_transcendental(op) || op == Op::div);
+  }
+  return n;
+}
+
 class GeneratedKernel final : public PreparedKernel {
  public:
   GeneratedKernel(LoweredKernel lk, Schedule s, GeneratedFn fn)
       : lk_(std::move(lk)), s_(s), fn_(fn), ptrs_(lk_.kernel.operands.size()) {
     rows_mode_ = lk_.kernel.has_row_reductions();
     // Work per item for the thread split: transcendental math costs several times a load and a store.
-    int64_t heavy = 0;
-    std::vector<bool> uniform = lk_.kernel.row_uniform();
-    for (size_t i = 0; i < lk_.kernel.exprs.size(); ++i) {
-      Op op = lk_.kernel.exprs[i].op;
-      heavy += !uniform[i] && (op == Op::exp || op == Op::log || op == Op::tanh || op == Op::erf || op == Op::div);
-    }
-    cost_ = 1 + heavy;
+    cost_ = 1 + costly_exprs(lk_.kernel);
     char buf[24];
     std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(lk_.kernel.hash() >> 32));
     name_ = "jit:" + lk_.ops + ":" + buf;
@@ -72,19 +77,14 @@ constexpr int64_t kStreamingBytes = int64_t(16) << 20;
 Schedule choose_schedule(const LoweredKernel& lk) {
   Schedule s;
   std::vector<bool> uniform = lk.kernel.row_uniform();
-  bool heavy = false;
-  for (size_t i = 0; i < lk.kernel.exprs.size(); ++i) {
-    if (uniform[i]) continue;
-    Op op = lk.kernel.exprs[i].op;
-    if (op == Op::erf) s.unroll = 1;
-    heavy = heavy || op == Op::exp || op == Op::log || op == Op::tanh || op == Op::erf || op == Op::div;
-  }
+  for (size_t i = 0; i < lk.kernel.exprs.size(); ++i)
+    if (!uniform[i] && lk.kernel.exprs[i].op == Op::erf) s.unroll = 1;
   int64_t out_bytes = 0;
   for (const Store& st : lk.kernel.stores) {
     const Operand& o = lk.kernel.operands[size_t(st.operand)];
     if (!o.per_row) out_bytes += lk.rows * lk.inner * int64_t(dtype_size(o.dtype));
   }
-  s.streaming_stores = !heavy && out_bytes >= kStreamingBytes;
+  s.streaming_stores = costly_exprs(lk.kernel) == 0 && out_bytes >= kStreamingBytes;
   return s;
 }
 

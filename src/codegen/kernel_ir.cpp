@@ -40,6 +40,7 @@ const char* op_name(Op op) {
 }
 
 bool is_row_reduction(Op op) { return op == Op::row_sum || op == Op::row_max || op == Op::row_min; }
+bool is_transcendental(Op op) { return op == Op::exp || op == Op::log || op == Op::tanh || op == Op::erf; }
 
 Scalar scalar_of(DType storage) {
   switch (storage) {

@@ -55,6 +55,8 @@ enum class Op : uint8_t {
 };
 const char* op_name(Op op);
 bool is_row_reduction(Op op);
+// exp, log, tanh, erf: polynomial code several times the cost of a load and a store.
+bool is_transcendental(Op op);
 
 struct Expr {
   Op op{};

@@ -1,5 +1,7 @@
 #include "ir/graph_stats.h"
 
+#include "ir/ops/attention.h"
+
 namespace cuvil {
 
 namespace {
@@ -60,8 +62,7 @@ Dim node_flops(const Node& n) {
       if (!known(q) || !known(k) || !known(v) || !known(y) || q->shape().rank() < 2) return Dim(0);
       size_t r = q->shape().rank();
       auto logical = [&](const Value* x, const char* perm, size_t d) {
-        const auto& p = n.has_attr(perm) ? n.attrs().at(perm).ints() : std::vector<int64_t>{};
-        return x->shape()[p.empty() ? d : size_t(p[d])];
+        return x->shape()[size_t(attention_perm(AttrReader(n), perm, r).at(d))];
       };
       Dim d = logical(q, "perm_q", r - 1), sk = logical(k, "perm_k", r - 2), dv = logical(v, "perm_v", r - 1);
       Dim rows = Dim::floordiv(numel_or_zero(y), dv);

@@ -73,12 +73,8 @@ class Matcher {
     }
     if (!mm1) return std::nullopt;
     // q, possibly scaled, possibly transposed.
-    Value* q = mm1->input(0);
     const Node* q_reader = mm1;
-    while (Node* n = scalar_scaling(q, q_reader, m)) {
-      q_reader = n;
-      q = scaled_input(n);
-    }
+    Value* q = unscaled(mm1->input(0), q_reader, m);
     m.q = through_transpose(q, q_reader, m, m.perm_q, r);
     // kT: k seen through a transpose whose last two dims are swapped back.
     m.k = through_transpose(mm1->input(1), mm1, m, m.perm_k, r);
@@ -117,33 +113,28 @@ class Matcher {
     return u && !taken_.count(u) ? u : nullptr;
   }
 
-  // v's producer when it multiplies or divides by a scalar constant and `reader` is v's only reader; the factor
-  // goes into m.scale.
-  Node* scalar_scaling(const Value* v, const Node* reader, Match& m) const {
-    Node* n = v->producer();
-    if (!n || uses_.sole_user(v) != reader || taken_.count(n) || n->num_inputs() != 2) return nullptr;
-    if (n->op() != OpKind::Mul && n->op() != OpKind::Div) return nullptr;
-    bool first = rewrite::scalar_constant(n->input(1)).has_value();
-    if (n->op() == OpKind::Div && !first) return nullptr;  // c / x is not a scaling
-    auto c = rewrite::scalar_constant(n->input(first ? 1 : 0));
-    if (!c || *c == 0 || !is_static_float(n->input(first ? 0 : 1))) return nullptr;
-    if (n->input(first ? 0 : 1)->shape() != v->shape()) return nullptr;  // the scalar must not broadcast it up
-    m.scale = n->op() == OpKind::Mul ? m.scale * *c : m.scale / *c;
-    m.nodes.push_back(n);
-    return n;
-  }
-
-  // The non-constant operand of a scaling node accepted by scalar_scaling.
-  static Value* scaled_input(const Node* n) {
-    return rewrite::scalar_constant(n->input(1)).has_value() ? n->input(0) : n->input(1);
+  // v with the multiplications and divisions by scalar constants that produce it peeled off, each read only by
+  // the next (`reader` follows to the last node peeled); their factors go into m.scale.
+  Value* unscaled(Value* v, const Node*& reader, Match& m) const {
+    for (;;) {
+      Node* n = v->producer();
+      if (!n || uses_.sole_user(v) != reader || taken_.count(n) || n->num_inputs() != 2) return v;
+      if (n->op() != OpKind::Mul && n->op() != OpKind::Div) return v;
+      int k = rewrite::scalar_constant(n->input(1)) ? 1 : 0;  // the constant's side
+      if (n->op() == OpKind::Div && k == 0) return v;           // c / x is not a scaling
+      auto c = rewrite::scalar_constant(n->input(size_t(k)));
+      Value* x = n->input(size_t(1 - k));
+      if (!c || *c == 0 || !is_static_float(x) || x->shape() != v->shape()) return v;  // no broadcasting up
+      m.scale = n->op() == OpKind::Mul ? m.scale * *c : m.scale / *c;
+      m.nodes.push_back(n);
+      reader = n;
+      v = x;
+    }
   }
 
   // The MatMul computing the scores `s` (read only by `reader`), through scalings; null when there is none.
   Node* scores_product(Value* s, const Node* reader, Match& m) const {
-    while (Node* n = scalar_scaling(s, reader, m)) {
-      reader = n;
-      s = scaled_input(n);
-    }
+    s = unscaled(s, reader, m);
     Node* mm = s->producer();
     if (!mm || mm->op() != OpKind::MatMul || uses_.sole_user(s) != reader || taken_.count(mm)) return nullptr;
     if (mm->input(0) == mm->input(1)) return nullptr;

@@ -62,21 +62,7 @@ void expect_matches_reference(const Case& c, uint32_t seed) {
   for (auto [name, p] : {std::pair{"perm_q", &c.perm_q}, {"perm_k", &c.perm_k}, {"perm_v", &c.perm_v},
                          {"perm_y", &c.perm_y}})
     if (!p->empty()) attrs.emplace(name, Attribute(*p));
-  OneOp one = build_op(OpKind::Attention, args, attrs);
-  Executor fast(one.g), ref(one.g, reference_kernels());
-  std::vector<NodeTime> prof = fast.profile(one.feeds);
-  ASSERT_EQ(prof.size(), 1u);
-  EXPECT_EQ(prof[0].impl.rfind("onednn:attention:", 0), 0u) << "ran " << prof[0].impl;
-  Tensor got = fast.run(one.feeds)[0], want = ref.run(one.feeds)[0];
-  ASSERT_EQ(got.shape(), want.shape());
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    float g = got.data<float>()[i], w = want.data<float>()[i];
-    ASSERT_NEAR(g, w, 2e-5 * (1 + std::fabs(w))) << "element " << i;
-    num += double(g - w) * double(g - w);
-    den += double(w) * double(w);
-  }
-  EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-5);
+  expect_fast_matches_reference(build_op(OpKind::Attention, args, attrs), "onednn:attention:", 2e-5, 1e-5);
 }
 
 TEST(Attention, FastKernelMatchesReference) {

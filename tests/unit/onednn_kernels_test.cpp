@@ -27,21 +27,7 @@ Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed) {
 // Runs the node on the fast kernels and on the reference kernels; expects the same result and a oneDNN kernel.
 void expect_matches_reference(OpKind op, const std::vector<OpArg>& args, AttrMap attrs, const std::string& what) {
   SCOPED_TRACE(what);
-  OneOp one = build_op(op, args, std::move(attrs));
-  Executor fast(one.g), ref(one.g, reference_kernels());
-  std::vector<NodeTime> prof = fast.profile(one.feeds);
-  ASSERT_EQ(prof.size(), 1u);
-  EXPECT_EQ(prof[0].impl.rfind("onednn:", 0), 0u) << "ran " << prof[0].impl;
-  Tensor got = fast.run(one.feeds)[0], want = ref.run(one.feeds)[0];
-  ASSERT_EQ(got.shape(), want.shape());
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    double d = double(got.data<float>()[i]) - double(want.data<float>()[i]);
-    num += d * d;
-    den += double(want.data<float>()[i]) * double(want.data<float>()[i]);
-    ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-4 * (1 + std::fabs(want.data<float>()[i]))) << i;
-  }
-  EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-5);
+  expect_fast_matches_reference(build_op(op, args, std::move(attrs)), "onednn:", 1e-4, 1e-5);
 }
 
 struct ConvCase {

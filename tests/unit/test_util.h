@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -152,6 +153,27 @@ inline OneOp build_op(OpKind op, const std::vector<OpArg>& args, AttrMap attrs =
   one.infer();
   verify(*one.g);
   return one;
+}
+
+// Runs the one-node graph on the fast kernels and on the reference kernels (f32 output 0): the fast run must use a
+// kernel whose profile name starts with `impl_prefix`, each element must be within elem_tol * (1 + |want|), and the
+// whole within l2_tol in relative L2.
+inline void expect_fast_matches_reference(const OneOp& one, const std::string& impl_prefix, double elem_tol,
+                                          double l2_tol) {
+  Executor fast(one.g), ref(one.g, reference_kernels());
+  std::vector<NodeTime> prof = fast.profile(one.feeds);
+  ASSERT_EQ(prof.size(), 1u);
+  EXPECT_EQ(prof[0].impl.rfind(impl_prefix, 0), 0u) << "ran " << prof[0].impl;
+  Tensor got = fast.run(one.feeds)[0], want = ref.run(one.feeds)[0];
+  ASSERT_EQ(got.shape(), want.shape());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = got.data<float>()[i], w = want.data<float>()[i];
+    ASSERT_NEAR(g, w, elem_tol * (1 + std::fabs(w))) << "element " << i;
+    num += (g - w) * (g - w);
+    den += w * w;
+  }
+  EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), l2_tol);
 }
 
 // Builds, infers and verifies the one-node graph, and runs it on the reference kernels.

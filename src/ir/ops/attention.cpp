@@ -8,19 +8,17 @@
 //
 // The permutations are how the node absorbs the transposes around attention (heads split out of [S, H, D] and
 // merged back): a kernel reads Q, K, V and writes Y through strides instead of moving them.
+#include "ir/ops/attention.h"
+
 #include "ir/ops/infer_util.h"
 
 namespace cuvil {
 
 namespace {
 
-// perm (or the identity when empty) checked against rank r.
+// attention_perm, checked against rank r.
 std::vector<int64_t> read_perm(const InferContext& c, const char* name, size_t r) {
-  std::vector<int64_t> perm = c.ints(name);
-  if (perm.empty()) {
-    for (size_t d = 0; d < r; ++d) perm.push_back(int64_t(d));
-    return perm;
-  }
+  std::vector<int64_t> perm = attention_perm(c, name, r);
   if (perm.size() != r) c.error(name, " has ", perm.size(), " entries for rank ", r);
   std::vector<bool> seen(r, false);
   for (int64_t p : perm) {
@@ -41,6 +39,13 @@ void expect_equal(const InferContext& c, const Dim& a, const Dim& b, const char*
 }
 
 }  // namespace
+
+std::vector<int64_t> attention_perm(const AttrReader& node, const char* name, size_t rank) {
+  std::vector<int64_t> p = node.ints(name);
+  if (p.empty())
+    for (size_t d = 0; d < rank; ++d) p.push_back(int64_t(d));
+  return p;
+}
 
 CUVIL_DEFINE_OP(Attention) {
   s.inputs(3, 4).outputs(1, 1);

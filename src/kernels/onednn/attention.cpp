@@ -18,10 +18,12 @@
 #include <cstring>
 #include <limits>
 
+#include "ir/ops/attention.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_ops.h"
+#include "kernels/ref/indexing.h"
 
 namespace cuvil::onednn {
 
@@ -35,15 +37,9 @@ struct View {
   Dims dims, strides;
 };
 
-Dims dense_strides(const Dims& shape) {
-  Dims st(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
-  return st;
-}
-
 // Logical view of a dense tensor of `shape` through `perm` (logical dim i is stored dim perm[i]).
 View permuted_view(const Dims& shape, const std::vector<int64_t>& perm) {
-  Dims st = dense_strides(shape);
+  Dims st = ref::strides_of(shape);
   View v;
   for (int64_t p : perm) v.dims.push_back(shape[size_t(p)]), v.strides.push_back(st[size_t(p)]);
   return v;
@@ -51,20 +47,13 @@ View permuted_view(const Dims& shape, const std::vector<int64_t>& perm) {
 
 // The view of y (logical) when Y = Transpose(y, perm): stored dim j is logical dim perm[j].
 View output_view(const Dims& y_shape, const std::vector<int64_t>& perm) {
-  Dims st = dense_strides(y_shape);
+  Dims st = ref::strides_of(y_shape);
   View v{Dims(perm.size()), Dims(perm.size())};
   for (size_t j = 0; j < perm.size(); ++j) {
     v.dims[size_t(perm[j])] = y_shape[j];
     v.strides[size_t(perm[j])] = st[j];
   }
   return v;
-}
-
-std::vector<int64_t> perm_attr(const Node& n, const char* name, size_t r) {
-  std::vector<int64_t> p = AttrReader(n).ints(name);
-  if (p.empty())
-    for (size_t d = 0; d < r; ++d) p.push_back(int64_t(d));
-  return p;
 }
 
 // Adds the mask row (stride 0: one value for the row), then softmax in place: m = max, e = exp(x - m), e / sum.
@@ -177,10 +166,10 @@ class AttentionKernel final : public PreparedKernel {
     if (in[0].dtype != DType::f32) return false;
     size_t r = in[0].shape.size();
     if (r < 2 || r > 8) return false;
-    View q = permuted_view(in[0].shape, perm_attr(n, "perm_q", r));
-    View k = permuted_view(in[1].shape, perm_attr(n, "perm_k", r));
-    View v = permuted_view(in[2].shape, perm_attr(n, "perm_v", r));
-    View y = output_view(y_shape, perm_attr(n, "perm_y", r));
+    View q = permuted_view(in[0].shape, attention_perm(AttrReader(n), "perm_q", r));
+    View k = permuted_view(in[1].shape, attention_perm(AttrReader(n), "perm_k", r));
+    View v = permuted_view(in[2].shape, attention_perm(AttrReader(n), "perm_v", r));
+    View y = output_view(y_shape, attention_perm(AttrReader(n), "perm_y", r));
     sq_ = q.dims[r - 2];
     sk_ = k.dims[r - 2];
     d_ = q.dims[r - 1];
@@ -196,13 +185,10 @@ class AttentionKernel final : public PreparedKernel {
     }
     // Mask: strides over the scores' logical dims, 0 where it broadcasts.
     if (in.size() > 3 && in[3].present) {
-      const Dims& ms = in[3].shape;
-      mask_strides_.assign(r, 0);
-      int64_t st = 1;
-      for (size_t i = ms.size(); i-- > 0;) {
-        mask_strides_[r - ms.size() + i] = ms[i] == 1 ? 0 : st;
-        st *= ms[i];
-      }
+      Dims scores = batch_;
+      scores.push_back(sq_);
+      scores.push_back(sk_);
+      mask_strides_ = ref::broadcast_strides(in[3].shape, scores);
       has_mask_ = true;
     }
     // Work items: (head, row block). Fewer heads than threads: each head's query rows split between them.

@@ -6,8 +6,10 @@
 #include <limits>
 
 #include "ir/ops/activation.h"
+#include "ir/ops/attention.h"
 #include "kernels/ref/permute.h"
 #include "kernels/ref/channels_last.h"
+#include "kernels/ref/indexing.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace cuvil {
@@ -89,40 +91,16 @@ CUVIL_REF_KERNEL(FusedMatMul) {
   epilogue(ctx, y, sum.defined() ? &sum : nullptr);
 }
 
-namespace {
-
-// The permutation attribute `name`, or the identity of rank r when it is empty.
-std::vector<int64_t> perm_or_identity(const KernelContext& ctx, const char* name, size_t r) {
-  std::vector<int64_t> p = ctx.ints(name);
-  if (p.empty())
-    for (size_t d = 0; d < r; ++d) p.push_back(int64_t(d));
-  return p;
-}
-
-// Row-major strides of `shape` as seen from a tensor of rank r (leading dims added as size 1), with 0 for dims of
-// size 1 so that reading through them broadcasts.
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& shape, size_t r) {
-  std::vector<int64_t> st(r, 0);
-  int64_t s = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    st[r - shape.size() + i] = shape[i] == 1 ? 0 : s;
-    s *= shape[i];
-  }
-  return st;
-}
-
-}  // namespace
-
 // Step by step, as the graph it replaces: the permuted operands, scores = scale * q k^T + Mask, a max-subtracted
 // Softmax over the last dim (sums in double), y = P v, then Y = y permuted.
 CUVIL_REF_KERNEL(Attention) {
   const Tensor& qt = ctx.input(0);
   size_t r = qt.rank();
-  Tensor q = ref::permuted(qt, perm_or_identity(ctx, "perm_q", r));
-  std::vector<int64_t> swap_last2 = perm_or_identity(ctx, "perm_k", r);
+  Tensor q = ref::permuted(qt, attention_perm(ctx, "perm_q", r));
+  std::vector<int64_t> swap_last2 = attention_perm(ctx, "perm_k", r);
   std::swap(swap_last2[r - 1], swap_last2[r - 2]);
   Tensor kt = ref::permuted(ctx.input(1), swap_last2);  // k^T [..., D, Sk]
-  Tensor v = ref::permuted(ctx.input(2), perm_or_identity(ctx, "perm_v", r));
+  Tensor v = ref::permuted(ctx.input(2), attention_perm(ctx, "perm_v", r));
   auto matmul = [&](const Tensor& a, const Tensor& b) {
     std::vector<int64_t> shape = a.shape();
     shape.back() = b.shape().back();
@@ -141,7 +119,7 @@ CUVIL_REF_KERNEL(Attention) {
       T* pp = p.data<T>();
       const std::vector<int64_t>& ps = p.shape();
       int64_t sk = ps[r - 1], rows = p.numel() / std::max<int64_t>(sk, 1);
-      std::vector<int64_t> mst = mask ? broadcast_strides(mask->shape(), r) : std::vector<int64_t>(r, 0);
+      std::vector<int64_t> mst = mask ? ref::broadcast_strides(mask->shape(), ps) : std::vector<int64_t>(r, 0);
       std::vector<compute_t<T>> row(static_cast<size_t>(sk));
       for (int64_t i = 0; i < rows; ++i) {
         // The mask's offset of row i: its index in every dim but the last.
@@ -167,7 +145,7 @@ CUVIL_REF_KERNEL(Attention) {
     }
   });
   Tensor y = matmul(p, v);
-  ref::permute_into(y, perm_or_identity(ctx, "perm_y", r), ctx.output(0));
+  ref::permute_into(y, attention_perm(ctx, "perm_y", r), ctx.output(0));
 }
 
 // The body runs op by op on the executor (whichever kernels it uses); the results are copied into the outputs the
