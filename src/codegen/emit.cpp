@@ -3,11 +3,14 @@
 // of kernel_ir.h holds whatever the schedule, and tails use masked loads and stores instead of scalar remainders.
 //
 // Math: exp, log, tanh and erf are straight-line polynomial code (no calls), the same algorithms as
-// src/kernels/cpu/vec_math.h with fused multiply-adds. Bounds, measured against the C library over all finite
-// floats in tests/unit/codegen_test.cpp: exp and log within 2 ulp, tanh and erf within 3e-7 relative (absolute
-// near 0 where the result is tiny). NaN propagates; exp over/underflows to inf/0; log(0) = -inf, log(<0) = NaN.
+// src/kernels/cpu/vec_math.h with fused multiply-adds; sin, cos, tan, atan and pow compute in f64 (sin/cos/tan with
+// an exact reduction by pi/2 for every finite float). Bounds, measured against the C library over wide sweeps and
+// every binade in tests/unit/codegen_test.cpp: exp and log within 2 ulp, tanh and erf within 3e-7 relative
+// (absolute near 0 where the result is tiny), sin, cos, tan, atan and pow within 1 ulp. NaN propagates; exp
+// over/underflows to inf/0; log(0) = -inf, log(<0) = NaN; sin/cos/tan(+-inf) = NaN.
 #include "codegen/emit.h"
 
+#include <cmath>
 #include <functional>
 #include <limits>
 
@@ -103,6 +106,7 @@ class Emitter {
   std::vector<Value*> row_off;  // per operand: element offset of the current row's start
   bool avx512f = false, avx512vl = false;  // the target's, for the few x86 instructions used directly
   std::vector<Value*> uval;     // per expression: its <1 x T> value for the current row (row-uniform ones)
+  llvm::GlobalVariable* pi_table = nullptr;  // two_over_pi_table, created on first use
 
   bool streaming = false;  // the element-level f32 outputs are being written with non-temporal stores
 
@@ -412,10 +416,11 @@ class Emitter {
   Value* identity(Op op, llvm::Type* t) {
     if (t->isFPOrFPVectorTy()) {
       double inf = std::numeric_limits<double>::infinity();
-      return llvm::ConstantFP::get(t, op == Op::row_sum ? -0.0 : op == Op::row_max ? -inf : inf);
+      return llvm::ConstantFP::get(t, op == Op::row_sum ? -0.0 : op == Op::row_prod ? 1.0 : op == Op::row_max ? -inf : inf);
     }
     unsigned bits = t->getScalarSizeInBits();
     if (op == Op::row_sum) return llvm::ConstantInt::get(t, 0);
+    if (op == Op::row_prod) return llvm::ConstantInt::get(t, 1);
     llvm::APInt v = op == Op::row_max ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits);
     return llvm::ConstantInt::get(t, v);
   }
@@ -424,6 +429,7 @@ class Emitter {
   Value* combine(Op op, Value* acc, Value* v) {
     bool f = acc->getType()->isFPOrFPVectorTy();
     if (op == Op::row_sum) return f ? B.CreateFAdd(acc, v) : B.CreateAdd(acc, v);
+    if (op == Op::row_prod) return f ? B.CreateFMul(acc, v) : B.CreateMul(acc, v);
     bool is_max = op == Op::row_max;
     if (!f) return B.CreateSelect(is_max ? B.CreateICmpSGT(v, acc) : B.CreateICmpSLT(v, acc), v, acc);
     Value* beyond = is_max ? B.CreateFCmpOGT(v, acc) : B.CreateFCmpOLT(v, acc);
@@ -614,6 +620,199 @@ class Emitter {
     return B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
   }
 
+  // ---- sin, cos, tan, atan: f64 arithmetic on the f32 argument, rounded once to f32 at the end.
+  llvm::Type* dvec(int w) { return vec(B.getDoubleTy(), w); }
+  Value* roundeven(Value* v) { return B.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, v); }
+
+  // x = q pi/2 + r, |r| <= pi/4 (plus a rounding), r in f64; only q's low two bits matter.
+  // |x| < 2^20: Cody-Waite with pi/2 in three parts, the first of 33 bits, so that n c1 and x - n c1 are exact.
+  // Larger finite |x| (a branch taken only when some lane needs it): Payne-Hanek with a table of 2/pi's bits per
+  // exponent (two_over_pi_table), accurate to about 2^-61 in the fraction of a quadrant.
+  struct Reduced {
+    Value* r;
+    Value* q;
+  };
+  Reduced reduce_half_pi(Value* x) {
+    int w = width(x);
+    llvm::Type* dt = dvec(w);
+    llvm::Type* it = ivec(x);
+    Value* xd = B.CreateFPExt(x, dt);
+    Value* ax = fabs(x);
+    Value* small = B.CreateFCmpOLT(ax, fc(x, 0x1p20));
+    Value* n = roundeven(B.CreateFMul(xd, fc(xd, 0x1.45f306dc9c883p-1)));
+    n = B.CreateSelect(small, n, llvm::Constant::getNullValue(dt));  // NaN and huge lanes: r = x, q = 0 here
+    Value* nn = B.CreateFNeg(n);
+    Value* r = fma(nn, fc(xd, 0x1.921fb544p+0), xd);
+    r = fma(nn, fc(xd, 0x1.0b4611a626331p-34), r);
+    r = fma(nn, fc(xd, 0x1.1701b839a2520p-88), r);
+    Value* q = B.CreateFPToSI(n, it);
+
+    Value* huge = B.CreateAnd(B.CreateNot(small), B.CreateFCmpOLT(ax, fc(x, std::numeric_limits<double>::infinity())));
+    llvm::BasicBlock* pre = B.GetInsertBlock();
+    auto* hb = llvm::BasicBlock::Create(C, "trig.huge", F);
+    auto* join = llvm::BasicBlock::Create(C, "trig.join", F);
+    B.CreateCondBr(B.CreateOrReduce(huge), hb, join);
+    B.SetInsertPoint(hb);
+    // |x| = m 2^k, m a 24-bit integer, k = e - 150 in [-3, 104]; x 2/pi mod 4 = m (h + mi + lo) mod 4 where the
+    // table holds (2^k 2/pi) mod 4 in three 29-bit pieces: m h and m mi are exact products.
+    Value* bits = B.CreateBitCast(x, it);
+    Value* e = B.CreateAnd(B.CreateLShr(bits, ic(it, 23)), ic(it, 255));
+    Value* m = B.CreateSIToFP(B.CreateOr(B.CreateAnd(bits, ic(it, 0x7fffff)), ic(it, 0x800000)), dt);
+    Value* row = B.CreateSelect(huge, B.CreateSub(e, ic(it, 147)), llvm::Constant::getNullValue(it));
+    row = B.CreateMul(B.CreateZExt(row, vec(B.getInt64Ty(), w)), B.CreateVectorSplat(unsigned(w), B.getInt64(3)));
+    llvm::GlobalVariable* table = two_over_pi_table();
+    auto piece = [&](int j) {
+      Value* idx = B.CreateAdd(row, B.CreateVectorSplat(unsigned(w), B.getInt64(uint64_t(j))));
+      Value* ptrs = B.CreateGEP(B.getDoubleTy(), table, idx);
+      return B.CreateMaskedGather(dt, ptrs, llvm::Align(8), huge, llvm::Constant::getNullValue(dt));
+    };
+    Value* ph = B.CreateFMul(m, piece(0));
+    ph = B.CreateFSub(ph, B.CreateFMul(fc(xd, 4.0), B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, B.CreateFMul(ph, fc(xd, 0.25)))));
+    Value* pm = B.CreateFMul(m, piece(1));
+    Value* pl = B.CreateFMul(m, piece(2));
+    Value* nh = roundeven(B.CreateFAdd(ph, pm));
+    Value* f = B.CreateFAdd(B.CreateFAdd(B.CreateFSub(ph, nh), pm), pl);  // ph - nh is exact, and so is + pm when small
+    Value* rh = fma(f, fc(xd, 0x1.921fb54442d18p+0), B.CreateFMul(f, fc(xd, 0x1.1a62633145c07p-54)));
+    Value* qh = B.CreateFPToSI(nh, it);
+    Value* negative = B.CreateICmpSLT(bits, llvm::Constant::getNullValue(it));  // x = -(n pi/2 + r)
+    rh = B.CreateSelect(negative, B.CreateFNeg(rh), rh);
+    qh = B.CreateSelect(negative, B.CreateNeg(qh), qh);
+    Value* r2 = B.CreateSelect(huge, rh, r);
+    Value* q2 = B.CreateSelect(huge, qh, q);
+    llvm::BasicBlock* hend = B.GetInsertBlock();
+    B.CreateBr(join);
+    B.SetInsertPoint(join);
+    llvm::PHINode* rp = B.CreatePHI(dt, 2);
+    rp->addIncoming(r, pre);
+    rp->addIncoming(r2, hend);
+    llvm::PHINode* qp = B.CreatePHI(it, 2);
+    qp->addIncoming(q, pre);
+    qp->addIncoming(q2, hend);
+    return {rp, qp};
+  }
+
+  // (2^k 2/pi) mod 4 for k = -3..104 as three doubles each: the bits of weight 2^1..2^-27, 2^-28..2^-56 and
+  // 2^-57..2^-85. 2/pi to 256 bits (checked against a 400-bit Machin computation).
+  llvm::GlobalVariable* two_over_pi_table() {
+    if (pi_table) return pi_table;
+    static const char kHex[] = "A2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC561";
+    auto bit = [&](int i) {  // bit i after the binary point (i >= 1)
+      if (i < 1) return 0;
+      int d = i - 1, c = kHex[d / 4];
+      int v = c <= '9' ? c - '0' : c - 'A' + 10;
+      return (v >> (3 - d % 4)) & 1;
+    };
+    std::vector<double> vals;
+    for (int k = -3; k <= 104; ++k)
+      for (int hi : {1, -28, -57}) {
+        uint64_t acc = 0;
+        for (int j = hi; j > hi - 29; --j) acc = acc << 1 | uint64_t(bit(k - j));
+        vals.push_back(std::ldexp(double(acc), hi - 28));
+      }
+    llvm::Constant* init = llvm::ConstantDataArray::get(C, vals);
+    pi_table = new llvm::GlobalVariable(M, init->getType(), true, llvm::GlobalValue::PrivateLinkage, init, "two_over_pi");
+    pi_table->setAlignment(llvm::Align(64));
+    return pi_table;
+  }
+
+  // sin and cos of |r| <= pi/4 by Taylor series in f64 (truncation below 1e-12 relative), picked and signed by
+  // the quadrant; tan as their quotient. Within 1 ulp of the f32 result (one f64 -> f32 rounding); +-inf -> NaN.
+  Value* trig(Op op, Value* x) {
+    Reduced red = reduce_half_pi(x);
+    Value* r = red.r;
+    Value* z = B.CreateFMul(r, r);
+    Value* ps = horner(z, {1.0 / 6227020800, -1.0 / 39916800, 1.0 / 362880, -1.0 / 5040, 1.0 / 120, -1.0 / 6});
+    Value* s = fma(B.CreateFMul(r, z), ps, r);
+    Value* pc = horner(z, {-1.0 / 87178291200, 1.0 / 479001600, -1.0 / 3628800, 1.0 / 40320, -1.0 / 720, 1.0 / 24});
+    Value* c = fma(B.CreateFMul(z, z), pc, fma(z, fc(z, -0.5), fc(z, 1.0)));
+    llvm::Type* it = red.q->getType();
+    Value* q = op == Op::cos ? B.CreateAdd(red.q, ic(it, 1)) : red.q;
+    Value* odd = B.CreateICmpNE(B.CreateAnd(q, ic(it, 1)), llvm::Constant::getNullValue(it));
+    Value* v;
+    if (op == Op::tan) {
+      v = B.CreateSelect(odd, B.CreateFNeg(B.CreateFDiv(c, s)), B.CreateFDiv(s, c));
+    } else {
+      v = B.CreateSelect(odd, c, s);
+      Value* neg = B.CreateICmpNE(B.CreateAnd(q, ic(it, 2)), llvm::Constant::getNullValue(it));
+      v = B.CreateSelect(neg, B.CreateFNeg(v), v);
+    }
+    Value* y = B.CreateFPTrunc(v, x->getType());
+    Value* inf = B.CreateFCmpOEQ(fabs(x), fc(x, std::numeric_limits<double>::infinity()));
+    return B.CreateSelect(inf, fc(x, std::numeric_limits<double>::quiet_NaN()), y);
+  }
+
+  // atan: |x| > 1 through pi/2 - atan(1/|x|), then above tan(pi/8) through pi/4 + atan((t - 1) / (t + 1)), so the
+  // odd Taylor series runs on |u| <= 0.4143 (to u^25: truncation below 2e-12 relative), all in f64.
+  Value* atan(Value* x) {
+    Value* xd = B.CreateFPExt(x, dvec(width(x)));
+    Value* a = fabs(xd);
+    Value* inv = B.CreateFCmpOGT(a, fc(xd, 1.0));
+    Value* t = B.CreateSelect(inv, B.CreateFDiv(fc(xd, 1.0), a), a);
+    Value* big = B.CreateFCmpOGT(t, fc(xd, 0x1.a827999fcef32p-2));
+    Value* u = B.CreateSelect(big, B.CreateFDiv(B.CreateFSub(t, fc(xd, 1.0)), B.CreateFAdd(t, fc(xd, 1.0))), t);
+    Value* z = B.CreateFMul(u, u);
+    Value* p = horner(z, {-1.0 / 25, 1.0 / 23, -1.0 / 21, 1.0 / 19, -1.0 / 17, 1.0 / 15, -1.0 / 13, 1.0 / 11,
+                          -1.0 / 9, 1.0 / 7, -1.0 / 5, 1.0 / 3});
+    Value* at = B.CreateFSub(u, B.CreateFMul(B.CreateFMul(u, z), p));
+    at = B.CreateSelect(big, B.CreateFAdd(fc(xd, 0x1.921fb54442d18p-1), at), at);
+    at = B.CreateSelect(inv, B.CreateFSub(fc(xd, 0x1.921fb54442d18p+0), at), at);
+    return B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, B.CreateFPTrunc(at, x->getType()), x);
+  }
+
+  // pow(x, y) = 2^(y log2 |x|) in f64 (log2 |x| from the float's exponent and the atanh series on m in
+  // [sqrt(1/2), sqrt(2)), 2^f by Taylor on |f| <= 1/2: each below 1e-15 relative), rounded once to f32: within
+  // 1 ulp. Signs and special values follow C's pow: y = 0 or x = 1 give 1; a negative finite x needs an integer y
+  // (odd: a negative result) or gives NaN; |x| = 1 with y = +-inf gives 1.
+  Value* pow(Value* x, Value* y) {
+    int w = width(x);
+    llvm::Type* dt = dvec(w);
+    llvm::Type* it = ivec(x);
+    const double inf = std::numeric_limits<double>::infinity();
+    Value* ax = fabs(x);
+    Value* tiny = B.CreateFCmpOLT(ax, fc(x, 0x1p-126));
+    Value* xs = B.CreateSelect(tiny, B.CreateFMul(ax, fc(x, 0x1p23)), ax);
+    Value* bits = B.CreateBitCast(xs, it);
+    Value* e = B.CreateSub(B.CreateAnd(B.CreateLShr(bits, ic(it, 23)), ic(it, 255)), ic(it, 127));
+    e = B.CreateSelect(tiny, B.CreateSub(e, ic(it, 23)), e);
+    Value* m = B.CreateBitCast(B.CreateOr(B.CreateAnd(bits, ic(it, 0x7fffff)), ic(it, 0x3f800000)), x->getType());
+    m = B.CreateFPExt(m, dt);
+    Value* big = B.CreateFCmpOGT(m, fc(m, 1.41421356237309505));
+    m = B.CreateSelect(big, B.CreateFMul(m, fc(m, 0.5)), m);
+    e = B.CreateSelect(big, B.CreateAdd(e, ic(it, 1)), e);
+    Value* s = B.CreateFDiv(B.CreateFSub(m, fc(m, 1.0)), B.CreateFAdd(m, fc(m, 1.0)));
+    Value* z = B.CreateFMul(s, s);
+    Value* logm = B.CreateFMul(B.CreateFAdd(s, s),
+                               horner(z, {1.0 / 17, 1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3, 1.0}));
+    Value* l2 = fma(logm, fc(m, 1.4426950408889634), B.CreateSIToFP(e, dt));
+    l2 = B.CreateSelect(B.CreateFCmpOEQ(ax, fc(x, 0.0)), fc(m, -inf), l2);
+    l2 = B.CreateSelect(B.CreateFCmpOEQ(ax, fc(x, inf)), fc(m, inf), l2);
+    Value* t = B.CreateFMul(B.CreateFPExt(y, dt), l2);
+    t = B.CreateSelect(B.CreateFCmpOEQ(l2, fc(m, 0.0)), fc(m, 0.0), t);  // |x| = 1, even for y = +-inf
+    // 2^t with t clamped to [-300, 300] (beyond the f32 range either way); NaN lanes are replaced below.
+    t = B.CreateSelect(B.CreateFCmpOLT(t, fc(m, -300.0)), fc(m, -300.0), t);
+    t = B.CreateSelect(B.CreateFCmpOGT(t, fc(m, 300.0)), fc(m, 300.0), t);
+    t = B.CreateSelect(B.CreateFCmpUNO(t, t), fc(m, 0.0), t);
+    Value* n = roundeven(t);
+    Value* g = B.CreateFMul(B.CreateFSub(t, n), fc(m, 0.69314718055994531));
+    Value* p = horner(g, {1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
+                          1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0});
+    llvm::Type* i64v = vec(B.getInt64Ty(), w);
+    Value* two_n = B.CreateBitCast(B.CreateShl(B.CreateAdd(B.CreateFPToSI(n, i64v), ic(i64v, 1023)), ic(i64v, 52)), dt);
+    Value* r = B.CreateFPTrunc(B.CreateFMul(p, two_n), x->getType());
+    // signs and special values
+    Value* fy = B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, y);
+    Value* y_int = B.CreateFCmpOEQ(fy, y);
+    Value* half_floor = B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, B.CreateFMul(y, fc(y, 0.5)));
+    Value* y_odd = B.CreateAnd(y_int, B.CreateFCmpONE(B.CreateFMul(half_floor, fc(y, 2.0)), y));
+    Value* x_neg = B.CreateICmpSLT(B.CreateBitCast(x, it), llvm::Constant::getNullValue(it));
+    r = B.CreateSelect(B.CreateAnd(x_neg, y_odd), B.CreateFNeg(r), r);
+    Value* neg_finite = B.CreateAnd(B.CreateFCmpOLT(x, fc(x, 0.0)), B.CreateFCmpOGT(x, fc(x, -inf)));
+    Value* nan = fc(x, std::numeric_limits<double>::quiet_NaN());
+    r = B.CreateSelect(B.CreateAnd(neg_finite, B.CreateNot(y_int)), nan, r);
+    r = B.CreateSelect(B.CreateFCmpUNO(x, y), nan, r);
+    return B.CreateSelect(B.CreateOr(B.CreateFCmpOEQ(y, fc(y, 0.0)), B.CreateFCmpOEQ(x, fc(x, 1.0))), fc(x, 1.0), r);
+  }
+
   Value* cast(Value* a, Scalar from, Scalar to, int w) {
     llvm::Type* t = vec(scalar_ty(to), w);
     if (from == to) return a;
@@ -641,6 +840,9 @@ class Emitter {
       case Op::sqrt: return B.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
       case Op::tanh: return tanh(a);
       case Op::erf: return erf(a);
+      case Op::sin: case Op::cos: case Op::tan: return trig(x.op, a);
+      case Op::atan: return atan(a);
+      case Op::pow: return pow(a, b);
       case Op::floor: return B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, a);
       case Op::ceil: return B.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, a);
       case Op::round: return B.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, a);

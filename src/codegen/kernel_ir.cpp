@@ -34,13 +34,23 @@ const char* op_name(Op op) {
     CASE(floor) CASE(ceil) CASE(round) CASE(recip) CASE(logical_not) CASE(is_nan) CASE(is_inf) CASE(add) CASE(sub)
     CASE(mul) CASE(div) CASE(max) CASE(min) CASE(lt) CASE(le) CASE(gt) CASE(ge) CASE(eq) CASE(logical_and)
     CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
+    CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(row_prod)
 #undef CASE
   }
   return "?";
 }
 
-bool is_row_reduction(Op op) { return op == Op::row_sum || op == Op::row_max || op == Op::row_min; }
-bool is_transcendental(Op op) { return op == Op::exp || op == Op::log || op == Op::tanh || op == Op::erf; }
+bool is_row_reduction(Op op) {
+  return op == Op::row_sum || op == Op::row_max || op == Op::row_min || op == Op::row_prod;
+}
+bool is_transcendental(Op op) {
+  switch (op) {
+    case Op::exp: case Op::log: case Op::tanh: case Op::erf: case Op::sin: case Op::cos: case Op::tan: case Op::atan:
+    case Op::pow:
+      return true;
+    default: return false;
+  }
+}
 
 Scalar scalar_of(DType storage) {
   switch (storage) {
@@ -86,6 +96,7 @@ int arity(Op op) {
     case Op::load: case Op::constant: case Op::row_size: return 0;
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::max: case Op::min: case Op::lt: case Op::le:
     case Op::gt: case Op::ge: case Op::eq: case Op::logical_and: case Op::logical_or: case Op::logical_xor:
+    case Op::pow:
       return 2;
     case Op::select: return 3;
     default: return 1;
@@ -131,7 +142,7 @@ void Kernel::validate() const {
         break;
       case Op::cast: break;
       case Op::exp: case Op::log: case Op::sqrt: case Op::tanh: case Op::erf: case Op::floor: case Op::ceil:
-      case Op::round: case Op::recip: case Op::div:
+      case Op::round: case Op::recip: case Op::div: case Op::pow: case Op::sin: case Op::cos: case Op::tan: case Op::atan:
         CUVIL_CHECK(e.type == Scalar::f32 && type_of(0) == Scalar::f32 && (n < 2 || type_of(1) == Scalar::f32),
                     "kernel IR: %", i, " (", op_name(e.op), ") is only defined on f32");
         break;

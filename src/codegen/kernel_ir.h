@@ -45,17 +45,19 @@ enum class Op : uint8_t {
   row_size,  // the innermost dim's size as f32 (LayerNorm's and ReduceMean's divisor)
   // unary
   neg, abs, exp, log, sqrt, tanh, erf, floor, ceil, round, recip, logical_not, is_nan, is_inf,
+  sin, cos, tan, atan,  // computed in f64 from the f32 argument (sin/cos/tan reduce by pi/2 exactly)
   // binary (same operand types; comparisons give i1). max/min propagate NaN (a NaN operand wins, `a` first) and
   // otherwise pick as `a < b ? b : a` / `b < a ? b : a`, as the reference kernels do.
   add, sub, mul, div, max, min, lt, le, gt, ge, eq, logical_and, logical_or, logical_xor,
+  pow,     // f32 a^b as C's pow, computed in f64
   select,  // a ? b : c (a is i1)
   cast,    // to `type` (float -> int saturates, NaN -> 0; nonzero -> true)
   // row reductions of `a` over the innermost dim
-  row_sum, row_max, row_min,
+  row_sum, row_max, row_min, row_prod,
 };
 const char* op_name(Op op);
 bool is_row_reduction(Op op);
-// exp, log, tanh, erf: polynomial code several times the cost of a load and a store.
+// exp, log, tanh, erf, sin, cos, tan, atan: polynomial code several times the cost of a load and a store.
 bool is_transcendental(Op op);
 
 struct Expr {

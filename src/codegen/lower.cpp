@@ -65,7 +65,13 @@ bool storable_dtype(DType t) {
 }
 
 bool is_reduce_op(OpKind op) {
-  return op == OpKind::ReduceSum || op == OpKind::ReduceMean || op == OpKind::ReduceMax || op == OpKind::ReduceMin;
+  switch (op) {
+    case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::ReduceMin:
+    case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceSumSquare:
+    case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp:
+      return true;
+    default: return false;
+  }
 }
 
 int reduced_trailing_dims(const Node& n) {
@@ -84,18 +90,14 @@ int reduced_trailing_dims(const Node& n) {
       if (axis < 0) axis += r;
       return axis >= 0 && axis < r ? int(r - axis) : -1;
     }
-    case OpKind::ReduceSum:
-    case OpKind::ReduceMean:
-    case OpKind::ReduceMax:
-    case OpKind::ReduceMin: {
+    default:
+      if (!is_reduce_op(n.op())) return 0;
       auto axes = reduce_axes(n, r);
       if (!axes || axes->empty()) return -1;
       int64_t k = int64_t(axes->size());
       for (int64_t j = 0; j < k; ++j)
         if ((*axes)[size_t(j)] != r - k + j) return -1;
       return int(k);
-    }
-    default: return 0;
   }
 }
 
@@ -120,7 +122,9 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Softplus: case OpKind::Softsign: case OpKind::HardSigmoid: case OpKind::HardSwish:
     case OpKind::Gelu: case OpKind::LeakyRelu: case OpKind::IsNaN: case OpKind::IsInf: case OpKind::Div:
     case OpKind::Sum: case OpKind::Mean: case OpKind::Elu: case OpKind::Celu: case OpKind::Selu:
-    case OpKind::ThresholdedRelu: case OpKind::Shrink: case OpKind::PRelu:
+    case OpKind::ThresholdedRelu: case OpKind::Shrink: case OpKind::PRelu: case OpKind::Sin: case OpKind::Cos:
+    case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Sinh: case OpKind::Cosh:
+    case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
       return f32_only || refuse(why, "generated only for f32");
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Sign: case OpKind::Add: case OpKind::Sub:
     case OpKind::Mul: case OpKind::Max: case OpKind::Min: case OpKind::Clip: case OpKind::Less:
@@ -130,9 +134,11 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::And: case OpKind::Or: case OpKind::Xor: case OpKind::Not: return true;  // bool by the schema
     case OpKind::Where: case OpKind::Cast: case OpKind::Identity: return true;
     case OpKind::Pow: {
+      // A constant scalar exponent of any dtype when f32 holds it exactly; a tensor exponent in f32.
       auto e = scalar_input(n, 1);
-      if (t0 != DType::f32 || !e || (*e != 1 && *e != 2 && *e != 3))
-        return refuse(why, "only f32 Pow with a constant exponent of 1, 2 or 3 is generated");
+      bool exponent = e ? double(float(*e)) == *e : n.input(1)->dtype() == DType::f32;
+      if (t0 != DType::f32 || !exponent)
+        return refuse(why, "only f32 Pow with an f32 exponent (or a constant one f32 holds exactly) is generated");
       return true;
     }
     case OpKind::Softmax: case OpKind::LogSoftmax:
@@ -143,9 +149,17 @@ bool can_generate(const Node& n, std::string* why) {
       if (n.num_outputs() != 1) return refuse(why, "the Mean and InvStdDev outputs are not generated");
       return reduced_trailing_dims(n) > 0 || refuse(why, "the normalized axes are not known");
     case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::ReduceMin:
-      if (!(n.op() == OpKind::ReduceMean ? t0 == DType::f32 : numeric(t0)))
+    case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceSumSquare:
+    case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: {
+      // Integer sums, products and extremes wrap or compare exactly, as the reference's do; the rest need floats.
+      bool any_numeric = n.op() == OpKind::ReduceSum || n.op() == OpKind::ReduceMax || n.op() == OpKind::ReduceMin ||
+                         n.op() == OpKind::ReduceProd || n.op() == OpKind::ReduceL1 || n.op() == OpKind::ReduceSumSquare;
+      // An f32 product overflows or underflows midway where the reference's f64 product does not.
+      if (n.op() == OpKind::ReduceProd && !is_integer(t0)) return refuse(why, "only integer products are generated");
+      if (!(any_numeric ? numeric(t0) : t0 == DType::f32))
         return refuse(why, "dtype ", dtype_name(t0), " is not generated for this reduction");
       return reduced_trailing_dims(n) > 0 || refuse(why, "only reductions over constant trailing axes are generated");
+    }
     default: return refuse(why, "no generated form");
   }
 }
@@ -192,6 +206,13 @@ class Lowering {
     int u = bin(Op::add, cst(1), t);
     int general = bin(Op::div, bin(Op::mul, un(Op::log, u), t), bin(Op::sub, u, cst(1)));
     return sel(cmp(Op::eq, u, cst(1)), t, general);
+  }
+  // Odd functions built on |x|: sign(x) * f(|x|), keeping -0 and NaN (f(NaN) is NaN).
+  int odd(int x, int f_of_abs) { return sel(cmp(Op::lt, x, cst(0)), un(Op::neg, f_of_abs), sel(cmp(Op::eq, x, cst(0)), x, f_of_abs)); }
+  // e^|x| / 2 for |x| > 20 without overflowing before the result does: (e^(|x|/2))^2 / 2.
+  int half_exp_large(int a) {
+    int t = un(Op::exp, bin(Op::mul, a, cst(0.5)));
+    return bin(Op::mul, t, bin(Op::mul, t, cst(0.5)));
   }
   int nan_max(int a, int b) { return bin(Op::max, a, b); }
   int nan_min(int a, int b) { return bin(Op::min, a, b); }
@@ -337,6 +358,62 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       out[0] = v;
       return true;
     }
+    case OpKind::Sin: unary(Op::sin); return true;
+    case OpKind::Cos: unary(Op::cos); return true;
+    case OpKind::Tan: unary(Op::tan); return true;
+    case OpKind::Atan: unary(Op::atan); return true;
+    case OpKind::Asin: {  // atan(x / sqrt((1 - x)(1 + x))): NaN beyond [-1, 1], +-pi/2 at +-1
+      int d = L.un(Op::sqrt, L.bin(Op::mul, L.bin(Op::sub, L.cst(1), x), L.bin(Op::add, L.cst(1), x)));
+      out[0] = L.un(Op::atan, L.bin(Op::div, x, d));
+      return true;
+    }
+    case OpKind::Acos:  // 2 atan(sqrt((1 - x) / (1 + x))): exact 1 - x near 1 and 1 + x near -1 (pi at -1)
+      out[0] = L.bin(Op::mul, L.cst(2),
+                     L.un(Op::atan, L.un(Op::sqrt, L.bin(Op::div, L.bin(Op::sub, L.cst(1), x), L.bin(Op::add, L.cst(1), x)))));
+      return true;
+    case OpKind::Sinh: {  // odd Taylor series below |x| = 0.5 (to x^11: below 1e-10 relative), else (e - 1/e) / 2
+      int a = L.un(Op::abs, x);
+      int z = L.bin(Op::mul, a, a);
+      int p = L.cst(1.0 / 39916800);
+      for (double c : {1.0 / 362880, 1.0 / 5040, 1.0 / 120, 1.0 / 6}) p = L.bin(Op::add, L.bin(Op::mul, p, z), L.cst(c));
+      int small = L.bin(Op::add, a, L.bin(Op::mul, L.bin(Op::mul, a, z), p));
+      int e = L.un(Op::exp, a);
+      int mid = L.bin(Op::mul, L.bin(Op::sub, e, L.bin(Op::div, L.cst(1), e)), L.cst(0.5));
+      int r = L.sel(L.cmp(Op::lt, a, L.cst(0.5)), small, L.sel(L.cmp(Op::lt, a, L.cst(20)), mid, L.half_exp_large(a)));
+      out[0] = L.odd(x, r);
+      return true;
+    }
+    case OpKind::Cosh: {  // (e + 1/e) / 2 up to |x| = 20, then e^|x| / 2
+      int a = L.un(Op::abs, x);
+      int e = L.un(Op::exp, a);
+      int mid = L.bin(Op::mul, L.bin(Op::add, e, L.bin(Op::div, L.cst(1), e)), L.cst(0.5));
+      out[0] = L.sel(L.cmp(Op::lt, a, L.cst(20)), mid, L.half_exp_large(a));
+      return true;
+    }
+    case OpKind::Asinh: {  // log1p(a + a^2 / (1 + sqrt(1 + a^2))), log(a) + ln 2 once a^2 swamps 1
+      int a = L.un(Op::abs, x);
+      int z = L.bin(Op::mul, a, a);
+      int t = L.bin(Op::add, a, L.bin(Op::div, z, L.bin(Op::add, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, L.cst(1), z)))));
+      int large = L.bin(Op::add, L.un(Op::log, a), L.cst(0.69314718055994531));
+      out[0] = L.odd(x, L.sel(L.cmp(Op::lt, a, L.cst(4096)), L.log1p(t), large));
+      return true;
+    }
+    case OpKind::Acosh: {  // log1p((x - 1) + sqrt((x - 1)(x + 1))), log(x) + ln 2 for large x; NaN below 1
+      int xm1 = L.bin(Op::sub, x, L.cst(1));
+      int t = L.bin(Op::add, xm1, L.un(Op::sqrt, L.bin(Op::mul, xm1, L.bin(Op::add, x, L.cst(1)))));
+      int large = L.bin(Op::add, L.un(Op::log, x), L.cst(0.69314718055994531));
+      int r = L.sel(L.cmp(Op::lt, x, L.cst(4096)), L.log1p(t), large);
+      out[0] = L.sel(L.cmp(Op::lt, x, L.cst(1)), L.cst(std::numeric_limits<double>::quiet_NaN()), r);
+      return true;
+    }
+    case OpKind::Atanh: {  // log1p(2a / (1 - a)) / 2: +-inf at +-1, NaN beyond
+      int a = L.un(Op::abs, x);
+      int t = L.bin(Op::div, L.bin(Op::add, a, a), L.bin(Op::sub, L.cst(1), a));
+      int r = L.bin(Op::mul, L.cst(0.5), L.log1p(t));
+      r = L.sel(L.cmp(Op::eq, a, L.cst(1)), L.cst(std::numeric_limits<double>::infinity()), r);
+      out[0] = L.odd(x, r);
+      return true;
+    }
     case OpKind::Add: binary(Op::add); return true;
     case OpKind::Sub: binary(Op::sub); return true;
     case OpKind::Mul: binary(Op::mul); return true;
@@ -345,9 +422,12 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::Min: out[0] = fold(Op::min); return true;
     case OpKind::Sum: out[0] = fold(Op::add); return true;
     case OpKind::Mean: out[0] = L.bin(Op::div, fold(Op::add), L.cst(double(in.size()))); return true;
-    case OpKind::Pow: {
-      double e = *scalar_input(n, 1);
-      out[0] = e == 1 ? x : e == 2 ? L.bin(Op::mul, x, x) : L.bin(Op::mul, L.bin(Op::mul, x, x), x);
+    case OpKind::Pow: {  // small constant powers as products (within 1.5 ulp), the rest as C's pow
+      auto e = scalar_input(n, 1);
+      if (e && *e == 1) out[0] = x;
+      else if (e && *e == 2) out[0] = L.bin(Op::mul, x, x);
+      else if (e && *e == 3) out[0] = L.bin(Op::mul, L.bin(Op::mul, x, x), x);
+      else out[0] = L.bin(Op::pow, x, L.cast(in[1], Scalar::f32));
       return true;
     }
     case OpKind::Less: out[0] = L.cmp(Op::lt, in[0], in[1]); return true;
@@ -388,6 +468,32 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::ReduceMean:
       out[0] = L.bin(Op::div, L.add(Op::row_sum, tx, x), L.add(Op::row_size, Scalar::f32));
       return true;
+    case OpKind::ReduceProd: out[0] = L.add(Op::row_prod, tx, x); return true;
+    case OpKind::ReduceL1: out[0] = L.add(Op::row_sum, tx, L.un(Op::abs, x)); return true;
+    case OpKind::ReduceSumSquare: out[0] = L.add(Op::row_sum, tx, L.bin(Op::mul, x, x)); return true;
+    case OpKind::ReduceL2: {  // m sqrt(sum((x / m)^2)), m = max |x|: no f32 overflow where the f64 reference has none
+      int m = L.add(Op::row_max, tx, L.un(Op::abs, x));
+      int t = L.bin(Op::div, x, m);
+      int r = L.bin(Op::mul, m, L.un(Op::sqrt, L.add(Op::row_sum, tx, L.bin(Op::mul, t, t))));
+      int inf = L.cst(std::numeric_limits<double>::infinity());
+      out[0] = L.sel(L.cmp(Op::eq, m, L.cst(0)), L.cst(0), L.sel(L.cmp(Op::eq, m, inf), inf, r));
+      return true;
+    }
+    case OpKind::ReduceLogSum: {  // log(m) + log(sum(x / m)), m = max |x|, for the same reason
+      int m = L.add(Op::row_max, tx, L.un(Op::abs, x));
+      int r = L.bin(Op::add, L.un(Op::log, m), L.un(Op::log, L.add(Op::row_sum, tx, L.bin(Op::div, x, m))));
+      int plain = L.un(Op::log, L.add(Op::row_sum, tx, x));  // m = 0 or inf: log(0) = -inf; inf or NaN sums
+      int inf = L.cst(std::numeric_limits<double>::infinity());
+      out[0] = L.sel(L.bin(Op::logical_or, L.cmp(Op::eq, m, L.cst(0)), L.cmp(Op::eq, m, inf)), plain, r);
+      return true;
+    }
+    case OpKind::ReduceLogSumExp: {  // max + log(sum(e^(x - max))); an infinite max is the result
+      int m = L.add(Op::row_max, tx, x);
+      int s = L.add(Op::row_sum, tx, L.un(Op::exp, L.bin(Op::sub, x, m)));
+      int inf = L.cmp(Op::eq, L.un(Op::abs, m), L.cst(std::numeric_limits<double>::infinity()));
+      out[0] = L.sel(inf, m, L.bin(Op::add, m, L.un(Op::log, s)));
+      return true;
+    }
     default: return refuse(why, n.describe(), " has no generated form");
   }
 }

@@ -167,11 +167,18 @@ TEST(Codegen, UnaryFloatOps) {
       {OpKind::LeakyRelu, {{"alpha", 0.1}}, 0}, {OpKind::Elu, {{"alpha", 1.5}}, 1e-6},
       {OpKind::Celu, {{"alpha", 0.7}}, 1e-6}, {OpKind::Selu, {}, 1e-6}, {OpKind::ThresholdedRelu, {{"alpha", 0.5}}, 0},
       {OpKind::Shrink, {{"lambd", 0.5}, {"bias", 0.25}}, 0},
+      {OpKind::Sin, {}, 2e-7}, {OpKind::Cos, {}, 2e-7}, {OpKind::Tan, {}, 2e-7}, {OpKind::Atan, {}, 2e-7},
+      {OpKind::Asin, {}, 5e-7}, {OpKind::Acos, {}, 5e-7}, {OpKind::Sinh, {}, 1e-6}, {OpKind::Cosh, {}, 1e-6},
+      {OpKind::Asinh, {}, 5e-7}, {OpKind::Acosh, {}, 5e-7}, {OpKind::Atanh, {}, 5e-7},
   };
   uint32_t seed = 1;
   for (const U& u : ops)
     for (Ints shape : {Ints{37}, Ints{3, 5, 7}, Ints{1}, Ints{}, Ints{1031}})
       check_op(u.op, {input(random_tensor(DType::f32, shape, seed++))}, u.attrs, u.tol, "shape " + Shape::of(shape).str());
+  // The inverse functions inside their domains too (the sweep above is mostly outside [-1, 1]).
+  for (OpKind op : {OpKind::Asin, OpKind::Acos, OpKind::Atanh})
+    check_op(op, {input(random_tensor(DType::f32, {333}, seed++, false, -1, 1))}, {}, 5e-7, "in [-1, 1]");
+  check_op(OpKind::Acosh, {input(random_tensor(DType::f32, {333}, seed++, false, 1, 20))}, {}, 5e-7, "in [1, 20]");
 }
 
 TEST(Codegen, IsNaNIsInfAndCasts) {
@@ -220,7 +227,19 @@ TEST(Codegen, VariadicClipPowAndConstants) {
   check_op(OpKind::Clip, {input(a), constant(Tensor::scalar<float>(-0.5f)), constant(Tensor::scalar<float>(0.7f))}, {}, 0, "");
   check_op(OpKind::Clip, {input(a), input(Tensor::scalar<float>(-0.5f)), absent()}, {}, 0, "runtime min");
   check_op(OpKind::Clip, {input(random_tensor(DType::i64, {9}, 5)), absent(), constant(Tensor::scalar<int64_t>(2))}, {}, 0, "int");
-  for (float e : {1.0f, 2.0f, 3.0f}) check_op(OpKind::Pow, {input(a), constant(Tensor::scalar<float>(e))}, {}, 1e-6, "Pow");
+  for (float e : {1.0f, 2.0f, 3.0f, 0.5f, -1.0f, -2.5f, 7.0f, 0.0f})
+    check_op(OpKind::Pow, {input(a), constant(Tensor::scalar<float>(e))}, {}, 2e-7, "Pow constant exponent");
+  check_op(OpKind::Pow, {input(a), constant(Tensor::scalar<int64_t>(-3))}, {}, 2e-7, "Pow i64 exponent");
+  // Tensor exponents, broadcast both ways, special values on both sides (C's pow rules).
+  check_op(OpKind::Pow, {input(random_tensor(DType::f32, {5, 13}, 4)), input(random_tensor(DType::f32, {13}, 5))}, {}, 2e-7,
+           "Pow tensor exponent");
+  check_op(OpKind::Pow, {input(random_tensor(DType::f32, {13}, 6)), input(random_tensor(DType::f32, {5, 13}, 7))}, {}, 2e-7,
+           "Pow broadcast base");
+  Tensor specials = Tensor::zeros(DType::f32, {12, 1}), exps = Tensor::zeros(DType::f32, {1, 12});
+  const float sv[] = {kNaN, kInf, -kInf, 0.0f, -0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 0.5f, -0.5f, 1e-40f};
+  const float ev[] = {kNaN, kInf, -kInf, 0.0f, -0.0f, 1.0f, -1.0f, 2.0f, 3.0f, -3.0f, 0.5f, -0.5f};
+  for (int i = 0; i < 12; ++i) specials.data<float>()[i] = sv[i], exps.data<float>()[i] = ev[i];
+  check_op(OpKind::Pow, {input(specials), input(exps)}, {}, 2e-7, "Pow special values");
 }
 
 TEST(Codegen, RowReductions) {
@@ -233,9 +252,16 @@ TEST(Codegen, RowReductions) {
     Tensor scale = random_tensor(DType::f32, {last}, seed++, false), bias = random_tensor(DType::f32, {last}, seed++, false);
     check_op(OpKind::LayerNormalization, {input(x), input(scale), input(bias)}, {{"epsilon", 1e-5}}, 2e-5, "LayerNorm");
     check_op(OpKind::LayerNormalization, {input(x), constant(scale), absent()}, {}, 2e-5, "LayerNorm no bias");
+    Tensor near_one = random_tensor(DType::f32, shape, seed++, false, 0.5f, 1.5f);  // positive sums
     for (int64_t keep : {0, 1}) {
-      for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin})
+      for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceL1,
+                        OpKind::ReduceL2, OpKind::ReduceSumSquare, OpKind::ReduceLogSumExp})
         check_op(op, {input(x), constant(vec<int64_t>({-1}))}, {{"keepdims", keep}}, 2e-6, "Reduce");
+      check_op(OpKind::ReduceLogSum, {input(near_one), constant(vec<int64_t>({-1}))}, {{"keepdims", keep}}, 1e-6, "Reduce");
+      for (OpKind op : {OpKind::ReduceProd, OpKind::ReduceL1, OpKind::ReduceSumSquare})
+        for (DType dt : {DType::i32, DType::i64})
+          check_op(op, {input(random_tensor(dt, shape, seed++)), constant(vec<int64_t>({-1}))}, {{"keepdims", keep}}, 0,
+                   "integer Reduce");
       check_op(OpKind::ReduceSum, {input(random_tensor(DType::i64, shape, seed++)), constant(vec<int64_t>({-1}))},
                {{"keepdims", keep}}, 0, "ReduceSum i64");
       check_op(OpKind::ReduceMax, {input(random_tensor(DType::i32, shape, seed++)), constant(vec<int64_t>({-1}))},
@@ -250,6 +276,14 @@ TEST(Codegen, RowReductions) {
                                         input(random_tensor(DType::f32, {4, 5}, 11, false))},
            {{"axis", int64_t(1)}}, 2e-5, "LayerNorm over 2 axes");
   check_op(OpKind::Softmax, {input(x)}, {}, 1e-6, "Softmax specials");
+  for (OpKind op : {OpKind::ReduceLogSumExp, OpKind::ReduceL2, OpKind::ReduceL1, OpKind::ReduceSumSquare})
+    check_op(op, {input(x), constant(vec<int64_t>({2}))}, {}, 1e-6, "specials");
+  // Sums and squares beyond f32 whose f64 results are not: L2 and LogSum scale by the largest magnitude.
+  Tensor big = Tensor::zeros(DType::f32, {3, 4});
+  const float bv[] = {3e38f, 3e38f, -1e38f, 1, 1e30f, 1e30f, 1e-40f, 0, 1e-40f, 2e-40f, 0, 1e-45f};
+  std::copy(std::begin(bv), std::end(bv), big.data<float>());
+  for (OpKind op : {OpKind::ReduceL2, OpKind::ReduceLogSum})
+    check_op(op, {input(big), constant(vec<int64_t>({1}))}, {}, 1e-6, "beyond f32");
 }
 
 // A fused chain: Add(x, mask) -> Softmax -> Mul(.., s) and LayerNorm(x + r) with Gelu after: one kernel each.
@@ -520,11 +554,29 @@ TEST(Codegen, MathErrorBounds) {
       {Op::log, [](double x) { return std::log(x); }, 0, 100, 2, 0},
       {Op::tanh, [](double x) { return std::tanh(x); }, -10, 10, 4, 1e-7},
       {Op::erf, [](double x) { return std::erf(x); }, -5, 5, 4, 2e-7},
+      {Op::sin, [](double x) { return std::sin(x); }, -100, 100, 1, 0},
+      {Op::cos, [](double x) { return std::cos(x); }, -100, 100, 1, 0},
+      {Op::tan, [](double x) { return std::tan(x); }, -100, 100, 1, 0},
+      {Op::atan, [](double x) { return std::atan(x); }, -10, 10, 1, 0},
   };
   // Every width: 16 and 32 lanes scale by 2^n with AVX-512's vscalefps (32 in two halves), 8 with its 256-bit
   // form, 4 and 1 (row-uniform values) with exponent-field multiplies.
   for (const M& m : fns) {
     std::vector<float> xs = sweep_inputs(m.lo, m.hi);
+    if (is_transcendental(m.op) && m.op != Op::exp && m.op != Op::log && m.op != Op::tanh && m.op != Op::erf) {
+      // Random bit patterns: every exponent, so sin/cos/tan meet the table-driven reduction of huge arguments.
+      std::mt19937 rng(78);
+      for (int i = 0; i < 300000; ++i) {
+        float v = std::bit_cast<float>(uint32_t(rng()));
+        if (std::isfinite(v)) xs.push_back(v);
+      }
+      // Floats nearest multiples of pi/2 (the hardest reductions) and the edge of the Cody-Waite range.
+      for (double k = 1; k < 2e6; k = k * 1.37 + 1) {
+        float v = float(k * 1.5707963267948966);
+        for (float u : {v, std::nextafter(v, 0.0f), std::nextafter(v, kInf), -v}) xs.push_back(u);
+      }
+      for (float v : {1048576.0f, std::nextafter(1048576.0f, 0.0f), -1048576.0f, 3.0e38f, 1e-45f}) xs.push_back(v);
+    }
     for (int width : {16, 32, 8, 4, 1}) {
       Schedule s;
       s.vector_width = width;
@@ -539,6 +591,85 @@ TEST(Codegen, MathErrorBounds) {
       }
       EXPECT_LE(worst, m.max_ulp) << op_name(m.op) << " at width " << width << ": worst at x = " << worst_x;
     }
+  }
+}
+
+// pow against C's pow in f64 over bases and exponents of every magnitude and sign, within 1 ulp.
+TEST(Codegen, PowErrorBound) {
+  Kernel k;
+  k.operands = {{DType::f32, Access::contiguous, false, false}, {DType::f32, Access::contiguous, false, false},
+                {DType::f32, Access::contiguous, true, false}};
+  k.exprs.push_back({Op::load, Scalar::f32, -1, -1, -1, 0, 0});
+  k.exprs.push_back({Op::load, Scalar::f32, -1, -1, -1, 1, 0});
+  k.exprs.push_back({Op::pow, Scalar::f32, 0, 1, -1, -1, 0});
+  k.stores.push_back({2, 2});
+  std::mt19937 rng(91);
+  std::vector<float> xs, ys;
+  std::uniform_real_distribution<float> small(-12, 12), base(0, 4);
+  for (int i = 0; i < 300000; ++i) {
+    float x, y;
+    switch (i % 4) {
+      case 0: x = std::bit_cast<float>(uint32_t(rng())), y = small(rng); break;              // any base
+      case 1: x = base(rng), y = std::bit_cast<float>(uint32_t(rng()) & 0x87ffffffu); break;  // |y| < 2^17 or so
+      case 2: x = -base(rng), y = float(int(small(rng))); break;                              // negative bases
+      default: x = 1 + small(rng) * 1e-3f, y = small(rng) * 1e4f;                             // near 1, big exponents
+    }
+    xs.push_back(x), ys.push_back(y);
+  }
+  for (Schedule s : {Schedule{}, Schedule{4, 1}, Schedule{1, 1}}) {
+    std::vector<float> out(xs.size());
+    Ints dims{int64_t(xs.size())}, strides{1, 1, 1};
+    void* ptrs[] = {xs.data(), ys.data(), out.data()};
+    jit_kernel(k, s)(dims.data(), strides.data(), ptrs, 0, int64_t(xs.size()));
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double e = ulp_error(out[i], std::pow(double(xs[i]), double(ys[i])));
+      if (e > worst) worst = e, at = i;
+    }
+    EXPECT_LE(worst, 1.0) << "pow at width " << s.vector_width << ": worst at " << xs[at] << " ^ " << ys[at]
+                          << " = " << out[at];
+  }
+}
+
+// The ops lowered as compositions (asin via atan, sinh via exp, ...) against the C library over their domains:
+// the bounds the documentation states.
+TEST(Codegen, CompositeMathErrorBounds) {
+  struct C {
+    OpKind op;
+    double (*ref)(double);
+    float lo, hi;
+    double max_ulp, max_abs;
+  };
+  const C fns[] = {
+      {OpKind::Asin, [](double x) { return std::asin(x); }, -1, 1, 3, 0},
+      {OpKind::Acos, [](double x) { return std::acos(x); }, -1, 1, 3, 0},
+      {OpKind::Sinh, [](double x) { return std::sinh(x); }, -90, 90, 4, 0},
+      {OpKind::Cosh, [](double x) { return std::cosh(x); }, -90, 90, 4, 0},
+      {OpKind::Asinh, [](double x) { return std::asinh(x); }, -1e5, 1e5, 4, 0},
+      {OpKind::Acosh, [](double x) { return std::acosh(x); }, 1, 1e5, 4, 0},
+      {OpKind::Atanh, [](double x) { return std::atanh(x); }, -1, 1, 4, 0},
+  };
+  for (const C& c : fns) {
+    std::vector<float> xs = sweep_inputs(c.lo, c.hi);
+    std::uniform_real_distribution<float> near(-1e-3f, 1e-3f);  // the edges of each branch and domain
+    std::mt19937 rng(5);
+    for (float edge : {0.0f, 0.5f, 1.0f, 20.0f, 4096.0f})
+      for (int i = 0; i < 2000; ++i) xs.push_back(edge + edge * near(rng)), xs.push_back(-(edge + edge * near(rng)));
+    Tensor x = Tensor::zeros(DType::f32, {int64_t(xs.size())});
+    std::copy(xs.begin(), xs.end(), x.data<float>());
+    OneOp one = build_op(c.op, {input(x)});
+    PassContext ctx;
+    run_pass(*create_pass("fuse-elementwise"), *one.g, ctx);
+    Tensor y = Executor(one.g, ExecutorOptions{}).run(one.feeds)[0];
+    double worst = 0;
+    float worst_x = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double want = c.ref(double(xs[i]));
+      double e = ulp_error(y.data<float>()[i], want);
+      if (e > worst) worst = e, worst_x = xs[i];
+    }
+    EXPECT_LE(worst, c.max_ulp) << op_name(c.op) << ": worst at x = " << worst_x;
   }
 }
 
@@ -662,9 +793,11 @@ TEST(Codegen, RefusalsAreExplained) {
   std::string why;
   EXPECT_FALSE(can_generate(*one.node, &why));
   EXPECT_NE(why.find("last axis"), std::string::npos) << why;
-  OneOp pw = build_op(OpKind::Pow, {input(random_tensor(DType::f32, {3}, 1)), input(random_tensor(DType::f32, {3}, 2))});
+  OneOp pw = build_op(OpKind::Pow, {input(random_tensor(DType::f32, {3}, 1)), input(random_tensor(DType::i64, {3}, 2))});
   EXPECT_FALSE(can_generate(*pw.node, &why));
-  EXPECT_NE(why.find("constant exponent"), std::string::npos) << why;
+  EXPECT_NE(why.find("f32 exponent"), std::string::npos) << why;
+  OneOp pc = build_op(OpKind::Pow, {input(random_tensor(DType::f32, {3}, 1)), constant(Tensor::scalar<int64_t>((1 << 24) + 1))});
+  EXPECT_FALSE(can_generate(*pc.node, &why)) << "an exponent f32 cannot hold";
 }
 
 }  // namespace
