@@ -53,6 +53,22 @@ def models():
         [helper.make_node("LayerNormalization", ["x", "g", "b"], ["z"], axis=-1, epsilon=1e-5)],
         [f32("x", rows)], [f32("z", rows)],
         [const("g", rng.standard_normal(1024)), const("b", rng.standard_normal(1024))])
+    # Reductions over the channels of NCHW (not the innermost axis): generated as columns kernels.
+    nchw = [1, 64, 512, 512]  # 64 MB
+    yield model("softmax_channels_64mb", [helper.make_node("Softmax", ["x"], ["z"], axis=1)], [f32("x", nchw)],
+                [f32("z", nchw)])
+    # ConvNeXt's channels-first LayerNorm as PyTorch exports it, op by op
+    yield model(
+        "layernorm_channels_64mb",
+        [helper.make_node("ReduceMean", ["x"], ["u"], axes=[1]), helper.make_node("Sub", ["x", "u"], ["d"]),
+         helper.make_node("Pow", ["d", "two"], ["d2"]), helper.make_node("ReduceMean", ["d2"], ["v"], axes=[1]),
+         helper.make_node("Add", ["v", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["sd"]),
+         helper.make_node("Div", ["d", "sd"], ["n"]), helper.make_node("Mul", ["w", "n"], ["s"]),
+         helper.make_node("Add", ["s", "b"], ["z"])],
+        [f32("x", nchw)], [f32("z", nchw)],
+        [const("two", 2.0), const("eps", 1e-6), const("w", rng.standard_normal((64, 1, 1))),
+         const("b", rng.standard_normal((64, 1, 1)))])
+    yield model("sin_64mb", [helper.make_node("Sin", ["x"], ["z"])], [f32("x", big)], [f32("z", big)])
     yield model(
         "layernorm_bert",
         [helper.make_node("LayerNormalization", ["x", "g", "b"], ["z"], axis=-1, epsilon=1e-5)],

@@ -69,7 +69,7 @@ class Emitter {
       ptr.push_back(B.CreateLoad(ptr_ty, B.CreateConstGEP1_64(ptr_ty, ptrs_p, o)));
     }
     Value* inner = dim[rank - 1];
-    if (K.has_row_reductions()) choose_cache();
+    if (K.has_row_reductions() && !K.columns) choose_cache();
     if (Value* aligned = streaming_possible(begin, inner)) {
       // Two copies of the loops: streaming stores where every streamed output and every row start is aligned to
       // the vector, plain stores otherwise (vmovntps faults on a misaligned address).
@@ -110,8 +110,16 @@ class Emitter {
 
   bool streaming = false;  // the element-level f32 outputs are being written with non-temporal stores
 
-  // Rows [begin, end) (row kernels) or flat elements [begin, end) (element-wise kernels).
+  // Rows [begin, end) (row kernels), flat elements [begin, end) (element-wise kernels) or flat positions of the
+  // outer rows x the innermost dim (columns kernels).
   void emit_loops(Value* begin, Value* end, Value* inner) {
+    if (K.columns) {
+      stretches(begin, end, inner, [&](Value* row, Value* col, Value* cnt) {
+        set_row_offsets(row, size_t(K.rank) - 2);
+        column_loop(col, B.CreateAdd(col, cnt));
+      });
+      return;
+    }
     if (K.has_row_reductions()) {
       loop(begin, end, B.getInt64(1), {}, [&](Value* row, const std::vector<Value*>&) {
         begin_row(row);
@@ -122,6 +130,15 @@ class Emitter {
       return;
     }
     // Flat elements [begin, end): one stretch of a row at a time.
+    stretches(begin, end, inner, [&](Value* row, Value* col, Value* cnt) {
+      begin_row(row);
+      element_loop(col, B.CreateAdd(col, cnt));
+    });
+  }
+
+  // Flat positions [begin, end) over rows of `inner` positions, one stretch of a row at a time: f(row, first
+  // position in the row, count).
+  void stretches(Value* begin, Value* end, Value* inner, const std::function<void(Value*, Value*, Value*)>& f) {
     auto* head = llvm::BasicBlock::Create(C, "pos.head", F);
     auto* body = llvm::BasicBlock::Create(C, "pos.body", F);
     auto* exit = llvm::BasicBlock::Create(C, "pos.exit", F);
@@ -135,8 +152,7 @@ class Emitter {
     Value* row = B.CreateUDiv(pos, inner);
     Value* col = B.CreateSub(pos, B.CreateMul(row, inner));
     Value* cnt = min64(B.CreateSub(inner, col), B.CreateSub(end, pos));
-    begin_row(row);
-    element_loop(col, B.CreateAdd(col, cnt));
+    f(row, col, cnt);
     Value* next = B.CreateAdd(pos, cnt);
     pos->addIncoming(next, B.GetInsertBlock());
     B.CreateBr(head);
@@ -149,7 +165,7 @@ class Emitter {
   // is aligned), or null when the kernel has nothing to stream. Masked tail stores stay plain.
   Value* streaming_possible(Value* begin, Value* inner) {
     int w = S.vector_width;
-    if (!S.streaming_stores || (w != 4 && w != 8 && w != 16)) return nullptr;
+    if (!S.streaming_stores || K.columns || (w != 4 && w != 8 && w != 16)) return nullptr;
     Value* ok = nullptr;
     for (const Store& s : K.stores) {
       const Operand& o = K.operands[size_t(s.operand)];
@@ -235,15 +251,20 @@ class Emitter {
   }
 
   // ---- rows
-  void begin_row(Value* row) {
-    size_t rank = size_t(K.rank), nops = K.operands.size();
+  // row_off for flat index `row` over the first `outer_dims` dims.
+  void set_row_offsets(Value* row, size_t outer_dims) {
+    size_t nops = K.operands.size();
     row_off.assign(nops, B.getInt64(0));
     Value* rem = row;
-    for (size_t d = rank - 1; d-- > 0;) {
+    for (size_t d = outer_dims; d-- > 0;) {
       Value* idx = d == 0 ? rem : B.CreateURem(rem, dim[d]);
       if (d > 0) rem = B.CreateUDiv(rem, dim[d]);
       for (size_t o = 0; o < nops; ++o) row_off[o] = B.CreateAdd(row_off[o], B.CreateMul(idx, stride[o][d]));
     }
+  }
+
+  void begin_row(Value* row) {
+    set_row_offsets(row, size_t(K.rank) - 1);
     // Row-level values in SSA order: each row reduction runs its own pass over the row.
     uval.assign(K.exprs.size(), nullptr);
     for (size_t i = 0; i < K.exprs.size(); ++i) {
@@ -286,6 +307,66 @@ class Emitter {
       store_elements({w, j, mask});
       return Carried{};
     });
+  }
+
+  // ---- columns: W lanes of the innermost dim at a time (no unrolling: each step holds its own loops), a masked
+  // step for the tail.
+  void column_loop(Value* lo, Value* hi) {
+    int w = S.vector_width;
+    Value* main_end = B.CreateAdd(lo, B.CreateMul(B.CreateSDiv(B.CreateSub(hi, lo), B.getInt64(w)), B.getInt64(w)));
+    loop(lo, main_end, B.getInt64(w), {}, [&](Value* j, const Carried&) {
+      column_step({w, j, nullptr});
+      return Carried{};
+    });
+    loop(main_end, hi, B.getInt64(w), {}, [&](Value* j, const Carried&) {
+      Value* lanes = B.CreateAdd(B.CreateVectorSplat(unsigned(w), j), iota(w));
+      column_step({w, j, B.CreateICmpSLT(lanes, B.CreateVectorSplat(unsigned(w), hi))});
+      return Carried{};
+    });
+  }
+
+  // The column-level values of these lanes (uval holds them W wide), the per-row outputs, then one more walk
+  // down the columns for the element-level outputs.
+  void column_step(const Lanes& l) {
+    const std::vector<Value*> base = row_off;
+    Value* rows = dim[size_t(K.rank) - 2];
+    uval.assign(K.exprs.size(), nullptr);
+    for (size_t i = 0; i < K.exprs.size(); ++i) {
+      if (!uniform[i]) continue;
+      const Expr& e = K.exprs[i];
+      if (is_row_reduction(e.op)) uval[i] = reduce_column(e, l, base);
+      else if (e.op == Op::load) uval[i] = load(e, l);
+      else if (e.op == Op::row_size) uval[i] = splat(B.CreateSIToFP(splat_i64_1(rows), vec(B.getFloatTy(), 1)), l.w);
+      else uval[i] = compute(e, arg1(e.a), arg1(e.b), arg1(e.c), l.w);
+    }
+    bool elements = false;
+    for (const Store& s : K.stores) {
+      const Operand& o = K.operands[size_t(s.operand)];
+      if (o.per_row) store_at(s.operand, l, to_storage(uval[size_t(s.expr)], o.dtype));
+      else elements = true;
+    }
+    if (elements)
+      loop(B.getInt64(0), rows, B.getInt64(1), {}, [&](Value* r, const Carried&) {
+        down_column(base, r);
+        store_elements(l);
+        return Carried{};
+      });
+    row_off = base;
+  }
+  // Element after element down the columns of these lanes (masked-off lanes compute garbage nobody stores).
+  Value* reduce_column(const Expr& e, const Lanes& l, const std::vector<Value*>& base) {
+    Value* ident = identity(e.op, vec(scalar_ty(e.type), l.w));
+    Carried acc = loop(B.getInt64(0), dim[size_t(K.rank) - 2], B.getInt64(1), {ident}, [&](Value* r, const Carried& a) {
+      down_column(base, r);
+      std::vector<Value*> memo(K.exprs.size(), nullptr);
+      return Carried{combine(e.op, a[0], elem(e.a, l, memo))};
+    });
+    row_off = base;
+    return acc[0];
+  }
+  void down_column(const std::vector<Value*>& base, Value* r) {
+    for (size_t o = 0; o < base.size(); ++o)
+      row_off[o] = B.CreateAdd(base[o], B.CreateMul(r, stride[o][size_t(K.rank) - 2]));
   }
 
   // Computes every element-level output at these lanes, then stores them (all loads precede all stores, so the
@@ -374,7 +455,7 @@ class Emitter {
     if (memo[size_t(e)]) return memo[size_t(e)];
     const Expr& x = K.exprs[size_t(e)];
     Value* r;
-    if (uniform[size_t(e)]) r = splat(uval[size_t(e)], l.w);
+    if (uniform[size_t(e)]) r = K.columns ? uval[size_t(e)] : splat(uval[size_t(e)], l.w);
     else if (x.op == Op::load) r = load(x, l);
     else {
       Value* a = x.a >= 0 ? elem(x.a, l, memo) : nullptr;

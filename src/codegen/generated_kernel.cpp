@@ -43,12 +43,14 @@ class GeneratedKernel final : public PreparedKernel {
     const int64_t* strides = lk_.strides.data();
     void* const* p = ptrs_.data();
     GeneratedFn fn = fn_;
-    // Row kernels split by rows (a row reads its elements once per reduction); element kernels by elements, at
-    // whole vectors. Waking another core costs tens to hundreds of microseconds on a virtual machine, so threads
-    // only pay off well above that: about a million element operations.
-    int64_t items = rows_mode_ ? lk_.rows : lk_.rows * lk_.inner;
-    int64_t cost = rows_mode_ ? lk_.inner * cost_ * 2 : cost_;
-    int64_t align = rows_mode_ ? 1 : int64_t(s_.vector_width) * s_.unroll;
+    // Row kernels split by rows (a row reads its elements once per reduction); columns kernels by positions of
+    // the innermost dim (a column each); element kernels by elements, at whole vectors. Waking another core
+    // costs tens to hundreds of microseconds on a virtual machine, so threads only pay off well above that:
+    // about a million element operations.
+    bool columns = lk_.kernel.columns;
+    int64_t items = rows_mode_ && !columns ? lk_.rows : lk_.rows * lk_.inner;
+    int64_t cost = columns ? lk_.reduced * cost_ * 2 : rows_mode_ ? lk_.inner * cost_ * 2 : cost_;
+    int64_t align = rows_mode_ && !columns ? 1 : int64_t(s_.vector_width) * (columns ? 1 : s_.unroll);
     cpu::parallel_ranges(items, cost, align, [&](int64_t b, int64_t e) { fn(dims, strides, p, b, e); },
                          int64_t(1) << 20);
   }
@@ -82,7 +84,7 @@ Schedule choose_schedule(const LoweredKernel& lk) {
   int64_t out_bytes = 0;
   for (const Store& st : lk.kernel.stores) {
     const Operand& o = lk.kernel.operands[size_t(st.operand)];
-    if (!o.per_row) out_bytes += lk.rows * lk.inner * int64_t(dtype_size(o.dtype));
+    if (!o.per_row) out_bytes += lk.rows * lk.reduced * lk.inner * int64_t(dtype_size(o.dtype));
   }
   s.streaming_stores = costly_exprs(lk.kernel) == 0 && out_bytes >= kStreamingBytes;
   return s;

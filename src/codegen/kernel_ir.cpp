@@ -82,7 +82,10 @@ std::vector<bool> Kernel::row_uniform() const {
   std::vector<bool> u(exprs.size(), false);
   for (size_t i = 0; i < exprs.size(); ++i) {
     const Expr& e = exprs[i];
-    if (e.op == Op::load) u[i] = operands[size_t(e.operand)].inner == Access::broadcast;
+    if (e.op == Op::load) {
+      const Operand& o = operands[size_t(e.operand)];
+      u[i] = columns ? o.column_broadcast : o.inner == Access::broadcast;
+    }
     else if (e.op == Op::constant || e.op == Op::row_size || is_row_reduction(e.op)) u[i] = true;
     else u[i] = (e.a < 0 || u[size_t(e.a)]) && (e.b < 0 || u[size_t(e.b)]) && (e.c < 0 || u[size_t(e.c)]);
   }
@@ -153,6 +156,9 @@ void Kernel::validate() const {
     }
   }
   bool rows = has_row_reductions();
+  CUVIL_CHECK(!columns || (rows && rank >= 2), "kernel IR: a columns kernel needs row reductions and rank >= 2");
+  for (const Operand& o : operands)
+    CUVIL_CHECK(!o.column_broadcast || columns, "kernel IR: column_broadcast outside a columns kernel");
   std::vector<bool> uniform = row_uniform();
   for (const Store& s : stores) {
     CUVIL_CHECK(s.operand >= 0 && s.operand < int(operands.size()) && operands[size_t(s.operand)].is_output,
@@ -161,17 +167,23 @@ void Kernel::validate() const {
     const Operand& o = operands[size_t(s.operand)];
     CUVIL_CHECK(scalar_of(o.dtype) == exprs[size_t(s.expr)].type, "kernel IR: a store of ",
                 scalar_name(exprs[size_t(s.expr)].type), " into ", dtype_name(o.dtype));
-    if (o.per_row)
+    if (o.per_row) {
       CUVIL_CHECK(rows && uniform[size_t(s.expr)], "kernel IR: a per-row output must hold a row-uniform value");
+      CUVIL_CHECK(o.inner == (columns ? Access::contiguous : Access::broadcast),
+                  "kernel IR: a per-row output's inner access must be ", columns ? "contiguous" : "broadcast");
+    } else if (o.is_output) {
+      CUVIL_CHECK(o.inner == Access::contiguous, "kernel IR: outputs are contiguous along the innermost dim");
+    }
   }
 }
 
 std::string Kernel::str() const {
-  std::string s = "kernel rank=" + std::to_string(rank) + (has_row_reductions() ? " rows" : " elements") + "\n";
+  std::string s = "kernel rank=" + std::to_string(rank) +
+                  (has_row_reductions() ? (columns ? " columns" : " rows") : " elements") + "\n";
   for (size_t i = 0; i < operands.size(); ++i) {
     const Operand& o = operands[i];
     s += std::string(o.is_output ? "  out" : "  in") + std::to_string(i) + ": " + std::string(dtype_name(o.dtype)) + " " +
-         access_name(o.inner) + (o.per_row ? " per_row" : "") + "\n";
+         access_name(o.inner) + (o.per_row ? " per_row" : "") + (o.column_broadcast ? " column_broadcast" : "") + "\n";
   }
   char buf[64];
   for (size_t i = 0; i < exprs.size(); ++i) {

@@ -6,10 +6,13 @@
 // innermost dim (contiguous, broadcast or strided) is fixed at compile time, because the vector loop depends on it.
 //
 // The computation is a DAG of scalar expressions in SSA order: loads, constants, element-wise math and row
-// reductions (sum/max/min over the innermost dim, the value being the same for the whole row). A kernel with row
-// reductions runs row by row; one without runs over any flat range of elements. Row reductions have one fixed
-// association order (kReductionLanes interleaved partial results, then a halving tree), so no schedule can change
-// a result: vector width and unrolling only change how the same operations are grouped into instructions.
+// reductions (sum/max/min/prod over a row, the value being the same for the whole row). A row is the innermost
+// dim; in a `columns` kernel it is dim rank-2 at each position of the innermost dim (Softmax over the channels of
+// NCHW: the vectors run along the contiguous innermost dim, and each lane reduces its own column). A kernel with
+// row reductions runs row by row (column by column); one without runs over any flat range of elements. Row
+// reductions have one fixed association order (kReductionLanes interleaved partial results, then a halving
+// tree; a column: element after element), so no schedule can change a result: vector width and unrolling only
+// change how the same operations are grouped into instructions.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +38,9 @@ struct Operand {
   DType dtype = DType::f32;  // storage: f32, i32, i64 or bool
   Access inner = Access::contiguous;
   bool is_output = false;
-  bool per_row = false;  // an output stored once per row (a reduction's result), inner access broadcast
+  bool per_row = false;  // an output stored once per row (a reduction's result): inner access broadcast in a row
+                         // kernel, contiguous in a columns kernel
+  bool column_broadcast = false;  // columns kernels: the stride along the reduced dim (rank-2) is 0
 };
 
 enum class Op : uint8_t {
@@ -75,12 +80,14 @@ struct Store {
 
 struct Kernel {
   int rank = 1;  // iteration dims; the last is the innermost (and the reduced one in row mode)
+  bool columns = false;  // with row reductions: they reduce dim rank-2, lane by lane along the innermost dim
   std::vector<Operand> operands;
   std::vector<Expr> exprs;
   std::vector<Store> stores;
 
   bool has_row_reductions() const;
-  // Whether expr i has one value per row (depends only on constants, broadcast loads and row reductions).
+  // Whether expr i has one value per row (depends only on constants, loads broadcast along the row and row
+  // reductions). In a columns kernel such values still vary along the innermost dim, lane by lane.
   std::vector<bool> row_uniform() const;
   // Checks the structural rules (operand indices, SSA order, types); throws on a malformed kernel.
   void validate() const;

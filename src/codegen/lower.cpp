@@ -74,30 +74,32 @@ bool is_reduce_op(OpKind op) {
   }
 }
 
-int reduced_trailing_dims(const Node& n) {
+std::optional<ReducedBlock> reduced_block(const Node& n) {
   int64_t r = input_rank(n, 0);
-  if (r < 0) return -1;
+  if (r < 0) return std::nullopt;
   AttrReader at(n);
   switch (n.op()) {
     case OpKind::Softmax:
     case OpKind::LogSoftmax: {
       int64_t axis = at.i("axis");
       if (axis < 0) axis += r;
-      return r >= 1 && axis == r - 1 ? 1 : -1;
+      if (r < 1 || axis < 0 || axis >= r) return std::nullopt;
+      return ReducedBlock{1, int(r - 1 - axis)};
     }
     case OpKind::LayerNormalization: {
       int64_t axis = at.i("axis");
       if (axis < 0) axis += r;
-      return axis >= 0 && axis < r ? int(r - axis) : -1;
+      if (axis < 0 || axis >= r) return std::nullopt;
+      return ReducedBlock{int(r - axis), 0};
     }
-    default:
-      if (!is_reduce_op(n.op())) return 0;
+    default: {
+      if (!is_reduce_op(n.op())) return ReducedBlock{};
       auto axes = reduce_axes(n, r);
-      if (!axes || axes->empty()) return -1;
-      int64_t k = int64_t(axes->size());
-      for (int64_t j = 0; j < k; ++j)
-        if ((*axes)[size_t(j)] != r - k + j) return -1;
-      return int(k);
+      if (!axes || axes->empty()) return std::nullopt;
+      for (size_t j = 1; j < axes->size(); ++j)
+        if ((*axes)[j] != (*axes)[j - 1] + 1) return std::nullopt;
+      return ReducedBlock{int(axes->size()), int(r - 1 - axes->back())};
+    }
   }
 }
 
@@ -143,11 +145,11 @@ bool can_generate(const Node& n, std::string* why) {
     }
     case OpKind::Softmax: case OpKind::LogSoftmax:
       if (!f32_only) return refuse(why, "generated only for f32");
-      return reduced_trailing_dims(n) == 1 || refuse(why, "only a Softmax over the last axis is generated");
+      return reduced_block(n).has_value() || refuse(why, "the axis is not known");
     case OpKind::LayerNormalization:
       if (!f32_only) return refuse(why, "generated only for f32");
       if (n.num_outputs() != 1) return refuse(why, "the Mean and InvStdDev outputs are not generated");
-      return reduced_trailing_dims(n) > 0 || refuse(why, "the normalized axes are not known");
+      return reduced_block(n).has_value() || refuse(why, "the normalized axes are not known");
     case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::ReduceMin:
     case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceSumSquare:
     case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: {
@@ -158,7 +160,7 @@ bool can_generate(const Node& n, std::string* why) {
       if (n.op() == OpKind::ReduceProd && !is_integer(t0)) return refuse(why, "only integer products are generated");
       if (!(any_numeric ? numeric(t0) : t0 == DType::f32))
         return refuse(why, "dtype ", dtype_name(t0), " is not generated for this reduction");
-      return reduced_trailing_dims(n) > 0 || refuse(why, "only reductions over constant trailing axes are generated");
+      return reduced_block(n).has_value() || refuse(why, "only reductions over one block of constant axes are generated");
     }
     default: return refuse(why, "no generated form");
   }
@@ -514,17 +516,17 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
   std::vector<TensorType> types = infer_region_types(body, in_types);
   auto dims_of = [&](const Value* v) { return types[size_t(v->id())].shape.static_dims(); };
 
-  // The reduced trailing block (0: none), the same for every reduction of the body.
-  int k = 0;
+  // The reduced block (count 0: none), the same for every reduction of the body.
+  ReducedBlock red;
   std::vector<const Value*> row_only;  // keepdims=0 reduction results: no place in the full space
   for (const auto& n : body.nodes()) {
     std::string w;
     if (!can_generate(*n, &w)) return no(n->describe(), ": ", w);
-    int kn = reduced_trailing_dims(*n);
-    if (kn < 0) return no(n->describe(), ": reduced axes are not a trailing block");
-    if (kn == 0) continue;
-    if (k != 0 && kn != k) return no("reductions over different trailing blocks (", k, " and ", kn, " dims)");
-    k = kn;
+    std::optional<ReducedBlock> rn = reduced_block(*n);
+    if (!rn) return no(n->describe(), ": reduced axes are not one block");
+    if (rn->count == 0) continue;
+    if (red.count != 0 && !(*rn == red)) return no("reductions over different blocks of dims");
+    red = *rn;
     bool keep = !is_reduce_op(n->op()) || AttrReader(*n).i("keepdims") != 0;
     if (!keep) row_only.push_back(n->output(0));
   }
@@ -538,10 +540,15 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     for (const Value* v : n->outputs())
       if (!is_row_only(v) && !broadcast_into(space, dims_of(v))) return no("values do not broadcast together");
   const size_t r = space.size();
-  if (size_t(k) > r) return no("reduction over more dims than the space has");
-  std::vector<int64_t> row_shape(space.begin(), space.end() - k);
-  std::vector<int64_t> row_keep = row_shape;
-  row_keep.insert(row_keep.end(), size_t(k), 1);
+  const int k = red.count;
+  if (size_t(k + red.after) > r) return no("reduction over more dims than the space has");
+  // The reduced dims are [lo, hi); a row of the kernel runs over them.
+  const size_t hi = r - size_t(red.after), lo = hi - size_t(k);
+  std::vector<int64_t> row_shape, row_keep = space;
+  for (size_t d = 0; d < r; ++d) {
+    if (d < lo || d >= hi) row_shape.push_back(space[d]);
+    else row_keep[d] = 1;
+  }
   // Every node output has the full shape or (with reductions) one value per row.
   for (const auto& n : body.nodes())
     for (const Value* v : n->outputs()) {
@@ -565,7 +572,8 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     st.push_back(strides_over(per_row ? row_keep : space, space));
     if (per_row) {  // a row output's own dims are contiguous even where the space has size 1
       int64_t s = 1;
-      for (size_t dd = r - size_t(k); dd-- > 0;) {
+      for (size_t dd = r; dd-- > 0;) {
+        if (dd >= lo && dd < hi) continue;
         st.back()[dd] = s;
         s *= space[dd];
       }
@@ -598,32 +606,39 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     return out;
   };
   std::vector<Dim1> merged;
+  const Dim1 unit{1, std::vector<int64_t>(st.size(), 0)};
+  bool columns = false;
   if (k == 0) {
     merged = merge_block(0, r);
-    if (merged.empty()) merged.push_back({1, std::vector<int64_t>(st.size(), 0)});
+    if (merged.empty()) merged.push_back(unit);
   } else {
-    merged = merge_block(0, r - size_t(k));
-    std::vector<Dim1> red = merge_block(r - size_t(k), r);
-    if (red.size() > 1) return no("the reduced dims cannot be merged into one row for every operand");
-    if (red.empty()) red.push_back({1, std::vector<int64_t>(st.size(), 0)});
-    merged.push_back(red[0]);
+    merged = merge_block(0, lo);
+    std::vector<Dim1> rows = merge_block(lo, hi), cols = merge_block(hi, r);
+    if (rows.size() > 1) return no("the reduced dims cannot be merged into one row for every operand");
+    if (cols.size() > 1) return no("the dims after the reduced ones cannot be merged into one for every operand");
+    merged.push_back(rows.empty() ? unit : rows[0]);
+    columns = !cols.empty();  // else every dim after the reduced ones has size 1: a row kernel
+    if (columns) merged.push_back(cols[0]);
   }
   kern.rank = int(merged.size());
+  kern.columns = columns;
   lk.rows = 1;
   for (size_t d = 0; d < merged.size(); ++d) {
     lk.dims.push_back(merged[d].size);
-    if (d + 1 < merged.size()) lk.rows *= merged[d].size;
+    if (d + (columns ? 2 : 1) < merged.size()) lk.rows *= merged[d].size;
   }
   lk.inner = merged.back().size;
-  if (k > 0 && lk.inner == 0) return no("reduction over an empty row");
+  lk.reduced = columns ? merged[merged.size() - 2].size : 1;
+  if (k > 0 && (columns ? lk.reduced : lk.inner) == 0) return no("reduction over an empty row");
   for (size_t o = 0; o < st.size(); ++o) {
     for (auto& m : merged) lk.strides.push_back(m.strides[o]);
     int64_t& inner = lk.strides.back();
     Operand& op = kern.operands[o];
     if (op.is_output) {
-      if (!op.per_row) {
+      if (!op.per_row || columns) {
         if (lk.inner == 1) inner = 1;
         if (inner != 1) return no("internal: output ", o, " is not contiguous along the innermost dim");
+        op.inner = Access::contiguous;
       } else {
         inner = 0;
       }
@@ -631,11 +646,13 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     }
     if (lk.inner == 1) inner = 0;
     op.inner = inner == 0 ? Access::broadcast : inner == 1 ? Access::contiguous : Access::strided;
+    op.column_broadcast = columns && lk.strides[lk.strides.size() - 2] == 0;
   }
 
   // The expressions.
   Lowering L;
   L.k.rank = kern.rank;
+  L.k.columns = kern.columns;
   L.k.operands = kern.operands;
   std::vector<int> expr_of(body.num_values(), -1);
   for (size_t i = 0; i < ins.size(); ++i) {

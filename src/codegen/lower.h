@@ -18,11 +18,18 @@ bool storable_dtype(DType t);
 // *why (if given) says what stands in the way.
 bool can_generate(const Node& n, std::string* why = nullptr);
 
-// How many trailing dims node n reduces (Softmax family, LayerNormalization, the Reduce ops); 0 for element-wise
-// ops, -1 when its reduced axes are not a trailing block (or not known at compile time).
-int reduced_trailing_dims(const Node& n);
+// The dims node n reduces (Softmax family, LayerNormalization, the Reduce ops): a block of `count` consecutive
+// dims of its input followed by `after` dims that are not reduced (0: the block is trailing, a row kernel;
+// otherwise a columns kernel). count 0 for element-wise ops; nullopt when the reduced axes are not one block or
+// not known at compile time.
+struct ReducedBlock {
+  int count = 0;
+  int after = 0;
+  bool operator==(const ReducedBlock&) const = default;
+};
+std::optional<ReducedBlock> reduced_block(const Node& n);
 
-// ReduceSum/Mean/Max/Min: the reductions whose input 1 (axes) the kernel reads at compile time.
+// The Reduce ops: the reductions whose input 1 (axes) the kernel reads at compile time.
 bool is_reduce_op(OpKind op);
 
 // A kernel with what it runs over: the iteration dims after merging (dims.size() == kernel.rank) and, per operand,
@@ -31,8 +38,9 @@ struct LoweredKernel {
   Kernel kernel;
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;
-  int64_t rows = 1;   // product of all dims but the innermost
-  int64_t inner = 1;  // the innermost dim
+  int64_t rows = 1;     // product of all dims but the innermost (columns kernels: but the last two)
+  int64_t reduced = 1;  // columns kernels: the reduced dim (rank-2)
+  int64_t inner = 1;    // the innermost dim
   std::string ops;    // the body's ops, "Add+Softmax", for profiles
 };
 

@@ -1,9 +1,10 @@
-// fuse-elementwise: groups element-wise ops, casts, broadcasts and row reductions (Softmax, LogSoftmax,
-// LayerNormalization, Reduce* over trailing axes) into FusedKernel nodes, each computed by one generated kernel
+// fuse-elementwise: groups element-wise ops, casts, broadcasts and reductions (Softmax, LogSoftmax,
+// LayerNormalization, Reduce* over one block of axes) into FusedKernel nodes, each computed by one generated kernel
 // in as few passes over memory as its reductions allow (src/codegen).
 //
 // A group shares one iteration space: every member's output has the group's full shape, except reductions, whose
-// results hold one value per row. Nodes join the group of one of their producers in topological order; each node
+// results hold one value per row, and element-wise work on such per-row values (the variance's `+ eps` and
+// square root in a LayerNorm written out op by op), which joins a group with reductions and runs once per row. Nodes join the group of one of their producers in topological order; each node
 // is in at most one group, so no work is duplicated. A node joins only when all its other inputs are defined
 // before the group's first node: the FusedKernel takes that node's place, so the graph stays acyclic and in order.
 // Runs last in the pipeline: convolutions and matrix products have already taken their epilogues as oneDNN
@@ -20,8 +21,19 @@ namespace {
 struct Group {
   std::vector<Node*> nodes;
   Shape space;
-  int k = 0;         // reduced trailing dims (0: element-wise only)
+  codegen::ReducedBlock red;  // the reduced dims (count 0: element-wise only)
   size_t first = 0;  // index of the first member in the graph
+
+  // Whether a node over `s` reducing `r` fits: the same space and reduced block, or element-wise work on values
+  // of one per row (the space with the reduced dims at 1).
+  bool fits(const Shape& s, const codegen::ReducedBlock& r) const {
+    if (s == space) return r.count == 0 || red.count == 0 || r == red;
+    if (r.count > 0 || red.count == 0 || !space.rank_known() || !s.rank_known() || s.rank() != space.rank()) return false;
+    size_t hi = space.rank() - size_t(red.after), lo = hi - size_t(red.count);
+    for (size_t d = 0; d < space.rank(); ++d)
+      if (!(d >= lo && d < hi ? s.dims()[d] == Dim(1) : s.dims()[d] == space.dims()[d])) return false;
+    return true;
+  }
 };
 
 // A scalar constant the body can hold itself (compiled into the kernel as an immediate). Reductions' axes
@@ -43,13 +55,13 @@ bool is_shape_arithmetic(const Node& n) {
 }
 
 // The shape a node iterates over (its input for reductions), or nullopt when the node cannot take part.
-std::optional<std::pair<Shape, int>> node_space(const Node& n) {
+std::optional<std::pair<Shape, codegen::ReducedBlock>> node_space(const Node& n) {
   if (!codegen::can_generate(n) || is_shape_arithmetic(n)) return std::nullopt;
-  int k = codegen::reduced_trailing_dims(n);
-  if (k < 0) return std::nullopt;
-  const Shape& s = k > 0 ? n.input(0)->shape() : n.output(0)->shape();
+  std::optional<codegen::ReducedBlock> red = codegen::reduced_block(n);
+  if (!red) return std::nullopt;
+  const Shape& s = red->count > 0 ? n.input(0)->shape() : n.output(0)->shape();
   if (!s.rank_known()) return std::nullopt;
-  return std::make_pair(s, k);
+  return std::make_pair(s, *red);
 }
 
 std::vector<Group> find_groups(Graph& g) {
@@ -61,14 +73,14 @@ std::vector<Group> find_groups(Graph& g) {
     Node* n = g.nodes()[i].get();
     auto sp = node_space(*n);
     if (!sp) continue;
-    auto& [space, k] = *sp;
+    auto& [space, red] = *sp;
     std::optional<size_t> joined;
     for (const Value* v : n->inputs()) {
       if (!v || !v->producer()) continue;
       auto it = group_of.find(v->producer());
       if (it == group_of.end()) continue;
       Group& grp = groups[it->second];
-      if (!(grp.space == space) || (k > 0 && grp.k > 0 && grp.k != k)) continue;
+      if (!grp.fits(space, red)) continue;
       bool before = true;
       for (const Value* u : n->inputs()) {
         if (!u || !u->producer() || u->graph() != &g) continue;
@@ -81,12 +93,12 @@ std::vector<Group> find_groups(Graph& g) {
       break;
     }
     if (!joined) {
-      groups.push_back({{}, space, 0, i});
+      groups.push_back({{}, space, {}, i});
       joined = groups.size() - 1;
     }
     Group& grp = groups[*joined];
     grp.nodes.push_back(n);
-    if (k > 0) grp.k = k;
+    if (red.count > 0) grp.red = red;
     group_of[n] = *joined;
   }
   return groups;

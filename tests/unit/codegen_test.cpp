@@ -286,6 +286,66 @@ TEST(Codegen, RowReductions) {
     check_op(op, {input(big), constant(vec<int64_t>({1}))}, {}, 1e-6, "beyond f32");
 }
 
+// Reductions over a block of dims with more dims after it run as columns kernels: Softmax over the channels of
+// NCHW, Reduce* over middle and leading axes, odd sizes (tails of every vector width), specials.
+TEST(Codegen, ColumnReductions) {
+  uint32_t seed = 500;
+  struct Case {
+    Ints shape;
+    int64_t axis;
+  };
+  for (const Case& c : {Case{{2, 5, 3, 7}, 1}, Case{{3, 37}, 0}, Case{{4, 1, 19}, 1}, Case{{2, 33, 17}, 1},
+                        Case{{1, 21, 40, 40}, 1}, Case{{6, 2, 1}, 1}, Case{{5, 3, 2}, -2}}) {
+    std::string what = Shape::of(c.shape).str() + " axis " + std::to_string(c.axis);
+    Tensor x = random_tensor(DType::f32, c.shape, seed++, false);
+    check_op(OpKind::Softmax, {input(x)}, {{"axis", c.axis}}, 1e-6, "Softmax " + what);
+    check_op(OpKind::LogSoftmax, {input(x)}, {{"axis", c.axis}}, 1e-6, "LogSoftmax " + what);
+    for (int64_t keep : {0, 1}) {
+      for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceL2,
+                        OpKind::ReduceLogSumExp})
+        check_op(op, {input(x), constant(vec<int64_t>({c.axis}))}, {{"keepdims", keep}}, 2e-6, "Reduce " + what);
+      check_op(OpKind::ReduceSum, {input(random_tensor(DType::i64, c.shape, seed++)), constant(vec<int64_t>({c.axis}))},
+               {{"keepdims", keep}}, 0, "ReduceSum i64 " + what);
+    }
+  }
+  // Two middle axes, leading axes, and NaN/inf inside columns.
+  Tensor x = random_tensor(DType::f32, {3, 4, 5, 6}, 9, true);
+  check_op(OpKind::ReduceMax, {input(x), constant(vec<int64_t>({1, 2}))}, {}, 0, "ReduceMax axes 1, 2 specials");
+  check_op(OpKind::ReduceSum, {input(x), constant(vec<int64_t>({0, 1}))}, {{"keepdims", int64_t(0)}}, 1e-6, "leading");
+  check_op(OpKind::Softmax, {input(x)}, {{"axis", int64_t(1)}}, 1e-6, "Softmax specials");
+}
+
+// ConvNeXt's channels-first LayerNorm as PyTorch writes it (mean and variance over dim 1 of NCHW, then a
+// per-channel affine): one columns kernel, the [C, 1, 1] weights varying down the columns.
+TEST(Codegen, ChannelsFirstLayerNorm) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::f32, Shape({Dim::symbol("N"), Dim(24), Dim::symbol("H"), Dim::symbol("W")})});
+  Value* w = g->add_input("w", {DType::f32, Shape({Dim(24), Dim(1), Dim(1)})});
+  Value* b = g->add_input("b", {DType::f32, Shape({Dim(24), Dim(1), Dim(1)})});
+  Value* axes = g->add_constant("axes", vec<int64_t>({1}));
+  Value* u = g->add_node(OpKind::ReduceMean, {x, axes}, {"u"})->output(0);
+  Value* d = g->add_node(OpKind::Sub, {x, u}, {"d"})->output(0);
+  Value* d2 = g->add_node(OpKind::Pow, {d, g->add_constant("two", Tensor::scalar<float>(2))}, {"d2"})->output(0);
+  Value* var = g->add_node(OpKind::ReduceMean, {d2, axes}, {"var"})->output(0);
+  Value* sd = g->add_node(OpKind::Sqrt, {g->add_node(OpKind::Add, {var, g->add_constant("eps", Tensor::scalar<float>(1e-6f))},
+                                                      {"ve"})->output(0)}, {"sd"})->output(0);
+  Value* y = g->add_node(OpKind::Div, {d, sd}, {"n"})->output(0);
+  y = g->add_node(OpKind::Add, {g->add_node(OpKind::Mul, {w, y}, {"s"})->output(0), b}, {"y"})->output(0);
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  for (Ints shape : {Ints{1, 24, 7, 7}, Ints{2, 24, 5, 13}}) {
+    check_fused_graph(g, {random_tensor(DType::f32, shape, 1, false), random_tensor(DType::f32, {24, 1, 1}, 2, false),
+                          random_tensor(DType::f32, {24, 1, 1}, 3, false)},
+                      2e-5, "channels-first LayerNorm " + Shape::of(shape).str(), 1);
+  }
+  const Graph& body = *AttrReader(*g->nodes()[0]).g("body");
+  auto lk = lower_body(body, {{2, 24, 5, 13}, {24, 1, 1}, {24, 1, 1}}, nullptr);
+  ASSERT_TRUE(lk);
+  EXPECT_TRUE(lk->kernel.columns);
+  EXPECT_EQ(lk->dims, (Ints{2, 24, 65}));
+}
+
 // A fused chain: Add(x, mask) -> Softmax -> Mul(.., s) and LayerNorm(x + r) with Gelu after: one kernel each.
 TEST(Codegen, FusedChainsAndSymbolicShapes) {
   auto g = std::make_shared<Graph>();
@@ -332,7 +392,8 @@ struct RandomBody {
   std::vector<Tensor> feeds;
 };
 
-RandomBody random_chain(std::mt19937& rng, bool with_reduction) {
+// reduction: 0 none, 1 over the last axis (a row kernel), 2 over the first (a columns kernel).
+RandomBody random_chain(std::mt19937& rng, int reduction) {
   RandomBody rb{std::make_shared<Graph>(), {}};
   Graph& g = *rb.g;
   std::uniform_int_distribution<int> pick(0, 1000);
@@ -367,10 +428,18 @@ RandomBody random_chain(std::mt19937& rng, bool with_reduction) {
     }
     if (pick(rng) % 3) pool.push_back(last);
   }
-  if (with_reduction) {
+  if (reduction) {
+    int64_t axis = reduction == 1 ? -1 : 0;
+    if (pick(rng) % 2) {  // a Reduce with keepdims feeding back into the full space
+      const OpKind keep[] = {OpKind::ReduceMax, OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceL2};
+      Value* axes = g.add_constant("axes", vec<int64_t>({axis}));
+      Value* m = g.add_node(keep[pick(rng) % std::size(keep)], {last, axes}, {"keep"})->output(0);
+      last = g.add_node(OpKind::Sub, {last, m}, {"centred"})->output(0);
+    }
     const OpKind red[] = {OpKind::Softmax, OpKind::LogSoftmax};
-    last = g.add_node(red[pick(rng) % 2], {last}, {"red"})->output(0);
-    last = g.add_node(OpKind::Mul, {last, add_input({full[1]})}, {"post"})->output(0);
+    Node* sm = g.add_node(red[pick(rng) % 2], {last}, {"red"});
+    sm->attrs()["axis"] = axis;
+    last = g.add_node(OpKind::Mul, {sm->output(0), add_input({full[1]})}, {"post"})->output(0);
   }
   g.add_output(last);
   if (pick(rng) % 2 && pool.size() > 1) g.add_output(pool[1]);
@@ -384,8 +453,8 @@ TEST(Codegen, RandomChainsRandomSchedules) {
   const Schedule schedules[] = {{1, 1, 1},    {4, 1, 3},          {8, 3, 7},         {16, 2, 64},
                                 {16, 4, 5},   {32, 1, 100},       {2, 8, 9},         {16, 2, 64, true},
                                 {8, 1, 5, true}, {4, 2, 48, true}};
-  for (int trial = 0; trial < 24; ++trial) {
-    RandomBody rb = random_chain(rng, trial % 3 == 2);
+  for (int trial = 0; trial < 36; ++trial) {
+    RandomBody rb = random_chain(rng, trial % 3);
     std::vector<Tensor> want = Executor(rb.g, reference_kernels()).run(rb.feeds);
     PassContext ctx;
     run_pass(*create_pass("fuse-elementwise"), *rb.g, ctx);
@@ -416,7 +485,7 @@ TEST(Codegen, RandomChainsRandomSchedules) {
       }
       for (Tensor& t : outs) ptrs.push_back(t.raw());
       // Split the work at a schedule-dependent point: results must not depend on it.
-      bool rows = lk->kernel.has_row_reductions();
+      bool rows = lk->kernel.has_row_reductions() && !lk->kernel.columns;
       int64_t total = rows ? lk->rows : lk->rows * lk->inner;
       int64_t cut = std::min<int64_t>(total, s.grain % (total + 1));
       fn(lk->dims.data(), lk->strides.data(), ptrs.data(), 0, cut);
@@ -789,10 +858,10 @@ TEST(Codegen, DiskCacheEvictsLeastRecentlyUsed) {
 
 // The lowering refuses what it cannot do, saying why, and never produces a wrong kernel.
 TEST(Codegen, RefusalsAreExplained) {
-  OneOp one = build_op(OpKind::Softmax, {input(random_tensor(DType::f32, {3, 4}, 1))}, {{"axis", int64_t(0)}});
+  OneOp one = build_op(OpKind::ReduceSum, {input(random_tensor(DType::f32, {3, 4, 5}, 1)), constant(vec<int64_t>({0, 2}))});
   std::string why;
   EXPECT_FALSE(can_generate(*one.node, &why));
-  EXPECT_NE(why.find("last axis"), std::string::npos) << why;
+  EXPECT_NE(why.find("one block"), std::string::npos) << why;
   OneOp pw = build_op(OpKind::Pow, {input(random_tensor(DType::f32, {3}, 1)), input(random_tensor(DType::i64, {3}, 2))});
   EXPECT_FALSE(can_generate(*pw.node, &why));
   EXPECT_NE(why.find("f32 exponent"), std::string::npos) << why;
