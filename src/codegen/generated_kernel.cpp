@@ -78,6 +78,13 @@ constexpr int64_t kStreamingBytes = int64_t(16) << 20;
 //   per element do not: GELU and Softmax 64 MB measured 15-30 % slower with streaming stores.
 Schedule choose_schedule(const LoweredKernel& lk) {
   Schedule s;
+  if (lk.kernel.columns) {
+    // A columns step walks its lanes down every row of the block, and its rows are a whole row stride apart:
+    // wide steps read more contiguous bytes per row (Softmax over 64 channels of 512x512: 15 ms at 16 lanes,
+    // 9.7 at 32, 6.9 at 64, 6.1 at 128). Narrower for short rows, which would leave lanes idle.
+    s.vector_width = 16;
+    while (s.vector_width < 128 && s.vector_width < lk.inner) s.vector_width *= 2;
+  }
   std::vector<bool> uniform = lk.kernel.row_uniform();
   for (size_t i = 0; i < lk.kernel.exprs.size(); ++i)
     if (!uniform[i] && lk.kernel.exprs[i].op == Op::erf) s.unroll = 1;

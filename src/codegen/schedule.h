@@ -8,7 +8,8 @@
 namespace cuvil::codegen {
 
 struct Schedule {
-  int vector_width = 16;  // lanes per vector op: 1, 2, 4, 8, 16 (or 32); 16 f32 lanes fill an AVX-512 register
+  // Lanes per vector op: 1, 2, 4, ..., 128; 16 f32 lanes fill an AVX-512 register (wider vectors are split).
+  int vector_width = 16;
   int unroll = 2;         // vectors per iteration of the element-wise loop
   // Parallel split (run time, not part of the compiled code): work items per task, rounded to whole vectors.
   int64_t grain = 16384;
@@ -22,7 +23,7 @@ struct Schedule {
   }
   bool valid() const {
     bool w = vector_width == 1 || vector_width == 2 || vector_width == 4 || vector_width == 8 ||
-             vector_width == 16 || vector_width == 32;
+             vector_width == 16 || vector_width == 32 || vector_width == 64 || vector_width == 128;
     return w && unroll >= 1 && unroll <= 8 && grain >= 1;
   }
 };

@@ -452,7 +452,7 @@ TEST(Codegen, RandomChainsRandomSchedules) {
   std::mt19937 rng(2024);
   const Schedule schedules[] = {{1, 1, 1},    {4, 1, 3},          {8, 3, 7},         {16, 2, 64},
                                 {16, 4, 5},   {32, 1, 100},       {2, 8, 9},         {16, 2, 64, true},
-                                {8, 1, 5, true}, {4, 2, 48, true}};
+                                {8, 1, 5, true}, {4, 2, 48, true}, {64, 1, 33},     {128, 2, 200}};
   for (int trial = 0; trial < 36; ++trial) {
     RandomBody rb = random_chain(rng, trial % 3);
     std::vector<Tensor> want = Executor(rb.g, reference_kernels()).run(rb.feeds);
@@ -646,7 +646,7 @@ TEST(Codegen, MathErrorBounds) {
       }
       for (float v : {1048576.0f, std::nextafter(1048576.0f, 0.0f), -1048576.0f, 3.0e38f, 1e-45f}) xs.push_back(v);
     }
-    for (int width : {16, 32, 8, 4, 1}) {
+    for (int width : {16, 32, 128, 8, 4, 1}) {
       Schedule s;
       s.vector_width = width;
       std::vector<float> ys = run_unary(m.op, xs, s);
