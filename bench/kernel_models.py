@@ -68,6 +68,16 @@ def models():
         [f32("x", nchw)], [f32("z", nchw)],
         [const("two", 2.0), const("eps", 1e-6), const("w", rng.standard_normal((64, 1, 1))),
          const("b", rng.standard_normal((64, 1, 1)))])
+    # A Transpose feeding an element-wise op (the permuted copy is never written): NCHW -> NHWC before a residual
+    # Add, and a head split that keeps the innermost dim.
+    yield model(
+        "transpose_add_64mb",
+        [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]), helper.make_node("Add", ["t", "y"], ["z"])],
+        [f32("x", nchw), f32("y", [1, 512, 512, 64])], [f32("z", [1, 512, 512, 64])])
+    yield model(
+        "transpose_inner_add_64mb",
+        [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]), helper.make_node("Add", ["t", "y"], ["z"])],
+        [f32("x", nchw), f32("y", [1, 512, 64, 512])], [f32("z", [1, 512, 64, 512])])
     yield model("sin_64mb", [helper.make_node("Sin", ["x"], ["z"])], [f32("x", big)], [f32("z", big)])
     yield model(
         "layernorm_bert",

@@ -39,6 +39,7 @@ class GeneratedKernel final : public PreparedKernel {
     size_t k = 0;
     for (size_t i = 0; i < ctx.num_inputs(); ++i) ptrs_[k++] = const_cast<void*>(ctx.input(i).raw());
     for (size_t i = 0; i < ctx.num_outputs(); ++i) ptrs_[k++] = ctx.output(i).raw();
+    for (int src : lk_.views) ptrs_[k++] = const_cast<void*>(ctx.input(size_t(src)).raw());
     const int64_t* dims = lk_.dims.data();
     const int64_t* strides = lk_.strides.data();
     void* const* p = ptrs_.data();

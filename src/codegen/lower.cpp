@@ -60,6 +60,21 @@ int64_t input_rank(const Node& n, size_t i) {
 
 }  // namespace
 
+std::optional<std::vector<int64_t>> transpose_perm(const Node& n) {
+  int64_t r = input_rank(n, 0);
+  if (n.op() != OpKind::Transpose || r < 0) return std::nullopt;
+  std::vector<int64_t> perm = AttrReader(n).ints("perm");
+  if (perm.empty())
+    for (int64_t d = r; d-- > 0;) perm.push_back(d);
+  if (int64_t(perm.size()) != r) return std::nullopt;
+  std::vector<bool> seen(size_t(r), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= r || seen[size_t(p)]) return std::nullopt;
+    seen[size_t(p)] = true;
+  }
+  return perm;
+}
+
 bool storable_dtype(DType t) {
   return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::boolean;
 }
@@ -135,6 +150,8 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Equal: return true;
     case OpKind::And: case OpKind::Or: case OpKind::Xor: case OpKind::Not: return true;  // bool by the schema
     case OpKind::Where: case OpKind::Cast: case OpKind::Identity: return true;
+    case OpKind::Transpose:  // a strided read of a kernel input (lower_body refuses one of a computed value)
+      return transpose_perm(n).has_value() || refuse(why, "the permutation is not valid");
     case OpKind::Pow: {
       // A constant scalar exponent of any dtype when f32 holds it exactly; a tensor exponent in f32.
       auto e = scalar_input(n, 1);
@@ -242,6 +259,21 @@ std::vector<int64_t> strides_over(const std::vector<int64_t>& shape, const std::
     size_t sd = shape.size() - 1 - i;
     st[d] = shape[sd] == 1 ? 0 : s;
     s *= shape[sd];
+  }
+  return st;
+}
+
+// Strides over `space` of a Transpose of a contiguous tensor of shape `in` by `perm`: the output's dim d is the
+// input's dim perm[d], placed right-aligned over `space`; 0 along broadcast dims.
+std::vector<int64_t> transposed_strides_over(const std::vector<int64_t>& in, const std::vector<int64_t>& perm,
+                                             const std::vector<int64_t>& space) {
+  std::vector<int64_t> contiguous(in.size(), 1);
+  for (size_t d = in.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * in[d];
+  std::vector<int64_t> st(space.size(), 0);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    size_t od = perm.size() - 1 - i, sd = space.size() - 1 - i;
+    size_t id = size_t(perm[od]);
+    st[sd] = in[id] == 1 ? 0 : contiguous[id];
   }
   return st;
 }
@@ -532,10 +564,21 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
   }
   auto is_row_only = [&](const Value* v) { return std::find(row_only.begin(), row_only.end(), v) != row_only.end(); };
 
-  // The full iteration space: every input and every node output broadcast together.
+  // Inputs that only Transposes read: the kernel reads them through the Transposes' strides (views), never at
+  // their own shape, which therefore does not enter the space.
+  std::vector<bool> view_only(ins.size(), true);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    for (const auto& n : body.nodes())
+      for (const Value* v : n->inputs())
+        if (v == ins[i] && n->op() != OpKind::Transpose) view_only[i] = false;
+    for (const Value* v : body.outputs())
+      if (v == ins[i]) view_only[i] = false;
+  }
+
+  // The full iteration space: every input (but the view-only ones) and every node output broadcast together.
   std::vector<int64_t> space;
-  for (const auto& s : input_shapes)
-    if (!broadcast_into(space, s)) return no("inputs do not broadcast together");
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (!view_only[i] && !broadcast_into(space, input_shapes[i])) return no("inputs do not broadcast together");
   for (const auto& n : body.nodes())
     for (const Value* v : n->outputs())
       if (!is_row_only(v) && !broadcast_into(space, dims_of(v))) return no("values do not broadcast together");
@@ -549,13 +592,25 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     if (d < lo || d >= hi) row_shape.push_back(space[d]);
     else row_keep[d] = 1;
   }
-  // Every node output has the full shape or (with reductions) one value per row.
-  for (const auto& n : body.nodes())
+  // Every node output has the full shape or (with reductions) one value per row; a reduction reduces a value of
+  // the full shape, and only it, or element-wise work on per-row values, gives one value per row.
+  for (const auto& n : body.nodes()) {
+    bool reduces = reduced_block(*n)->count > 0;
+    if (reduces && dims_of(n->input(0)) != space) return no(n->describe(), ": reduces a value narrower than the iteration space");
+    bool row_inputs = true;  // element-wise work on per-row values (or scalars)
+    for (size_t i = 0; i < n->num_inputs(); ++i) {
+      const Value* v = n->input(i);
+      if (!v || (is_reduce_op(n->op()) && i == 1)) continue;
+      if (v->is_constant() ? v->constant().numel() != 1 : dims_of(v) == space && space != row_keep) row_inputs = false;
+    }
     for (const Value* v : n->outputs()) {
       auto d = dims_of(v);
       bool full = d == space, row = k > 0 && (d == row_keep || (is_row_only(v) && d == row_shape));
       if (!full && !row) return no(n->describe(), ": output shape does not cover the iteration space");
+      if (!full && !is_reduce_op(n->op()) && (reduces || !row_inputs))
+        return no(n->describe(), ": one value per row from an op that does not reduce");
     }
+  }
 
   // Operands and their strides over the full space.
   LoweredKernel lk;
@@ -563,7 +618,7 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
   std::vector<std::vector<int64_t>> st;
   for (size_t i = 0; i < ins.size(); ++i) {
     kern.operands.push_back({ins[i]->dtype(), Access::contiguous, false, false});
-    st.push_back(strides_over(input_shapes[i], space));
+    st.push_back(view_only[i] ? std::vector<int64_t>(space.size(), 0) : strides_over(input_shapes[i], space));
   }
   for (const Value* v : body.outputs()) {
     auto d = dims_of(v);
@@ -578,6 +633,18 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
         s *= space[dd];
       }
     }
+  }
+
+  // Transposes read their kernel input through permuted strides: one more operand each, on the same buffer.
+  std::vector<std::pair<const Node*, int>> views;  // Transpose node, its operand
+  for (const auto& n : body.nodes()) {
+    if (n->op() != OpKind::Transpose) continue;
+    size_t src = size_t(std::find(ins.begin(), ins.end(), n->input(0)) - ins.begin());
+    if (src == ins.size()) return no(n->describe(), ": only a Transpose of a kernel input is fused");
+    views.emplace_back(n.get(), int(kern.operands.size()));
+    lk.views.push_back(int(src));
+    kern.operands.push_back({ins[src]->dtype(), Access::contiguous, false, false});
+    st.push_back(transposed_strides_over(input_shapes[src], *transpose_perm(*n), space));
   }
 
   // Merge dims: within the outer block and within the reduced block (in element mode everything is one block).
@@ -682,7 +749,17 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       in.push_back(e);
     }
     std::vector<int> out(n->num_outputs(), -1);
-    if (!lower_node(L, *n, in, out, why)) return std::nullopt;
+    if (n->op() == OpKind::Transpose) {
+      Expr e;
+      e.op = Op::load;
+      e.type = scalar_of(n->input(0)->dtype());
+      for (auto& [vn, operand] : views)
+        if (vn == n.get()) e.operand = operand;
+      L.k.exprs.push_back(e);
+      out[0] = int(L.k.exprs.size()) - 1;
+    } else if (!lower_node(L, *n, in, out, why)) {
+      return std::nullopt;
+    }
     for (size_t o = 0; o < out.size(); ++o) {
       // Operands of mixed storage are unified by the op's dtype rules; cast where a result is stored narrower.
       Scalar want = scalar_of(n->output(o)->dtype());

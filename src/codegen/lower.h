@@ -29,6 +29,9 @@ struct ReducedBlock {
 };
 std::optional<ReducedBlock> reduced_block(const Node& n);
 
+// A Transpose's permutation (its `perm`, or the reversal when absent); nullopt when not valid for its input.
+std::optional<std::vector<int64_t>> transpose_perm(const Node& n);
+
 // The Reduce ops: the reductions whose input 1 (axes) the kernel reads at compile time.
 bool is_reduce_op(OpKind op);
 
@@ -42,10 +45,13 @@ struct LoweredKernel {
   int64_t reduced = 1;  // columns kernels: the reduced dim (rank-2)
   int64_t inner = 1;    // the innermost dim
   std::string ops;    // the body's ops, "Add+Softmax", for profiles
+  // Operands after the outputs: Transposes of kernel inputs, read through permuted strides; each entry names
+  // the input whose buffer the operand reads.
+  std::vector<int> views;
 };
 
 // Lowers `body` (the region of a FusedKernel node) for inputs of these shapes. Operands are the body's inputs,
-// then its outputs. Returns nullopt, with the reason in *why, when the body or the shapes fall outside what the
+// then its outputs, then the views. Returns nullopt, with the reason in *why, when the body or the shapes fall outside what the
 // generator handles (the caller then runs the body op by op).
 std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std::vector<int64_t>>& input_shapes,
                                         std::string* why);

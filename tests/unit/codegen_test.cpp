@@ -346,6 +346,97 @@ TEST(Codegen, ChannelsFirstLayerNorm) {
   EXPECT_EQ(lk->dims, (Ints{2, 24, 65}));
 }
 
+// Runs `body` as the one FusedKernel of a graph, generated and on the reference kernels (the body's nodes op by
+// op), and compares: for bodies fuse-elementwise would not form.
+void check_body(const std::shared_ptr<Graph>& body, const std::vector<Tensor>& feeds, double tol, const std::string& what) {
+  auto g = std::make_shared<Graph>();
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < feeds.size(); ++i) ins.push_back(g->add_input("in" + std::to_string(i), body->inputs()[i]->type()));
+  std::vector<std::string> names;
+  for (size_t i = 0; i < body->outputs().size(); ++i) names.push_back("out" + std::to_string(i));
+  AttrMap attrs;
+  attrs["body"] = Attribute(GraphPtr(body));
+  body->set_parent(g.get());
+  Node* n = g->add_node(OpKind::FusedKernel, ins, names, attrs);
+  for (Value* v : n->outputs()) g->add_output(v);
+  infer_shapes(*g);
+  std::vector<Tensor> want = Executor(g, reference_kernels()).run(feeds);
+  Executor ex(g, ExecutorOptions{});
+  for (const NodeTime& t : ex.profile(feeds)) EXPECT_EQ(t.impl.rfind("jit:", 0), 0u) << what << ": ran " << t.impl;
+  std::vector<Tensor> got = ex.run(feeds);
+  for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], tol, what + " output " + std::to_string(i));
+}
+
+// Transposes of kernel inputs are strided reads inside the consumer's kernel: the permuted copy is never written.
+// fuse-elementwise folds those that keep the innermost dim (contiguous reads); kernels with any other permutation
+// (gathers) are checked through hand-made bodies.
+TEST(Codegen, TransposeFoldsIntoConsumers) {
+  struct Case {
+    Ints shape;
+    Ints perm;  // empty: reverse
+  };
+  uint32_t seed = 700;
+  for (const Case& c : {Case{{5, 7}, {1, 0}}, Case{{2, 3, 4, 5}, {0, 2, 1, 3}}, Case{{2, 6, 5, 7}, {0, 2, 3, 1}},
+                        Case{{3, 4, 17}, {}}, Case{{1, 33, 1, 9}, {3, 1, 0, 2}}, Case{{2, 1, 40}, {2, 0, 1}}}) {
+    Ints out(c.shape.size());
+    Ints perm = c.perm;
+    if (perm.empty())
+      for (int64_t d = int64_t(c.shape.size()); d-- > 0;) perm.push_back(d);
+    for (size_t d = 0; d < perm.size(); ++d) out[d] = c.shape[size_t(perm[d])];
+    std::string what = Shape::of(c.shape).str() + " perm " + Shape::of(perm).str();
+    for (DType dt : {DType::f32, DType::i64}) {
+      // Transpose(x) + y, y full or broadcast along the first or last dim
+      Ints bcast = out;
+      bcast[0] = 1;
+      for (Ints ys : {out, bcast, Ints{out.back()}}) {
+        auto g = std::make_shared<Graph>();
+        Value* x = g->add_input("x", {dt, Shape::of(c.shape)});
+        Value* y = g->add_input("y", {dt, Shape::of(ys)});
+        Node* t = g->add_node(OpKind::Transpose, {x}, {"t"});
+        if (!c.perm.empty()) t->attrs()["perm"] = c.perm;
+        g->add_output(g->add_node(OpKind::Add, {t->output(0), y}, {"z"})->output(0));
+        infer_shapes(*g);
+        std::vector<Tensor> feeds{random_tensor(dt, c.shape, seed++), random_tensor(dt, ys, seed++)};
+        if (perm.back() != int64_t(perm.size()) - 1) {
+          check_body(g, feeds, 0, "Transpose+Add body " + what);
+          continue;
+        }
+        check_fused_graph(g, feeds, 0, "Transpose+Add " + what, 1);
+        EXPECT_EQ(g->nodes().size(), 1u) << what << ": the Transpose joined the kernel";
+      }
+    }
+    // The transposed value also leaves the kernel, and a reduction reads it: Softmax along the new last axis.
+    auto g = std::make_shared<Graph>();
+    Value* x = g->add_input("x", {DType::f32, Shape::of(c.shape)});
+    Node* t = g->add_node(OpKind::Transpose, {x}, {"t"});
+    if (!c.perm.empty()) t->attrs()["perm"] = c.perm;
+    g->add_output(t->output(0));
+    g->add_output(g->add_node(OpKind::Softmax, {t->output(0)}, {"s"})->output(0));
+    infer_shapes(*g);
+    std::vector<Tensor> feeds{random_tensor(DType::f32, c.shape, seed++, false)};
+    if (perm.back() != int64_t(perm.size()) - 1) check_body(g, feeds, 1e-6, "Transpose+Softmax body " + what);
+    else check_fused_graph(g, feeds, 1e-6, "Transpose+Softmax " + what, 1);
+  }
+  // x + x^T reads one buffer two ways (a body); a lone Transpose, or one moving the innermost dim, stays.
+  auto body = std::make_shared<Graph>("xxt");
+  Value* bx = body->add_input("x", {DType::f32, Shape({Dim(9), Dim(9)})});
+  body->add_output(body->add_node(OpKind::Add, {bx, body->add_node(OpKind::Transpose, {bx}, {"t"})->output(0)}, {"z"})->output(0));
+  infer_shapes(*body);
+  check_body(body, {random_tensor(DType::f32, {9, 9}, 1)}, 0, "x + x^T");
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::f32, Shape({Dim(2), Dim(9), Dim(9)})});
+  Node* keep = g->add_node(OpKind::Transpose, {x}, {"keep"});
+  keep->attrs()["perm"] = Ints{1, 0, 2};
+  g->add_output(g->add_node(OpKind::Relu, {keep->output(0)}, {"r"})->output(0));
+  g->add_output(g->add_node(OpKind::Relu, {g->add_node(OpKind::Transpose, {x}, {"moves"})->output(0)}, {"r2"})->output(0));
+  g->add_output(g->add_node(OpKind::Transpose, {x}, {"lone"})->output(0));
+  infer_shapes(*g);
+  check_fused_graph(g, {random_tensor(DType::f32, {2, 9, 9}, 1)}, 0, "kept, moved and lone Transposes", 2);
+  int transposes = 0;
+  for (auto& n : g->nodes()) transposes += n->op() == OpKind::Transpose;
+  EXPECT_EQ(transposes, 2) << "the lone Transpose and the one moving the innermost dim stay";
+}
+
 // A fused chain: Add(x, mask) -> Softmax -> Mul(.., s) and LayerNorm(x + r) with Gelu after: one kernel each.
 TEST(Codegen, FusedChainsAndSymbolicShapes) {
   auto g = std::make_shared<Graph>();
