@@ -203,7 +203,12 @@ class Emitter {
     }
     return nullptr;
   }
-  llvm::Type* storage_ty(DType d) { return d == DType::boolean ? B.getInt8Ty() : scalar_ty(scalar_of(d)); }
+  llvm::Type* storage_ty(DType d) {
+    if (d == DType::boolean) return B.getInt8Ty();
+    if (d == DType::bf16) return B.getInt16Ty();  // bits; widened by shifting into an f32's high half
+    if (d == DType::f16) return B.getHalfTy();
+    return scalar_ty(scalar_of(d));
+  }
   llvm::Type* vec(llvm::Type* t, int w) { return llvm::FixedVectorType::get(t, unsigned(w)); }
   int width(Value* v) { return int(llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements()); }
   Value* fc(Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
@@ -446,8 +451,36 @@ class Emitter {
   }
 
   Value* to_storage(Value* v, DType d) {
-    if (d != DType::boolean) return v;
-    return B.CreateZExt(v, vec(B.getInt8Ty(), width(v)));
+    int w = width(v);
+    switch (d) {
+      case DType::boolean: return B.CreateZExt(v, vec(B.getInt8Ty(), w));
+      case DType::f16: return B.CreateFPTrunc(v, vec(B.getHalfTy(), w));  // to nearest even
+      case DType::bf16: {  // to nearest even (exact for values the lowering has rounded already)
+        Value* bits = B.CreateBitCast(round_bf16(v), vec(B.getInt32Ty(), w));
+        return B.CreateTrunc(B.CreateLShr(bits, ic(bits->getType(), 16)), vec(B.getInt16Ty(), w));
+      }
+      default: return v;
+    }
+  }
+  // Widens a loaded f16/bf16 vector to f32 (exact).
+  Value* from_storage(Value* v, DType d) {
+    int w = width(v);
+    if (d == DType::f16) return B.CreateFPExt(v, vec(B.getFloatTy(), w));
+    if (d != DType::bf16) return v;
+    Value* wide = B.CreateZExt(v, vec(B.getInt32Ty(), w));
+    Value* bits = B.CreateShl(wide, ic(wide->getType(), 16));
+    return B.CreateBitCast(bits, vec(B.getFloatTy(), w));
+  }
+  // f32 rounded to bf16 precision, to nearest even or truncated; NaN stays a (quiet) NaN.
+  Value* round_bf16(Value* v, bool truncate = false) {
+    llvm::Type* it = ivec(v);
+    Value* x = B.CreateBitCast(v, it);
+    Value* r = x;
+    if (!truncate)
+      r = B.CreateAdd(x, B.CreateAdd(ic(it, 0x7fff), B.CreateAnd(B.CreateLShr(x, ic(it, 16)), ic(it, 1))));
+    r = B.CreateAnd(r, ic(it, int64_t(0xffff0000u)));
+    Value* nan = B.CreateOr(B.CreateAnd(x, ic(it, int64_t(0xffff0000u))), ic(it, 0x400000));
+    return B.CreateBitCast(B.CreateSelect(B.CreateFCmpUNO(v, v), nan, r), v->getType());
   }
 
   // ---- values
@@ -490,7 +523,7 @@ class Emitter {
       v = B.CreateMaskedGather(vt, ptrs, al, mask, llvm::Constant::getNullValue(vt));
     }
     if (op.dtype == DType::boolean) v = B.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
-    return v;
+    return from_storage(v, op.dtype);
   }
 
   // ---- row reductions: kReductionLanes partials as (32 / W) accumulators of W lanes, then a halving tree
@@ -923,6 +956,9 @@ class Emitter {
       case Op::erf: return erf(a);
       case Op::sin: case Op::cos: case Op::tan: return trig(x.op, a);
       case Op::atan: return atan(a);
+      case Op::round_bf16: return round_bf16(a);
+      case Op::trunc_bf16: return round_bf16(a, true);
+      case Op::round_f16: return B.CreateFPExt(B.CreateFPTrunc(a, vec(B.getHalfTy(), w)), a->getType());
       case Op::pow: return pow(a, b);
       case Op::floor: return B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, a);
       case Op::ceil: return B.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, a);

@@ -35,6 +35,7 @@ const char* op_name(Op op) {
     CASE(mul) CASE(div) CASE(max) CASE(min) CASE(lt) CASE(le) CASE(gt) CASE(ge) CASE(eq) CASE(logical_and)
     CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
     CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(row_prod)
+    CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16)
 #undef CASE
   }
   return "?";
@@ -54,7 +55,7 @@ bool is_transcendental(Op op) {
 
 Scalar scalar_of(DType storage) {
   switch (storage) {
-    case DType::f32: return Scalar::f32;
+    case DType::f32: case DType::f16: case DType::bf16: return Scalar::f32;
     case DType::i32: return Scalar::i32;
     case DType::i64: return Scalar::i64;
     case DType::boolean: return Scalar::i1;
@@ -145,6 +146,7 @@ void Kernel::validate() const {
         break;
       case Op::cast: break;
       case Op::exp: case Op::log: case Op::sqrt: case Op::tanh: case Op::erf: case Op::floor: case Op::ceil:
+      case Op::round_bf16: case Op::trunc_bf16: case Op::round_f16:
       case Op::round: case Op::recip: case Op::div: case Op::pow: case Op::sin: case Op::cos: case Op::tan: case Op::atan:
         CUVIL_CHECK(e.type == Scalar::f32 && type_of(0) == Scalar::f32 && (n < 2 || type_of(1) == Scalar::f32),
                     "kernel IR: %", i, " (", op_name(e.op), ") is only defined on f32");

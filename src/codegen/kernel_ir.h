@@ -26,7 +26,8 @@ namespace cuvil::codegen {
 // Partial results a row reduction keeps: element i of a row goes to partial i % kReductionLanes.
 constexpr int kReductionLanes = 32;
 
-// The type an expression computes in. Storage dtypes map onto these (bool is stored as one byte).
+// The type an expression computes in. Storage dtypes map onto these (bool is stored as one byte; f16 and bf16
+// load as f32 and are stored rounded to nearest even).
 enum class Scalar : uint8_t { f32, i32, i64, i1 };
 const char* scalar_name(Scalar s);
 
@@ -35,7 +36,7 @@ enum class Access : uint8_t { contiguous, broadcast, strided };
 const char* access_name(Access a);
 
 struct Operand {
-  DType dtype = DType::f32;  // storage: f32, i32, i64 or bool
+  DType dtype = DType::f32;  // storage: f32, f16, bf16, i32, i64 or bool
   Access inner = Access::contiguous;
   bool is_output = false;
   bool per_row = false;  // an output stored once per row (a reduction's result): inner access broadcast in a row
@@ -51,6 +52,9 @@ enum class Op : uint8_t {
   // unary
   neg, abs, exp, log, sqrt, tanh, erf, floor, ceil, round, recip, logical_not, is_nan, is_inf,
   sin, cos, tan, atan,  // computed in f64 from the f32 argument (sin/cos/tan reduce by pi/2 exactly)
+  // f32 -> f32 rounded to a 16-bit float's precision: what storing into an f16/bf16 tensor and reading it back
+  // gives (to nearest even; trunc_bf16 drops the low bits, as Cast to bf16 does). NaN stays NaN.
+  round_bf16, trunc_bf16, round_f16,
   // binary (same operand types; comparisons give i1). max/min propagate NaN (a NaN operand wins, `a` first) and
   // otherwise pick as `a < b ? b : a` / `b < a ? b : a`, as the reference kernels do.
   add, sub, mul, div, max, min, lt, le, gt, ge, eq, logical_and, logical_or, logical_xor,

@@ -15,7 +15,9 @@ namespace cuvil::codegen {
 
 namespace {
 
-bool numeric(DType t) { return t == DType::f32 || t == DType::i32 || t == DType::i64; }
+// The floats generated kernels compute on (f16 and bf16 in f32, rounded where the graph stores them).
+bool floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+bool numeric(DType t) { return floating(t) || t == DType::i32 || t == DType::i64; }
 
 template <class... Args>
 bool refuse(std::string* why, const Args&... args) {
@@ -76,7 +78,7 @@ std::optional<std::vector<int64_t>> transpose_perm(const Node& n) {
 }
 
 bool storable_dtype(DType t) {
-  return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::boolean;
+  return floating(t) || t == DType::i32 || t == DType::i64 || t == DType::boolean;
 }
 
 bool is_reduce_op(OpKind op) {
@@ -132,7 +134,7 @@ bool can_generate(const Node& n, std::string* why) {
       if (v && !pred(v->dtype())) return false;
     return true;
   };
-  bool f32_only = all_inputs([](DType t) { return t == DType::f32; });
+  bool float_only = all_inputs(floating);
   switch (n.op()) {
     case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: case OpKind::Tanh: case OpKind::Erf:
     case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Reciprocal: case OpKind::Sigmoid:
@@ -142,7 +144,7 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::ThresholdedRelu: case OpKind::Shrink: case OpKind::PRelu: case OpKind::Sin: case OpKind::Cos:
     case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Sinh: case OpKind::Cosh:
     case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
-      return f32_only || refuse(why, "generated only for f32");
+      return float_only || refuse(why, "generated only for floats");
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Sign: case OpKind::Add: case OpKind::Sub:
     case OpKind::Mul: case OpKind::Max: case OpKind::Min: case OpKind::Clip: case OpKind::Less:
     case OpKind::LessOrEqual: case OpKind::Greater: case OpKind::GreaterOrEqual:
@@ -155,16 +157,16 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Pow: {
       // A constant scalar exponent of any dtype when f32 holds it exactly; a tensor exponent in f32.
       auto e = scalar_input(n, 1);
-      bool exponent = e ? double(float(*e)) == *e : n.input(1)->dtype() == DType::f32;
-      if (t0 != DType::f32 || !exponent)
-        return refuse(why, "only f32 Pow with an f32 exponent (or a constant one f32 holds exactly) is generated");
+      bool exponent = e ? double(float(*e)) == *e : floating(n.input(1)->dtype());
+      if (!floating(t0) || !exponent)
+        return refuse(why, "only float Pow with a float exponent (or a constant one f32 holds exactly) is generated");
       return true;
     }
     case OpKind::Softmax: case OpKind::LogSoftmax:
-      if (!f32_only) return refuse(why, "generated only for f32");
+      if (!float_only) return refuse(why, "generated only for floats");
       return reduced_block(n).has_value() || refuse(why, "the axis is not known");
     case OpKind::LayerNormalization:
-      if (!f32_only) return refuse(why, "generated only for f32");
+      if (!float_only) return refuse(why, "generated only for floats");
       if (n.num_outputs() != 1) return refuse(why, "the Mean and InvStdDev outputs are not generated");
       return reduced_block(n).has_value() || refuse(why, "the normalized axes are not known");
     case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::ReduceMin:
@@ -175,7 +177,7 @@ bool can_generate(const Node& n, std::string* why) {
                          n.op() == OpKind::ReduceProd || n.op() == OpKind::ReduceL1 || n.op() == OpKind::ReduceSumSquare;
       // An f32 product overflows or underflows midway where the reference's f64 product does not.
       if (n.op() == OpKind::ReduceProd && !is_integer(t0)) return refuse(why, "only integer products are generated");
-      if (!(any_numeric ? numeric(t0) : t0 == DType::f32))
+      if (!(any_numeric ? numeric(t0) : floating(t0)))
         return refuse(why, "dtype ", dtype_name(t0), " is not generated for this reduction");
       return reduced_block(n).has_value() || refuse(why, "only reductions over one block of constant axes are generated");
     }
@@ -762,8 +764,13 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     }
     for (size_t o = 0; o < out.size(); ++o) {
       // Operands of mixed storage are unified by the op's dtype rules; cast where a result is stored narrower.
-      Scalar want = scalar_of(n->output(o)->dtype());
+      DType dt = n->output(o)->dtype();
+      Scalar want = scalar_of(dt);
       if (L.type(out[o]) != want) out[o] = L.cast(out[o], want);
+      // A 16-bit float result is what the reference stores: rounded to nearest even (Cast to bf16 truncates).
+      if (dt == DType::bf16 && n->op() != OpKind::Identity)
+        out[o] = L.un(n->op() == OpKind::Cast ? Op::trunc_bf16 : Op::round_bf16, out[o]);
+      if (dt == DType::f16 && n->op() != OpKind::Identity) out[o] = L.un(Op::round_f16, out[o]);
       expr_of[size_t(n->output(o)->id())] = out[o];
     }
     std::string nm(op_name(n->op()));

@@ -45,6 +45,12 @@ Tensor random_tensor(DType dt, const Ints& shape, uint32_t seed, bool specials =
       case DType::i32: t.data<int32_t>()[i] = di(rng); break;
       case DType::i64: t.data<int64_t>()[i] = di(rng); break;
       case DType::boolean: t.data<bool>()[i] = di(rng) > 0; break;
+      case DType::f16:
+        t.data<f16_t>()[i] = f16_t(specials && i % 7 == 3 ? kSpecial[(i / 7) % std::size(kSpecial)] : d(rng));
+        break;
+      case DType::bf16:
+        t.data<bf16_t>()[i] = bf16_t(specials && i % 7 == 3 ? kSpecial[(i / 7) % std::size(kSpecial)] : d(rng));
+        break;
       default: ADD_FAILURE() << "dtype";
     }
   }
@@ -284,6 +290,53 @@ TEST(Codegen, RowReductions) {
   std::copy(std::begin(bv), std::end(bv), big.data<float>());
   for (OpKind op : {OpKind::ReduceL2, OpKind::ReduceLogSum})
     check_op(op, {input(big), constant(vec<int64_t>({1}))}, {}, 1e-6, "beyond f32");
+}
+
+// f16 and bf16 tensors load as f32 and store rounded to nearest even, each op's result rounded as the reference
+// stores it (Cast to bf16 truncates): exact ops match bit for bit, the rest within a 16-bit float's rounding.
+TEST(Codegen, HalfPrecisionStorage) {
+  uint32_t seed = 900;
+  for (DType dt : {DType::bf16, DType::f16}) {
+    std::string name(dtype_name(dt));
+    double ulp = dt == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;  // one unit in the last place, relative
+    for (Ints shape : {Ints{37}, Ints{3, 5, 7}, Ints{1031}}) {
+      Tensor x = random_tensor(dt, shape, seed++), y = random_tensor(dt, {shape.back()}, seed++);
+      for (OpKind op : {OpKind::Add, OpKind::Mul, OpKind::Max, OpKind::Sub})
+        check_op(op, {input(x), input(y)}, {}, 0, name + " binary");
+      for (OpKind op : {OpKind::Relu, OpKind::Neg, OpKind::Abs, OpKind::Floor})
+        check_op(op, {input(x)}, {}, 0, name + " exact unary");
+      for (OpKind op : {OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid, OpKind::Gelu, OpKind::Sin, OpKind::Sqrt, OpKind::Erf})
+        check_op(op, {input(x)}, {}, ulp, name + " unary");
+      check_op(OpKind::Less, {input(x), input(y)}, {}, 0, name + " compare");
+      check_op(OpKind::Where, {input(random_tensor(DType::boolean, shape, seed++)), input(x), input(y)}, {}, 0, name + " Where");
+      Tensor xs = random_tensor(dt, shape, seed++, false);
+      check_op(OpKind::Softmax, {input(xs)}, {}, ulp, name + " Softmax");
+      check_op(OpKind::LayerNormalization, {input(xs), input(random_tensor(dt, {shape.back()}, seed++, false))},
+               {{"epsilon", 1e-5}}, 2 * ulp, name + " LayerNorm");
+      check_op(OpKind::ReduceMax, {input(x), constant(vec<int64_t>({-1}))}, {}, 0, name + " ReduceMax");
+      check_op(OpKind::ReduceSum, {input(xs), constant(vec<int64_t>({-1}))}, {}, 2 * ulp, name + " ReduceSum");
+    }
+    // Casts between every storage dtype, values beyond f16's range and between bf16's steps included.
+    for (DType from : {DType::f32, DType::f16, DType::bf16, DType::i64, DType::boolean})
+      for (DType to : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::boolean}) {
+        if (from != dt && to != dt) continue;
+        Tensor x = from == DType::f32 ? random_tensor(from, {97}, seed++, true, -1e5f, 1e5f) : random_tensor(from, {97}, seed++);
+        check_op(OpKind::Cast, {input(x)}, {{"to", int64_t(dtype_onnx_id(to))}}, 0,
+                 std::string("Cast ") + std::string(dtype_name(from)) + "->" + std::string(dtype_name(to)));
+      }
+  }
+  // An f32 chain through a bf16 Cast into bf16 arithmetic: every intermediate result rounds as the reference
+  // stores it, so exact ops agree bit for bit.
+  Tensor x = random_tensor(DType::f32, {4, 33}, 3, false);
+  auto g = std::make_shared<Graph>();
+  Value* gx = g->add_input("x", {DType::f32, Shape({Dim(4), Dim(33)})});
+  Value* e = g->add_node(OpKind::Mul, {gx, g->add_constant("k", Tensor::scalar<float>(1.37f))}, {"e"})->output(0);
+  Node* c = g->add_node(OpKind::Cast, {e}, {"c"});
+  c->attrs()["to"] = int64_t(dtype_onnx_id(DType::bf16));
+  Value* m = g->add_node(OpKind::Mul, {c->output(0), c->output(0)}, {"m"})->output(0);
+  g->add_output(g->add_node(OpKind::Add, {m, c->output(0)}, {"a"})->output(0));
+  infer_shapes(*g);
+  check_fused_graph(g, {x}, 0, "f32 -> bf16 chain", 1);
 }
 
 // Reductions over a block of dims with more dims after it run as columns kernels: Softmax over the channels of
