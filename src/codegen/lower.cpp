@@ -60,6 +60,14 @@ int64_t input_rank(const Node& n, size_t i) {
   return v && v->shape().rank_known() ? int64_t(v->shape().rank()) : -1;
 }
 
+// Inputs of n read per channel (dim 1 of input 0), whatever their own rank: InstanceNormalization's scale and B,
+// BatchNormalization's scale, B, mean and var.
+bool channel_param(const Node& n, size_t i) {
+  if (n.op() == OpKind::InstanceNormalization) return i == 1 || i == 2;
+  if (n.op() == OpKind::BatchNormalization) return i >= 1 && i <= 4;
+  return false;
+}
+
 }  // namespace
 
 std::optional<std::vector<int64_t>> transpose_perm(const Node& n) {
@@ -109,6 +117,9 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
       if (axis < 0 || axis >= r) return std::nullopt;
       return ReducedBlock{int(r - axis), 0};
     }
+    case OpKind::InstanceNormalization:  // over the spatial dims, after N and C
+      if (r < 3) return std::nullopt;
+      return ReducedBlock{int(r - 2), 0};
     default: {
       if (!is_reduce_op(n.op())) return ReducedBlock{};
       auto axes = reduce_axes(n, r);
@@ -152,6 +163,14 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Equal: return true;
     case OpKind::And: case OpKind::Or: case OpKind::Xor: case OpKind::Not: return true;  // bool by the schema
     case OpKind::Where: case OpKind::Cast: case OpKind::Identity: return true;
+    case OpKind::InstanceNormalization:  // per-channel parameters read along dim 1 (channel views)
+      if (!float_only) return refuse(why, "generated only for floats");
+      return input_rank(n, 0) >= 3 || refuse(why, "input rank below 3 (nothing to normalize over)");
+    case OpKind::BatchNormalization:
+      if (!float_only) return refuse(why, "generated only for floats");
+      if (AttrReader(n).i("training_mode") != 0 || n.num_outputs() != 1)
+        return refuse(why, "training mode (batch statistics) is not generated");
+      return input_rank(n, 0) >= 2 || refuse(why, "rank-1 input");
     case OpKind::Transpose:  // a strided read of a kernel input (lower_body refuses one of a computed value)
       return transpose_perm(n).has_value() || refuse(why, "the permutation is not valid");
     case OpKind::Pow: {
@@ -504,6 +523,20 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::ReduceMean:
       out[0] = L.bin(Op::div, L.add(Op::row_sum, tx, x), L.add(Op::row_size, Scalar::f32));
       return true;
+    case OpKind::InstanceNormalization: {  // in[1], in[2]: the channel views of scale and B
+      int count = L.add(Op::row_size, Scalar::f32);
+      int mean = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, x), count);
+      int d = L.bin(Op::sub, x, mean);
+      int var = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, L.bin(Op::mul, d, d)), count);
+      int inv = L.bin(Op::div, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, var, L.cst(at.f("epsilon")))));
+      out[0] = L.bin(Op::add, L.bin(Op::mul, L.bin(Op::mul, d, inv), in[1]), in[2]);
+      return true;
+    }
+    case OpKind::BatchNormalization: {  // (x - mean) / sqrt(var + eps) * scale + B, parameters per channel
+      int inv = L.bin(Op::div, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, in[4], L.cst(at.f("epsilon")))));
+      out[0] = L.bin(Op::add, L.bin(Op::mul, L.bin(Op::mul, L.bin(Op::sub, x, in[3]), inv), in[1]), in[2]);
+      return true;
+    }
     case OpKind::ReduceProd: out[0] = L.add(Op::row_prod, tx, x); return true;
     case OpKind::ReduceL1: out[0] = L.add(Op::row_sum, tx, L.un(Op::abs, x)); return true;
     case OpKind::ReduceSumSquare: out[0] = L.add(Op::row_sum, tx, L.bin(Op::mul, x, x)); return true;
@@ -566,13 +599,13 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
   }
   auto is_row_only = [&](const Value* v) { return std::find(row_only.begin(), row_only.end(), v) != row_only.end(); };
 
-  // Inputs that only Transposes read: the kernel reads them through the Transposes' strides (views), never at
-  // their own shape, which therefore does not enter the space.
+  // Inputs that only Transposes read, or only as per-channel parameters: the kernel reads them through other
+  // strides (views), never at their own shape, which therefore does not enter the space.
   std::vector<bool> view_only(ins.size(), true);
   for (size_t i = 0; i < ins.size(); ++i) {
     for (const auto& n : body.nodes())
-      for (const Value* v : n->inputs())
-        if (v == ins[i] && n->op() != OpKind::Transpose) view_only[i] = false;
+      for (size_t j = 0; j < n->num_inputs(); ++j)
+        if (n->input(j) == ins[i] && n->op() != OpKind::Transpose && !channel_param(*n, j)) view_only[i] = false;
     for (const Value* v : body.outputs())
       if (v == ins[i]) view_only[i] = false;
   }
@@ -637,16 +670,40 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     }
   }
 
-  // Transposes read their kernel input through permuted strides: one more operand each, on the same buffer.
-  std::vector<std::pair<const Node*, int>> views;  // Transpose node, its operand
-  for (const auto& n : body.nodes()) {
-    if (n->op() != OpKind::Transpose) continue;
-    size_t src = size_t(std::find(ins.begin(), ins.end(), n->input(0)) - ins.begin());
-    if (src == ins.size()) return no(n->describe(), ": only a Transpose of a kernel input is fused");
-    views.emplace_back(n.get(), int(kern.operands.size()));
+  // Views: one more operand each on a kernel input's buffer, read through other strides. A Transpose reads its
+  // input permuted; per-channel parameters ([C]) are read along the channel dim of the node's input 0.
+  struct View {
+    const Node* node;
+    size_t slot;
+    int operand;
+  };
+  std::vector<View> views;
+  auto add_view = [&](const Node& n, size_t slot, std::vector<int64_t> strides) -> bool {
+    size_t src = size_t(std::find(ins.begin(), ins.end(), n.input(slot)) - ins.begin());
+    if (src == ins.size()) return false;
+    views.push_back({&n, slot, int(kern.operands.size())});
     lk.views.push_back(int(src));
     kern.operands.push_back({ins[src]->dtype(), Access::contiguous, false, false});
-    st.push_back(transposed_strides_over(input_shapes[src], *transpose_perm(*n), space));
+    st.push_back(std::move(strides));
+    return true;
+  };
+  for (const auto& n : body.nodes()) {
+    if (n->op() == OpKind::Transpose) {
+      size_t src = size_t(std::find(ins.begin(), ins.end(), n->input(0)) - ins.begin());
+      if (src == ins.size()) return no(n->describe(), ": only a Transpose of a kernel input is fused");
+      add_view(*n, 0, transposed_strides_over(input_shapes[src], *transpose_perm(*n), space));
+      continue;
+    }
+    for (size_t j = 0; j < n->num_inputs(); ++j) {
+      if (!channel_param(*n, j)) continue;
+      const Value* pv = n->input(j);
+      if (pv->is_constant() && pv->constant().numel() == 1) continue;  // an immediate already
+      std::vector<int64_t> x = dims_of(n->input(0)), p = dims_of(n->input(j));
+      if (x.size() < 2 || p.size() != 1 || p[0] != x[1]) return no(n->describe(), ": input ", j, " is not one value per channel");
+      std::vector<int64_t> strides(space.size(), 0);
+      strides[space.size() - x.size() + 1] = x[1] == 1 ? 0 : 1;
+      if (!add_view(*n, j, strides)) return no(n->describe(), ": input ", j, " is computed in the kernel");
+    }
   }
 
   // Merge dims: within the outer block and within the reduced block (in element mode everything is one block).
@@ -750,18 +807,19 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       if (e < 0) return no(n->describe(), ": input ", i, " has no expression");
       in.push_back(e);
     }
-    std::vector<int> out(n->num_outputs(), -1);
-    if (n->op() == OpKind::Transpose) {
+    // Views replace the inputs they read (a Transpose is its view).
+    for (const View& v : views) {
+      if (v.node != n.get()) continue;
       Expr e;
       e.op = Op::load;
-      e.type = scalar_of(n->input(0)->dtype());
-      for (auto& [vn, operand] : views)
-        if (vn == n.get()) e.operand = operand;
+      e.type = scalar_of(n->input(v.slot)->dtype());
+      e.operand = v.operand;
       L.k.exprs.push_back(e);
-      out[0] = int(L.k.exprs.size()) - 1;
-    } else if (!lower_node(L, *n, in, out, why)) {
-      return std::nullopt;
+      in[v.slot] = int(L.k.exprs.size()) - 1;
     }
+    std::vector<int> out(n->num_outputs(), -1);
+    if (n->op() == OpKind::Transpose) out[0] = in[0];
+    else if (!lower_node(L, *n, in, out, why)) return std::nullopt;
     for (size_t o = 0; o < out.size(); ++o) {
       // Operands of mixed storage are unified by the op's dtype rules; cast where a result is stored narrower.
       DType dt = n->output(o)->dtype();

@@ -339,6 +339,40 @@ TEST(Codegen, HalfPrecisionStorage) {
   check_fused_graph(g, {x}, 0, "f32 -> bf16 chain", 1);
 }
 
+// InstanceNormalization (GroupNorm as PyTorch exports it) and inference BatchNormalization: their [C] parameters
+// are read along the channel dim, as views.
+TEST(Codegen, ChannelNormalizations) {
+  uint32_t seed = 1100;
+  for (Ints shape : {Ints{2, 3, 7}, Ints{1, 32, 8, 8}, Ints{2, 5, 3, 4, 3}, Ints{1, 1, 33}, Ints{3, 4, 1}}) {
+    int64_t c = shape[1];
+    Tensor x = random_tensor(DType::f32, shape, seed++, false);
+    Tensor scale = random_tensor(DType::f32, {c}, seed++, false), bias = random_tensor(DType::f32, {c}, seed++, false);
+    std::string what = Shape::of(shape).str();
+    check_op(OpKind::InstanceNormalization, {input(x), input(scale), input(bias)}, {{"epsilon", 1e-5}}, 2e-5,
+             "InstanceNorm " + what);
+    check_op(OpKind::InstanceNormalization, {input(x), constant(scale), constant(scale)}, {}, 2e-5,
+             "InstanceNorm, one tensor as scale and B " + what);
+    Tensor mean = random_tensor(DType::f32, {c}, seed++, false), var = random_tensor(DType::f32, {c}, seed++, false, 0.1f, 2);
+    check_op(OpKind::BatchNormalization, {input(x), constant(scale), constant(bias), constant(mean), constant(var)},
+             {{"epsilon", 1e-3}}, 1e-5, "BatchNorm " + what);
+    check_op(OpKind::BatchNormalization,
+             {input(random_tensor(DType::bf16, shape, seed++)), input(scale), input(bias), input(mean), input(var)}, {},
+             1.0 / 128, "BatchNorm bf16 " + what);
+  }
+  // GroupNorm as exported: Reshape to [N, G, -1], InstanceNorm over it, Reshape back, then the affine: two kernels.
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::f32, Shape({Dim(1), Dim(8), Dim(5), Dim(5)})});
+  Value* r = g->add_node(OpKind::Reshape, {x, g->add_constant("s", vec<int64_t>({1, 4, -1}))}, {"r"})->output(0);
+  Value* in = g->add_node(OpKind::InstanceNormalization,
+                          {r, g->add_constant("one", Tensor::from_vector<float>({1, 1, 1, 1}, {4})),
+                           g->add_constant("zero", Tensor::zeros(DType::f32, {4}))}, {"in"})->output(0);
+  Value* back = g->add_node(OpKind::Reshape, {in, g->add_constant("s2", vec<int64_t>({1, 8, 5, 5}))}, {"back"})->output(0);
+  Value* w = g->add_constant("w", random_tensor(DType::f32, {8, 1, 1}, 4, false));
+  g->add_output(g->add_node(OpKind::Mul, {back, w}, {"y"})->output(0));
+  infer_shapes(*g);
+  check_fused_graph(g, {random_tensor(DType::f32, {1, 8, 5, 5}, 5, false)}, 2e-5, "GroupNorm", 2);
+}
+
 // Reductions over a block of dims with more dims after it run as columns kernels: Softmax over the channels of
 // NCHW, Reduce* over middle and leading axes, odd sizes (tails of every vector width), specials.
 TEST(Codegen, ColumnReductions) {
