@@ -1,8 +1,9 @@
 // The kernel IR: what one generated kernel computes, kept apart from how it loops (codegen/schedule.h).
 //
 // A kernel runs over an iteration space of `rank` dims whose sizes arrive at run time (kernels are shape-generic:
-// a new batch or sequence length reuses the compiled code). Its operands are the fused group's inputs and outputs,
-// each addressed through per-dim element strides that also arrive at run time; only how an operand moves along the
+// a new batch or sequence length reuses the compiled code). Its operands are the fused group's inputs and outputs
+// (and views: inputs read through other strides, a Transpose's permuted or a [C] parameter's per channel), each
+// addressed through per-dim element strides that also arrive at run time; only how an operand moves along the
 // innermost dim (contiguous, broadcast or strided) is fixed at compile time, because the vector loop depends on it.
 //
 // The computation is a DAG of scalar expressions in SSA order: loads, constants, element-wise math and row
@@ -83,7 +84,7 @@ struct Store {
 };
 
 struct Kernel {
-  int rank = 1;  // iteration dims; the last is the innermost (and the reduced one in row mode)
+  int rank = 1;  // iteration dims; the last is the innermost (and the reduced one in a row kernel)
   bool columns = false;  // with row reductions: they reduce dim rank-2, lane by lane along the innermost dim
   std::vector<Operand> operands;
   std::vector<Expr> exprs;

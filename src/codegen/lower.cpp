@@ -1,6 +1,8 @@
 // Graph ops -> kernel IR. Each op's formula follows its reference kernel (src/kernels/ref) evaluated in f32; where
-// the reference computes in double (LayerNormalization, the Softmax family, reductions) the generated kernel
-// computes in f32 with the fixed reduction order of kernel_ir.h.
+// the reference computes in double (LayerNormalization, the Softmax family, reductions, the channel
+// normalizations) the generated kernel computes in f32 with the fixed reduction order of kernel_ir.h, except the
+// few functions the emitter evaluates in f64 (sin, cos, tan, atan, pow). f16/bf16 values compute in f32 and round
+// wherever the graph stores one.
 #include "codegen/lower.h"
 
 #include <algorithm>
