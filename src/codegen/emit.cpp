@@ -107,6 +107,7 @@ class Emitter {
   bool avx512f = false, avx512vl = false;  // the target's, for the few x86 instructions used directly
   std::vector<Value*> uval;     // per expression: its <1 x T> value for the current row (row-uniform ones)
   llvm::GlobalVariable* pi_table = nullptr;  // two_over_pi_table, created on first use
+  Value* column_pos = nullptr;  // columns kernels: the position down the columns being visited
 
   bool streaming = false;  // the element-level f32 outputs are being written with non-temporal stores
 
@@ -360,6 +361,18 @@ class Emitter {
   }
   // Element after element down the columns of these lanes (masked-off lanes compute garbage nobody stores).
   Value* reduce_column(const Expr& e, const Lanes& l, const std::vector<Value*>& base) {
+    if (e.op == Op::row_argmax || e.op == Op::row_argmin) {
+      Arg ident = arg_identity(e, l.w);
+      Carried acc = loop(B.getInt64(0), dim[size_t(K.rank) - 2], B.getInt64(1), {ident.v, ident.i},
+                         [&](Value* r, const Carried& a) {
+                           down_column(base, r);
+                           std::vector<Value*> memo(K.exprs.size(), nullptr);
+                           Arg c = arg_combine(e, {a[0], a[1]}, {elem(e.a, l, memo), B.CreateVectorSplat(unsigned(l.w), r)});
+                           return Carried{c.v, c.i};
+                         });
+      row_off = base;
+      return acc[1];
+    }
     Value* ident = identity(e.op, vec(scalar_ty(e.type), l.w));
     Carried acc = loop(B.getInt64(0), dim[size_t(K.rank) - 2], B.getInt64(1), {ident}, [&](Value* r, const Carried& a) {
       down_column(base, r);
@@ -370,6 +383,7 @@ class Emitter {
     return acc[0];
   }
   void down_column(const std::vector<Value*>& base, Value* r) {
+    column_pos = r;
     for (size_t o = 0; o < base.size(); ++o)
       row_off[o] = B.CreateAdd(base[o], B.CreateMul(r, stride[o][size_t(K.rank) - 2]));
   }
@@ -490,6 +504,7 @@ class Emitter {
     Value* r;
     if (uniform[size_t(e)]) r = K.columns ? uval[size_t(e)] : splat(uval[size_t(e)], l.w);
     else if (x.op == Op::load) r = load(x, l);
+    else if (x.op == Op::row_index) r = K.columns ? B.CreateVectorSplat(unsigned(l.w), column_pos) : positions(l.j, l.w);
     else {
       Value* a = x.a >= 0 ? elem(x.a, l, memo) : nullptr;
       Value* b = x.b >= 0 ? elem(x.b, l, memo) : nullptr;
@@ -559,7 +574,89 @@ class Emitter {
     return is_max ? B.CreateSelect(B.CreateICmpSLT(a, b), b, a) : B.CreateSelect(B.CreateICmpSLT(b, a), b, a);
   }
 
+  // ---- ArgMax / ArgMin: (value, position) pairs. Which of two pairs wins does not depend on the order they meet
+  // (a NaN first, then the larger or smaller value, then the earlier or later position), so partials combine as
+  // the other reductions' do and give the sequential scan's answer.
+  struct Arg {
+    Value* v;
+    Value* i;
+  };
+  Value* arg_wins(const Expr& e, Arg a, Arg b) {  // whether b beats a
+    bool is_max = e.op == Op::row_argmax;
+    Value* tie = e.imm != 0 ? B.CreateICmpSGT(b.i, a.i) : B.CreateICmpSLT(b.i, a.i);
+    if (!a.v->getType()->isFPOrFPVectorTy()) {
+      Value* beyond = is_max ? B.CreateICmpSGT(b.v, a.v) : B.CreateICmpSLT(b.v, a.v);
+      return B.CreateOr(beyond, B.CreateAnd(B.CreateICmpEQ(b.v, a.v), tie));
+    }
+    Value* an = B.CreateFCmpUNO(a.v, a.v);
+    Value* bn = B.CreateFCmpUNO(b.v, b.v);
+    Value* beyond = is_max ? B.CreateFCmpOGT(b.v, a.v) : B.CreateFCmpOLT(b.v, a.v);
+    Value* numbers = B.CreateOr(beyond, B.CreateAnd(B.CreateFCmpOEQ(b.v, a.v), tie));
+    Value* nans = B.CreateAnd(bn, B.CreateOr(B.CreateNot(an), tie));
+    return B.CreateSelect(B.CreateOr(an, bn), nans, numbers);
+  }
+  Arg arg_combine(const Expr& e, Arg a, Arg b) {
+    Value* wins = arg_wins(e, a, b);
+    return {B.CreateSelect(wins, b.v, a.v), B.CreateSelect(wins, b.i, a.i)};
+  }
+  // Beaten by every element: the far end of the values, at a position every tie prefers the element's to.
+  Arg arg_identity(const Expr& e, int w) {
+    llvm::Type* vt = vec(scalar_ty(K.exprs[size_t(e.a)].type), w);
+    int64_t far = e.imm != 0 ? -1 : std::numeric_limits<int64_t>::max();
+    return {identity(e.op == Op::row_argmax ? Op::row_max : Op::row_min, vt),
+            llvm::ConstantInt::get(vec(B.getInt64Ty(), w), uint64_t(far), true)};
+  }
+  Value* positions(Value* j, int w) { return B.CreateAdd(B.CreateVectorSplat(unsigned(w), j), iota(w)); }
+
+  Value* reduce_row_arg(const Expr& e) {
+    int w = std::min(S.vector_width, kReductionLanes);
+    int nacc = kReductionLanes / w;
+    Arg ident = arg_identity(e, w);
+    Value* inner = dim[size_t(K.rank) - 1];
+    Value* full_end = B.CreateMul(B.CreateSDiv(inner, B.getInt64(kReductionLanes)), B.getInt64(kReductionLanes));
+    Carried init;
+    for (int q = 0; q < nacc; ++q) init.push_back(ident.v), init.push_back(ident.i);
+    auto step = [&](Arg acc, Value* j, Value* mask) {
+      std::vector<Value*> memo(K.exprs.size(), nullptr);
+      Lanes l{w, j, mask};
+      Value* v = elem(e.a, l, memo);
+      if (e.a == cache_expr) access_cache(l, v);
+      Value* pos = positions(j, w);
+      if (mask) v = B.CreateSelect(mask, v, ident.v), pos = B.CreateSelect(mask, pos, ident.i);
+      return arg_combine(e, acc, {v, pos});
+    };
+    Carried acc = loop(B.getInt64(0), full_end, B.getInt64(kReductionLanes), init, [&](Value* j, const Carried& a) {
+      Carried next;
+      for (int q = 0; q < nacc; ++q) {
+        Arg r = step({a[size_t(2 * q)], a[size_t(2 * q + 1)]}, B.CreateAdd(j, B.getInt64(q * w)), nullptr);
+        next.push_back(r.v), next.push_back(r.i);
+      }
+      return next;
+    });
+    std::vector<Arg> parts;
+    for (int q = 0; q < nacc; ++q) {
+      Value* j = B.CreateAdd(full_end, B.getInt64(q * w));
+      Value* mask = B.CreateICmpSLT(positions(j, w), B.CreateVectorSplat(unsigned(w), inner));
+      parts.push_back(step({acc[size_t(2 * q)], acc[size_t(2 * q + 1)]}, j, mask));
+    }
+    while (parts.size() > 1) {
+      size_t h = parts.size() / 2;
+      std::vector<Arg> next;
+      for (size_t q = 0; q < h; ++q) next.push_back(arg_combine(e, parts[q], parts[q + h]));
+      parts = next;
+    }
+    Arg r = parts[0];
+    for (int lanes = w; lanes > 1; lanes /= 2) {
+      std::vector<int> lo, hi;
+      for (int t = 0; t < lanes / 2; ++t) lo.push_back(t), hi.push_back(t + lanes / 2);
+      r = arg_combine(e, {B.CreateShuffleVector(r.v, lo), B.CreateShuffleVector(r.i, lo)},
+                      {B.CreateShuffleVector(r.v, hi), B.CreateShuffleVector(r.i, hi)});
+    }
+    return r.i;
+  }
+
   Value* reduce_row(const Expr& e) {
+    if (e.op == Op::row_argmax || e.op == Op::row_argmin) return reduce_row_arg(e);
     int w = std::min(S.vector_width, kReductionLanes);
     int nacc = kReductionLanes / w;
     llvm::Type* vt = vec(scalar_ty(e.type), w);

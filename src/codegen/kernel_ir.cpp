@@ -35,14 +35,15 @@ const char* op_name(Op op) {
     CASE(mul) CASE(div) CASE(max) CASE(min) CASE(lt) CASE(le) CASE(gt) CASE(ge) CASE(eq) CASE(logical_and)
     CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
     CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(row_prod)
-    CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16)
+    CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16) CASE(row_index) CASE(row_argmax) CASE(row_argmin)
 #undef CASE
   }
   return "?";
 }
 
 bool is_row_reduction(Op op) {
-  return op == Op::row_sum || op == Op::row_max || op == Op::row_min || op == Op::row_prod;
+  return op == Op::row_sum || op == Op::row_max || op == Op::row_min || op == Op::row_prod || op == Op::row_argmax ||
+         op == Op::row_argmin;
 }
 bool is_transcendental(Op op) {
   switch (op) {
@@ -88,6 +89,7 @@ std::vector<bool> Kernel::row_uniform() const {
       u[i] = columns ? o.column_broadcast : o.inner == Access::broadcast;
     }
     else if (e.op == Op::constant || e.op == Op::row_size || is_row_reduction(e.op)) u[i] = true;
+    else if (e.op == Op::row_index) u[i] = false;
     else u[i] = (e.a < 0 || u[size_t(e.a)]) && (e.b < 0 || u[size_t(e.b)]) && (e.c < 0 || u[size_t(e.c)]);
   }
   return u;
@@ -97,7 +99,7 @@ namespace {
 
 int arity(Op op) {
   switch (op) {
-    case Op::load: case Op::constant: case Op::row_size: return 0;
+    case Op::load: case Op::constant: case Op::row_size: case Op::row_index: return 0;
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::max: case Op::min: case Op::lt: case Op::le:
     case Op::gt: case Op::ge: case Op::eq: case Op::logical_and: case Op::logical_or: case Op::logical_xor:
     case Op::pow:
@@ -130,6 +132,13 @@ void Kernel::validate() const {
         break;
       }
       case Op::row_size: CUVIL_CHECK(e.type == Scalar::f32, "kernel IR: row_size is f32"); break;
+      case Op::row_index:
+        CUVIL_CHECK(e.type == Scalar::i64 && has_row_reductions(), "kernel IR: row_index is i64, in a row kernel");
+        break;
+      case Op::row_argmax: case Op::row_argmin:
+        CUVIL_CHECK(e.type == Scalar::i64 && type_of(0) != Scalar::i1, "kernel IR: %", i,
+                    " takes the position of a number and is i64");
+        break;
       case Op::lt: case Op::le: case Op::gt: case Op::ge: case Op::eq:
         CUVIL_CHECK(e.type == Scalar::i1 && type_of(0) == type_of(1), "kernel IR: %", i, " compares mixed types");
         break;
@@ -196,6 +205,7 @@ std::string Kernel::str() const {
       std::snprintf(buf, sizeof buf, " %.17g", e.imm);
       s += buf;
     }
+    if ((e.op == Op::row_argmax || e.op == Op::row_argmin) && e.imm != 0) s += " last";
     for (int a : {e.a, e.b, e.c})
       if (a >= 0) s += " %" + std::to_string(a);
     s += "\n";

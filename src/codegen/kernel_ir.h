@@ -47,9 +47,10 @@ struct Operand {
 
 enum class Op : uint8_t {
   // leaves
-  load,      // operand `operand`
-  constant,  // `imm`
-  row_size,  // the innermost dim's size as f32 (LayerNorm's and ReduceMean's divisor)
+  load,       // operand `operand`
+  constant,   // `imm`
+  row_size,   // the size of a row as f32 (LayerNorm's and ReduceMean's divisor)
+  row_index,  // i64: the element's position within its row (Hardmax's one-hot)
   // unary
   neg, abs, exp, log, sqrt, tanh, erf, floor, ceil, round, recip, logical_not, is_nan, is_inf,
   sin, cos, tan, atan,  // computed in f64 from the f32 argument (sin/cos/tan reduce by pi/2 exactly)
@@ -64,6 +65,9 @@ enum class Op : uint8_t {
   cast,    // to `type` (float -> int saturates, NaN -> 0; nonzero -> true)
   // row reductions of `a` over the innermost dim
   row_sum, row_max, row_min, row_prod,
+  // i64: the position of the row's largest / smallest `a` (NaN beats every number; ties keep the first position,
+  // or the last when `imm` is 1), as ArgMax/ArgMin
+  row_argmax, row_argmin,
 };
 const char* op_name(Op op);
 bool is_row_reduction(Op op);

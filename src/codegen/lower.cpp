@@ -70,6 +70,9 @@ bool channel_param(const Node& n, size_t i) {
   return false;
 }
 
+// The ops whose result holds one value per row (with or without the reduced dims: keepdims).
+bool reduces_to_rows(OpKind op) { return is_reduce_op(op) || op == OpKind::ArgMax || op == OpKind::ArgMin; }
+
 }  // namespace
 
 std::optional<std::vector<int64_t>> transpose_perm(const Node& n) {
@@ -107,7 +110,10 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
   AttrReader at(n);
   switch (n.op()) {
     case OpKind::Softmax:
-    case OpKind::LogSoftmax: {
+    case OpKind::LogSoftmax:
+    case OpKind::Hardmax:
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: {
       int64_t axis = at.i("axis");
       if (axis < 0) axis += r;
       if (r < 1 || axis < 0 || axis >= r) return std::nullopt;
@@ -183,7 +189,10 @@ bool can_generate(const Node& n, std::string* why) {
         return refuse(why, "only float Pow with a float exponent (or a constant one f32 holds exactly) is generated");
       return true;
     }
-    case OpKind::Softmax: case OpKind::LogSoftmax:
+    case OpKind::ArgMax: case OpKind::ArgMin:
+      if (!numeric(t0)) return refuse(why, "dtype ", dtype_name(t0), " is not generated");
+      return reduced_block(n).has_value() || refuse(why, "the axis is not known");
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::Hardmax:
       if (!float_only) return refuse(why, "generated only for floats");
       return reduced_block(n).has_value() || refuse(why, "the axis is not known");
     case OpKind::LayerNormalization:
@@ -539,6 +548,16 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       out[0] = L.bin(Op::add, L.bin(Op::mul, L.bin(Op::mul, L.bin(Op::sub, x, in[3]), inv), in[1]), in[2]);
       return true;
     }
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
+      out[0] = L.add(n.op() == OpKind::ArgMax ? Op::row_argmax : Op::row_argmin, Scalar::i64, x, -1, -1,
+                     at.i("select_last_index") != 0 ? 1 : 0);
+      return true;
+    case OpKind::Hardmax: {  // one-hot at the first largest element (NaN counts as largest)
+      int best = L.add(Op::row_argmax, Scalar::i64, x);
+      out[0] = L.sel(L.cmp(Op::eq, L.add(Op::row_index, Scalar::i64), best), L.cst(1), L.cst(0));
+      return true;
+    }
     case OpKind::ReduceProd: out[0] = L.add(Op::row_prod, tx, x); return true;
     case OpKind::ReduceL1: out[0] = L.add(Op::row_sum, tx, L.un(Op::abs, x)); return true;
     case OpKind::ReduceSumSquare: out[0] = L.add(Op::row_sum, tx, L.bin(Op::mul, x, x)); return true;
@@ -596,7 +615,7 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     if (rn->count == 0) continue;
     if (red.count != 0 && !(*rn == red)) return no("reductions over different blocks of dims");
     red = *rn;
-    bool keep = !is_reduce_op(n->op()) || AttrReader(*n).i("keepdims") != 0;
+    bool keep = !reduces_to_rows(n->op()) || AttrReader(*n).i("keepdims") != 0;
     if (!keep) row_only.push_back(n->output(0));
   }
   auto is_row_only = [&](const Value* v) { return std::find(row_only.begin(), row_only.end(), v) != row_only.end(); };
@@ -644,7 +663,7 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       auto d = dims_of(v);
       bool full = d == space, row = k > 0 && (d == row_keep || (is_row_only(v) && d == row_shape));
       if (!full && !row) return no(n->describe(), ": output shape does not cover the iteration space");
-      if (!full && !is_reduce_op(n->op()) && (reduces || !row_inputs))
+      if (!full && !reduces_to_rows(n->op()) && (reduces || !row_inputs))
         return no(n->describe(), ": one value per row from an op that does not reduce");
     }
   }

@@ -292,6 +292,28 @@ TEST(Codegen, RowReductions) {
     check_op(op, {input(big), constant(vec<int64_t>({1}))}, {}, 1e-6, "beyond f32");
 }
 
+// ArgMax/ArgMin (rows and columns, first or last of ties, NaN winning) and Hardmax: positions found through
+// interleaved partials must be the sequential scan's. Small integers and repeated floats make ties common.
+TEST(Codegen, ArgReductions) {
+  uint32_t seed = 1300;
+  for (Ints shape : {Ints{1}, Ints{7}, Ints{3, 33}, Ints{2, 70}, Ints{4, 5, 6}, Ints{2, 1000}, Ints{3, 17, 9}}) {
+    for (int64_t axis : {int64_t(-1), int64_t(0), int64_t(1)}) {
+      if (axis >= int64_t(shape.size())) continue;
+      std::string what = Shape::of(shape).str() + " axis " + std::to_string(axis);
+      Tensor f = random_tensor(DType::f32, shape, seed++, true);
+      for (int64_t i = 0; i < f.numel(); i += 5) f.data<float>()[i] = 1.0f;  // ties
+      for (const Tensor& x : {f, random_tensor(DType::i64, shape, seed++), random_tensor(DType::i32, shape, seed++),
+                              random_tensor(DType::bf16, shape, seed++)})
+        for (OpKind op : {OpKind::ArgMax, OpKind::ArgMin})
+          for (int64_t keep : {0, 1})
+            for (int64_t last : {0, 1})
+              check_op(op, {input(x)}, {{"axis", axis}, {"keepdims", keep}, {"select_last_index", last}}, 0,
+                       what + " " + std::string(dtype_name(x.dtype())) + (last ? " last" : " first"));
+      check_op(OpKind::Hardmax, {input(f)}, {{"axis", axis}}, 0, "Hardmax " + what);
+    }
+  }
+}
+
 // f16 and bf16 tensors load as f32 and store rounded to nearest even, each op's result rounded as the reference
 // stores it (Cast to bf16 truncates): exact ops match bit for bit, the rest within a 16-bit float's rounding.
 TEST(Codegen, HalfPrecisionStorage) {
