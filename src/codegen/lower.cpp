@@ -128,6 +128,22 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
     case OpKind::InstanceNormalization:  // over the spatial dims, after N and C
       if (r < 3) return std::nullopt;
       return ReducedBlock{int(r - 2), 0};
+    case OpKind::MeanVarianceNormalization: {
+      // The axes, less those of static size 1 (the default [0, 2, 3] at batch 1 is the block [2, 3]).
+      const Shape& x = n.input(0)->shape();
+      std::vector<int64_t> axes;
+      for (int64_t a : at.ints("axes")) {
+        if (a < -r || a >= r) return std::nullopt;
+        if (a < 0) a += r;
+        if (!(x.dims()[size_t(a)] == Dim(1))) axes.push_back(a);
+      }
+      std::sort(axes.begin(), axes.end());
+      axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+      if (axes.empty()) return std::nullopt;
+      for (size_t j = 1; j < axes.size(); ++j)
+        if (axes[j] != axes[j - 1] + 1) return std::nullopt;
+      return ReducedBlock{int(axes.size()), int(r - 1 - axes.back())};
+    }
     default: {
       if (!is_reduce_op(n.op())) return ReducedBlock{};
       auto axes = reduce_axes(n, r);
@@ -171,6 +187,9 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Equal: return true;
     case OpKind::And: case OpKind::Or: case OpKind::Xor: case OpKind::Not: return true;  // bool by the schema
     case OpKind::Where: case OpKind::Cast: case OpKind::Identity: return true;
+    case OpKind::MeanVarianceNormalization:
+      if (!float_only) return refuse(why, "generated only for floats");
+      return reduced_block(n).has_value() || refuse(why, "the axes (less those of size 1) are not one block");
     case OpKind::InstanceNormalization:  // per-channel parameters read along dim 1 (channel views)
       if (!float_only) return refuse(why, "generated only for floats");
       return input_rank(n, 0) >= 3 || refuse(why, "input rank below 3 (nothing to normalize over)");
@@ -541,6 +560,14 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       int var = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, L.bin(Op::mul, d, d)), count);
       int inv = L.bin(Op::div, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, var, L.cst(at.f("epsilon")))));
       out[0] = L.bin(Op::add, L.bin(Op::mul, L.bin(Op::mul, d, inv), in[1]), in[2]);
+      return true;
+    }
+    case OpKind::MeanVarianceNormalization: {  // (x - mean) / (sqrt(var) + 1e-9), as ONNX's function body
+      int count = L.add(Op::row_size, Scalar::f32);
+      int mean = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, x), count);
+      int d = L.bin(Op::sub, x, mean);
+      int var = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, L.bin(Op::mul, d, d)), count);
+      out[0] = L.bin(Op::div, d, L.bin(Op::add, L.un(Op::sqrt, var), L.cst(1e-9)));
       return true;
     }
     case OpKind::BatchNormalization: {  // (x - mean) / sqrt(var + eps) * scale + B, parameters per channel

@@ -381,6 +381,17 @@ TEST(Codegen, ChannelNormalizations) {
              {input(random_tensor(DType::bf16, shape, seed++)), input(scale), input(bias), input(mean), input(var)}, {},
              1.0 / 128, "BatchNorm bf16 " + what);
   }
+  // MeanVarianceNormalization: the default axes [0, 2, 3] at batch 1 (a block once the size-1 axis goes), [2, 3],
+  // [1] (columns), and [0, 2, 3] at batch 2 (not one block: left op by op).
+  for (auto [shape, axes] : {std::pair{Ints{1, 3, 5, 7}, Ints{0, 2, 3}}, std::pair{Ints{2, 3, 5, 7}, Ints{2, 3}},
+                             std::pair{Ints{2, 6, 9}, Ints{1}}, std::pair{Ints{2, 3, 4, 4}, Ints{-1, -2}}}) {
+    Tensor x = random_tensor(DType::f32, shape, seed++, false);
+    check_op(OpKind::MeanVarianceNormalization, {input(x)}, {{"axes", axes}}, 2e-5,
+             "MVN " + Shape::of(shape).str() + " axes " + Shape::of(axes).str());
+  }
+  OneOp mvn = build_op(OpKind::MeanVarianceNormalization, {input(random_tensor(DType::f32, {2, 3, 4, 4}, 1))});
+  EXPECT_FALSE(can_generate(*mvn.node)) << "axes [0, 2, 3] at batch 2";
+
   // GroupNorm as exported: Reshape to [N, G, -1], InstanceNorm over it, Reshape back, then the affine: two kernels.
   auto g = std::make_shared<Graph>();
   Value* x = g->add_input("x", {DType::f32, Shape({Dim(1), Dim(8), Dim(5), Dim(5)})});
