@@ -105,7 +105,8 @@ class Emitter {
   std::vector<Value*> ptr;
   std::vector<Value*> row_off;  // per operand: element offset of the current row's start
   bool avx512f = false, avx512vl = false;  // the target's, for the few x86 instructions used directly
-  std::vector<Value*> uval;     // per expression: its <1 x T> value for the current row (row-uniform ones)
+  std::vector<Value*> uval;     // per row-uniform expression: its <1 x T> value for the current row (columns
+                                // kernels: <W x T>, one per lane's column)
   llvm::GlobalVariable* pi_table = nullptr;  // two_over_pi_table, created on first use
   Value* column_pos = nullptr;  // columns kernels: the position down the columns being visited
 
@@ -361,26 +362,25 @@ class Emitter {
   }
   // Element after element down the columns of these lanes (masked-off lanes compute garbage nobody stores).
   Value* reduce_column(const Expr& e, const Lanes& l, const std::vector<Value*>& base) {
-    if (e.op == Op::row_argmax || e.op == Op::row_argmin) {
+    bool arg = e.op == Op::row_argmax || e.op == Op::row_argmin;
+    Carried init;
+    if (arg) {
       Arg ident = arg_identity(e, l.w);
-      Carried acc = loop(B.getInt64(0), dim[size_t(K.rank) - 2], B.getInt64(1), {ident.v, ident.i},
-                         [&](Value* r, const Carried& a) {
-                           down_column(base, r);
-                           std::vector<Value*> memo(K.exprs.size(), nullptr);
-                           Arg c = arg_combine(e, {a[0], a[1]}, {elem(e.a, l, memo), B.CreateVectorSplat(unsigned(l.w), r)});
-                           return Carried{c.v, c.i};
-                         });
-      row_off = base;
-      return acc[1];
+      init = {ident.v, ident.i};
+    } else {
+      init = {identity(e.op, vec(scalar_ty(e.type), l.w))};
     }
-    Value* ident = identity(e.op, vec(scalar_ty(e.type), l.w));
-    Carried acc = loop(B.getInt64(0), dim[size_t(K.rank) - 2], B.getInt64(1), {ident}, [&](Value* r, const Carried& a) {
+    Value* rows = dim[size_t(K.rank) - 2];
+    Carried acc = loop(B.getInt64(0), rows, B.getInt64(1), init, [&](Value* r, const Carried& a) {
       down_column(base, r);
       std::vector<Value*> memo(K.exprs.size(), nullptr);
-      return Carried{combine(e.op, a[0], elem(e.a, l, memo))};
+      Value* v = elem(e.a, l, memo);
+      if (!arg) return Carried{combine(e.op, a[0], v)};
+      Arg c = arg_combine(e, {a[0], a[1]}, {v, splat_i64(r, l.w)});
+      return Carried{c.v, c.i};
     });
     row_off = base;
-    return acc[0];
+    return acc[arg ? 1 : 0];
   }
   void down_column(const std::vector<Value*>& base, Value* r) {
     column_pos = r;
@@ -504,7 +504,7 @@ class Emitter {
     Value* r;
     if (uniform[size_t(e)]) r = K.columns ? uval[size_t(e)] : splat(uval[size_t(e)], l.w);
     else if (x.op == Op::load) r = load(x, l);
-    else if (x.op == Op::row_index) r = K.columns ? B.CreateVectorSplat(unsigned(l.w), column_pos) : positions(l.j, l.w);
+    else if (x.op == Op::row_index) r = K.columns ? splat_i64(column_pos, l.w) : positions(l.j, l.w);
     else {
       Value* a = x.a >= 0 ? elem(x.a, l, memo) : nullptr;
       Value* b = x.b >= 0 ? elem(x.b, l, memo) : nullptr;
@@ -545,7 +545,8 @@ class Emitter {
   Value* identity(Op op, llvm::Type* t) {
     if (t->isFPOrFPVectorTy()) {
       double inf = std::numeric_limits<double>::infinity();
-      return llvm::ConstantFP::get(t, op == Op::row_sum ? -0.0 : op == Op::row_prod ? 1.0 : op == Op::row_max ? -inf : inf);
+      double v = op == Op::row_sum ? -0.0 : op == Op::row_prod ? 1.0 : op == Op::row_max ? -inf : inf;
+      return llvm::ConstantFP::get(t, v);
     }
     unsigned bits = t->getScalarSizeInBits();
     if (op == Op::row_sum) return llvm::ConstantInt::get(t, 0);
@@ -606,7 +607,8 @@ class Emitter {
     return {identity(e.op == Op::row_argmax ? Op::row_max : Op::row_min, vt),
             llvm::ConstantInt::get(vec(B.getInt64Ty(), w), uint64_t(far), true)};
   }
-  Value* positions(Value* j, int w) { return B.CreateAdd(B.CreateVectorSplat(unsigned(w), j), iota(w)); }
+  Value* splat_i64(Value* v, int w) { return B.CreateVectorSplat(unsigned(w), v); }
+  Value* positions(Value* j, int w) { return B.CreateAdd(splat_i64(j, w), iota(w)); }
 
   Value* reduce_row_arg(const Expr& e) {
     int w = std::min(S.vector_width, kReductionLanes);
@@ -878,7 +880,8 @@ class Emitter {
       return B.CreateMaskedGather(dt, ptrs, llvm::Align(8), huge, llvm::Constant::getNullValue(dt));
     };
     Value* ph = B.CreateFMul(m, piece(0));
-    ph = B.CreateFSub(ph, B.CreateFMul(fc(xd, 4.0), B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, B.CreateFMul(ph, fc(xd, 0.25)))));
+    Value* fours = B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, B.CreateFMul(ph, fc(xd, 0.25)));
+    ph = B.CreateFSub(ph, B.CreateFMul(fc(xd, 4.0), fours));
     Value* pm = B.CreateFMul(m, piece(1));
     Value* pl = B.CreateFMul(m, piece(2));
     Value* nh = roundeven(B.CreateFAdd(ph, pm));

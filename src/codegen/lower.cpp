@@ -278,7 +278,15 @@ class Lowering {
     return sel(cmp(Op::eq, u, cst(1)), t, general);
   }
   // Odd functions built on |x|: sign(x) * f(|x|), keeping -0 and NaN (f(NaN) is NaN).
-  int odd(int x, int f_of_abs) { return sel(cmp(Op::lt, x, cst(0)), un(Op::neg, f_of_abs), sel(cmp(Op::eq, x, cst(0)), x, f_of_abs)); }
+  int odd(int x, int f_of_abs) {
+    return sel(cmp(Op::lt, x, cst(0)), un(Op::neg, f_of_abs), sel(cmp(Op::eq, x, cst(0)), x, f_of_abs));
+  }
+  // x - mean and the variance (the mean of the squares of that) over the row: the normalizations' statistics.
+  std::pair<int, int> centred_and_variance(int x) {
+    int count = add(Op::row_size, Scalar::f32);
+    int d = bin(Op::sub, x, bin(Op::div, add(Op::row_sum, Scalar::f32, x), count));
+    return {d, bin(Op::div, add(Op::row_sum, Scalar::f32, bin(Op::mul, d, d)), count)};
+  }
   // e^|x| / 2 for |x| > 20 without overflowing before the result does: (e^(|x|/2))^2 / 2.
   int half_exp_large(int a) {
     int t = un(Op::exp, bin(Op::mul, a, cst(0.5)));
@@ -452,10 +460,11 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       out[0] = L.un(Op::atan, L.bin(Op::div, x, d));
       return true;
     }
-    case OpKind::Acos:  // 2 atan(sqrt((1 - x) / (1 + x))): exact 1 - x near 1 and 1 + x near -1 (pi at -1)
-      out[0] = L.bin(Op::mul, L.cst(2),
-                     L.un(Op::atan, L.un(Op::sqrt, L.bin(Op::div, L.bin(Op::sub, L.cst(1), x), L.bin(Op::add, L.cst(1), x)))));
+    case OpKind::Acos: {  // 2 atan(sqrt((1 - x) / (1 + x))): exact 1 - x near 1 and 1 + x near -1 (pi at -1)
+      int ratio = L.bin(Op::div, L.bin(Op::sub, L.cst(1), x), L.bin(Op::add, L.cst(1), x));
+      out[0] = L.bin(Op::mul, L.cst(2), L.un(Op::atan, L.un(Op::sqrt, ratio)));
       return true;
+    }
     case OpKind::Sinh: {  // odd Taylor series below |x| = 0.5 (to x^11: below 1e-10 relative), else (e - 1/e) / 2
       int a = L.un(Op::abs, x);
       int z = L.bin(Op::mul, a, a);
@@ -537,10 +546,7 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       return true;
     }
     case OpKind::LayerNormalization: {
-      int count = L.add(Op::row_size, Scalar::f32);
-      int mean = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, x), count);
-      int d = L.bin(Op::sub, x, mean);
-      int var = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, L.bin(Op::mul, d, d)), count);
+      auto [d, var] = L.centred_and_variance(x);
       int inv = L.bin(Op::div, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, var, L.cst(at.f("epsilon")))));
       int y = L.bin(Op::mul, L.bin(Op::mul, d, inv), in[1]);
       if (n.input(2)) y = L.bin(Op::add, y, in[2]);
@@ -554,19 +560,13 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       out[0] = L.bin(Op::div, L.add(Op::row_sum, tx, x), L.add(Op::row_size, Scalar::f32));
       return true;
     case OpKind::InstanceNormalization: {  // in[1], in[2]: the channel views of scale and B
-      int count = L.add(Op::row_size, Scalar::f32);
-      int mean = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, x), count);
-      int d = L.bin(Op::sub, x, mean);
-      int var = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, L.bin(Op::mul, d, d)), count);
+      auto [d, var] = L.centred_and_variance(x);
       int inv = L.bin(Op::div, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, var, L.cst(at.f("epsilon")))));
       out[0] = L.bin(Op::add, L.bin(Op::mul, L.bin(Op::mul, d, inv), in[1]), in[2]);
       return true;
     }
     case OpKind::MeanVarianceNormalization: {  // (x - mean) / (sqrt(var) + 1e-9), as ONNX's function body
-      int count = L.add(Op::row_size, Scalar::f32);
-      int mean = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, x), count);
-      int d = L.bin(Op::sub, x, mean);
-      int var = L.bin(Op::div, L.add(Op::row_sum, Scalar::f32, L.bin(Op::mul, d, d)), count);
+      auto [d, var] = L.centred_and_variance(x);
       out[0] = L.bin(Op::div, d, L.bin(Op::add, L.un(Op::sqrt, var), L.cst(1e-9)));
       return true;
     }
@@ -679,7 +679,8 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
   // the full shape, and only it, or element-wise work on per-row values, gives one value per row.
   for (const auto& n : body.nodes()) {
     bool reduces = reduced_block(*n)->count > 0;
-    if (reduces && dims_of(n->input(0)) != space) return no(n->describe(), ": reduces a value narrower than the iteration space");
+    if (reduces && dims_of(n->input(0)) != space)
+      return no(n->describe(), ": reduces a value narrower than the iteration space");
     bool row_inputs = true;  // element-wise work on per-row values (or scalars)
     for (size_t i = 0; i < n->num_inputs(); ++i) {
       const Value* v = n->input(i);
@@ -747,7 +748,8 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       const Value* pv = n->input(j);
       if (pv->is_constant() && pv->constant().numel() == 1) continue;  // an immediate already
       std::vector<int64_t> x = dims_of(n->input(0)), p = dims_of(n->input(j));
-      if (x.size() < 2 || p.size() != 1 || p[0] != x[1]) return no(n->describe(), ": input ", j, " is not one value per channel");
+      if (x.size() < 2 || p.size() != 1 || p[0] != x[1])
+        return no(n->describe(), ": input ", j, " is not one value per channel");
       std::vector<int64_t> strides(space.size(), 0);
       strides[space.size() - x.size() + 1] = x[1] == 1 ? 0 : 1;
       if (!add_view(*n, j, strides)) return no(n->describe(), ": input ", j, " is computed in the kernel");

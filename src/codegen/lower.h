@@ -51,8 +51,8 @@ struct LoweredKernel {
 };
 
 // Lowers `body` (the region of a FusedKernel node) for inputs of these shapes. Operands are the body's inputs,
-// then its outputs, then the views. Returns nullopt, with the reason in *why, when the body or the shapes fall outside what the
-// generator handles (the caller then runs the body op by op).
+// then its outputs, then the views. Returns nullopt, with the reason in *why, when the body or the shapes fall
+// outside what the generator handles (the caller then runs the body op by op).
 std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std::vector<int64_t>>& input_shapes,
                                         std::string* why);
 

@@ -2,15 +2,17 @@
 // LayerNormalization, Reduce* over one block of axes) into FusedKernel nodes, each computed by one generated kernel
 // in as few passes over memory as its reductions allow (src/codegen).
 //
+// A group shares one iteration space: every member's output has the group's full shape, except reductions, whose
+// results hold one value per row, and element-wise work on such per-row values (the variance's `+ eps` and square
+// root in a LayerNorm written out op by op), which joins a group with reductions and runs once per row. Nodes join
+// the group of one of their producers in topological order; each node is in at most one group, so no work is
+// duplicated. A node joins only when all its other inputs are defined before the group's first node: the
+// FusedKernel takes that node's place, so the graph stays acyclic and in order.
+//
 // A Transpose of a value from outside that keeps the innermost dim starts a group: the kernel reads that value
 // through permuted strides, so the permuted copy is never written (a head split or merge before an element-wise
 // op). A Transpose nothing joins stays as it is.
 //
-// A group shares one iteration space: every member's output has the group's full shape, except reductions, whose
-// results hold one value per row, and element-wise work on such per-row values (the variance's `+ eps` and
-// square root in a LayerNorm written out op by op), which joins a group with reductions and runs once per row. Nodes join the group of one of their producers in topological order; each node
-// is in at most one group, so no work is duplicated. A node joins only when all its other inputs are defined
-// before the group's first node: the FusedKernel takes that node's place, so the graph stays acyclic and in order.
 // Runs last in the pipeline: convolutions and matrix products have already taken their epilogues as oneDNN
 // post-ops, and layouts are fixed (a group works on the shapes the IR states).
 #include <unordered_map>
