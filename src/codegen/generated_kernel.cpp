@@ -67,37 +67,6 @@ class GeneratedKernel final : public PreparedKernel {
   std::string name_;
 };
 
-// Outputs this large (bytes, all element-level outputs together) are written with streaming stores: far larger
-// than a core's caches, so nothing downstream would find them there.
-constexpr int64_t kStreamingBytes = int64_t(16) << 20;
-
-// The default schedule, except:
-// - erf's two polynomials with a reciprocal hold enough constants that two vectors in flight spill registers
-//   (GELU 64 MB: 3.8 ms at unroll 1, 4.9-5.5 ms at 2, alternated with ONNX Runtime);
-// - large outputs (kStreamingBytes) of memory-bound kernels stream: Add 64 MB went from ~1x ONNX Runtime's time
-//   to 0.78x, LayerNorm 64 MB from 49-61 % of the copy bandwidth to 84-91 %. Kernels with transcendental math
-//   per element do not: GELU and Softmax 64 MB measured 15-30 % slower with streaming stores.
-Schedule choose_schedule(const LoweredKernel& lk) {
-  Schedule s;
-  if (lk.kernel.columns) {
-    // A columns step walks its lanes down every row of the block, and its rows are a whole row stride apart:
-    // wide steps read more contiguous bytes per row (Softmax over 64 channels of 512x512: 15 ms at 16 lanes,
-    // 9.7 at 32, 6.9 at 64, 6.1 at 128). Narrower for short rows, which would leave lanes idle.
-    s.vector_width = 16;
-    while (s.vector_width < 128 && s.vector_width < lk.inner) s.vector_width *= 2;
-  }
-  std::vector<bool> uniform = lk.kernel.row_uniform();
-  for (size_t i = 0; i < lk.kernel.exprs.size(); ++i)
-    if (!uniform[i] && lk.kernel.exprs[i].op == Op::erf) s.unroll = 1;
-  int64_t out_bytes = 0;
-  for (const Store& st : lk.kernel.stores) {
-    const Operand& o = lk.kernel.operands[size_t(st.operand)];
-    if (!o.per_row) out_bytes += lk.rows * lk.reduced * lk.inner * int64_t(dtype_size(o.dtype));
-  }
-  s.streaming_stores = costly_exprs(lk.kernel) == 0 && out_bytes >= kStreamingBytes;
-  return s;
-}
-
 // CUVIL_NO_CODEGEN: "all" (or "1") turns generated kernels off; otherwise op names separated by commas.
 struct EnvSwitch {
   bool all = false;
@@ -133,6 +102,37 @@ bool body_disabled(const Graph& body, const KernelOptions& options) {
 }
 
 }  // namespace
+
+// Outputs this large (bytes, all element-level outputs together) are written with streaming stores: far larger
+// than a core's caches, so nothing downstream would find them there.
+constexpr int64_t kStreamingBytes = int64_t(16) << 20;
+
+// The default schedule, except:
+// - erf's two polynomials with a reciprocal hold enough constants that two vectors in flight spill registers
+//   (GELU 64 MB: 3.8 ms at unroll 1, 4.9-5.5 ms at 2, alternated with ONNX Runtime);
+// - large outputs (kStreamingBytes) of memory-bound kernels stream: Add 64 MB went from ~1x ONNX Runtime's time
+//   to 0.78x, LayerNorm 64 MB from 49-61 % of the copy bandwidth to 84-91 %. Kernels with transcendental math
+//   per element do not: GELU and Softmax 64 MB measured 15-30 % slower with streaming stores.
+Schedule choose_schedule(const LoweredKernel& lk) {
+  Schedule s;
+  if (lk.kernel.columns) {
+    // A columns step walks its lanes down every row of the block, and its rows are a whole row stride apart:
+    // wide steps read more contiguous bytes per row (Softmax over 64 channels of 512x512: 15 ms at 16 lanes,
+    // 9.7 at 32, 6.9 at 64, 6.1 at 128). Narrower for short rows, which would leave lanes idle.
+    s.vector_width = 16;
+    while (s.vector_width < 128 && s.vector_width < lk.inner) s.vector_width *= 2;
+  }
+  std::vector<bool> uniform = lk.kernel.row_uniform();
+  for (size_t i = 0; i < lk.kernel.exprs.size(); ++i)
+    if (!uniform[i] && lk.kernel.exprs[i].op == Op::erf) s.unroll = 1;
+  int64_t out_bytes = 0;
+  for (const Store& st : lk.kernel.stores) {
+    const Operand& o = lk.kernel.operands[size_t(st.operand)];
+    if (!o.per_row) out_bytes += lk.rows * lk.reduced * lk.inner * int64_t(dtype_size(o.dtype));
+  }
+  s.streaming_stores = costly_exprs(lk.kernel) == 0 && out_bytes >= kStreamingBytes;
+  return s;
+}
 
 std::unique_ptr<PreparedKernel> prepare_generated_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                          const KernelOptions& options) {

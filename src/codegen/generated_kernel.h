@@ -5,9 +5,14 @@
 #include <memory>
 #include <vector>
 
+#include "codegen/lower.h"
+#include "codegen/schedule.h"
 #include "kernels/prepared_kernel.h"
 
 namespace cuvil::codegen {
+
+// The schedule a lowered kernel runs with (vector width, unrolling, streaming stores).
+Schedule choose_schedule(const LoweredKernel& lk);
 
 // Null when code generation is off for this node (KernelOptions) or its body falls outside what the generator
 // handles at these shapes; the caller then runs the body op by op.

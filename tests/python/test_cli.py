@@ -56,6 +56,20 @@ def test_inspect(cuvil_bin, small_model):
     assert ir.returncode == 0 and "= MatMul(%x, %W)" in ir.stdout and 'loc("mm")' in ir.stdout
 
 
+def test_inspect_kernels_prints_generated_code(cuvil_bin, tmp_path):
+    # Softmax over the channels: a columns kernel, printed as kernel IR, schedule and assembly.
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=1)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 5, 5])])
+    path = str(tmp_path / "softmax.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    r = run(cuvil_bin, "inspect", path, "--kernels")
+    assert r.returncode == 0, r.stderr
+    assert "== kernel 0" in r.stdout and "Softmax over [2, 8, 25], schedule w32u2" in r.stdout, r.stdout
+    assert "kernel rank=3 columns" in r.stdout and "row_max" in r.stdout
+    assert "vmov" in r.stdout  # the assembly
+
+
 def test_run_writes_file_safe_outputs(cuvil_bin, small_model, tmp_path):
     r = run(cuvil_bin, "run", small_model["onnx"], "--input", f"x={small_model['x']}", "--output-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr

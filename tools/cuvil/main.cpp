@@ -1,6 +1,6 @@
 // The `cuvil` command: inspect, run and benchmark models without Python.
 //
-//   cuvil inspect MODEL [--ir [-O0|-O1]]
+//   cuvil inspect MODEL [--ir [-O0|-O1] | --kernels]
 //   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]   (-O1, the default, runs the graph passes)
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
@@ -21,6 +21,7 @@
 
 #include "frontend/load_model.h"
 #include "passes/pipeline.h"
+#include "codegen/generated_kernel.h"
 #include "codegen/jit.h"
 #include "ir/graph_stats.h"
 #include "ir/text_format.h"
@@ -34,7 +35,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  cuvil inspect MODEL [--ir [-O0|-O1]]\n"
+    "  cuvil inspect MODEL [--ir [-O0|-O1] | --kernels]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
     "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen]\n"
@@ -52,7 +53,7 @@ struct Args {
   std::map<std::string, int64_t> dims;        // symbol -> value, for random inputs
   std::string output_dir;
   int threads = 0, iters = 10, warmup = 2;  // threads 0: all cores
-  bool json = false, ir = false, reference = false, winograd = true, codegen = true;
+  bool json = false, ir = false, kernels = false, reference = false, winograd = true, codegen = true;
   int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
   bool opt_level_given = false;  // inspect --ir prints the graph as loaded unless a level is asked for
 };
@@ -100,6 +101,7 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
     else if (s == "--json") a.json = true;
     else if (s == "--ir") a.ir = true;
+    else if (s == "--kernels") a.kernels = true;
     else if (s == "-O0" || s == "--O0") a.opt_level = 0, a.opt_level_given = true;
     else if (s == "-O1" || s == "--O1") a.opt_level = 1, a.opt_level_given = true;
     else if (s.size() > 1 && s[0] == '-') throw UsageError("unknown option " + s);
@@ -134,8 +136,43 @@ std::string human_bytes(int64_t b) {
   return buf;
 }
 
+// inspect --kernels: each generated kernel of the -O1 graph (top level, static input shapes) as the lowering makes
+// it: the kernel IR, the iteration dims, the schedule and the assembly LLVM emits for this CPU.
+int print_kernels(Graph& g) {
+  optimize(g, 1);
+  int index = 0;
+  for (auto& n : g.nodes()) {
+    if (n->op() != OpKind::FusedKernel) continue;
+    const Graph& body = *AttrReader(*n).g("body");
+    std::cout << "== kernel " << index++ << " (node '" << n->output(0)->name() << "')\n";
+    std::vector<std::vector<int64_t>> shapes;
+    for (const Value* v : n->inputs()) {
+      if (!v->shape().is_static()) break;
+      shapes.push_back(v->shape().static_dims());
+    }
+    if (shapes.size() != n->num_inputs()) {
+      std::cout << "input shapes are not static: lowered when a call brings them\n";
+      continue;
+    }
+    std::string why;
+    auto lk = codegen::lower_body(body, shapes, &why);
+    if (!lk) {
+      std::cout << "runs op by op: " << why << "\n";
+      continue;
+    }
+    codegen::Schedule sched = codegen::choose_schedule(*lk);
+    std::cout << lk->ops << " over [";
+    for (size_t d = 0; d < lk->dims.size(); ++d) std::cout << (d ? ", " : "") << lk->dims[d];
+    std::cout << "], schedule " << sched.str() << "\n" << lk->kernel.str();
+    std::cout << codegen::kernel_assembly(lk->kernel, sched) << "\n";
+  }
+  if (index == 0) std::cout << "no generated kernels\n";
+  return 0;
+}
+
 int cmd_inspect(const Args& a) {
   auto g = load_model(a.model);
+  if (a.kernels) return print_kernels(*g);
   if (a.ir) {
     if (a.opt_level_given) optimize(*g, a.opt_level);
     PrintOptions o;
