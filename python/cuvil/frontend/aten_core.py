@@ -226,6 +226,15 @@ def _div(ctx: ConvertContext, ins):
     return out
 
 
+@converter("aten::pow", "aten::pow_")
+def _pow(ctx: ConvertContext, ins):
+    a, b = ins[0], ins[1]
+    if _is_static(ctx, a, b):
+        return a ** b
+    # Base and exponent in the promoted dtype, as torch computes it (integer ** integer stays integer).
+    return binary(ctx, "Pow", a, b)
+
+
 @converter("aten::floordiv")
 def _floordiv(ctx: ConvertContext, ins):
     a, b = ins
@@ -300,10 +309,16 @@ def _ne(ctx: ConvertContext, ins):
 
 # TorchScript's math on Python numbers, evaluated while compiling (torch computes these in double).
 _SCALAR_MATH = {"Exp": math.exp, "Log": math.log, "Sqrt": math.sqrt, "Abs": abs, "Erf": math.erf, "Sin": math.sin,
-                "Cos": math.cos, "Tanh": math.tanh, "Floor": math.floor, "Ceil": math.ceil}
+                "Cos": math.cos, "Tanh": math.tanh, "Floor": math.floor, "Ceil": math.ceil, "Tan": math.tan,
+                "Asin": math.asin, "Acos": math.acos, "Atan": math.atan, "Sinh": math.sinh, "Cosh": math.cosh,
+                "Asinh": math.asinh, "Acosh": math.acosh, "Atanh": math.atanh}
 _UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
           "abs": "Abs", "neg": None, "erf": "Erf", "sin": "Sin", "cos": "Cos", "floor": "Floor", "ceil": "Ceil",
-          "reciprocal": "Reciprocal", "sign": "Sign"}
+          "reciprocal": "Reciprocal", "sign": "Sign", "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan",
+          "sinh": "Sinh", "cosh": "Cosh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh"}
+# The unary ops that promote integer inputs to the default float, as torch does.
+_FLOAT_RESULT = {"Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Erf", "Sin", "Cos", "Reciprocal", "Tan", "Asin", "Acos",
+                 "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"}
 for _name, _op in _UNARY.items():
     if _op is None:
         continue
@@ -313,8 +328,7 @@ for _name, _op in _UNARY.items():
             x = ins[0]
             if isinstance(x, (int, float)) and op in _SCALAR_MATH:  # math on Python numbers (math.sqrt(d))
                 return _SCALAR_MATH[op](x)
-            if op in ("Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Erf", "Sin", "Cos", "Reciprocal") and \
-                    _CATEGORY[ctx.dtype_of(x)] < 2:
+            if op in _FLOAT_RESULT and _CATEGORY[ctx.dtype_of(x)] < 2:
                 x = ctx.tensor(x, "f32")  # these promote integers to the default float
             return ctx.emit(op, [x])
         return conv

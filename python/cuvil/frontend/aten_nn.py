@@ -633,6 +633,21 @@ def _max_min(is_max: bool):
     return conv
 
 
+@converter("aten::argmax", "aten::argmin")
+def _argmax(ctx: ConvertContext, ins):
+    x, dim, keep = (list(ins) + [None, False][len(ins) - 1:])[:3]
+    op = "ArgMax" if ctx.node.kind() == "aten::argmax" else "ArgMin"
+    keep = int(bool(ctx.const(keep, "keepdim")))
+    dim = ctx.const(dim, "dim")
+    r = ctx.rank_of(x)
+    if dim is None:  # the position in the flattened tensor (the first of ties, as torch picks)
+        out = ctx.emit(op, [reshape(ctx, x, [-1])], {"axis": 0, "keepdims": 0})
+        return reshape(ctx, out, [1] * r) if keep else out
+    if r == 0:
+        return np.array(0, np.int64)
+    return ctx.emit(op, [x], {"axis": norm_dim(ctx, dim, r), "keepdims": keep})
+
+
 converter("aten::max")(_max_min(True))
 converter("aten::min")(_max_min(False))
 
