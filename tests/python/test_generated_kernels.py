@@ -149,7 +149,8 @@ def test_trigonometric_functions_at_any_scale(scale):
 
 class PowForms(nn.Module):
     def forward(self, x, e, k):
-        return x.abs() ** 1.7 + x ** e + 2.0 ** e, k ** 3, torch.argmin(k, dim=0, keepdim=True), torch.argmax(x)
+        return (x.abs() ** 1.7 + x ** e + 2.0 ** e, k ** 3, torch.argmin(k, dim=0, keepdim=True), torch.argmax(x),
+                torch.argmax(x, keepdim=True))
 
 
 def test_pow_and_arg_forms():
@@ -164,3 +165,4 @@ def test_pow_and_arg_forms():
     np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())  # integer ** integer stays exact
     np.testing.assert_array_equal(np.asarray(got[2]), want[2].numpy())
     assert int(np.asarray(got[3])) == int(want[3])
+    assert np.asarray(got[4]).shape == tuple(want[4].shape) and int(np.asarray(got[4])) == int(want[4])

@@ -642,7 +642,7 @@ def _argmax(ctx: ConvertContext, ins):
     r = ctx.rank_of(x)
     if dim is None:  # the position in the flattened tensor (the first of ties, as torch picks)
         out = ctx.emit(op, [reshape(ctx, x, [-1])], {"axis": 0, "keepdims": 0})
-        return reshape(ctx, out, [1] * r) if keep else out
+        return reshape(ctx, out, [1] * r) if keep else out  # keepdim: every dim 1, as torch 1.13 returns
     if r == 0:
         return np.array(0, np.int64)
     return ctx.emit(op, [x], {"axis": norm_dim(ctx, dim, r), "keepdims": keep})
