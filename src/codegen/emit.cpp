@@ -1060,6 +1060,8 @@ class Emitter {
       case Op::trunc_bf16: return round_bf16(a, true);
       case Op::round_f16: return B.CreateFPExt(B.CreateFPTrunc(a, vec(B.getHalfTy(), w)), a->getType());
       case Op::pow: return pow(a, b);
+      case Op::idiv: return B.CreateSDiv(a, b);
+      case Op::irem: return B.CreateSRem(a, b);
       case Op::floor: return B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, a);
       case Op::ceil: return B.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, a);
       case Op::round: return B.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, a);

@@ -34,7 +34,7 @@ const char* op_name(Op op) {
     CASE(floor) CASE(ceil) CASE(round) CASE(recip) CASE(logical_not) CASE(is_nan) CASE(is_inf) CASE(add) CASE(sub)
     CASE(mul) CASE(div) CASE(max) CASE(min) CASE(lt) CASE(le) CASE(gt) CASE(ge) CASE(eq) CASE(logical_and)
     CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
-    CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(row_prod)
+    CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(idiv) CASE(irem) CASE(row_prod)
     CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16) CASE(row_index) CASE(row_argmax) CASE(row_argmin)
 #undef CASE
   }
@@ -102,7 +102,7 @@ int arity(Op op) {
     case Op::load: case Op::constant: case Op::row_size: case Op::row_index: return 0;
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::max: case Op::min: case Op::lt: case Op::le:
     case Op::gt: case Op::ge: case Op::eq: case Op::logical_and: case Op::logical_or: case Op::logical_xor:
-    case Op::pow:
+    case Op::pow: case Op::idiv: case Op::irem:
       return 2;
     case Op::select: return 3;
     default: return 1;
@@ -132,6 +132,15 @@ void Kernel::validate() const {
         break;
       }
       case Op::row_size: CUVIL_CHECK(e.type == Scalar::f32, "kernel IR: row_size is f32"); break;
+      case Op::idiv: case Op::irem: {
+        const Expr& d = exprs[size_t(e.b)];
+        CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(0) == e.type && type_of(1) == e.type,
+                    "kernel IR: %", i, " divides non-integers");
+        // A zero divisor would trap and INT_MIN / -1 overflow: the lowering handles those before they get here.
+        CUVIL_CHECK(d.op == Op::constant && d.imm != 0 && d.imm != -1, "kernel IR: %", i,
+                    " divides by something other than a constant besides 0 and -1");
+        break;
+      }
       case Op::row_index:
         CUVIL_CHECK(e.type == Scalar::i64 && has_row_reductions(), "kernel IR: row_index is i64, in a row kernel");
         break;

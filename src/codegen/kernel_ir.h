@@ -61,6 +61,7 @@ enum class Op : uint8_t {
   // otherwise pick as `a < b ? b : a` / `b < a ? b : a`, as the reference kernels do.
   add, sub, mul, div, max, min, lt, le, gt, ge, eq, logical_and, logical_or, logical_xor,
   pow,     // f32 a^b as C's pow, computed in f64
+  idiv, irem,  // integer a / b truncated toward zero, and its remainder; b a constant other than 0 and -1
   select,  // a ? b : c (a is i1)
   cast,    // to `type` (float -> int saturates, NaN -> 0; nonzero -> true)
   // row reductions of `a` over the innermost dim

@@ -174,7 +174,7 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: case OpKind::Tanh: case OpKind::Erf:
     case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Reciprocal: case OpKind::Sigmoid:
     case OpKind::Softplus: case OpKind::Softsign: case OpKind::HardSigmoid: case OpKind::HardSwish:
-    case OpKind::Gelu: case OpKind::LeakyRelu: case OpKind::IsNaN: case OpKind::IsInf: case OpKind::Div:
+    case OpKind::Gelu: case OpKind::LeakyRelu: case OpKind::IsNaN: case OpKind::IsInf:
     case OpKind::Sum: case OpKind::Mean: case OpKind::Elu: case OpKind::Celu: case OpKind::Selu:
     case OpKind::ThresholdedRelu: case OpKind::Shrink: case OpKind::PRelu: case OpKind::Sin: case OpKind::Cos:
     case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Sinh: case OpKind::Cosh:
@@ -200,6 +200,15 @@ bool can_generate(const Node& n, std::string* why) {
       return input_rank(n, 0) >= 2 || refuse(why, "rank-1 input");
     case OpKind::Transpose:  // a strided read of a kernel input (lower_body refuses one of a computed value)
       return transpose_perm(n).has_value() || refuse(why, "the permutation is not valid");
+    case OpKind::Div:
+    case OpKind::Mod: {
+      // Integers by a constant nonzero scalar only: the reference reports a zero divisor, which a kernel cannot.
+      if (float_only) return n.op() == OpKind::Div || refuse(why, "floating-point Mod is not generated");
+      auto d = scalar_input(n, 1);
+      if (!(t0 == DType::i32 || t0 == DType::i64) || !d || *d == 0)
+        return refuse(why, "integers are generated only when divided by a constant nonzero scalar");
+      return true;
+    }
     case OpKind::Pow: {
       // A constant scalar exponent of any dtype when f32 holds it exactly; a tensor exponent in f32.
       auto e = scalar_input(n, 1);
@@ -511,7 +520,29 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::Add: binary(Op::add); return true;
     case OpKind::Sub: binary(Op::sub); return true;
     case OpKind::Mul: binary(Op::mul); return true;
-    case OpKind::Div: binary(Op::div); return true;
+    case OpKind::Div:
+    case OpKind::Mod: {
+      if (tx == Scalar::f32) {
+        binary(Op::div);  // Mod is integer-only (can_generate)
+        return true;
+      }
+      double d = *scalar_input(n, 1);
+      if (d == -1) {  // x / -1 wraps at the type's minimum; x % -1 is 0
+        out[0] = n.op() == OpKind::Div ? L.un(Op::neg, x) : L.cst(0, tx);
+        return true;
+      }
+      if (n.op() == OpKind::Div) {
+        binary(Op::idiv);
+        return true;
+      }
+      int r = L.bin(Op::irem, x, in[1]);
+      if (at.i("fmod") == 0) {  // Python's %: the divisor's sign
+        int wrong = L.cmp(d > 0 ? Op::lt : Op::gt, r, L.cst(0, tx));
+        r = L.sel(wrong, L.bin(Op::add, r, in[1]), r);
+      }
+      out[0] = r;
+      return true;
+    }
     case OpKind::Max: out[0] = fold(Op::max); return true;
     case OpKind::Min: out[0] = fold(Op::min); return true;
     case OpKind::Sum: out[0] = fold(Op::add); return true;

@@ -292,6 +292,35 @@ TEST(Codegen, RowReductions) {
     check_op(op, {input(big), constant(vec<int64_t>({1}))}, {}, 1e-6, "beyond f32");
 }
 
+// Integer Div and Mod (both sign conventions) by constant scalars, the type's extremes included: a zero divisor
+// stays with the reference kernel, which reports it; x / -1 wraps at the minimum and x % -1 is 0, as there.
+TEST(Codegen, IntegerDivisionByConstants) {
+  for (DType dt : {DType::i32, DType::i64}) {
+    Tensor x = random_tensor(dt, {203}, 5);
+    int64_t lo = dt == DType::i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+    int64_t hi = dt == DType::i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+    const int64_t edge[] = {lo, hi, lo + 1, hi - 1, 0, -1, 1, -7, 7, 1000001, -999999};
+    auto set = [&](Tensor& t, int64_t i, int64_t v) {
+      if (dt == DType::i32) t.data<int32_t>()[i] = int32_t(v);
+      else t.data<int64_t>()[i] = v;
+    };
+    for (size_t i = 0; i < std::size(edge); ++i) set(x, int64_t(i) * 17, edge[i]);
+    for (int64_t d : {1, -1, 2, -2, 7, -3, 1000, -65536}) {
+      Tensor c = Tensor::zeros(dt, {});
+      set(c, 0, d);
+      std::string what = std::string(dtype_name(dt)) + " by " + std::to_string(d);
+      check_op(OpKind::Div, {input(x), constant(c)}, {}, 0, what);
+      for (int64_t fmod : {0, 1}) check_op(OpKind::Mod, {input(x), constant(c)}, {{"fmod", fmod}}, 0, what);
+    }
+  }
+  std::string why;
+  OneOp by_tensor = build_op(OpKind::Mod, {input(random_tensor(DType::i64, {5}, 1)), input(random_tensor(DType::i64, {5}, 2))});
+  EXPECT_FALSE(can_generate(*by_tensor.node, &why));
+  EXPECT_NE(why.find("constant nonzero"), std::string::npos) << why;
+  OneOp by_zero = build_op(OpKind::Div, {input(random_tensor(DType::i32, {5}, 1)), constant(Tensor::zeros(DType::i32, {}))});
+  EXPECT_FALSE(can_generate(*by_zero.node));
+}
+
 // ArgMax/ArgMin (rows and columns, first or last of ties, NaN winning) and Hardmax: positions found through
 // interleaved partials must be the sequential scan's. Small integers and repeated floats make ties common.
 TEST(Codegen, ArgReductions) {
