@@ -221,6 +221,9 @@ class Emitter {
     for (int i = 0; i < w; ++i) c.push_back(B.getInt64(uint64_t(i)));
     return llvm::ConstantVector::get(c);
   }
+  Value* splat_i64(Value* v, int w) { return B.CreateVectorSplat(unsigned(w), v); }
+  // The inner indices j, j + 1, ..., j + w - 1.
+  Value* positions(Value* j, int w) { return B.CreateAdd(splat_i64(j, w), iota(w)); }
   Value* min64(Value* a, Value* b) { return B.CreateSelect(B.CreateICmpSLT(a, b), a, b); }
   Value* splat(Value* one, int w) {
     if (w == 1) return one;
@@ -309,7 +312,7 @@ class Emitter {
       return Carried{};
     });
     loop(main_end, hi, B.getInt64(w), {}, [&](Value* j, const Carried&) {
-      Value* lanes = B.CreateAdd(B.CreateVectorSplat(unsigned(w), j), iota(w));
+      Value* lanes = positions(j, w);
       Value* mask = B.CreateICmpSLT(lanes, B.CreateVectorSplat(unsigned(w), hi));
       store_elements({w, j, mask});
       return Carried{};
@@ -326,7 +329,7 @@ class Emitter {
       return Carried{};
     });
     loop(main_end, hi, B.getInt64(w), {}, [&](Value* j, const Carried&) {
-      Value* lanes = B.CreateAdd(B.CreateVectorSplat(unsigned(w), j), iota(w));
+      Value* lanes = positions(j, w);
       column_step({w, j, B.CreateICmpSLT(lanes, B.CreateVectorSplat(unsigned(w), hi))});
       return Carried{};
     });
@@ -607,8 +610,6 @@ class Emitter {
     return {identity(e.op == Op::row_argmax ? Op::row_max : Op::row_min, vt),
             llvm::ConstantInt::get(vec(B.getInt64Ty(), w), uint64_t(far), true)};
   }
-  Value* splat_i64(Value* v, int w) { return B.CreateVectorSplat(unsigned(w), v); }
-  Value* positions(Value* j, int w) { return B.CreateAdd(splat_i64(j, w), iota(w)); }
 
   Value* reduce_row_arg(const Expr& e) {
     int w = std::min(S.vector_width, kReductionLanes);
@@ -680,7 +681,7 @@ class Emitter {
     // The last partial block (possibly empty: every lane masked off adds the identity, which changes nothing).
     for (int q = 0; q < nacc; ++q) {
       Value* j = B.CreateAdd(full_end, B.getInt64(q * w));
-      Value* lanes = B.CreateAdd(B.CreateVectorSplat(unsigned(w), j), iota(w));
+      Value* lanes = positions(j, w);
       Value* mask = B.CreateICmpSLT(lanes, B.CreateVectorSplat(unsigned(w), inner));
       std::vector<Value*> memo(K.exprs.size(), nullptr);
       Lanes l{w, j, mask};

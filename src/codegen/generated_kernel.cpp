@@ -26,9 +26,14 @@ class GeneratedKernel final : public PreparedKernel {
  public:
   GeneratedKernel(LoweredKernel lk, Schedule s, GeneratedFn fn)
       : lk_(std::move(lk)), s_(s), fn_(fn), ptrs_(lk_.kernel.operands.size()) {
-    rows_mode_ = lk_.kernel.has_row_reductions();
-    // Work per item for the thread split: transcendental math costs several times a load and a store.
-    cost_ = 1 + costly_exprs(lk_.kernel);
+    // The thread split. Row kernels split by rows (a row reads its elements once per reduction); columns kernels
+    // by positions of the innermost dim (a column each); element kernels by elements, at whole vectors. Work per
+    // item: transcendental math costs several times a load and a store.
+    bool rows = lk_.kernel.has_row_reductions() && !lk_.kernel.columns;
+    int64_t cost = 1 + costly_exprs(lk_.kernel);
+    items_ = rows ? lk_.rows : lk_.rows * lk_.inner;
+    item_cost_ = lk_.kernel.columns ? lk_.reduced * cost * 2 : rows ? lk_.inner * cost * 2 : cost;
+    align_ = rows ? 1 : int64_t(s_.vector_width) * (lk_.kernel.columns ? 1 : s_.unroll);
     char buf[24];
     std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(lk_.kernel.hash() >> 32));
     name_ = "jit:" + lk_.ops + ":" + buf;
@@ -44,15 +49,9 @@ class GeneratedKernel final : public PreparedKernel {
     const int64_t* strides = lk_.strides.data();
     void* const* p = ptrs_.data();
     GeneratedFn fn = fn_;
-    // Row kernels split by rows (a row reads its elements once per reduction); columns kernels by positions of
-    // the innermost dim (a column each); element kernels by elements, at whole vectors. Waking another core
-    // costs tens to hundreds of microseconds on a virtual machine, so threads only pay off well above that:
-    // about a million element operations.
-    bool columns = lk_.kernel.columns;
-    int64_t items = rows_mode_ && !columns ? lk_.rows : lk_.rows * lk_.inner;
-    int64_t cost = columns ? lk_.reduced * cost_ * 2 : rows_mode_ ? lk_.inner * cost_ * 2 : cost_;
-    int64_t align = rows_mode_ && !columns ? 1 : int64_t(s_.vector_width) * (columns ? 1 : s_.unroll);
-    cpu::parallel_ranges(items, cost, align, [&](int64_t b, int64_t e) { fn(dims, strides, p, b, e); },
+    // Waking another core costs tens to hundreds of microseconds on a virtual machine, so threads only pay off
+    // well above that: about a million element operations.
+    cpu::parallel_ranges(items_, item_cost_, align_, [&](int64_t b, int64_t e) { fn(dims, strides, p, b, e); },
                          int64_t(1) << 20);
   }
   std::string impl_name() const override { return name_; }
@@ -62,8 +61,7 @@ class GeneratedKernel final : public PreparedKernel {
   Schedule s_;
   GeneratedFn fn_;
   std::vector<void*> ptrs_;  // operand base pointers of the current call
-  bool rows_mode_ = false;
-  int64_t cost_ = 1;
+  int64_t items_ = 0, item_cost_ = 1, align_ = 1;  // the thread split (constructor)
   std::string name_;
 };
 

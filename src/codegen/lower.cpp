@@ -11,6 +11,7 @@
 #include <map>
 
 #include "ir/op_schema.h"
+#include "ir/ops/transpose.h"
 #include "ir/shape_inference.h"
 
 namespace cuvil::codegen {
@@ -35,6 +36,17 @@ std::optional<double> scalar_input(const Node& n, size_t i) {
   return is_float(t.dtype()) ? t.get_f64(0) : double(t.get_i64(0));
 }
 
+// Axes counted from the back where negative, sorted and distinct; nullopt when one is out of range.
+std::optional<std::vector<int64_t>> normalized_axes(std::vector<int64_t> axes, int64_t rank) {
+  for (int64_t& x : axes) {
+    if (x < -rank || x >= rank) return std::nullopt;
+    if (x < 0) x += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
 // The constant axes of a Reduce node, normalized and sorted; nullopt when not constant. Absent axes: all.
 std::optional<std::vector<int64_t>> reduce_axes(const Node& n, int64_t rank) {
   std::vector<int64_t> axes;
@@ -48,13 +60,7 @@ std::optional<std::vector<int64_t>> reduce_axes(const Node& n, int64_t rank) {
     if (AttrReader(n).i("noop_with_empty_axes")) return std::nullopt;  // identity: nothing to generate
     for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
   }
-  for (int64_t& x : axes) {
-    if (x < -rank || x >= rank) return std::nullopt;
-    if (x < 0) x += rank;
-  }
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
+  return normalized_axes(std::move(axes), rank);
 }
 
 int64_t input_rank(const Node& n, size_t i) {
@@ -75,21 +81,6 @@ bool reduces_to_rows(OpKind op) { return is_reduce_op(op) || op == OpKind::ArgMa
 
 }  // namespace
 
-std::optional<std::vector<int64_t>> transpose_perm(const Node& n) {
-  int64_t r = input_rank(n, 0);
-  if (n.op() != OpKind::Transpose || r < 0) return std::nullopt;
-  std::vector<int64_t> perm = AttrReader(n).ints("perm");
-  if (perm.empty())
-    for (int64_t d = r; d-- > 0;) perm.push_back(d);
-  if (int64_t(perm.size()) != r) return std::nullopt;
-  std::vector<bool> seen(size_t(r), false);
-  for (int64_t p : perm) {
-    if (p < 0 || p >= r || seen[size_t(p)]) return std::nullopt;
-    seen[size_t(p)] = true;
-  }
-  return perm;
-}
-
 bool storable_dtype(DType t) {
   return floating(t) || t == DType::i32 || t == DType::i64 || t == DType::boolean;
 }
@@ -103,6 +94,18 @@ bool is_reduce_op(OpKind op) {
     default: return false;
   }
 }
+
+namespace {
+
+// The block sorted, distinct axes form; nullopt when there are none or they are not consecutive.
+std::optional<ReducedBlock> block_of(const std::vector<int64_t>& axes, int64_t rank) {
+  if (axes.empty()) return std::nullopt;
+  for (size_t j = 1; j < axes.size(); ++j)
+    if (axes[j] != axes[j - 1] + 1) return std::nullopt;
+  return ReducedBlock{int(axes.size()), int(rank - 1 - axes.back())};
+}
+
+}  // namespace
 
 std::optional<ReducedBlock> reduced_block(const Node& n) {
   int64_t r = input_rank(n, 0);
@@ -130,27 +133,16 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
       return ReducedBlock{int(r - 2), 0};
     case OpKind::MeanVarianceNormalization: {
       // The axes, less those of static size 1 (the default [0, 2, 3] at batch 1 is the block [2, 3]).
-      const Shape& x = n.input(0)->shape();
-      std::vector<int64_t> axes;
-      for (int64_t a : at.ints("axes")) {
-        if (a < -r || a >= r) return std::nullopt;
-        if (a < 0) a += r;
-        if (!(x.dims()[size_t(a)] == Dim(1))) axes.push_back(a);
-      }
-      std::sort(axes.begin(), axes.end());
-      axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-      if (axes.empty()) return std::nullopt;
-      for (size_t j = 1; j < axes.size(); ++j)
-        if (axes[j] != axes[j - 1] + 1) return std::nullopt;
-      return ReducedBlock{int(axes.size()), int(r - 1 - axes.back())};
+      auto axes = normalized_axes(at.ints("axes"), r);
+      if (!axes) return std::nullopt;
+      const std::vector<Dim>& x = n.input(0)->shape().dims();
+      std::erase_if(*axes, [&](int64_t a) { return x[size_t(a)] == Dim(1); });
+      return block_of(*axes, r);
     }
     default: {
       if (!is_reduce_op(n.op())) return ReducedBlock{};
       auto axes = reduce_axes(n, r);
-      if (!axes || axes->empty()) return std::nullopt;
-      for (size_t j = 1; j < axes->size(); ++j)
-        if ((*axes)[j] != (*axes)[j - 1] + 1) return std::nullopt;
-      return ReducedBlock{int(axes->size()), int(r - 1 - axes->back())};
+      return axes ? block_of(*axes, r) : std::nullopt;
     }
   }
 }
@@ -199,7 +191,7 @@ bool can_generate(const Node& n, std::string* why) {
         return refuse(why, "training mode (batch statistics) is not generated");
       return input_rank(n, 0) >= 2 || refuse(why, "rank-1 input");
     case OpKind::Transpose:  // a strided read of a kernel input (lower_body refuses one of a computed value)
-      return transpose_perm(n).has_value() || refuse(why, "the permutation is not valid");
+      return transpose_perm(n, input_rank(n, 0)).has_value() || refuse(why, "the permutation is not valid");
     case OpKind::Div:
     case OpKind::Mod: {
       // Integers by a constant nonzero scalar only: the reference reports a zero divisor, which a kernel cannot.
@@ -771,7 +763,7 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     if (n->op() == OpKind::Transpose) {
       size_t src = size_t(std::find(ins.begin(), ins.end(), n->input(0)) - ins.begin());
       if (src == ins.size()) return no(n->describe(), ": only a Transpose of a kernel input is fused");
-      add_view(*n, 0, transposed_strides_over(input_shapes[src], *transpose_perm(*n), space));
+      add_view(*n, 0, transposed_strides_over(input_shapes[src], *transpose_perm(*n, input_rank(*n, 0)), space));
       continue;
     }
     for (size_t j = 0; j < n->num_inputs(); ++j) {

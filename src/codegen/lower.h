@@ -29,9 +29,6 @@ struct ReducedBlock {
 };
 std::optional<ReducedBlock> reduced_block(const Node& n);
 
-// A Transpose's permutation (its `perm`, or the reversal when absent); nullopt when not valid for its input.
-std::optional<std::vector<int64_t>> transpose_perm(const Node& n);
-
 // The Reduce ops: the reductions whose input 1 (axes) the kernel reads at compile time.
 bool is_reduce_op(OpKind op);
 

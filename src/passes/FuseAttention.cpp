@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "ir/op_schema.h"
+#include "ir/ops/transpose.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 
@@ -88,7 +89,7 @@ class Matcher {
     m.result = mm2->output(0);
     m.perm_y = identity(r);
     if (Node* t = only_reader(m.result); t && t->op() == OpKind::Transpose && !taken_.count(t)) {
-      Perm p = transpose_perm(*t, r);
+      Perm p = transpose_perm(*t, int64_t(r)).value_or(Perm{});
       if (!p.empty()) {
         m.nodes.push_back(t);
         m.perm_y = p;
@@ -155,19 +156,6 @@ class Matcher {
     return true;
   }
 
-  // The Transpose's perm with negative entries normalized, or empty when it has none of rank r.
-  static Perm transpose_perm(const Node& t, size_t r) {
-    if (!t.has_attr("perm")) {
-      Perm p(r);
-      for (size_t d = 0; d < r; ++d) p[d] = int64_t(r - 1 - d);
-      return p;
-    }
-    Perm p = t.attrs().at("perm").ints();
-    if (p.size() != r) return {};
-    for (int64_t& d : p) d = d < 0 ? d + int64_t(r) : d;
-    return p;
-  }
-
   // x itself (perm = identity), or, through the chain of Transposes producing x that are each read only by the
   // next step, the chain's input (perm = the Transposes composed, which the node then absorbs).
   Value* through_transpose(Value* x, const Node* reader, Match& m, Perm& perm, size_t r) const {
@@ -175,7 +163,7 @@ class Matcher {
     for (;;) {
       Node* t = x->producer();
       if (!t || t->op() != OpKind::Transpose || uses_.sole_user(x) != reader || taken_.count(t)) return x;
-      Perm p = transpose_perm(*t, r);
+      Perm p = transpose_perm(*t, int64_t(r)).value_or(Perm{});
       if (p.empty()) return x;
       // perm applied to Transpose(X, p): dim i is dim perm[i] of t's output, which is dim p[perm[i]] of X.
       Perm composed(r);

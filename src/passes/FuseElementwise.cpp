@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "codegen/lower.h"
+#include "ir/ops/transpose.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 
@@ -66,7 +67,7 @@ std::optional<std::pair<Shape, codegen::ReducedBlock>> node_space(const Node& n)
   // Only Transposes that keep the innermost dim read contiguous vectors; moving it would read each vector from
   // 16 rows (Transpose to NHWC + Add over 64 MB: 21 ms strided, against ONNX Runtime's 12 ms with a copy).
   if (n.op() == OpKind::Transpose) {
-    auto perm = codegen::transpose_perm(n);
+    auto perm = transpose_perm(n, n.input(0)->shape().rank_known() ? int64_t(n.input(0)->shape().rank()) : -1);
     if (!perm || perm->back() != int64_t(perm->size()) - 1) return std::nullopt;
   }
   std::optional<codegen::ReducedBlock> red = codegen::reduced_block(n);

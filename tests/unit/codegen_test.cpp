@@ -755,15 +755,20 @@ TEST(Codegen, RandomChainsRandomSchedules) {
   }
 }
 
+// y = op(x) over `rank` dims, x read with `access` along the innermost dim: a hand-made kernel.
+Kernel unary_kernel(Op op, Access access = Access::contiguous, int rank = 1) {
+  Kernel k;
+  k.rank = rank;
+  k.operands = {{DType::f32, access, false, false}, {DType::f32, Access::contiguous, true, false}};
+  k.exprs.push_back({Op::load, Scalar::f32, -1, -1, -1, 0, 0});
+  k.exprs.push_back({op, Scalar::f32, 0, -1, -1, -1, 0});
+  k.stores.push_back({1, 1});
+  return k;
+}
+
 // A strided operand (a transposed read, which layout fusion will produce) goes through gathers.
 TEST(Codegen, StridedOperand) {
-  Kernel k;
-  k.rank = 2;
-  k.operands = {{DType::f32, Access::strided, false, false}, {DType::f32, Access::contiguous, true, false}};
-  k.exprs.push_back({Op::load, Scalar::f32, -1, -1, -1, 0, 0});
-  k.exprs.back().operand = 0;
-  k.exprs.push_back({Op::exp, Scalar::f32, 0, -1, -1, -1, 0});
-  k.stores.push_back({1, 1});
+  Kernel k = unary_kernel(Op::exp, Access::strided, 2);
   int64_t R = 5, Cn = 19;
   std::vector<float> x(size_t(R * Cn)), y(size_t(R * Cn));
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 13) * 0.1f - 0.5f;
@@ -782,13 +787,7 @@ TEST(Codegen, StridedOperand) {
 // Streaming (non-temporal) stores: taken where every full vector store is aligned, plain stores elsewhere
 // (a misaligned output, rows that are not whole vector groups, a range starting mid-group), the same bits.
 TEST(Codegen, StreamingStoresMatchPlainStores) {
-  Kernel k;
-  k.rank = 2;
-  k.operands = {{DType::f32, Access::contiguous, false, false}, {DType::f32, Access::contiguous, true, false}};
-  k.exprs.push_back({Op::load, Scalar::f32, -1, -1, -1, 0, 0});
-  k.exprs.back().operand = 0;
-  k.exprs.push_back({Op::erf, Scalar::f32, 0, -1, -1, -1, 0});
-  k.stores.push_back({1, 1});
+  Kernel k = unary_kernel(Op::erf, Access::contiguous, 2);
   for (Schedule s : {Schedule{16, 1, 1, true}, Schedule{8, 2, 1, true}, Schedule{4, 1, 1, true}})
     EXPECT_NE(kernel_assembly(k, s).find("vmovnt"), std::string::npos) << s.str();  // vmovntps or vmovntdq
   EXPECT_EQ(kernel_assembly(k, Schedule{16, 1, 1, false}).find("vmovnt"), std::string::npos);
@@ -826,12 +825,7 @@ double ulp_error(float got, double want) {
 
 // Runs a one-op f32 kernel over `xs` and returns the outputs.
 std::vector<float> run_unary(Op op, const std::vector<float>& xs, Schedule schedule = {}) {
-  Kernel k;
-  k.operands = {{DType::f32, Access::contiguous, false, false}, {DType::f32, Access::contiguous, true, false}};
-  Expr ld{Op::load, Scalar::f32, -1, -1, -1, 0, 0};
-  k.exprs.push_back(ld);
-  k.exprs.push_back({op, Scalar::f32, 0, -1, -1, -1, 0});
-  k.stores.push_back({1, 1});
+  Kernel k = unary_kernel(op);
   std::vector<float> ys(xs.size());
   Ints dims{int64_t(xs.size())}, strides{1, 1};
   void* ptrs[] = {const_cast<float*>(xs.data()), ys.data()};
@@ -857,22 +851,23 @@ TEST(Codegen, MathErrorBounds) {
     float lo, hi;
     double max_ulp;      // bound in units of the result's last place
     double max_abs;      // or this absolute error (for results near 0, where ulps shrink)
+    bool every_exponent = false;  // also random bit patterns and floats nearest multiples of pi/2
   };
   const M fns[] = {
       {Op::exp, [](double x) { return std::exp(x); }, -110, 90, 2, 0},
       {Op::log, [](double x) { return std::log(x); }, 0, 100, 2, 0},
       {Op::tanh, [](double x) { return std::tanh(x); }, -10, 10, 4, 1e-7},
       {Op::erf, [](double x) { return std::erf(x); }, -5, 5, 4, 2e-7},
-      {Op::sin, [](double x) { return std::sin(x); }, -100, 100, 1, 0},
-      {Op::cos, [](double x) { return std::cos(x); }, -100, 100, 1, 0},
-      {Op::tan, [](double x) { return std::tan(x); }, -100, 100, 1, 0},
-      {Op::atan, [](double x) { return std::atan(x); }, -10, 10, 1, 0},
+      {Op::sin, [](double x) { return std::sin(x); }, -100, 100, 1, 0, true},
+      {Op::cos, [](double x) { return std::cos(x); }, -100, 100, 1, 0, true},
+      {Op::tan, [](double x) { return std::tan(x); }, -100, 100, 1, 0, true},
+      {Op::atan, [](double x) { return std::atan(x); }, -10, 10, 1, 0, true},
   };
   // Every width: 16 and 32 lanes scale by 2^n with AVX-512's vscalefps (32 in two halves), 8 with its 256-bit
   // form, 4 and 1 (row-uniform values) with exponent-field multiplies.
   for (const M& m : fns) {
     std::vector<float> xs = sweep_inputs(m.lo, m.hi);
-    if (is_transcendental(m.op) && m.op != Op::exp && m.op != Op::log && m.op != Op::tanh && m.op != Op::erf) {
+    if (m.every_exponent) {
       // Random bit patterns: every exponent, so sin/cos/tan meet the table-driven reduction of huge arguments.
       std::mt19937 rng(78);
       for (int i = 0; i < 300000; ++i) {

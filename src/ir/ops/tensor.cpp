@@ -17,6 +17,7 @@
 
 #include "ir/ops/infer_util.h"
 #include "ir/ops/tensor_helpers.h"
+#include "ir/ops/transpose.h"
 
 namespace cuvil {
 
@@ -265,22 +266,11 @@ void infer_unsqueeze(InferContext& c) {
 
 // ---- Transpose, Concat, Split, Slice
 
-std::vector<int64_t> transpose_perm(const InferContext& c, int64_t r) {
-  std::vector<int64_t> perm;
-  if (c.has("perm")) {
-    perm = c.ints("perm");
-    if (int64_t(perm.size()) != r) c.error("perm has ", perm.size(), " entries for an input of rank ", r);
-    std::vector<bool> seen(size_t(r), false);
-    for (int64_t& p : perm) {
-      if (p < -r || p >= r) c.error("perm entry ", p, " is out of range for rank ", r);
-      if (p < 0) p += r;  // numpy accepts negative entries; ONNX leaves them unspecified
-      if (seen[size_t(p)]) c.error("perm is not a permutation: ", p, " appears twice");
-      seen[size_t(p)] = true;
-    }
-  } else {
-    for (int64_t k = r - 1; k >= 0; --k) perm.push_back(k);
-  }
-  return perm;
+std::vector<int64_t> inferred_perm(const InferContext& c, int64_t r) {
+  std::string why;
+  auto perm = transpose_perm(c.has("perm") ? &c.ints("perm") : nullptr, r, &why);
+  if (!perm) c.error(why);
+  return *perm;
 }
 
 void infer_transpose(InferContext& c) {
@@ -292,7 +282,7 @@ void infer_transpose(InferContext& c) {
   }
   int64_t r = int64_t(in.rank());
   std::vector<Dim> out;
-  for (int64_t p : transpose_perm(c, r)) out.push_back(in[size_t(p)]);
+  for (int64_t p : inferred_perm(c, r)) out.push_back(in[size_t(p)]);
   c.set_output(0, c.input_dtype(0), Shape(out));
 }
 
@@ -1004,6 +994,33 @@ void infer_reverse_sequence(InferContext& c) {
 }
 
 }  // namespace
+
+std::optional<std::vector<int64_t>> transpose_perm(const std::vector<int64_t>* given, int64_t r, std::string* why) {
+  std::vector<int64_t> perm;
+  if (!given) {
+    for (int64_t k = r - 1; k >= 0; --k) perm.push_back(k);
+    return perm;
+  }
+  auto no = [&](const auto&... args) -> std::optional<std::vector<int64_t>> {
+    if (why) *why = str_cat(args...);
+    return std::nullopt;
+  };
+  perm = *given;
+  if (int64_t(perm.size()) != r) return no("perm has ", perm.size(), " entries for an input of rank ", r);
+  std::vector<bool> seen(size_t(r), false);
+  for (int64_t& p : perm) {
+    if (p < -r || p >= r) return no("perm entry ", p, " is out of range for rank ", r);
+    if (p < 0) p += r;
+    if (seen[size_t(p)]) return no("perm is not a permutation: ", p, " appears twice");
+    seen[size_t(p)] = true;
+  }
+  return perm;
+}
+
+std::optional<std::vector<int64_t>> transpose_perm(const Node& n, int64_t r) {
+  if (r < 0) return std::nullopt;
+  return transpose_perm(n.has_attr("perm") ? &n.attrs().at("perm").ints() : nullptr, r);
+}
 
 CUVIL_DEFINE_OP(Reshape) {
   s.inputs(2, 2).attr("allowzero", AttrKind::Int, int64_t(0)).infer_with(infer_reshape).allow_inplace(0, 0);

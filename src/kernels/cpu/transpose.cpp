@@ -12,6 +12,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "ir/ops/transpose.h"
 #include "kernels/cpu/cpu_util.h"
 
 namespace cuvil::cpu {
@@ -153,25 +154,12 @@ std::unique_ptr<PreparedKernel> prepare_transpose(const Node& n, const std::vect
   if (inputs.size() != 1 || !inputs[0].present) return nullptr;
   const std::vector<int64_t>& shape = inputs[0].shape;
   int64_t r = int64_t(shape.size());
-  AttrReader attrs(n);
-  std::vector<int64_t> perm;
-  if (attrs.has("perm")) {
-    perm = attrs.ints("perm");
-    for (int64_t& d : perm) d = d < 0 ? d + r : d;
-  } else {
-    for (int64_t d = r - 1; d >= 0; --d) perm.push_back(d);
-  }
-  if (int64_t(perm.size()) != r) return nullptr;
-  std::vector<bool> seen(size_t(r), false);
-  for (int64_t d : perm) {
-    if (d < 0 || d >= r || seen[size_t(d)]) return nullptr;
-    seen[size_t(d)] = true;
-  }
-  if (shape_numel(shape) == 0) return nullptr;
+  std::optional<std::vector<int64_t>> perm = transpose_perm(n, r);
+  if (!perm || shape_numel(shape) == 0) return nullptr;
   Plan plan;
   plan.width = dtype_size(inputs[0].dtype);
   if (plan.width != 1 && plan.width != 2 && plan.width != 4 && plan.width != 8) return nullptr;
-  if (!make_plan(shape, perm, plan)) return nullptr;
+  if (!make_plan(shape, *perm, plan)) return nullptr;
   if (plan.rank == 0) {  // every dim 1: one element
     plan.rank = 1;
     plan.odims[0] = 1;
