@@ -17,6 +17,7 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -83,8 +84,19 @@ class Jit {
     llvm::InitializeNativeTargetAsmPrinter();
     auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
     jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    // The small code model, position independent: a kernel reaches its constants RIP-relative. (A JIT target
+    // machine defaults to the large model, which loads every constant's 64-bit address into a register first:
+    // 30 movabsq in erf's loop.) JITLink places an object's sections in one allocation, so they are in reach.
+    jtmb.setCodeModel(llvm::CodeModel::Small);
+    jtmb.setRelocationModel(llvm::Reloc::PIC_);
     tm_ = unwrap(jtmb.createTargetMachine(), "creating the target machine");
-    jit_ = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the JIT");
+    jit_ = unwrap(llvm::orc::LLJITBuilder()
+                      .setJITTargetMachineBuilder(jtmb)
+                      .setObjectLinkingLayerCreator([](llvm::orc::ExecutionSession& es, const llvm::Triple&) {
+                        return std::make_unique<llvm::orc::ObjectLinkingLayer>(es);
+                      })
+                      .create(),
+                  "creating the JIT");
     host_ = tm_->getTargetCPU().str() + " " + tm_->getTargetFeatureString().str();
     build_ = build_identity();
     dir_ = default_cache_dir();
