@@ -817,20 +817,31 @@ class Emitter {
     return B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
   }
 
-  // erf: Taylor series to degree 21 below |x| = 1; above, 1 - e^(-x^2) q(t), t = 1 / (1 + 0.3275911 |x|)
-  // (Abramowitz & Stegun 7.1.26).
+  // erf: |x| < 1: x P(x^2), P of degree 6 (relative error 1.2e-9); 1 <= |x| <= 3.925: 1 - E(|x| - 2.4625), E of
+  // degree 14 fitted to erfc (absolute error 6.7e-9); beyond 3.925 erf rounds to 1 in f32, and so does 1 - E
+  // there. Both polynomials are computed and one selected: multiply-adds only, no exp, no division.
+  // Coefficients fitted offline (minimax by Lawson-weighted least squares), rounded to f32. Error over every
+  // float: 2.5 ulp (Codegen.DISABLED_ErfEveryFloat; the Taylor series + e^(-x^2) tail before it: 3.2 ulp).
+  // GELU over 128K floats in cache, one thread, alternated: this 37-39 us, the previous 55-60, E by one Horner
+  // chain 42 (each vector waits on fourteen dependent multiply-adds), a (5, 3) rational + tail 33-37 (but its f32
+  // evaluation errs 4.7 ulp near 1), one chain with coefficients picked per lane by blends or vpermps slower still.
   Value* erf(Value* x) {
     Value* a = fabs(x);
-    Value* z = B.CreateFMul(x, x);
-    Value* p = horner(z, {1.4807192815879219e-08, -1.6365844691234924e-07, 1.6462114365889248e-06,
-                          -1.4925650358406252e-05, 0.00012055332981789665, -0.00085483270234508533,
-                          0.0052239776254421879, -0.026866170645131252, 0.11283791670955128,
-                          -0.37612638903183754});
-    Value* small = fma(x, fc(x, 1.1283791670955126), B.CreateFMul(x, B.CreateFMul(z, p)));
-    Value* t = B.CreateFDiv(fc(x, 1.0), fma(fc(x, 0.3275911), a, fc(x, 1.0)));
-    Value* q = B.CreateFMul(horner(t, {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592}), t);
-    Value* large = B.CreateFSub(fc(x, 1.0), B.CreateFMul(q, exp(B.CreateFNeg(z))));
-    Value* r = B.CreateSelect(B.CreateFCmpOLT(a, fc(x, 1.0)), fabs(small), large);
+    a = B.CreateSelect(B.CreateFCmpOGT(a, fc(x, 3.925)), fc(x, 3.925), a);  // a NaN stays (and takes the tail)
+    Value* p = horner(B.CreateFMul(a, a), {7.854026625864208e-05, -0.0008010247838683426, 0.005188334733247757,
+                                           -0.026853816583752632, 0.1128358542919159, -0.3761262595653534,
+                                           1.1283791065216064});
+    // E's even and odd halves by Horner in v^2, then E = even + v odd: two chains of seven multiply-adds.
+    Value* v = B.CreateFSub(a, fc(x, 2.4625));
+    Value* v2 = B.CreateFMul(v, v);
+    Value* even = horner(v2, {-1.078210630112153e-06, 1.7216096239280887e-05, -7.619794632773846e-05,
+                              -0.00034957629395648837, 0.00292933639138937, 0.009829382412135601,
+                              0.006461156997829676, 0.0004967535496689379});
+    Value* odd = horner(v2, {-1.3473869842073327e-07, -2.416991992504336e-05, 0.0002976549440063536,
+                             -0.00046629071584902704, -0.006755616050213575, -0.009733718819916248,
+                             -0.0026237498968839645});
+    Value* e = fma(v, odd, even);
+    Value* r = B.CreateSelect(B.CreateFCmpOLT(a, fc(x, 1.0)), B.CreateFMul(a, p), B.CreateFSub(fc(x, 1.0), e));
     return B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
   }
 
