@@ -275,6 +275,7 @@ class Emitter {
 
   void begin_row(Value* row) {
     set_row_offsets(row, size_t(K.rank) - 1);
+    passes_done = 0;
     // Row-level values in SSA order: each row reduction runs its own pass over the row.
     uval.assign(K.exprs.size(), nullptr);
     for (size_t i = 0; i < K.exprs.size(); ++i) {
@@ -612,6 +613,7 @@ class Emitter {
   }
 
   Value* reduce_row_arg(const Expr& e) {
+    ++passes_done;
     int w = std::min(S.vector_width, kReductionLanes);
     int nacc = kReductionLanes / w;
     Arg ident = arg_identity(e, w);
@@ -658,6 +660,27 @@ class Emitter {
     return r.i;
   }
 
+  // A row's first reduction pass reads it from memory; the passes after it find it in L1 and compute. Those
+  // passes prefetch the next row (each contiguous input, the lines j .. j + 31 of the row after), so that its
+  // reads overlap this row's arithmetic instead of stalling the next first pass. (Dense rows: the next row starts
+  // `inner` elements on. Otherwise the prefetched lines are useless but harmless: a prefetch never faults.)
+  // LayerNorm 64 MB against ONNX Runtime, alternated on a loaded machine: 0.43-0.48x with, 0.49-0.71x without;
+  // Softmax 64 MB 0.88-1.11x with, 0.89-1.18x without.
+  int passes_done = 0;  // row reduction passes emitted for the current row
+  void prefetch_next_row(Value* j) {
+    llvm::Function* pf = llvm::Intrinsic::getDeclaration(&M, llvm::Intrinsic::prefetch, {B.getPtrTy()});
+    Value* inner = dim[size_t(K.rank) - 1];
+    for (size_t o = 0; o < K.operands.size(); ++o) {
+      const Operand& op = K.operands[o];
+      if (op.is_output || op.inner != Access::contiguous) continue;
+      int bytes = kReductionLanes * int(dtype_size(op.dtype));
+      for (int off = 0; off < bytes; off += 64) {
+        Value* p = B.CreateGEP(storage_ty(op.dtype), ptr[o], B.CreateAdd(B.CreateAdd(row_off[o], inner), j));
+        p = B.CreateGEP(B.getInt8Ty(), p, B.getInt64(off));
+        B.CreateCall(pf, {p, B.getInt32(0), B.getInt32(3), B.getInt32(1)});
+      }
+    }
+  }
   Value* reduce_row(const Expr& e) {
     if (e.op == Op::row_argmax || e.op == Op::row_argmin) return reduce_row_arg(e);
     int w = std::min(S.vector_width, kReductionLanes);
@@ -666,9 +689,11 @@ class Emitter {
     Value* ident = identity(e.op, vt);
     Value* inner = dim[size_t(K.rank) - 1];
     Value* full_end = B.CreateMul(B.CreateSDiv(inner, B.getInt64(kReductionLanes)), B.getInt64(kReductionLanes));
+    bool prefetch = passes_done++ > 0;
     Carried acc = loop(B.getInt64(0), full_end, B.getInt64(kReductionLanes), Carried(size_t(nacc), ident),
                        [&](Value* j, const Carried& a) {
                          Carried next;
+                         if (prefetch) prefetch_next_row(j);
                          for (int q = 0; q < nacc; ++q) {
                            std::vector<Value*> memo(K.exprs.size(), nullptr);
                            Lanes l{w, B.CreateAdd(j, B.getInt64(q * w)), nullptr};
