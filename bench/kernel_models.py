@@ -78,6 +78,11 @@ def models():
         "transpose_inner_add_64mb",
         [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]), helper.make_node("Add", ["t", "y"], ["z"])],
         [f32("x", nchw), f32("y", [1, 512, 64, 512])], [f32("z", [1, 512, 64, 512])])
+    # The layout changes alone: NHWC -> NCHW and a 2-D transpose (the CPU transpose's register blocks).
+    yield model("transpose_nchw_64mb", [helper.make_node("Transpose", ["x"], ["z"], perm=[0, 3, 1, 2])],
+                [f32("x", [1, 512, 512, 64])], [f32("z", nchw)])
+    yield model("transpose_2d_64mb", [helper.make_node("Transpose", ["x"], ["z"], perm=[1, 0])], [f32("x", big)],
+                [f32("z", big)])
     yield model("sin_64mb", [helper.make_node("Sin", ["x"], ["z"])], [f32("x", big)], [f32("z", big)])
     yield model(
         "layernorm_bert",

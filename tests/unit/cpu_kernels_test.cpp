@@ -426,6 +426,12 @@ TEST(CpuKernels, TransposeAllPerms) {
   check_all_perms({3, 4, 5, 6}, DType::f16, 6);
   check_all_perms({2, 1, 3, 1, 2, 3}, DType::boolean, 7);
   check_all_perms({2, 3, 2, 3, 2}, DType::f32, 8);
+  // 4-byte words go through 16 x 16 register blocks where the tile holds them: whole blocks, blocks with ragged
+  // edges on either side, tiles narrower than a block; arbitrary bit patterns (NaN payloads included) move intact.
+  check_all_perms({37, 50}, DType::i32, 9);
+  check_all_perms({16, 16}, DType::i32, 10);
+  check_all_perms({3, 33, 20}, DType::i32, 11);
+  check_all_perms({2, 48, 7, 17}, DType::i32, 12);
 }
 
 TEST(CpuKernels, TransposeCommonLayouts) {
@@ -438,6 +444,14 @@ TEST(CpuKernels, TransposeCommonLayouts) {
                                    {{2, 3, 4, 5, 6, 7}, {5, 3, 1, 4, 0, 2}}}) {
     Case c(OpKind::Transpose, {input(random_f32(t.shape, 9))}, {{"perm", t.perm}});
     check(c, kExact, "Transpose " + str(t.shape) + " " + str(t.perm));
+  }
+  // Outputs of 16 MB and more stream their whole 16 x 16 blocks (rows 64-byte aligned) and store the rest plainly:
+  // 64 channels (aligned rows), 65 (no row aligned), and back.
+  for (const T& t : std::vector<T>{{{1, 64, 256, 257}, {0, 2, 3, 1}},
+                                   {{1, 65, 256, 253}, {0, 2, 3, 1}},
+                                   {{1, 256, 257, 64}, {0, 3, 1, 2}}}) {
+    Case c(OpKind::Transpose, {input(random_f32(t.shape, 11))}, {{"perm", t.perm}});
+    check(c, kExact, "Transpose (streamed) " + str(t.shape) + " " + str(t.perm));
   }
   check(Case(OpKind::Transpose, {input(random_f32({3, 4, 5}, 10))}), kExact, "Transpose default perm");
   check(Case(OpKind::Transpose, {input(random_f32({3, 4, 5}, 10))}, {{"perm", Ints{-1, 0, 1}}}), kExact,
