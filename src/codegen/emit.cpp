@@ -829,19 +829,22 @@ class Emitter {
     return B.CreateSelect(B.CreateFCmpUNO(x, x), x, r);
   }
 
-  // tanh: odd Taylor polynomial to degree 19 below |x| = 0.55, else 1 - 2 / (e^2|x| + 1).
+  // tanh: |x| < 0.9: x P(x^2), P of degree 7 fitted for relative error (1e-9); else 1 - 2 / (e^2|x| + 1), |x|
+  // clamped at 9.1, past which tanh rounds to 1. Error over every float: 1.3 ulp (Codegen.
+  // DISABLED_OddFunctionsEveryFloat); 128K floats in cache, one thread: 35 us. The degree-19 Taylor series it
+  // replaces (below 0.55): 1.6 ulp, 38 us. A reciprocal by rcp14 and a Newton step instead of the division: 40 us.
   Value* tanh(Value* x) {
     Value* a = fabs(x);
-    Value* z = B.CreateFMul(x, x);
-    Value* p = horner(z, {-0.00023912911424355248, 0.00059002744094558595, -0.0014558343870513183,
-                          0.0035921280365724811, -0.0088632355299021973, 0.021869488536155203,
-                          -0.053968253968253971, 0.13333333333333333, -0.33333333333333333});
-    Value* small = fma(x, B.CreateFMul(z, p), x);
-    Value* large = B.CreateFSub(fc(x, 1.0), B.CreateFDiv(fc(x, 2.0), B.CreateFAdd(exp(B.CreateFMul(fc(x, 2.0), a)), fc(x, 1.0))));
-    Value* r = B.CreateSelect(B.CreateFCmpOLT(a, fc(x, 0.55)), fabs(small), large);
+    a = B.CreateSelect(B.CreateFCmpOGT(a, fc(x, 9.1)), fc(x, 9.1), a);  // a NaN stays (and takes the exp piece)
+    Value* p = horner(B.CreateFMul(a, a), {-0.0004501337534748018, 0.00256651034578681, -0.008244953118264675,
+                                           0.021651461720466614, -0.053925320506095886, 0.1333291083574295,
+                                           -0.33333316445350647, 1.0});
+    Value* small = B.CreateFMul(a, p);
+    Value* d = B.CreateFAdd(exp(B.CreateFAdd(a, a)), fc(x, 1.0));
+    Value* large = B.CreateFSub(fc(x, 1.0), B.CreateFDiv(fc(x, 2.0), d));
+    Value* r = B.CreateSelect(B.CreateFCmpOLT(a, fc(x, 0.9)), small, large);
     return B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
   }
-
   // erf: |x| < 1: x P(x^2), P of degree 6 (relative error 1.2e-9); 1 <= |x| <= 3.925: 1 - E(|x| - 2.4625), E of
   // degree 14 fitted to erfc (absolute error 6.7e-9); beyond 3.925 erf rounds to 1 in f32, and so does 1 - E
   // there. Both polynomials are computed and one selected: multiply-adds only, no exp, no division.
