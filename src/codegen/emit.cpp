@@ -202,6 +202,7 @@ class Emitter {
       case Scalar::i32: return B.getInt32Ty();
       case Scalar::i64: return B.getInt64Ty();
       case Scalar::i1: return B.getInt1Ty();
+      case Scalar::f64: return B.getDoubleTy();
     }
     return nullptr;
   }
@@ -214,7 +215,6 @@ class Emitter {
   llvm::Type* vec(llvm::Type* t, int w) { return llvm::FixedVectorType::get(t, unsigned(w)); }
   int width(Value* v) { return int(llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements()); }
   Value* fc(Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
-  Value* fcw(int w, double v) { return llvm::ConstantFP::get(vec(B.getFloatTy(), w), v); }
   Value* ic(llvm::Type* t, int64_t v) { return llvm::ConstantInt::get(t, uint64_t(v), true); }
   Value* iota(int w) {
     std::vector<llvm::Constant*> c;
@@ -283,7 +283,7 @@ class Emitter {
       const Expr& e = K.exprs[i];
       if (is_row_reduction(e.op)) uval[i] = reduce_row(e);
       else if (e.op == Op::load) uval[i] = load(e, {1, B.getInt64(0), nullptr});
-      else if (e.op == Op::row_size) uval[i] = B.CreateSIToFP(splat_i64_1(dim[size_t(K.rank) - 1]), vec(B.getFloatTy(), 1));
+      else if (e.op == Op::row_size) uval[i] = B.CreateSIToFP(splat_i64_1(dim[size_t(K.rank) - 1]), vec(scalar_ty(e.type), 1));
       else uval[i] = compute(e, arg1(e.a), arg1(e.b), arg1(e.c), 1);
     }
   }
@@ -347,7 +347,7 @@ class Emitter {
       const Expr& e = K.exprs[i];
       if (is_row_reduction(e.op)) uval[i] = reduce_column(e, l, base);
       else if (e.op == Op::load) uval[i] = load(e, l);
-      else if (e.op == Op::row_size) uval[i] = splat(B.CreateSIToFP(splat_i64_1(rows), vec(B.getFloatTy(), 1)), l.w);
+      else if (e.op == Op::row_size) uval[i] = splat(B.CreateSIToFP(splat_i64_1(rows), vec(scalar_ty(e.type), 1)), l.w);
       else uval[i] = compute(e, arg1(e.a), arg1(e.b), arg1(e.c), l.w);
     }
     bool elements = false;
@@ -1071,10 +1071,11 @@ class Emitter {
     llvm::Type* t = vec(scalar_ty(to), w);
     if (from == to) return a;
     if (to == Scalar::i1)
-      return from == Scalar::f32 ? B.CreateFCmpUNE(a, fc(a, 0.0)) : B.CreateICmpNE(a, llvm::Constant::getNullValue(a->getType()));
-    if (from == Scalar::i1) return to == Scalar::f32 ? B.CreateUIToFP(a, t) : B.CreateZExt(a, t);
-    if (to == Scalar::f32) return B.CreateSIToFP(a, t);
-    if (from == Scalar::f32) {  // saturating to i64 (NaN -> 0), then modular to i32, as the reference Cast
+      return is_float(from) ? B.CreateFCmpUNE(a, fc(a, 0.0)) : B.CreateICmpNE(a, llvm::Constant::getNullValue(a->getType()));
+    if (from == Scalar::i1) return is_float(to) ? B.CreateUIToFP(a, t) : B.CreateZExt(a, t);
+    if (is_float(from) && is_float(to)) return to == Scalar::f64 ? B.CreateFPExt(a, t) : B.CreateFPTrunc(a, t);
+    if (is_float(to)) return B.CreateSIToFP(a, t);
+    if (is_float(from)) {  // saturating to i64 (NaN -> 0), then modular to i32, as the reference Cast
       Value* i = B.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {vec(B.getInt64Ty(), w), a->getType()}, {a});
       return to == Scalar::i64 ? i : B.CreateTrunc(i, t);
     }
@@ -1082,10 +1083,10 @@ class Emitter {
   }
 
   Value* compute(const Expr& x, Value* a, Value* b, Value* c, int w) {
-    bool f = x.a >= 0 && K.exprs[size_t(x.a)].type == Scalar::f32;
+    bool f = x.a >= 0 && is_float(K.exprs[size_t(x.a)].type);
     switch (x.op) {
       case Op::constant:
-        if (x.type == Scalar::f32) return fcw(w, x.imm);
+        if (is_float(x.type)) return llvm::ConstantFP::get(vec(scalar_ty(x.type), w), x.imm);
         return llvm::ConstantInt::get(vec(scalar_ty(x.type), w), uint64_t(int64_t(x.imm)), true);
       case Op::neg: return f ? B.CreateFNeg(a) : B.CreateNeg(a);
       case Op::abs: return f ? fabs(a) : B.CreateSelect(B.CreateICmpSLT(a, llvm::Constant::getNullValue(a->getType())), B.CreateNeg(a), a);

@@ -13,6 +13,7 @@ const char* scalar_name(Scalar s) {
     case Scalar::i32: return "i32";
     case Scalar::i64: return "i64";
     case Scalar::i1: return "i1";
+    case Scalar::f64: return "f64";
   }
   return "?";
 }
@@ -60,6 +61,7 @@ Scalar scalar_of(DType storage) {
     case DType::i32: return Scalar::i32;
     case DType::i64: return Scalar::i64;
     case DType::boolean: return Scalar::i1;
+    case DType::f64: return Scalar::f64;
     default: fail("generated kernels do not store dtype ", dtype_name(storage));
   }
 }
@@ -131,7 +133,7 @@ void Kernel::validate() const {
                     scalar_name(e.type), " an operand stored as ", dtype_name(operands[size_t(e.operand)].dtype));
         break;
       }
-      case Op::row_size: CUVIL_CHECK(e.type == Scalar::f32, "kernel IR: row_size is f32"); break;
+      case Op::row_size: CUVIL_CHECK(is_float(e.type), "kernel IR: row_size is a float"); break;
       case Op::idiv: case Op::irem: {
         const Expr& d = exprs[size_t(e.b)];
         CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(0) == e.type && type_of(1) == e.type,
@@ -156,16 +158,19 @@ void Kernel::validate() const {
                     "kernel IR: %", i, " is a logical op on non-i1 values");
         break;
       case Op::is_nan: case Op::is_inf:
-        CUVIL_CHECK(e.type == Scalar::i1 && type_of(0) == Scalar::f32, "kernel IR: %", i, " tests a non-float");
+        CUVIL_CHECK(e.type == Scalar::i1 && is_float(type_of(0)), "kernel IR: %", i, " tests a non-float");
         break;
       case Op::select:
         CUVIL_CHECK(type_of(0) == Scalar::i1 && type_of(1) == e.type && type_of(2) == e.type, "kernel IR: %", i,
                     " selects between mismatched types");
         break;
       case Op::cast: break;
-      case Op::exp: case Op::log: case Op::sqrt: case Op::tanh: case Op::erf: case Op::floor: case Op::ceil:
-      case Op::round_bf16: case Op::trunc_bf16: case Op::round_f16:
-      case Op::round: case Op::recip: case Op::div: case Op::pow: case Op::sin: case Op::cos: case Op::tan: case Op::atan:
+      case Op::sqrt: case Op::floor: case Op::ceil: case Op::round: case Op::recip: case Op::div:
+        CUVIL_CHECK(is_float(e.type) && type_of(0) == e.type && (n < 2 || type_of(1) == e.type), "kernel IR: %", i,
+                    " (", op_name(e.op), ") is only defined on floats of one type");
+        break;
+      case Op::exp: case Op::log: case Op::tanh: case Op::erf: case Op::round_bf16: case Op::trunc_bf16:
+      case Op::round_f16: case Op::pow: case Op::sin: case Op::cos: case Op::tan: case Op::atan:
         CUVIL_CHECK(e.type == Scalar::f32 && type_of(0) == Scalar::f32 && (n < 2 || type_of(1) == Scalar::f32),
                     "kernel IR: %", i, " (", op_name(e.op), ") is only defined on f32");
         break;

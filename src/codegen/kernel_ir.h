@@ -29,8 +29,10 @@ constexpr int kReductionLanes = 32;
 
 // The type an expression computes in. Storage dtypes map onto these (bool is stored as one byte; f16 and bf16
 // load as f32 and are stored rounded to nearest even).
-enum class Scalar : uint8_t { f32, i32, i64, i1 };
+// f64 computes f64 tensors' arithmetic and f32 products (ReduceProd); the transcendental math is f32 only.
+enum class Scalar : uint8_t { f32, i32, i64, i1, f64 };
 const char* scalar_name(Scalar s);
+inline bool is_float(Scalar s) { return s == Scalar::f32 || s == Scalar::f64; }
 
 // How an operand's address moves along the innermost dim.
 enum class Access : uint8_t { contiguous, broadcast, strided };

@@ -1,8 +1,9 @@
 // Graph ops -> kernel IR. Each op's formula follows its reference kernel (src/kernels/ref) evaluated in f32; where
 // the reference computes in double (LayerNormalization, the Softmax family, reductions, the channel
 // normalizations) the generated kernel computes in f32 with the fixed reduction order of kernel_ir.h, except the
-// few functions the emitter evaluates in f64 (sin, cos, tan, atan, pow). f16/bf16 values compute in f32 and round
-// wherever the graph stores one.
+// few functions the emitter evaluates in f64 (sin, cos, tan, atan, pow) and float products (ReduceProd, in f64 as
+// the reference's). f16/bf16 values compute in f32 and round wherever the graph stores one. f64 tensors compute in
+// f64, for the ops whose lowering is arithmetic only (f64_capable).
 #include "codegen/lower.h"
 
 #include <algorithm>
@@ -18,9 +19,30 @@ namespace cuvil::codegen {
 
 namespace {
 
-// The floats generated kernels compute on (f16 and bf16 in f32, rounded where the graph stores them).
-bool floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+// The floats generated kernels compute on (f16 and bf16 in f32, rounded where the graph stores them; f64 in f64).
+bool floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64; }
 bool numeric(DType t) { return floating(t) || t == DType::i32 || t == DType::i64; }
+
+// Ops whose lowering is arithmetic, comparisons and selects only: the ones generated for f64 tensors (the
+// kernels' exp, log, erf, tanh, sin, ... are f32 polynomials, accurate to f32 only).
+bool f64_capable(OpKind op) {
+  switch (op) {
+    case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Sign: case OpKind::Add: case OpKind::Sub:
+    case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min: case OpKind::Clip: case OpKind::Sum:
+    case OpKind::Mean: case OpKind::Less: case OpKind::LessOrEqual: case OpKind::Greater:
+    case OpKind::GreaterOrEqual: case OpKind::Equal: case OpKind::Where: case OpKind::Cast: case OpKind::Identity:
+    case OpKind::Sqrt: case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Reciprocal:
+    case OpKind::IsNaN: case OpKind::IsInf: case OpKind::LeakyRelu: case OpKind::ThresholdedRelu:
+    case OpKind::Shrink: case OpKind::PRelu: case OpKind::HardSigmoid: case OpKind::HardSwish:
+    case OpKind::Softsign: case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax:
+    case OpKind::ReduceMin: case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2:
+    case OpKind::ReduceSumSquare: case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::Hardmax:
+    case OpKind::LayerNormalization: case OpKind::InstanceNormalization: case OpKind::MeanVarianceNormalization:
+    case OpKind::Transpose:
+      return true;
+    default: return false;
+  }
+}
 
 template <class... Args>
 bool refuse(std::string* why, const Args&... args) {
@@ -156,6 +178,15 @@ bool can_generate(const Node& n, std::string* why) {
     if (!v->shape().rank_known()) return refuse(why, "output rank is unknown");
   }
   DType t0 = n.input(0) ? n.input(0)->dtype() : DType::f32;
+  bool any_f64 = false, narrow_out = false;
+  for (const Value* v : n.inputs()) any_f64 = any_f64 || (v && v->dtype() == DType::f64);
+  for (const Value* v : n.outputs()) {
+    any_f64 = any_f64 || v->dtype() == DType::f64;
+    narrow_out = narrow_out || v->dtype() == DType::f16 || v->dtype() == DType::bf16;
+  }
+  if (any_f64 && !f64_capable(n.op())) return refuse(why, "not generated for f64 (its math is f32 only)");
+  // f64 -> f16/bf16 would round twice (through the f32 the kernels hold 16-bit floats in).
+  if (any_f64 && narrow_out) return refuse(why, "f64 to a 16-bit float is not generated");
   auto all_inputs = [&](auto pred) {
     for (const Value* v : n.inputs())
       if (v && !pred(v->dtype())) return false;
@@ -225,8 +256,6 @@ bool can_generate(const Node& n, std::string* why) {
       // Integer sums, products and extremes wrap or compare exactly, as the reference's do; the rest need floats.
       bool any_numeric = n.op() == OpKind::ReduceSum || n.op() == OpKind::ReduceMax || n.op() == OpKind::ReduceMin ||
                          n.op() == OpKind::ReduceProd || n.op() == OpKind::ReduceL1 || n.op() == OpKind::ReduceSumSquare;
-      // An f32 product overflows or underflows midway where the reference's f64 product does not.
-      if (n.op() == OpKind::ReduceProd && !is_integer(t0)) return refuse(why, "only integer products are generated");
       if (!(any_numeric ? numeric(t0) : floating(t0)))
         return refuse(why, "dtype ", dtype_name(t0), " is not generated for this reduction");
       return reduced_block(n).has_value() || refuse(why, "only reductions over one block of constant axes are generated");
@@ -252,10 +281,29 @@ class Lowering {
   }
   Scalar type(int e) const { return k.exprs[size_t(e)].type; }
   int cst(double v, Scalar t = Scalar::f32) { return add(Op::constant, t, -1, -1, -1, v); }
-  int bin(Op op, int a, int b) { return add(op, type(a), a, b); }
-  int cmp(Op op, int a, int b) { return add(op, Scalar::i1, a, b); }
+  // An f64 value meets the f32 constants and row sizes the op lowerings write: those become f64 (a constant
+  // keeps its exact value). Anything else of another type is the caller's to cast.
+  int widen(int e, Scalar t) {
+    if (t != Scalar::f64 || type(e) != Scalar::f32) return e;
+    const Expr x = k.exprs[size_t(e)];
+    if (x.op == Op::constant) return cst(x.imm, t);
+    if (x.op == Op::row_size) return add(Op::row_size, t);
+    return e;
+  }
+  Scalar common(int a, int b) const { return type(a) == Scalar::f64 || type(b) == Scalar::f64 ? Scalar::f64 : type(a); }
+  int bin(Op op, int a, int b) {
+    Scalar t = common(a, b);
+    return add(op, t, widen(a, t), widen(b, t));
+  }
+  int cmp(Op op, int a, int b) {
+    Scalar t = common(a, b);
+    return add(op, Scalar::i1, widen(a, t), widen(b, t));
+  }
   int un(Op op, int a) { return add(op, type(a), a); }
-  int sel(int c, int a, int b) { return add(Op::select, type(a), c, a, b); }
+  int sel(int c, int a, int b) {
+    Scalar t = common(a, b);
+    return add(Op::select, t, c, widen(a, t), widen(b, t));
+  }
   int cast(int a, Scalar t) { return type(a) == t ? a : add(Op::cast, t, a); }
   // clamp to [0, 1] keeping NaN (the reference's clamp01)
   int clamp01(int v) {
@@ -284,9 +332,9 @@ class Lowering {
   }
   // x - mean and the variance (the mean of the squares of that) over the row: the normalizations' statistics.
   std::pair<int, int> centred_and_variance(int x) {
-    int count = add(Op::row_size, Scalar::f32);
-    int d = bin(Op::sub, x, bin(Op::div, add(Op::row_sum, Scalar::f32, x), count));
-    return {d, bin(Op::div, add(Op::row_sum, Scalar::f32, bin(Op::mul, d, d)), count)};
+    int count = add(Op::row_size, type(x));
+    int d = bin(Op::sub, x, bin(Op::div, add(Op::row_sum, type(x), x), count));
+    return {d, bin(Op::div, add(Op::row_sum, type(x), bin(Op::mul, d, d)), count)};
   }
   // e^|x| / 2 for |x| > 20 without overflowing before the result does: (e^(|x|/2))^2 / 2.
   int half_exp_large(int a) {
@@ -377,7 +425,7 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::Relu: out[0] = L.sel(L.cmp(Op::lt, x, zero()), zero(), x); return true;
     case OpKind::Sign: {
       int one = L.cst(1, tx), m1 = L.cst(-1, tx);
-      int rest = tx == Scalar::f32 ? L.sel(L.cmp(Op::eq, x, zero()), zero(), x) : zero();  // NaN stays NaN
+      int rest = is_float(tx) ? L.sel(L.cmp(Op::eq, x, zero()), zero(), x) : zero();  // NaN stays NaN
       out[0] = L.sel(L.cmp(Op::gt, x, zero()), one, L.sel(L.cmp(Op::lt, x, zero()), m1, rest));
       return true;
     }
@@ -514,7 +562,7 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::Mul: binary(Op::mul); return true;
     case OpKind::Div:
     case OpKind::Mod: {
-      if (tx == Scalar::f32) {
+      if (is_float(tx)) {
         binary(Op::div);  // Mod is integer-only (can_generate)
         return true;
       }
@@ -580,7 +628,7 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::ReduceMax: out[0] = L.add(Op::row_max, tx, x); return true;
     case OpKind::ReduceMin: out[0] = L.add(Op::row_min, tx, x); return true;
     case OpKind::ReduceMean:
-      out[0] = L.bin(Op::div, L.add(Op::row_sum, tx, x), L.add(Op::row_size, Scalar::f32));
+      out[0] = L.bin(Op::div, L.add(Op::row_sum, tx, x), L.add(Op::row_size, tx));
       return true;
     case OpKind::InstanceNormalization: {  // in[1], in[2]: the channel views of scale and B
       auto [d, var] = L.centred_and_variance(x);
@@ -608,7 +656,11 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       out[0] = L.sel(L.cmp(Op::eq, L.add(Op::row_index, Scalar::i64), best), L.cst(1), L.cst(0));
       return true;
     }
-    case OpKind::ReduceProd: out[0] = L.add(Op::row_prod, tx, x); return true;
+    case OpKind::ReduceProd:
+      // A float product in f64, as the reference's: f32 would overflow or underflow midway where it does not.
+      if (tx == Scalar::f32) out[0] = L.cast(L.add(Op::row_prod, Scalar::f64, L.cast(x, Scalar::f64)), Scalar::f32);
+      else out[0] = L.add(Op::row_prod, tx, x);
+      return true;
     case OpKind::ReduceL1: out[0] = L.add(Op::row_sum, tx, L.un(Op::abs, x)); return true;
     case OpKind::ReduceSumSquare: out[0] = L.add(Op::row_sum, tx, L.bin(Op::mul, x, x)); return true;
     case OpKind::ReduceL2: {  // m sqrt(sum((x / m)^2)), m = max |x|: no f32 overflow where the f64 reference has none

@@ -51,6 +51,14 @@ Tensor random_tensor(DType dt, const Ints& shape, uint32_t seed, bool specials =
       case DType::bf16:
         t.data<bf16_t>()[i] = bf16_t(specials && i % 7 == 3 ? kSpecial[(i / 7) % std::size(kSpecial)] : d(rng));
         break;
+      case DType::f64: {  // all 53 bits in use, and magnitudes f32 cannot hold
+        static const double kWide[] = {1e300, -1e-300, 4e-320, 3.0000000000000004};
+        double v = double(d(rng)) * (1 + std::ldexp(double(rng() % 65536), -40));
+        if (specials && i % 7 == 3) v = kSpecial[(i / 7) % std::size(kSpecial)];
+        if (specials && i % 11 == 5) v = kWide[(i / 11) % std::size(kWide)];
+        t.data<double>()[i] = v;
+        break;
+      }
       default: ADD_FAILURE() << "dtype";
     }
   }
@@ -290,6 +298,68 @@ TEST(Codegen, RowReductions) {
   std::copy(std::begin(bv), std::end(bv), big.data<float>());
   for (OpKind op : {OpKind::ReduceL2, OpKind::ReduceLogSum})
     check_op(op, {input(big), constant(vec<int64_t>({1}))}, {}, 1e-6, "beyond f32");
+}
+
+// f64 tensors compute in f64 for the ops whose lowering is arithmetic (their exp, log, ... would be f32-accurate:
+// those stay with the reference kernels, and say why); f32 products accumulate in f64 as the reference's do.
+TEST(Codegen, DoublePrecision) {
+  uint32_t seed = 900;
+  for (Ints shape : {Ints{37}, Ints{3, 5, 7}, Ints{1031}}) {
+    for (OpKind op : {OpKind::Abs, OpKind::Neg, OpKind::Relu, OpKind::Sign, OpKind::Floor, OpKind::Ceil, OpKind::Round,
+                      OpKind::Sqrt, OpKind::Reciprocal, OpKind::Softsign, OpKind::HardSwish, OpKind::IsNaN})
+      check_op(op, {input(random_tensor(DType::f64, shape, seed++))}, {}, 0, "f64 " + Shape::of(shape).str());
+    check_op(OpKind::LeakyRelu, {input(random_tensor(DType::f64, shape, seed++))}, {{"alpha", 0.1}}, 0, "f64");
+    check_op(OpKind::HardSigmoid, {input(random_tensor(DType::f64, shape, seed++))}, {{"alpha", 0.3}, {"beta", 0.4}},
+             0, "f64");
+  }
+  for (const Broadcast& p : kPatterns)
+    for (OpKind op : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Max, OpKind::Min, OpKind::Less,
+                      OpKind::GreaterOrEqual, OpKind::Equal})
+      check_op(op, {input(random_tensor(DType::f64, p.a, seed++)), input(random_tensor(DType::f64, p.b, seed++))}, {},
+               0, "f64 " + Shape::of(p.a).str() + " " + Shape::of(p.b).str());
+  check_op(OpKind::Where,
+           {input(random_tensor(DType::boolean, {4, 33}, seed++)), input(random_tensor(DType::f64, {33}, seed++)),
+            input(random_tensor(DType::f64, {4, 33}, seed++))},
+           {}, 0, "f64 Where");
+  check_op(OpKind::Clip, {input(random_tensor(DType::f64, {99}, seed++)), constant(Tensor::scalar<double>(-0.5)),
+                          constant(Tensor::scalar<double>(0.7))}, {}, 0, "f64 Clip");
+  // Casts both ways between f64 and f32 (rounding to nearest, overflowing to infinity), the integers and bool.
+  for (DType other : {DType::f32, DType::i32, DType::i64, DType::boolean}) {
+    for (bool to_f64 : {false, true}) {
+      DType from = to_f64 ? other : DType::f64, to = to_f64 ? DType::f64 : other;
+      check_op(OpKind::Cast, {input(random_tensor(from, {77}, seed++, true, -1e10f, 1e10f))},
+               {{"to", int64_t(dtype_onnx_id(to))}}, 0,
+               std::string("Cast ") + std::string(dtype_name(from)) + "->" + std::string(dtype_name(to)));
+    }
+  }
+  for (Ints shape : {Ints{5}, Ints{3, 31}, Ints{4, 1000}, Ints{7, 33}}) {
+    Tensor x = random_tensor(DType::f64, shape, seed++, false);
+    for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceL1,
+                      OpKind::ReduceL2, OpKind::ReduceSumSquare, OpKind::ReduceProd})
+      check_op(op, {input(x), constant(vec<int64_t>({-1}))}, {}, 1e-13, "f64 Reduce " + Shape::of(shape).str());
+    check_op(OpKind::ArgMax, {input(x)}, {{"axis", int64_t(-1)}}, 0, "f64 ArgMax");
+    int64_t last = shape.back();
+    check_op(OpKind::LayerNormalization,
+             {input(x), input(random_tensor(DType::f64, {last}, seed++, false)),
+              input(random_tensor(DType::f64, {last}, seed++, false))},
+             {{"epsilon", 1e-5}}, 1e-12, "f64 LayerNorm");
+    // f32 products: in f64 like the reference, rounded once at the end.
+    Tensor f = random_tensor(DType::f32, shape, seed++, false, 0.5f, 1.5f);
+    check_op(OpKind::ReduceProd, {input(f), constant(vec<int64_t>({-1}))}, {}, 1e-7, "f32 ReduceProd");
+  }
+  // An f32 product that overflows and underflows midway (in any order) but not in f64; specials.
+  Tensor wide = Tensor::zeros(DType::f32, {3, 6});
+  const float wv[] = {1e30f, 1e30f, 1e-30f, 1e-30f, 3, 0.5f, 1e-40f, 1e38f, 1e38f, 1e-38f, 2, 1, kNaN, 1, 2, 3, kInf, 0};
+  std::copy(std::begin(wv), std::end(wv), wide.data<float>());
+  check_op(OpKind::ReduceProd, {input(wide), constant(vec<int64_t>({1}))}, {}, 1e-7, "f32 ReduceProd beyond f32");
+  // Transcendental math on f64 and f64 -> 16-bit floats are not generated, with a reason.
+  std::string why;
+  OneOp e = build_op(OpKind::Exp, {input(random_tensor(DType::f64, {3}, 1))});
+  EXPECT_FALSE(can_generate(*e.node, &why));
+  EXPECT_NE(why.find("f64"), std::string::npos) << why;
+  OneOp h = build_op(OpKind::Cast, {input(random_tensor(DType::f64, {3}, 1))}, {{"to", int64_t(dtype_onnx_id(DType::f16))}});
+  EXPECT_FALSE(can_generate(*h.node, &why));
+  EXPECT_NE(why.find("16-bit"), std::string::npos) << why;
 }
 
 // Integer Div and Mod (both sign conventions) by constant scalars, the type's extremes included: a zero divisor
