@@ -207,7 +207,9 @@ class Emitter {
     return nullptr;
   }
   llvm::Type* storage_ty(DType d) {
-    if (d == DType::boolean) return B.getInt8Ty();
+    if (d == DType::boolean || d == DType::i8 || d == DType::u8) return B.getInt8Ty();
+    if (d == DType::i16 || d == DType::u16) return B.getInt16Ty();
+    if (d == DType::u32) return B.getInt32Ty();
     if (d == DType::bf16) return B.getInt16Ty();  // bits; widened by shifting into an f32's high half
     if (d == DType::f16) return B.getHalfTy();
     return scalar_ty(scalar_of(d));
@@ -471,6 +473,8 @@ class Emitter {
   Value* to_storage(Value* v, DType d) {
     int w = width(v);
     switch (d) {
+      case DType::i8: case DType::u8: case DType::i16: case DType::u16: case DType::u32:
+        return B.CreateTrunc(v, vec(storage_ty(d), w));  // the value is already within the type (wrap_s/wrap_u)
       case DType::boolean: return B.CreateZExt(v, vec(B.getInt8Ty(), w));
       case DType::f16: return B.CreateFPTrunc(v, vec(B.getHalfTy(), w));  // to nearest even
       case DType::bf16: {  // to nearest even (exact for values the lowering has rounded already)
@@ -483,6 +487,9 @@ class Emitter {
   // Widens a loaded f16/bf16 vector to f32 (exact).
   Value* from_storage(Value* v, DType d) {
     int w = width(v);
+    if (d == DType::i8 || d == DType::i16) return B.CreateSExt(v, vec(B.getInt32Ty(), w));
+    if (d == DType::u8 || d == DType::u16) return B.CreateZExt(v, vec(B.getInt32Ty(), w));
+    if (d == DType::u32) return B.CreateZExt(v, vec(B.getInt64Ty(), w));
     if (d == DType::f16) return B.CreateFPExt(v, vec(B.getFloatTy(), w));
     if (d != DType::bf16) return v;
     Value* wide = B.CreateZExt(v, vec(B.getInt32Ty(), w));
@@ -1103,6 +1110,12 @@ class Emitter {
       case Op::pow: return pow(a, b);
       case Op::idiv: return B.CreateSDiv(a, b);
       case Op::irem: return B.CreateSRem(a, b);
+      case Op::shl: return B.CreateShl(a, b);
+      case Op::lshr: return B.CreateLShr(a, b);
+      case Op::wrap_s: case Op::wrap_u: {
+        Value* low = B.CreateTrunc(a, vec(B.getIntNTy(unsigned(x.imm)), w));
+        return x.op == Op::wrap_s ? B.CreateSExt(low, a->getType()) : B.CreateZExt(low, a->getType());
+      }
       case Op::floor: return B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, a);
       case Op::ceil: return B.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, a);
       case Op::round: return B.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, a);

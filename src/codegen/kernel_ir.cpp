@@ -35,7 +35,7 @@ const char* op_name(Op op) {
     CASE(floor) CASE(ceil) CASE(round) CASE(recip) CASE(logical_not) CASE(is_nan) CASE(is_inf) CASE(add) CASE(sub)
     CASE(mul) CASE(div) CASE(max) CASE(min) CASE(lt) CASE(le) CASE(gt) CASE(ge) CASE(eq) CASE(logical_and)
     CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
-    CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(idiv) CASE(irem) CASE(row_prod)
+    CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(idiv) CASE(irem) CASE(shl) CASE(lshr) CASE(wrap_s) CASE(wrap_u) CASE(row_prod)
     CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16) CASE(row_index) CASE(row_argmax) CASE(row_argmin)
 #undef CASE
   }
@@ -58,8 +58,8 @@ bool is_transcendental(Op op) {
 Scalar scalar_of(DType storage) {
   switch (storage) {
     case DType::f32: case DType::f16: case DType::bf16: return Scalar::f32;
-    case DType::i32: return Scalar::i32;
-    case DType::i64: return Scalar::i64;
+    case DType::i32: case DType::i8: case DType::u8: case DType::i16: case DType::u16: return Scalar::i32;
+    case DType::i64: case DType::u32: return Scalar::i64;
     case DType::boolean: return Scalar::i1;
     case DType::f64: return Scalar::f64;
     default: fail("generated kernels do not store dtype ", dtype_name(storage));
@@ -104,7 +104,7 @@ int arity(Op op) {
     case Op::load: case Op::constant: case Op::row_size: case Op::row_index: return 0;
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::max: case Op::min: case Op::lt: case Op::le:
     case Op::gt: case Op::ge: case Op::eq: case Op::logical_and: case Op::logical_or: case Op::logical_xor:
-    case Op::pow: case Op::idiv: case Op::irem:
+    case Op::pow: case Op::idiv: case Op::irem: case Op::shl: case Op::lshr:
       return 2;
     case Op::select: return 3;
     default: return 1;
@@ -141,6 +141,17 @@ void Kernel::validate() const {
         // A zero divisor would trap and INT_MIN / -1 overflow: the lowering handles those before they get here.
         CUVIL_CHECK(d.op == Op::constant && d.imm != 0 && d.imm != -1, "kernel IR: %", i,
                     " divides by something other than a constant besides 0 and -1");
+        break;
+      }
+      case Op::shl: case Op::lshr:
+        CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(0) == e.type && type_of(1) == e.type,
+                    "kernel IR: %", i, " shifts non-integers");
+        break;
+      case Op::wrap_s: case Op::wrap_u: {
+        int bits = e.type == Scalar::i32 ? 32 : 64;
+        CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(0) == e.type &&
+                        (e.imm == 8 || e.imm == 16 || e.imm == 32) && e.imm < bits,
+                    "kernel IR: %", i, " wraps to ", e.imm, " bits of ", scalar_name(e.type));
         break;
       }
       case Op::row_index:
@@ -220,6 +231,7 @@ std::string Kernel::str() const {
       s += buf;
     }
     if ((e.op == Op::row_argmax || e.op == Op::row_argmin) && e.imm != 0) s += " last";
+    if (e.op == Op::wrap_s || e.op == Op::wrap_u) s += " " + std::to_string(int(e.imm));
     for (int a : {e.a, e.b, e.c})
       if (a >= 0) s += " %" + std::to_string(a);
     s += "\n";

@@ -39,7 +39,7 @@ enum class Access : uint8_t { contiguous, broadcast, strided };
 const char* access_name(Access a);
 
 struct Operand {
-  DType dtype = DType::f32;  // storage: f32, f16, bf16, i32, i64 or bool
+  DType dtype = DType::f32;  // storage: f32, f16, bf16, f64, i8-i64, u8-u32 or bool
   Access inner = Access::contiguous;
   bool is_output = false;
   bool per_row = false;  // an output stored once per row (a reduction's result): inner access broadcast in a row
@@ -64,6 +64,10 @@ enum class Op : uint8_t {
   add, sub, mul, div, max, min, lt, le, gt, ge, eq, logical_and, logical_or, logical_xor,
   pow,     // f32 a^b as C's pow, computed in f64
   idiv, irem,  // integer a / b truncated toward zero, and its remainder; b a constant other than 0 and -1
+  shl, lshr,   // integer a shifted by b (0 <= b < the type's bits; the lowering selects 0 beyond)
+  // integer: the low `imm` bits (8, 16 or 32) of a, sign- or zero-extended: what storing into a narrower integer
+  // tensor and reading it back gives (i8/u8/i16/u16 compute in i32, u32 in i64)
+  wrap_s, wrap_u,
   select,  // a ? b : c (a is i1)
   cast,    // to `type` (float -> int saturates, NaN -> 0; nonzero -> true)
   // row reductions of `a` over the innermost dim

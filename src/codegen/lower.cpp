@@ -21,7 +21,13 @@ namespace {
 
 // The floats generated kernels compute on (f16 and bf16 in f32, rounded where the graph stores them; f64 in f64).
 bool floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64; }
-bool numeric(DType t) { return floating(t) || t == DType::i32 || t == DType::i64; }
+// Integers held in i32 (i8, u8, i16, u16) or i64 (u32) keep the value the narrow type stores: each op's result
+// wraps back into it (wrap_s/wrap_u) as the reference's store does. u64 has no such home and is not generated.
+bool narrow_int(DType t) {
+  return t == DType::i8 || t == DType::u8 || t == DType::i16 || t == DType::u16 || t == DType::u32;
+}
+bool integer(DType t) { return t == DType::i32 || t == DType::i64 || narrow_int(t); }
+bool numeric(DType t) { return floating(t) || integer(t); }
 
 // Ops whose lowering is arithmetic, comparisons and selects only: the ones generated for f64 tensors (the
 // kernels' exp, log, erf, tanh, sin, ... are f32 polynomials, accurate to f32 only).
@@ -103,9 +109,7 @@ bool reduces_to_rows(OpKind op) { return is_reduce_op(op) || op == OpKind::ArgMa
 
 }  // namespace
 
-bool storable_dtype(DType t) {
-  return floating(t) || t == DType::i32 || t == DType::i64 || t == DType::boolean;
-}
+bool storable_dtype(DType t) { return numeric(t) || t == DType::boolean; }
 
 bool is_reduce_op(OpKind op) {
   switch (op) {
@@ -206,7 +210,13 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Sign: case OpKind::Add: case OpKind::Sub:
     case OpKind::Mul: case OpKind::Max: case OpKind::Min: case OpKind::Clip: case OpKind::Less:
     case OpKind::LessOrEqual: case OpKind::Greater: case OpKind::GreaterOrEqual:
-      return all_inputs(numeric) || refuse(why, "generated only for f32, i32 and i64");
+      return all_inputs(numeric) || refuse(why, "generated only for numbers (not u64)");
+    case OpKind::BitShift: {  // unsigned by the schema
+      if (t0 == DType::u64) return refuse(why, "u64 is not generated");
+      AttrReader at(n);
+      bool dir = at.has("direction") && (at.s("direction") == "LEFT" || at.s("direction") == "RIGHT");
+      return dir || refuse(why, "the direction is not LEFT or RIGHT");  // the reference reports it
+    }
     case OpKind::Equal: return true;
     case OpKind::And: case OpKind::Or: case OpKind::Xor: case OpKind::Not: return true;  // bool by the schema
     case OpKind::Where: case OpKind::Cast: case OpKind::Identity: return true;
@@ -228,7 +238,7 @@ bool can_generate(const Node& n, std::string* why) {
       // Integers by a constant nonzero scalar only: the reference reports a zero divisor, which a kernel cannot.
       if (float_only) return n.op() == OpKind::Div || refuse(why, "floating-point Mod is not generated");
       auto d = scalar_input(n, 1);
-      if (!(t0 == DType::i32 || t0 == DType::i64) || !d || *d == 0)
+      if (!integer(t0) || !d || *d == 0)
         return refuse(why, "integers are generated only when divided by a constant nonzero scalar");
       return true;
     }
@@ -400,6 +410,12 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
   auto zero = [&]() { return L.cst(0, tx); };
   switch (n.op()) {
     case OpKind::Identity: out[0] = x; return true;
+    case OpKind::BitShift: {  // shifts of the type's width or more give 0; the result wraps at the node's output
+      int bits = int(dtype_size(n.output(0)->dtype()) * 8);
+      int shifted = L.bin(at.s("direction") == "LEFT" ? Op::shl : Op::lshr, x, in[1]);
+      out[0] = L.sel(L.cmp(Op::ge, in[1], L.cst(bits, tx)), zero(), shifted);
+      return true;
+    }
     case OpKind::Abs: unary(Op::abs); return true;
     case OpKind::Neg: unary(Op::neg); return true;
     case OpKind::Exp: unary(Op::exp); return true;
@@ -954,6 +970,14 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       if (dt == DType::bf16 && n->op() != OpKind::Identity)
         out[o] = L.un(n->op() == OpKind::Cast ? Op::trunc_bf16 : Op::round_bf16, out[o]);
       if (dt == DType::f16 && n->op() != OpKind::Identity) out[o] = L.un(Op::round_f16, out[o]);
+      // A narrow integer result is what the reference stores: its low bits (ops that only pick among their
+      // inputs' values need no wrap).
+      bool picks = n->op() == OpKind::Identity || n->op() == OpKind::Max || n->op() == OpKind::Min ||
+                   n->op() == OpKind::Clip || n->op() == OpKind::Relu || n->op() == OpKind::Where ||
+                   n->op() == OpKind::ReduceMax || n->op() == OpKind::ReduceMin || n->op() == OpKind::Transpose;
+      if (narrow_int(dt) && !picks)
+        out[o] = L.add(is_signed(dt) ? Op::wrap_s : Op::wrap_u, L.type(out[o]), out[o], -1, -1,
+                       double(dtype_size(dt) * 8));
       expr_of[size_t(n->output(o)->id())] = out[o];
     }
     std::string nm(op_name(n->op()));

@@ -51,6 +51,12 @@ Tensor random_tensor(DType dt, const Ints& shape, uint32_t seed, bool specials =
       case DType::bf16:
         t.data<bf16_t>()[i] = bf16_t(specials && i % 7 == 3 ? kSpecial[(i / 7) % std::size(kSpecial)] : d(rng));
         break;
+      // Narrow integers over their whole range (sums and products wrap), small values every third element.
+      case DType::i8: t.data<int8_t>()[i] = int8_t(i % 3 ? rng() : uint32_t(di(rng))); break;
+      case DType::u8: t.data<uint8_t>()[i] = uint8_t(i % 3 ? rng() : uint32_t(di(rng) + 5)); break;
+      case DType::i16: t.data<int16_t>()[i] = int16_t(i % 3 ? rng() : uint32_t(di(rng))); break;
+      case DType::u16: t.data<uint16_t>()[i] = uint16_t(i % 3 ? rng() : uint32_t(di(rng) + 5)); break;
+      case DType::u32: t.data<uint32_t>()[i] = i % 3 ? uint32_t(rng()) : uint32_t(di(rng) + 5); break;
       case DType::f64: {  // all 53 bits in use, and magnitudes f32 cannot hold
         static const double kWide[] = {1e300, -1e-300, 4e-320, 3.0000000000000004};
         double v = double(d(rng)) * (1 + std::ldexp(double(rng() % 65536), -40));
@@ -360,6 +366,110 @@ TEST(Codegen, DoublePrecision) {
   OneOp h = build_op(OpKind::Cast, {input(random_tensor(DType::f64, {3}, 1))}, {{"to", int64_t(dtype_onnx_id(DType::f16))}});
   EXPECT_FALSE(can_generate(*h.node, &why));
   EXPECT_NE(why.find("16-bit"), std::string::npos) << why;
+}
+
+// A narrow-integer tensor holding `values` (each within the type).
+Tensor narrow_tensor(DType dt, const Ints& shape, const std::vector<int64_t>& values) {
+  Tensor t = Tensor::zeros(dt, shape);
+  for (size_t i = 0; i < values.size(); ++i) {
+    switch (dt) {
+      case DType::i8: t.data<int8_t>()[i] = int8_t(values[i]); break;
+      case DType::u8: t.data<uint8_t>()[i] = uint8_t(values[i]); break;
+      case DType::i16: t.data<int16_t>()[i] = int16_t(values[i]); break;
+      case DType::u16: t.data<uint16_t>()[i] = uint16_t(values[i]); break;
+      case DType::u32: t.data<uint32_t>()[i] = uint32_t(values[i]); break;
+      default: ADD_FAILURE() << "dtype";
+    }
+  }
+  return t;
+}
+
+// i8, u8, i16, u16 (computed in i32) and u32 (in i64) keep the values the reference stores: every result wraps
+// into its type. Arithmetic over the whole ranges, comparisons, casts to and from every generated dtype,
+// division by constants, reductions, BitShift; and the image preprocessing chain u8 -> f32 as one kernel.
+TEST(Codegen, NarrowIntegers) {
+  uint32_t seed = 1000;
+  const DType narrow[] = {DType::i8, DType::u8, DType::i16, DType::u16, DType::u32};
+  for (DType dt : narrow) {
+    std::string name(dtype_name(dt));
+    for (const Broadcast& p : {kPatterns[0], kPatterns[2], kPatterns[4], kPatterns[6], kPatterns[8]})
+      for (OpKind op : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Less,
+                        OpKind::GreaterOrEqual, OpKind::Equal})
+        check_op(op, {input(random_tensor(dt, p.a, seed++)), input(random_tensor(dt, p.b, seed++))}, {}, 0,
+                 name + " " + Shape::of(p.a).str() + " " + Shape::of(p.b).str());
+    for (OpKind op : {OpKind::Abs, OpKind::Neg, OpKind::Relu, OpKind::Sign})
+      if (is_signed(dt) || op == OpKind::Abs || op == OpKind::Sign)  // Neg and Relu take signed types
+        check_op(op, {input(random_tensor(dt, {99}, seed++))}, {}, 0, name);
+    for (DType other : {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean, DType::i8, DType::u8,
+                        DType::i16, DType::u16, DType::u32}) {
+      if (other == dt) continue;
+      // Floats beyond the narrow range saturate to i64 and wrap, as the reference's Cast.
+      check_op(OpKind::Cast, {input(random_tensor(other, {77}, seed++, true, -1e5f, 1e5f))},
+               {{"to", int64_t(dtype_onnx_id(dt))}}, 0,
+               "Cast " + std::string(dtype_name(other)) + "->" + name);
+      check_op(OpKind::Cast, {input(random_tensor(dt, {77}, seed++))}, {{"to", int64_t(dtype_onnx_id(other))}}, 0,
+               "Cast " + name + "->" + std::string(dtype_name(other)));
+    }
+    for (int64_t d : {3, 7, 100}) {
+      Tensor c = narrow_tensor(dt, {}, {d});
+      for (OpKind op : {OpKind::Div, OpKind::Mod})
+        check_op(op, {input(random_tensor(dt, {203}, seed++)), constant(c)}, {}, 0, name + " by " + std::to_string(d));
+    }
+    // (The arithmetic reductions take u32 and wider; the extremes 8- and 32-bit types too.)
+    bool extremes = dt != DType::i16 && dt != DType::u16;
+    for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceProd, OpKind::ReduceL1,
+                      OpKind::ReduceSumSquare})
+      if (dt == DType::u32 || (extremes && (op == OpKind::ReduceMax || op == OpKind::ReduceMin)))
+        check_op(op, {input(random_tensor(dt, {5, 67}, seed++)), constant(vec<int64_t>({-1}))}, {}, 0, name + " Reduce");
+    check_op(OpKind::ArgMax, {input(random_tensor(dt, {5, 67}, seed++))}, {{"axis", int64_t(-1)}}, 0, name);
+  }
+  // Wrapped results feeding further ops in the same kernel: (a + b) < c picks, (a * b) / 7 and (a - b) max c.
+  for (DType dt : narrow) {
+    auto g = std::make_shared<Graph>();
+    Shape sh({Dim(203)});
+    Value* a = g->add_input("a", {dt, sh});
+    Value* b = g->add_input("b", {dt, sh});
+    Value* c = g->add_input("c", {dt, sh});
+    Value* sum = g->add_node(OpKind::Add, {a, b}, {"sum"})->output(0);
+    Value* lt = g->add_node(OpKind::Less, {sum, c}, {"lt"})->output(0);
+    Value* prod = g->add_node(OpKind::Mul, {a, b}, {"prod"})->output(0);
+    Value* q = g->add_node(OpKind::Div, {prod, g->add_constant("seven", narrow_tensor(dt, {}, {7}))}, {"q"})->output(0);
+    Value* diff = g->add_node(OpKind::Sub, {a, b}, {"diff"})->output(0);
+    Value* mx = g->add_node(OpKind::Max, {diff, c}, {"mx"})->output(0);
+    g->add_output(g->add_node(OpKind::Where, {lt, q, mx}, {"y"})->output(0));
+    infer_shapes(*g);
+    verify(*g);
+    check_fused_graph(g, {random_tensor(dt, {203}, seed++), random_tensor(dt, {203}, seed++), random_tensor(dt, {203}, seed++)},
+                      0, "chain " + std::string(dtype_name(dt)));
+  }
+  // BitShift (unsigned types): shift amounts within and beyond the width.
+  for (DType dt : {DType::u8, DType::u16, DType::u32}) {
+    std::vector<int64_t> n(40);
+    std::iota(n.begin(), n.end(), int64_t(0));
+    Tensor amount = narrow_tensor(dt, {40}, n);
+    for (const char* dir : {"LEFT", "RIGHT"})
+      check_op(OpKind::BitShift, {input(random_tensor(dt, {3, 40}, seed++)), input(amount)},
+               {{"direction", std::string(dir)}}, 0, std::string("BitShift ") + dir + " " + std::string(dtype_name(dt)));
+  }
+  // u8 image -> f32, scaled and normalized per channel: one kernel.
+  {
+    auto g = std::make_shared<Graph>();
+    Value* img = g->add_input("img", {DType::u8, Shape({Dim(1), Dim(3), Dim(8), Dim(9)})});
+    Value* f = g->add_node(OpKind::Cast, {img}, {"f"}, {{"to", int64_t(dtype_onnx_id(DType::f32))}})->output(0);
+    Value* sc = g->add_node(OpKind::Div, {f, g->add_constant("k", Tensor::scalar<float>(255.0f))}, {"s"})->output(0);
+    Value* m = g->add_node(OpKind::Sub, {sc, g->add_constant("mean", random_tensor(DType::f32, {3, 1, 1}, 5, false))},
+                           {"m"})->output(0);
+    Value* y = g->add_node(OpKind::Div, {m, g->add_constant("sd", random_tensor(DType::f32, {3, 1, 1}, 6, false, 0.2f, 0.3f))},
+                           {"y"})->output(0);
+    g->add_output(y);
+    infer_shapes(*g);
+    verify(*g);
+    check_fused_graph(g, {random_tensor(DType::u8, {1, 3, 8, 9}, seed++)}, 0, "preprocess", 1);
+  }
+  std::string why;
+  OneOp big = build_op(OpKind::Add, {input(Tensor::zeros(DType::u64, {3})), input(Tensor::zeros(DType::u64, {3}))});
+  EXPECT_FALSE(can_generate(*big.node, &why));
+  EXPECT_NE(why.find("u64"), std::string::npos) << why;
 }
 
 // Integer Div and Mod (both sign conventions) by constant scalars, the type's extremes included: a zero divisor
