@@ -15,6 +15,7 @@
 //
 // Runs last in the pipeline: convolutions and matrix products have already taken their epilogues as oneDNN
 // post-ops, and layouts are fixed (a group works on the shapes the IR states).
+#include <algorithm>
 #include <unordered_map>
 
 #include "codegen/lower.h"
@@ -77,6 +78,75 @@ std::optional<std::pair<Shape, codegen::ReducedBlock>> node_space(const Node& n)
   return std::make_pair(s, *red);
 }
 
+// When n's inputs come from two or more groups that fit it and each other, merges those groups into the
+// earliest of them and returns it; nullopt (nothing changed) when there are fewer, or when the merged group's
+// FusedKernel, placed at its first member, would read a value defined after that point (which is also what a
+// path from one group to another through an outside node would need), or a member Transpose would read a member.
+std::optional<size_t> merge_producers(Graph& g, const Node& n, const Shape& space, const codegen::ReducedBlock& red,
+                                      const std::vector<Value*>& producers,
+                                      const std::unordered_map<const Node*, size_t>& index, std::vector<Group>& groups,
+                                      std::unordered_map<const Node*, size_t>& group_of) {
+  std::vector<size_t> cand;
+  for (const Value* v : producers) {
+    if (!v || !v->producer()) continue;
+    auto it = group_of.find(v->producer());
+    if (it == group_of.end() || std::find(cand.begin(), cand.end(), it->second) != cand.end()) continue;
+    const Group& grp = groups[it->second];
+    if (!grp.fits(space, red)) continue;
+    cand.push_back(it->second);
+  }
+  if (cand.size() < 2) return std::nullopt;
+  // One space and at most one reduced block among them (element-wise groups join a reduction's).
+  codegen::ReducedBlock r = red;
+  for (size_t c : cand) {
+    const Group& grp = groups[c];
+    if (grp.space != space) return std::nullopt;
+    if (grp.red.count > 0) {
+      if (r.count > 0 && !(r == grp.red)) return std::nullopt;
+      r = grp.red;
+    }
+  }
+  size_t first = groups[cand[0]].first;
+  for (size_t c : cand) first = std::min(first, groups[c].first);
+  auto member = [&](const Node* p) {
+    auto it = group_of.find(p);
+    return it != group_of.end() && std::find(cand.begin(), cand.end(), it->second) != cand.end();
+  };
+  auto inputs_ready = [&](const Node& m) {
+    for (const Value* u : m.inputs()) {
+      if (!u || !u->producer() || u->graph() != &g) continue;
+      if (member(u->producer())) {
+        if (m.op() == OpKind::Transpose) return false;
+        continue;
+      }
+      if (index.at(u->producer()) >= first) return false;
+    }
+    return true;
+  };
+  if (!inputs_ready(n)) return std::nullopt;
+  for (size_t c : cand)
+    for (const Node* m : groups[c].nodes)
+      if (!inputs_ready(*m)) return std::nullopt;
+  size_t into = cand[0];
+  for (size_t c : cand)
+    if (groups[c].first == first) into = c;
+  Group& target = groups[into];
+  for (size_t c : cand) {
+    if (c == into) continue;
+    for (Node* m : groups[c].nodes) {
+      target.nodes.push_back(m);
+      group_of[m] = into;
+    }
+    groups[c].nodes.clear();
+  }
+  // Members in graph order: the body is built in this order.
+  std::sort(target.nodes.begin(), target.nodes.end(),
+            [&](const Node* a, const Node* b) { return index.at(a) < index.at(b); });
+  target.first = first;
+  target.red = r;
+  return into;
+}
+
 std::vector<Group> find_groups(Graph& g) {
   static const std::vector<Value*> kNone;
   std::unordered_map<const Node*, size_t> index;
@@ -91,7 +161,12 @@ std::vector<Group> find_groups(Graph& g) {
     std::optional<size_t> joined;
     // A Transpose is a strided read of a kernel input: it starts a group, never reads a member's result.
     const std::vector<Value*>& producers = n->op() == OpKind::Transpose ? kNone : n->inputs();
-    for (const Value* v : producers) {
+    // Producers in several groups (a Where of three branches): all of them and n become one group where that
+    // keeps the graph in order.
+    if (std::optional<size_t> merged = merge_producers(g, *n, space, red, producers, index, groups, group_of)) {
+      joined = merged;
+    }
+    for (const Value* v : joined ? kNone : producers) {
       if (!v || !v->producer()) continue;
       auto it = group_of.find(v->producer());
       if (it == group_of.end()) continue;
@@ -187,6 +262,7 @@ bool fuse(Graph& g) {
   if (groups.empty()) return false;
   rewrite::UseMap uses(g);
   std::vector<Node*> dead;
+  std::erase_if(groups, [](const Group& grp) { return grp.nodes.empty(); });  // merged into others
   // From the last group back, so inserting a node does not move the positions of the groups still to come.
   for (size_t i = groups.size(); i-- > 0;) {
     // A Transpose that nothing joined stays a Transpose: the blocked CPU transpose beats strided vector reads.
