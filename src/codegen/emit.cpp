@@ -837,8 +837,8 @@ class Emitter {
   }
 
   // tanh: |x| < 0.9: x P(x^2), P of degree 7 fitted for relative error (1e-9); else 1 - 2 / (e^2|x| + 1), |x|
-  // clamped at 9.1, past which tanh rounds to 1. Error over every float: 1.3 ulp (Codegen.
-  // DISABLED_OddFunctionsEveryFloat); 128K floats in cache, one thread: 35 us. The degree-19 Taylor series it
+  // clamped at 9.1, past which tanh rounds to 1. Error over every float: 1.27 ulp (Codegen.
+  // DISABLED_MathEveryFloat); 128K floats in cache, one thread: 35 us. The degree-19 Taylor series it
   // replaces (below 0.55): 1.6 ulp, 38 us. A reciprocal by rcp14 and a Newton step instead of the division: 40 us.
   Value* tanh(Value* x) {
     Value* a = fabs(x);
@@ -856,7 +856,7 @@ class Emitter {
   // degree 14 fitted to erfc (absolute error 6.7e-9); beyond 3.925 erf rounds to 1 in f32, and so does 1 - E
   // there. Both polynomials are computed and one selected: multiply-adds only, no exp, no division.
   // Coefficients fitted offline (minimax by Lawson-weighted least squares), rounded to f32. Error over every
-  // float: 2.5 ulp (Codegen.DISABLED_ErfEveryFloat; the Taylor series + e^(-x^2) tail before it: 3.2 ulp).
+  // float: 2.47 ulp (Codegen.DISABLED_MathEveryFloat; the Taylor series + e^(-x^2) tail before it: 3.24).
   // GELU over 128K floats in cache, one thread, alternated: this 37-39 us, the previous 55-60, E by one Horner
   // chain 42 (each vector waits on fourteen dependent multiply-adds), a (5, 3) rational + tail 33-37 (but its f32
   // evaluation errs 4.7 ulp near 1), one chain with coefficients picked per lane by blends or vpermps slower still.
