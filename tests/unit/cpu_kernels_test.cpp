@@ -432,6 +432,9 @@ TEST(CpuKernels, TransposeAllPerms) {
   check_all_perms({16, 16}, DType::i32, 10);
   check_all_perms({3, 33, 20}, DType::i32, 11);
   check_all_perms({2, 48, 7, 17}, DType::i32, 12);
+  // Fewer than 16 output columns with dense output rows: 16 input rows at a time interleaved by gathers.
+  check_all_perms({3, 53, 2}, DType::f32, 13);
+  check_all_perms({15, 33}, DType::i32, 14);
 }
 
 TEST(CpuKernels, TransposeCommonLayouts) {
@@ -441,7 +444,9 @@ TEST(CpuKernels, TransposeCommonLayouts) {
                                    {{2, 128, 12, 64}, {0, 2, 1, 3}},  // attention head split
                                    {{2, 12, 128, 64}, {0, 1, 3, 2}},  // K^T
                                    {{1000, 1001}, {1, 0}},
-                                   {{2, 3, 4, 5, 6, 7}, {5, 3, 1, 4, 0, 2}}}) {
+                                   {{2, 3, 4, 5, 6, 7}, {5, 3, 1, 4, 0, 2}},
+                                   {{1, 3, 224, 224}, {0, 2, 3, 1}},   // an RGB image to NHWC
+                                   {{2, 1, 37, 41}, {0, 2, 3, 1}}}) {  // one channel: a copy
     Case c(OpKind::Transpose, {input(random_f32(t.shape, 9))}, {{"perm", t.perm}});
     check(c, kExact, "Transpose " + str(t.shape) + " " + str(t.perm));
   }
