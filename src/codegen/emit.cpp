@@ -277,7 +277,6 @@ class Emitter {
 
   void begin_row(Value* row) {
     set_row_offsets(row, size_t(K.rank) - 1);
-    passes_done = 0;
     // Row-level values in SSA order: each row reduction runs its own pass over the row.
     uval.assign(K.exprs.size(), nullptr);
     for (size_t i = 0; i < K.exprs.size(); ++i) {
@@ -620,7 +619,6 @@ class Emitter {
   }
 
   Value* reduce_row_arg(const Expr& e) {
-    ++passes_done;
     int w = std::min(S.vector_width, kReductionLanes);
     int nacc = kReductionLanes / w;
     Arg ident = arg_identity(e, w);
@@ -673,7 +671,11 @@ class Emitter {
   // `inner` elements on. Otherwise the prefetched lines are useless but harmless: a prefetch never faults.)
   // LayerNorm 64 MB against ONNX Runtime, alternated on a loaded machine: 0.43-0.48x with, 0.49-0.71x without;
   // Softmax 64 MB 0.88-1.11x with, 0.89-1.18x without.
-  int passes_done = 0;  // row reduction passes emitted for the current row
+  bool first_pass(const Expr& e) const {
+    for (const Expr& x : K.exprs)
+      if (is_row_reduction(x.op)) return &x == &e;
+    return false;
+  }
   void prefetch_next_row(Value* j) {
     llvm::Function* pf = llvm::Intrinsic::getDeclaration(&M, llvm::Intrinsic::prefetch, {B.getPtrTy()});
     Value* inner = dim[size_t(K.rank) - 1];
@@ -696,7 +698,7 @@ class Emitter {
     Value* ident = identity(e.op, vt);
     Value* inner = dim[size_t(K.rank) - 1];
     Value* full_end = B.CreateMul(B.CreateSDiv(inner, B.getInt64(kReductionLanes)), B.getInt64(kReductionLanes));
-    bool prefetch = passes_done++ > 0;
+    bool prefetch = !first_pass(e);
     Carried acc = loop(B.getInt64(0), full_end, B.getInt64(kReductionLanes), Carried(size_t(nacc), ident),
                        [&](Value* j, const Carried& a) {
                          Carried next;

@@ -23,10 +23,8 @@ namespace {
 bool floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64; }
 // Integers held in i32 (i8, u8, i16, u16) or i64 (u32) keep the value the narrow type stores: each op's result
 // wraps back into it (wrap_s/wrap_u) as the reference's store does. u64 has no such home and is not generated.
-bool narrow_int(DType t) {
-  return t == DType::i8 || t == DType::u8 || t == DType::i16 || t == DType::u16 || t == DType::u32;
-}
-bool integer(DType t) { return t == DType::i32 || t == DType::i64 || narrow_int(t); }
+bool integer(DType t) { return is_integer(t) && t != DType::u64; }
+bool narrow_int(DType t) { return integer(t) && t != DType::i32 && t != DType::i64; }
 bool numeric(DType t) { return floating(t) || integer(t); }
 
 // Ops whose lowering is arithmetic, comparisons and selects only: the ones generated for f64 tensors (the

@@ -78,121 +78,117 @@ std::optional<std::pair<Shape, codegen::ReducedBlock>> node_space(const Node& n)
   return std::make_pair(s, *red);
 }
 
-// When n's inputs come from two or more groups that fit it and each other, merges those groups into the
-// earliest of them and returns it; nullopt (nothing changed) when there are fewer, or when the merged group's
-// FusedKernel, placed at its first member, would read a value defined after that point (which is also what a
-// path from one group to another through an outside node would need), or a member Transpose would read a member.
-std::optional<size_t> merge_producers(Graph& g, const Node& n, const Shape& space, const codegen::ReducedBlock& red,
-                                      const std::vector<Value*>& producers,
-                                      const std::unordered_map<const Node*, size_t>& index, std::vector<Group>& groups,
-                                      std::unordered_map<const Node*, size_t>& group_of) {
-  std::vector<size_t> cand;
-  for (const Value* v : producers) {
-    if (!v || !v->producer()) continue;
-    auto it = group_of.find(v->producer());
-    if (it == group_of.end() || std::find(cand.begin(), cand.end(), it->second) != cand.end()) continue;
-    const Group& grp = groups[it->second];
-    if (!grp.fits(space, red)) continue;
-    cand.push_back(it->second);
-  }
-  if (cand.size() < 2) return std::nullopt;
-  // One space and at most one reduced block among them (element-wise groups join a reduction's).
-  codegen::ReducedBlock r = red;
-  for (size_t c : cand) {
-    const Group& grp = groups[c];
-    if (grp.space != space) return std::nullopt;
-    if (grp.red.count > 0) {
-      if (r.count > 0 && !(r == grp.red)) return std::nullopt;
-      r = grp.red;
+// Groups, state and graph positions while find_groups walks the graph.
+struct Grouping {
+  Graph& g;
+  std::unordered_map<const Node*, size_t> index;     // node -> position in the graph
+  std::unordered_map<const Node*, size_t> group_of;  // member -> its group
+  std::vector<Group> groups;
+
+  // The groups of n's producers that n fits, in input order, each once.
+  std::vector<size_t> candidates(const std::vector<Value*>& producers, const Shape& space,
+                                 const codegen::ReducedBlock& red) const {
+    std::vector<size_t> cand;
+    for (const Value* v : producers) {
+      if (!v || !v->producer()) continue;
+      auto it = group_of.find(v->producer());
+      if (it == group_of.end() || std::find(cand.begin(), cand.end(), it->second) != cand.end()) continue;
+      if (groups[it->second].fits(space, red)) cand.push_back(it->second);
     }
+    return cand;
   }
-  size_t first = groups[cand[0]].first;
-  for (size_t c : cand) first = std::min(first, groups[c].first);
-  auto member = [&](const Node* p) {
-    auto it = group_of.find(p);
-    return it != group_of.end() && std::find(cand.begin(), cand.end(), it->second) != cand.end();
-  };
-  auto inputs_ready = [&](const Node& m) {
-    for (const Value* u : m.inputs()) {
-      if (!u || !u->producer() || u->graph() != &g) continue;
-      if (member(u->producer())) {
-        if (m.op() == OpKind::Transpose) return false;
-        continue;
+
+  // Whether n and the groups `cand` (each fitting n) can be one group. Several groups need one space and at most
+  // one reduced block. The group's FusedKernel takes the place of its earliest member, so every value n and the
+  // members read from outside must be defined before that (which also rules out an outside node between the
+  // groups that reads one and feeds another); a Transpose member must not read a member. (One group's own
+  // members were checked against its first node when they joined.)
+  bool can_join(const Node& n, const Shape& space, const codegen::ReducedBlock& red,
+                const std::vector<size_t>& cand) const {
+    codegen::ReducedBlock r = red;
+    size_t first = groups[cand[0]].first;
+    for (size_t c : cand) {
+      const Group& grp = groups[c];
+      first = std::min(first, grp.first);
+      if (cand.size() == 1) break;
+      if (grp.space != space) return false;
+      if (grp.red.count > 0) {
+        if (r.count > 0 && !(r == grp.red)) return false;
+        r = grp.red;
       }
-      if (index.at(u->producer()) >= first) return false;
     }
+    auto member = [&](const Node* p) {
+      auto it = group_of.find(p);
+      return it != group_of.end() && std::find(cand.begin(), cand.end(), it->second) != cand.end();
+    };
+    auto inputs_ready = [&](const Node& m) {
+      for (const Value* u : m.inputs()) {
+        if (!u || !u->producer() || u->graph() != &g) continue;
+        if (member(u->producer())) {
+          if (m.op() == OpKind::Transpose) return false;
+        } else if (index.at(u->producer()) >= first) {
+          return false;
+        }
+      }
+      return true;
+    };
+    if (!inputs_ready(n)) return false;
+    if (cand.size() > 1)
+      for (size_t c : cand)
+        for (const Node* m : groups[c].nodes)
+          if (!inputs_ready(*m)) return false;
     return true;
-  };
-  if (!inputs_ready(n)) return std::nullopt;
-  for (size_t c : cand)
-    for (const Node* m : groups[c].nodes)
-      if (!inputs_ready(*m)) return std::nullopt;
-  size_t into = cand[0];
-  for (size_t c : cand)
-    if (groups[c].first == first) into = c;
-  Group& target = groups[into];
-  for (size_t c : cand) {
-    if (c == into) continue;
-    for (Node* m : groups[c].nodes) {
-      target.nodes.push_back(m);
-      group_of[m] = into;
-    }
-    groups[c].nodes.clear();
   }
-  // Members in graph order: the body is built in this order.
-  std::sort(target.nodes.begin(), target.nodes.end(),
-            [&](const Node* a, const Node* b) { return index.at(a) < index.at(b); });
-  target.first = first;
-  target.red = r;
-  return into;
-}
+
+  // Moves the groups `cand` into the earliest of them, members in graph order (the body is built in that
+  // order); the others are left empty. Returns the merged group.
+  size_t merge(const std::vector<size_t>& cand) {
+    size_t into = cand[0];
+    for (size_t c : cand)
+      if (groups[c].first < groups[into].first) into = c;
+    Group& target = groups[into];
+    for (size_t c : cand) {
+      if (c == into) continue;
+      for (Node* m : groups[c].nodes) {
+        target.nodes.push_back(m);
+        group_of[m] = into;
+      }
+      if (groups[c].red.count > 0) target.red = groups[c].red;
+      groups[c].nodes.clear();
+    }
+    std::sort(target.nodes.begin(), target.nodes.end(),
+              [&](const Node* x, const Node* y) { return index.at(x) < index.at(y); });
+    return into;
+  }
+};
 
 std::vector<Group> find_groups(Graph& g) {
   static const std::vector<Value*> kNone;
-  std::unordered_map<const Node*, size_t> index;
-  for (size_t i = 0; i < g.nodes().size(); ++i) index[g.nodes()[i].get()] = i;
-  std::unordered_map<const Node*, size_t> group_of;
-  std::vector<Group> groups;
+  Grouping gr{g, {}, {}, {}};
+  for (size_t i = 0; i < g.nodes().size(); ++i) gr.index[g.nodes()[i].get()] = i;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* n = g.nodes()[i].get();
     auto sp = node_space(*n);
     if (!sp) continue;
     auto& [space, red] = *sp;
-    std::optional<size_t> joined;
     // A Transpose is a strided read of a kernel input: it starts a group, never reads a member's result.
-    const std::vector<Value*>& producers = n->op() == OpKind::Transpose ? kNone : n->inputs();
-    // Producers in several groups (a Where of three branches): all of them and n become one group where that
-    // keeps the graph in order.
-    if (std::optional<size_t> merged = merge_producers(g, *n, space, red, producers, index, groups, group_of)) {
-      joined = merged;
-    }
-    for (const Value* v : joined ? kNone : producers) {
-      if (!v || !v->producer()) continue;
-      auto it = group_of.find(v->producer());
-      if (it == group_of.end()) continue;
-      Group& grp = groups[it->second];
-      if (!grp.fits(space, red)) continue;
-      bool before = true;
-      for (const Value* u : n->inputs()) {
-        if (!u || !u->producer() || u->graph() != &g) continue;
-        auto jt = group_of.find(u->producer());
-        if (jt != group_of.end() && jt->second == it->second) continue;
-        before = before && index.at(u->producer()) < grp.first;
-      }
-      if (!before) continue;
-      joined = it->second;
-      break;
-    }
+    std::vector<size_t> cand = gr.candidates(n->op() == OpKind::Transpose ? kNone : n->inputs(), space, red);
+    // Producers in several groups (a Where of three branches): all of them and n become one group if they can;
+    // else n joins the first of them it can.
+    std::optional<size_t> joined;
+    if (cand.size() > 1 && gr.can_join(*n, space, red, cand)) joined = gr.merge(cand);
+    for (size_t c : cand)
+      if (!joined && gr.can_join(*n, space, red, {c})) joined = c;
     if (!joined) {
-      groups.push_back({{}, space, {}, i});
-      joined = groups.size() - 1;
+      gr.groups.push_back({{}, space, {}, i});
+      joined = gr.groups.size() - 1;
     }
-    Group& grp = groups[*joined];
+    Group& grp = gr.groups[*joined];
     grp.nodes.push_back(n);
     if (red.count > 0) grp.red = red;
-    group_of[n] = *joined;
+    gr.group_of[n] = *joined;
   }
-  return groups;
+  return std::move(gr.groups);
 }
 
 // Outlines one group into a FusedKernel placed at the group's first node; returns the members to erase (none

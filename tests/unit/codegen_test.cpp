@@ -371,16 +371,12 @@ TEST(Codegen, DoublePrecision) {
 // A narrow-integer tensor holding `values` (each within the type).
 Tensor narrow_tensor(DType dt, const Ints& shape, const std::vector<int64_t>& values) {
   Tensor t = Tensor::zeros(dt, shape);
-  for (size_t i = 0; i < values.size(); ++i) {
-    switch (dt) {
-      case DType::i8: t.data<int8_t>()[i] = int8_t(values[i]); break;
-      case DType::u8: t.data<uint8_t>()[i] = uint8_t(values[i]); break;
-      case DType::i16: t.data<int16_t>()[i] = int16_t(values[i]); break;
-      case DType::u16: t.data<uint16_t>()[i] = uint16_t(values[i]); break;
-      case DType::u32: t.data<uint32_t>()[i] = uint32_t(values[i]); break;
-      default: ADD_FAILURE() << "dtype";
-    }
-  }
+  visit_dtype(dt, [&]<class T>() {
+    if constexpr (std::is_integral_v<T>)
+      for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = T(values[i]);
+    else
+      ADD_FAILURE() << "dtype";
+  });
   return t;
 }
 

@@ -37,6 +37,11 @@ struct Plan {
   std::array<int64_t, kMaxRank> ostride{};  // output element strides
   int64_t numel = 0;
   size_t width = 4;  // bytes per element
+  // The 2-D tiles case (set by choose_tiles): the output dim reading the input's innermost, the tile shape,
+  // and whether whole 16 x 16 blocks are written with non-temporal stores.
+  size_t a = 0;
+  int64_t tile_a = 0, tile_b = 0;
+  bool stream = false;
 };
 
 // Simplifies (shape, perm) into the plan; false when deeper than kMaxRank.
@@ -158,10 +163,12 @@ struct Mover {
   }
 
   // Case "2-D tiles": dim a = output dim reading the input's innermost (stride 1), dim b = output's innermost.
-  // Task t = (batch, tile of a, tile of b), tiles of tile_a x tile_b.
-  // `stream`: whole 16 x 16 blocks may write with non-temporal stores (callers fence after).
-  void tiles(size_t a, int64_t tile_a, int64_t tile_b, int64_t t0, int64_t t1, bool stream) const {
-    size_t r = p.rank, b = r - 1;
+  // Task t = (batch, tile of a, tile of b), tiles of p.tile_a x p.tile_b. With p.stream, whole 16 x 16 blocks
+  // may write with non-temporal stores (callers fence after).
+  void tiles(int64_t t0, int64_t t1) const {
+    size_t r = p.rank, a = p.a, b = r - 1;
+    int64_t tile_a = p.tile_a, tile_b = p.tile_b;
+    bool stream = p.stream;
     int64_t na = p.odims[a], nb = p.odims[b];
     int64_t ta = (na + tile_a - 1) / tile_a, tb = (nb + tile_b - 1) / tile_b;
     int64_t rs_b = p.rstride[b], os_a = p.ostride[a];
@@ -203,6 +210,22 @@ struct Mover {
   }
 };
 
+// The 2-D tiles case's shape, once at prepare. Tiles of about 16K elements, long along a (each of the tile's input
+// rows a run of up to 2 KB that the prefetchers follow) and at least two blocks along b. NCHW -> NHWC of
+// 64 x 512 x 512 floats took 4.3-4.6 ms in 32 x 32 tiles, 2.6-3.0 in 512 x 32; NHWC -> NCHW 4.6-4.8 against
+// 1.9-2.0 in 64 x 256; 4096 x 4096 8-10.7 against 3.6-4.5. An output far larger than the caches is written
+// around them (no read of the lines it replaces, nothing evicted that the next kernel reads), as the generated
+// kernels' large outputs are.
+void choose_tiles(Plan& p) {
+  size_t r = p.rank;
+  if (p.rstride[r - 1] == 1) return;  // innermost dim kept: row copies
+  while (p.rstride[p.a] != 1) ++p.a;
+  auto up16 = [](int64_t v) { return (v + 15) / 16 * 16; };
+  p.tile_a = std::min<int64_t>(up16(p.odims[p.a]), 512);
+  p.tile_b = std::min(up16(p.odims[r - 1]), std::max<int64_t>(32, 16384 / p.tile_a / 16 * 16));
+  p.stream = p.numel * int64_t(p.width) >= kStreamingBytes;
+}
+
 template <class U>
 void run_plan(const Plan& p, const void* src_raw, void* dst_raw) {
   Mover<U> m{p, static_cast<const U*>(src_raw), static_cast<U*>(dst_raw)};
@@ -212,25 +235,13 @@ void run_plan(const Plan& p, const void* src_raw, void* dst_raw) {
     parallel_ranges(rows, len, 1, [&](int64_t r0, int64_t r1) { m.copy_rows(r0, r1); });
     return;
   }
-  size_t a = 0;
-  while (p.rstride[a] != 1) ++a;
-  int64_t na = p.odims[a], nb = p.odims[r - 1];
-  // Tiles of about 16K elements, long along a (each of the tile's input rows a run of up to 2 KB that the
-  // prefetchers follow) and at least two blocks along b. NCHW -> NHWC of 64 x 512 x 512 floats took 4.3-4.6 ms in
-  // 32 x 32 tiles, 2.6-3.0 in 512 x 32; NHWC -> NCHW 4.6-4.8 against 1.9-2.0 in 64 x 256; 4096 x 4096 8-10.7
-  // against 3.6-4.5.
-  auto up16 = [](int64_t v) { return (v + 15) / 16 * 16; };
-  int64_t tile_a = std::min<int64_t>(up16(na), 512);
-  int64_t tile_b = std::min(up16(nb), std::max<int64_t>(32, 16384 / tile_a / 16 * 16));
-  int64_t tiles = ((na + tile_a - 1) / tile_a) * ((nb + tile_b - 1) / tile_b);
+  int64_t na = p.odims[p.a], nb = p.odims[r - 1];
+  int64_t tiles = ((na + p.tile_a - 1) / p.tile_a) * ((nb + p.tile_b - 1) / p.tile_b);
   int64_t batches = p.numel / (na * nb);
-  // An output far larger than the caches: written around them (no read of the lines it replaces, nothing
-  // evicted that the next kernel reads), as the generated kernels' large outputs are.
-  bool stream = p.numel * int64_t(sizeof(U)) >= kStreamingBytes;
-  parallel_ranges(batches * tiles, tile_a * tile_b, 1, [&](int64_t t0, int64_t t1) {
-    m.tiles(a, tile_a, tile_b, t0, t1, stream);
+  parallel_ranges(batches * tiles, p.tile_a * p.tile_b, 1, [&](int64_t t0, int64_t t1) {
+    m.tiles(t0, t1);
 #ifdef CUVIL_TRANSPOSE_AVX512
-    if (stream) _mm_sfence();  // non-temporal stores are weakly ordered: fenced before the output is read
+    if (p.stream) _mm_sfence();  // non-temporal stores are weakly ordered: fenced before the output is read
 #endif
   });
 }
@@ -254,6 +265,7 @@ std::unique_ptr<PreparedKernel> prepare_transpose(const Node& n, const std::vect
     plan.ostride[0] = 1;
     plan.numel = 1;
   }
+  choose_tiles(plan);
   return make_kernel(
       [plan](KernelContext& ctx) {
         const void* src = ctx.input(0).raw();
