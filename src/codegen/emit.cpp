@@ -70,6 +70,11 @@ class Emitter {
     }
     Value* inner = dim[rank - 1];
     if (K.has_row_reductions() && !K.columns) choose_cache();
+    if (cache_expr >= 0 && S.streaming_stores) {
+      auto* buf = B.CreateAlloca(llvm::ArrayType::get(B.getFloatTy(), kStackRowCache));
+      buf->setAlignment(llvm::Align(64));
+      stack_cache = buf;
+    }
     if (Value* aligned = streaming_possible(begin, inner)) {
       // Two copies of the loops: streaming stores where every streamed output and every row start is aligned to
       // the vector, plain stores otherwise (vmovntps faults on a misaligned address).
@@ -185,6 +190,7 @@ class Emitter {
     if (!ok) return nullptr;
     auto multiple_of_16 = [&](Value* x) { return B.CreateICmpEQ(B.CreateAnd(x, B.getInt64(15)), B.getInt64(0)); };
     ok = B.CreateAnd(ok, multiple_of_16(inner));
+    if (stack_cache) ok = B.CreateAnd(ok, B.CreateICmpSLE(inner, B.getInt64(kStackRowCache)));
     return K.has_row_reductions() ? ok : B.CreateAnd(ok, multiple_of_16(begin));
   }
 
@@ -427,46 +433,36 @@ class Emitter {
   // again (Softmax's exp) is written into an f32 output's buffer during that pass and read back from L1 in the
   // output pass instead of being recomputed. Loads (v == null) or stores (v) the cached value at these lanes.
   int cache_expr = -1, cache_operand = -1;
+  static constexpr int kStackRowCache = 4096;  // floats: 16 KB, in L1 beside the row being read
+  Value* stack_cache = nullptr;                // [kStackRowCache x float] in the entry block, when streaming
+  // While the output streams, the output's lines must not be read back: the values go to a stack buffer instead
+  // (rows of at most kStackRowCache floats; streaming_possible checks).
   Value* access_cache(const Lanes& l, Value* v) {
-    if (v) {
+    llvm::Type* vt = vec(B.getFloatTy(), l.w);
+    if (v && !streaming) {
       store_at(cache_operand, l, v);
       return v;
     }
-    llvm::Type* vt = vec(B.getFloatTy(), l.w);
-    Value* p = B.CreateGEP(B.getFloatTy(), ptr[size_t(cache_operand)], B.CreateAdd(row_off[size_t(cache_operand)], l.j));
+    Value* p = streaming ? B.CreateGEP(B.getFloatTy(), stack_cache, l.j)
+                         : B.CreateGEP(B.getFloatTy(), ptr[size_t(cache_operand)],
+                                       B.CreateAdd(row_off[size_t(cache_operand)], l.j));
+    if (v) {
+      if (l.mask) B.CreateMaskedStore(v, p, llvm::Align(4), l.mask);
+      else B.CreateAlignedStore(v, p, llvm::Align(4));
+      return v;
+    }
     if (l.mask) return B.CreateMaskedLoad(vt, p, llvm::Align(4), l.mask, llvm::Constant::getNullValue(vt));
     return B.CreateAlignedLoad(vt, p, llvm::Align(4));
   }
   void choose_cache() {
-    int last = -1;
-    for (size_t i = 0; i < K.exprs.size(); ++i)
-      if (is_row_reduction(K.exprs[i].op)) last = int(i);
-    if (last < 0) return;
-    int e = K.exprs[size_t(last)].a;
-    if (uniform[size_t(e)] || K.exprs[size_t(e)].type != Scalar::f32) return;
-    // Worth it only for transcendental work, and only if an element-level output needs the value.
-    std::vector<bool> heavy(K.exprs.size(), false), needed(K.exprs.size(), false);
-    for (size_t i = 0; i < K.exprs.size(); ++i) {
-      const Expr& x = K.exprs[i];
-      heavy[i] = is_transcendental(x.op);
-      for (int a : {x.a, x.b, x.c})
-        if (a >= 0 && !uniform[size_t(a)]) heavy[i] = heavy[i] || heavy[size_t(a)];
+    cache_expr = K.row_cache_expr();
+    for (const Store& st : K.stores) {
+      const Operand& o = K.operands[size_t(st.operand)];
+      if (cache_expr >= 0 && !o.per_row && o.dtype == DType::f32) {
+        cache_operand = st.operand;
+        break;
+      }
     }
-    int out = -1;
-    for (const Store& s : K.stores) {
-      const Operand& o = K.operands[size_t(s.operand)];
-      if (o.per_row) continue;
-      needed[size_t(s.expr)] = true;
-      if (out < 0 && o.dtype == DType::f32) out = s.operand;
-    }
-    for (size_t i = K.exprs.size(); i-- > 0;) {
-      if (!needed[i] || uniform[i] || int(i) == e) continue;
-      for (int a : {K.exprs[i].a, K.exprs[i].b, K.exprs[i].c})
-        if (a >= 0) needed[size_t(a)] = true;
-    }
-    if (!heavy[size_t(e)] || !needed[size_t(e)] || out < 0) return;
-    cache_expr = e;
-    cache_operand = out;
   }
 
   Value* to_storage(Value* v, DType d) {
@@ -690,28 +686,44 @@ class Emitter {
       }
     }
   }
+  // A float max/min carries its running extremum and, beside it, whether a NaN has been seen: the extremum's own
+  // chain is then one vmaxps/vminps (latency 2) per vector instead of a compare, a mask or and a blend (~5), which
+  // bounded Softmax's first pass. A row with a NaN gives a NaN, as combine's NaN-first rule does.
+  Value* ordered_combine(Op op, Value* acc, Value* v) {
+    return B.CreateSelect(op == Op::row_max ? B.CreateFCmpOGT(v, acc) : B.CreateFCmpOLT(v, acc), v, acc);
+  }
   Value* reduce_row(const Expr& e) {
     if (e.op == Op::row_argmax || e.op == Op::row_argmin) return reduce_row_arg(e);
     int w = std::min(S.vector_width, kReductionLanes);
     int nacc = kReductionLanes / w;
     llvm::Type* vt = vec(scalar_ty(e.type), w);
     Value* ident = identity(e.op, vt);
+    bool nan_flag = (e.op == Op::row_max || e.op == Op::row_min) && vt->isFPOrFPVectorTy();
+    auto step = [&](Value* acc, Value* v) { return nan_flag ? ordered_combine(e.op, acc, v) : combine(e.op, acc, v); };
+    Value* no_nan = llvm::Constant::getNullValue(vec(B.getInt1Ty(), w));
     Value* inner = dim[size_t(K.rank) - 1];
     Value* full_end = B.CreateMul(B.CreateSDiv(inner, B.getInt64(kReductionLanes)), B.getInt64(kReductionLanes));
     bool prefetch = !first_pass(e);
-    Carried acc = loop(B.getInt64(0), full_end, B.getInt64(kReductionLanes), Carried(size_t(nacc), ident),
+    Carried init(size_t(nacc), ident);
+    if (nan_flag) init.push_back(no_nan);  // one flag for all accumulators: its chain (kor) is short
+    Carried acc = loop(B.getInt64(0), full_end, B.getInt64(kReductionLanes), init,
                        [&](Value* j, const Carried& a) {
                          Carried next;
+                         Value* nan = nan_flag ? a.back() : nullptr;
                          if (prefetch) prefetch_next_row(j);
                          for (int q = 0; q < nacc; ++q) {
                            std::vector<Value*> memo(K.exprs.size(), nullptr);
                            Lanes l{w, B.CreateAdd(j, B.getInt64(q * w)), nullptr};
                            Value* v = elem(e.a, l, memo);
                            if (e.a == cache_expr) access_cache(l, v);
-                           next.push_back(combine(e.op, a[size_t(q)], v));
+                           next.push_back(step(a[size_t(q)], v));
+                           if (nan_flag) nan = B.CreateOr(nan, B.CreateFCmpUNO(v, v));
                          }
+                         if (nan_flag) next.push_back(nan);
                          return next;
                        });
+    Value* nan = nan_flag ? acc.back() : nullptr;
+    if (nan_flag) acc.pop_back();
     // The last partial block (possibly empty: every lane masked off adds the identity, which changes nothing).
     for (int q = 0; q < nacc; ++q) {
       Value* j = B.CreateAdd(full_end, B.getInt64(q * w));
@@ -721,19 +733,25 @@ class Emitter {
       Lanes l{w, j, mask};
       Value* v = elem(e.a, l, memo);
       if (e.a == cache_expr) access_cache(l, v);
-      acc[size_t(q)] = combine(e.op, acc[size_t(q)], B.CreateSelect(mask, v, ident));
+      Value* live = B.CreateSelect(mask, v, ident);
+      acc[size_t(q)] = step(acc[size_t(q)], live);
+      if (nan_flag) nan = B.CreateOr(nan, B.CreateFCmpUNO(live, live));
     }
     while (acc.size() > 1) {
       size_t h = acc.size() / 2;
       Carried next;
-      for (size_t q = 0; q < h; ++q) next.push_back(combine(e.op, acc[q], acc[q + h]));
+      for (size_t q = 0; q < h; ++q) next.push_back(step(acc[q], acc[q + h]));
       acc = next;
     }
     Value* v = acc[0];
     for (int lanes = w; lanes > 1; lanes /= 2) {
       std::vector<int> lo, hi;
       for (int t = 0; t < lanes / 2; ++t) lo.push_back(t), hi.push_back(t + lanes / 2);
-      v = combine(e.op, B.CreateShuffleVector(v, lo), B.CreateShuffleVector(v, hi));
+      v = step(B.CreateShuffleVector(v, lo), B.CreateShuffleVector(v, hi));
+    }
+    if (nan_flag) {
+      Value* any = w == 1 ? nan : B.CreateOrReduce(nan);
+      v = B.CreateSelect(any, llvm::ConstantFP::getNaN(v->getType()), v);
     }
     return v;
   }

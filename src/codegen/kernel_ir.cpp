@@ -97,6 +97,53 @@ std::vector<bool> Kernel::row_uniform() const {
   return u;
 }
 
+int Kernel::row_cache_expr() const {
+  if (columns) return -1;
+  int last = -1;
+  for (size_t i = 0; i < exprs.size(); ++i)
+    if (is_row_reduction(exprs[i].op)) last = int(i);
+  if (last < 0) return -1;
+  int e = exprs[size_t(last)].a;
+  std::vector<bool> uniform = row_uniform();
+  if (uniform[size_t(e)] || exprs[size_t(e)].type != Scalar::f32) return -1;
+  // Worth it only for transcendental work, and only if an element-level output needs the value.
+  std::vector<bool> heavy(exprs.size(), false), needed(exprs.size(), false);
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const Expr& x = exprs[i];
+    heavy[i] = is_transcendental(x.op);
+    for (int a : {x.a, x.b, x.c})
+      if (a >= 0 && !uniform[size_t(a)]) heavy[i] = heavy[i] || heavy[size_t(a)];
+  }
+  bool f32_out = false;
+  for (const Store& s : stores) {
+    const Operand& o = operands[size_t(s.operand)];
+    if (o.per_row) continue;
+    needed[size_t(s.expr)] = true;
+    f32_out = f32_out || o.dtype == DType::f32;
+  }
+  for (size_t i = exprs.size(); i-- > 0;) {
+    if (!needed[i] || uniform[i] || int(i) == e) continue;
+    for (int a : {exprs[i].a, exprs[i].b, exprs[i].c})
+      if (a >= 0) needed[size_t(a)] = true;
+  }
+  return heavy[size_t(e)] && needed[size_t(e)] && f32_out ? e : -1;
+}
+
+int64_t Kernel::output_pass_costly_exprs() const {
+  std::vector<bool> uniform = row_uniform(), needed(exprs.size(), false);
+  int cached = row_cache_expr();
+  for (const Store& s : stores)
+    if (!operands[size_t(s.operand)].per_row) needed[size_t(s.expr)] = true;
+  int64_t n = 0;
+  for (size_t i = exprs.size(); i-- > 0;) {
+    if (!needed[i] || uniform[i] || int(i) == cached) continue;
+    n += is_transcendental(exprs[i].op) || exprs[i].op == Op::div;
+    for (int a : {exprs[i].a, exprs[i].b, exprs[i].c})
+      if (a >= 0) needed[size_t(a)] = true;
+  }
+  return n;
+}
+
 namespace {
 
 int arity(Op op) {

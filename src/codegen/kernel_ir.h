@@ -105,6 +105,14 @@ struct Kernel {
   // Whether expr i has one value per row (depends only on constants, loads broadcast along the row and row
   // reductions). In a columns kernel such values still vary along the innermost dim, lane by lane.
   std::vector<bool> row_uniform() const;
+  // The row cache of a row kernel (not columns): the expression the last reduction pass reduces, when it is
+  // transcendental per element, f32, and an element-level f32 output needs it again (Softmax's exp). The emitter
+  // keeps its values from that pass for the output pass instead of computing them twice. -1 when there is none.
+  int row_cache_expr() const;
+  // Per-element expressions the output pass computes (a row kernel's last loop; all of an element-wise kernel)
+  // whose math costs several times a load and a store: transcendental ones and divisions, the cached expression
+  // and what only it needs not counted.
+  int64_t output_pass_costly_exprs() const;
   // Checks the structural rules (operand indices, SSA order, types); throws on a malformed kernel.
   void validate() const;
   // Stable text form: the hash input and what `--dump-kernels` prints.

@@ -296,6 +296,18 @@ TEST(Codegen, RowReductions) {
                                         input(random_tensor(DType::f32, {4, 5}, 11, false))},
            {{"axis", int64_t(1)}}, 2e-5, "LayerNorm over 2 axes");
   check_op(OpKind::Softmax, {input(x)}, {}, 1e-6, "Softmax specials");
+  // A float max/min keeps whether it saw a NaN beside the running extremum: one NaN anywhere in a row (the vector
+  // loop's first or last block, the masked tail) makes the row's result NaN, rows of -inf or +inf stay so.
+  for (int64_t cols : {int64_t(33), int64_t(64), int64_t(100), int64_t(1000)}) {
+    int64_t rows = 9;
+    Tensor y = random_tensor(DType::f32, {rows, cols}, 12, false);
+    float* p = y.data<float>();
+    for (int64_t r = 0; r < 6; ++r) p[r * cols + (r == 0 ? 0 : r == 1 ? cols - 1 : (r * 37) % cols)] = kNaN;
+    for (int64_t c = 0; c < cols; ++c) p[6 * cols + c] = -kInf, p[7 * cols + c] = kInf;
+    for (OpKind op : {OpKind::ReduceMax, OpKind::ReduceMin})
+      check_op(op, {input(y), constant(vec<int64_t>({-1}))}, {}, 0, "one NaN a row, " + std::to_string(cols));
+    check_op(OpKind::Softmax, {input(y)}, {}, 1e-6, "Softmax one NaN a row, " + std::to_string(cols));
+  }
   for (OpKind op : {OpKind::ReduceLogSumExp, OpKind::ReduceL2, OpKind::ReduceL1, OpKind::ReduceSumSquare})
     check_op(op, {input(x), constant(vec<int64_t>({2}))}, {}, 1e-6, "specials");
   // Sums and squares beyond f32 whose f64 results are not: L2 and LogSum scale by the largest magnitude.
@@ -985,6 +997,41 @@ TEST(Codegen, StreamingStoresMatchPlainStores) {
       for (int64_t shift : {0, 1, 4})
         for (int64_t cut : {int64_t(0), int64_t(32), int64_t(5), n})
           EXPECT_EQ(run(s, shift, cut), want) << s.str() << " cols " << cols << " shift " << shift << " cut " << cut;
+  }
+}
+
+// Softmax streams its output through a stack buffer that holds the row's exp between the sum's pass and the
+// output pass (rows of up to 4096); longer rows, misaligned outputs and odd rows keep the output as that cache
+// and store plainly. All give the plain schedule's bits.
+TEST(Codegen, StreamingSoftmaxMatchesPlain) {
+  Kernel k;
+  k.rank = 2;
+  k.operands = {{DType::f32, Access::contiguous, false, false}, {DType::f32, Access::contiguous, true, false}};
+  k.exprs = {{Op::load, Scalar::f32, -1, -1, -1, 0, 0}, {Op::row_max, Scalar::f32, 0, -1, -1, -1, 0},
+             {Op::sub, Scalar::f32, 0, 1, -1, -1, 0},   {Op::exp, Scalar::f32, 2, -1, -1, -1, 0},
+             {Op::row_sum, Scalar::f32, 3, -1, -1, -1, 0}, {Op::constant, Scalar::f32, -1, -1, -1, -1, 1},
+             {Op::div, Scalar::f32, 5, 4, -1, -1, 0},   {Op::mul, Scalar::f32, 3, 6, -1, -1, 0}};
+  k.stores = {{1, 7}};
+  ASSERT_EQ(k.row_cache_expr(), 3);
+  EXPECT_EQ(k.output_pass_costly_exprs(), 0);  // the exp is the cache's; 1 / sum is once a row
+  EXPECT_NE(kernel_assembly(k, Schedule{16, 2, 1, true}).find("vmovntps"), std::string::npos);
+  for (int64_t cols : {int64_t(48), int64_t(4096), int64_t(4112), int64_t(19)}) {
+    int64_t rows = 5, n = rows * cols;
+    Tensor x = random_tensor(DType::f32, {n}, uint32_t(cols), true, -20, 20);
+    Ints dims{rows, cols}, strides{cols, 1, cols, 1};
+    auto run = [&](Schedule s, int64_t shift) {
+      Tensor y = Tensor::zeros(DType::f32, {n + 16});  // 64-byte aligned; shifted by `shift` floats
+      void* ptrs[] = {x.raw(), y.data<float>() + shift};
+      GeneratedFn fn = jit_kernel(k, s);
+      fn(dims.data(), strides.data(), ptrs, 0, 2);
+      fn(dims.data(), strides.data(), ptrs, 2, rows);
+      return std::vector<uint32_t>(reinterpret_cast<uint32_t*>(y.data<float>() + shift),
+                                   reinterpret_cast<uint32_t*>(y.data<float>() + shift + n));
+    };
+    std::vector<uint32_t> want = run(Schedule{16, 2, 1, false}, 0);
+    for (Schedule s : {Schedule{16, 2, 1, true}, Schedule{16, 1, 1, true}, Schedule{8, 2, 1, true}})
+      for (int64_t shift : {0, 3})
+        EXPECT_EQ(run(s, shift), want) << s.str() << " cols " << cols << " shift " << shift;
   }
 }
 
