@@ -268,6 +268,27 @@ class Emitter {
     return phis;
   }
 
+  // if (cond) vals = then(vals): the values after, merged.
+  Carried if_then(Value* cond, const Carried& vals, const std::function<Carried(Carried)>& then) {
+    llvm::BasicBlock* pre = B.GetInsertBlock();
+    auto* bb = llvm::BasicBlock::Create(C, "if.then", F);
+    auto* done = llvm::BasicBlock::Create(C, "if.done", F);
+    B.CreateCondBr(cond, bb, done);
+    B.SetInsertPoint(bb);
+    Carried after = then(vals);
+    llvm::BasicBlock* end = B.GetInsertBlock();
+    B.CreateBr(done);
+    B.SetInsertPoint(done);
+    Carried merged;
+    for (size_t i = 0; i < vals.size(); ++i) {
+      llvm::PHINode* p = B.CreatePHI(vals[i]->getType(), 2);
+      p->addIncoming(vals[i], pre);
+      p->addIncoming(after[i], end);
+      merged.push_back(p);
+    }
+    return merged;
+  }
+
   // ---- rows
   // row_off for flat index `row` over the first `outer_dims` dims.
   void set_row_offsets(Value* row, size_t outer_dims) {
@@ -722,21 +743,25 @@ class Emitter {
                          if (nan_flag) next.push_back(nan);
                          return next;
                        });
+    // The last partial block, when the row has one (a row of whole blocks skips it: for rows of 128 it was a
+    // fifth of each pass).
+    acc = if_then(B.CreateICmpSLT(full_end, inner), acc, [&](Carried a) {
+      for (int q = 0; q < nacc; ++q) {
+        Value* j = B.CreateAdd(full_end, B.getInt64(q * w));
+        Value* lanes = positions(j, w);
+        Value* mask = B.CreateICmpSLT(lanes, B.CreateVectorSplat(unsigned(w), inner));
+        std::vector<Value*> memo(K.exprs.size(), nullptr);
+        Lanes l{w, j, mask};
+        Value* v = elem(e.a, l, memo);
+        if (e.a == cache_expr) access_cache(l, v);
+        Value* live = B.CreateSelect(mask, v, ident);  // masked-off lanes add the identity: no change
+        a[size_t(q)] = step(a[size_t(q)], live);
+        if (nan_flag) a.back() = B.CreateOr(a.back(), B.CreateFCmpUNO(live, live));
+      }
+      return a;
+    });
     Value* nan = nan_flag ? acc.back() : nullptr;
     if (nan_flag) acc.pop_back();
-    // The last partial block (possibly empty: every lane masked off adds the identity, which changes nothing).
-    for (int q = 0; q < nacc; ++q) {
-      Value* j = B.CreateAdd(full_end, B.getInt64(q * w));
-      Value* lanes = positions(j, w);
-      Value* mask = B.CreateICmpSLT(lanes, B.CreateVectorSplat(unsigned(w), inner));
-      std::vector<Value*> memo(K.exprs.size(), nullptr);
-      Lanes l{w, j, mask};
-      Value* v = elem(e.a, l, memo);
-      if (e.a == cache_expr) access_cache(l, v);
-      Value* live = B.CreateSelect(mask, v, ident);
-      acc[size_t(q)] = step(acc[size_t(q)], live);
-      if (nan_flag) nan = B.CreateOr(nan, B.CreateFCmpUNO(live, live));
-    }
     while (acc.size() > 1) {
       size_t h = acc.size() / 2;
       Carried next;
