@@ -29,6 +29,7 @@ struct KernelOptions {
   bool fast = true;                // false: reference kernels only (the oracle; for debugging and tests)
   std::set<OpKind> reference_ops;  // ops that always run on the reference kernels
   bool winograd = true;            // 3x3 stride-1 convolutions may use Winograd (rel. error ~1e-6, not ~1e-7)
+  bool cpu_gemm = true;            // products with a constant B run Cuvil's AVX-512 GEMM (off: oneDNN's matmul)
   // FusedKernel nodes run generated code (src/codegen); off, or for a body holding one of `no_codegen_ops`, the
   // body runs op by op instead. The environment variable CUVIL_NO_CODEGEN (all, or op names separated by commas)
   // adds to these.

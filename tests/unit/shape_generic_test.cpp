@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/cpu/gemm.h"
 #include "runtime/executor.h"
 #include "test_util.h"
 
@@ -33,9 +34,13 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
         << what << " at " << i;
 }
 
-// Runs `one` at each set of feeds on a fast and a reference executor; expects equal results, a generic oneDNN
-// kernel, and a single preparation of it.
-void expect_generic(OneOp& one, const std::vector<std::vector<Tensor>>& feeds_per_shape) {
+// A product with a constant B runs Cuvil's GEMM where the CPU has AVX-512, oneDNN's shape-generic gemm elsewhere.
+std::string linear_impl() { return cpu::gemm_supported() ? "cpu:gemm:avx512" : "onednn:gemm:jit"; }
+
+// Runs `one` at each set of feeds on a fast and a reference executor; expects equal results, the generic kernel
+// `impl`, and a single preparation of it.
+void expect_generic(OneOp& one, const std::vector<std::vector<Tensor>>& feeds_per_shape,
+                    const std::string& impl = "onednn:gemm:jit") {
   Executor fast(one.g), ref(one.g, reference_kernels());
   for (const auto& feeds : feeds_per_shape) {
     std::string what = "shape " + feeds[0].type_str();
@@ -43,7 +48,7 @@ void expect_generic(OneOp& one, const std::vector<std::vector<Tensor>>& feeds_pe
     bool empty = false;
     for (const Tensor& t : feeds) empty |= t.numel() == 0;
     if (!empty) {
-      EXPECT_EQ(fast.profile(feeds)[0].impl, "onednn:gemm:jit") << what;
+      EXPECT_EQ(fast.profile(feeds)[0].impl, impl) << what;
     }
   }
   EXPECT_EQ(fast.stats().kernels_prepared, 1);
@@ -62,7 +67,7 @@ TEST(ShapeGeneric, LinearWithBiasResidualAndActivation) {
   uint32_t seed = 10;
   for (Ints bs : std::vector<Ints>{{1, 1}, {2, 3}, {1, 7}, {3, 64}, {5, 33}, {1, 200}, {0, 4}, {2, 0}})
     feeds.push_back({random_tensor({bs[0], bs[1], 19}, seed++), random_tensor({bs[0], bs[1], 23}, seed++)});
-  expect_generic(one, feeds);
+  expect_generic(one, feeds, linear_impl());
 }
 
 TEST(ShapeGeneric, GemmWithTransposedConstantB) {
@@ -74,7 +79,7 @@ TEST(ShapeGeneric, GemmWithTransposedConstantB) {
                        {{"transB", Attribute(int64_t(1))}, {"beta", Attribute(0.75)}});
   std::vector<std::vector<Tensor>> feeds;
   for (int64_t rows : {1, 2, 5, 17, 128, 301}) feeds.push_back({random_tensor({rows, 16}, uint32_t(rows))});
-  expect_generic(one, feeds);
+  expect_generic(one, feeds, linear_impl());
 }
 
 TEST(ShapeGeneric, BatchedProductsWithEveryDimVarying) {
@@ -109,6 +114,7 @@ TEST(ShapeGeneric, OffPreparesPerShapeAndStaticShapesStaySpecialized) {
     std::vector<Tensor> feeds{random_tensor({rows, 16}, uint32_t(rows))};
     expect_close(per_shape.run(feeds)[0], ref.run(feeds)[0], "rows " + std::to_string(rows));
     EXPECT_NE(per_shape.profile(feeds)[0].impl, "onednn:gemm:jit");
+    EXPECT_EQ(per_shape.profile(feeds)[0].impl == "cpu:gemm:avx512", cpu::gemm_supported() && rows >= 16);
   }
   EXPECT_EQ(per_shape.stats().kernels_prepared, 3);
 

@@ -6,7 +6,8 @@
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
 //
 // --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels;
-// --no-winograd keeps 3x3 convolutions on direct (non-Winograd) kernels. --no-codegen runs fused element-wise
+// --no-winograd keeps 3x3 convolutions on direct (non-Winograd) kernels; --no-cpu-gemm runs products with a constant
+// B on oneDNN instead of Cuvil's GEMM. --no-codegen runs fused element-wise
 // groups op by op instead of as generated kernels (CUVIL_NO_CODEGEN=Op1,Op2 does it for groups holding those ops).
 //
 // MODEL is an .onnx file or Cuvil IR text (.cvir). Any error prints one line and exits non-zero.
@@ -38,7 +39,7 @@ constexpr const char* kUsage =
     "  cuvil inspect MODEL [--ir [-O0|-O1] | --kernels]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
-    "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen]\n"
+    "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen] [--no-cpu-gemm]\n"
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
@@ -53,7 +54,7 @@ struct Args {
   std::map<std::string, int64_t> dims;        // symbol -> value, for random inputs
   std::string output_dir;
   int threads = 0, iters = 10, warmup = 2;  // threads 0: all cores
-  bool json = false, ir = false, kernels = false, reference = false, winograd = true, codegen = true;
+  bool json = false, ir = false, kernels = false, reference = false, winograd = true, codegen = true, cpu_gemm = true;
   int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
   bool opt_level_given = false;  // inspect --ir prints the graph as loaded unless a level is asked for
 };
@@ -96,6 +97,7 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
     else if (s == "--ref") a.reference = true;
     else if (s == "--no-winograd") a.winograd = false;
+    else if (s == "--no-cpu-gemm") a.cpu_gemm = false;
     else if (s == "--no-codegen") a.codegen = false;
     else if (s == "--iters") a.iters = int(parse_int(s, value(), 1));
     else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
@@ -217,6 +219,7 @@ std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a)
   o.threads = a.threads;
   o.kernels.fast = !a.reference;
   o.kernels.winograd = a.winograd;
+  o.kernels.cpu_gemm = a.cpu_gemm;
   o.kernels.codegen = a.codegen;
   return std::make_unique<Executor>(std::move(g), o);
 }

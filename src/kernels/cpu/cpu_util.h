@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "ir/ops/activation.h"
 #include "kernels/prepared_kernel.h"
 
 // Hot loops are compiled once per ISA level and picked at load time (GCC's ifunc clones), because the library
@@ -73,6 +74,9 @@ void parallel_ranges(int64_t n, int64_t cost, int64_t align, Fn&& fn, int64_t mi
     if (begin < end) fn(begin, end);
   }
 }
+
+// x[0 .. n) = a(x), in place, on the same vectorized loops as the unary kernels (a fused op's activation).
+void activate_inplace(float* x, int64_t n, const nn::Activation& a);
 
 // Per-family prepare functions: null when the family has no fast kernel for this node and these inputs.
 std::unique_ptr<PreparedKernel> prepare_unary(const Node& n, const std::vector<PrepareInput>& inputs);

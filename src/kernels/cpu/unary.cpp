@@ -55,6 +55,9 @@ struct Clip {
     return select_f(x > p.hi, p.hi, x);
   }
 };
+struct Elu {
+  static float f(float x, const Params& p) { return select_f(x < 0.0f, p.alpha * (exp_f(x) - 1.0f), x); }
+};
 struct GeluErf {
   static float f(float x, const Params&) { return 0.5f * x * (1.0f + erf_f(x * 0.7071067811865476f)); }
 };
@@ -91,6 +94,7 @@ CUVIL_UNARY_LOOP(HardSwish)
 CUVIL_UNARY_LOOP(Clip)
 CUVIL_UNARY_LOOP(GeluErf)
 CUVIL_UNARY_LOOP(GeluTanh)
+CUVIL_UNARY_LOOP(Elu)
 #undef CUVIL_UNARY_LOOP
 
 // Work per element relative to a copy, so that cheap ops need more elements before threads pay off.
@@ -105,6 +109,27 @@ int64_t op_cost(OpKind k) {
 float read_bound(const Tensor& t) { return t.data<float>()[0]; }
 
 }  // namespace
+
+void activate_inplace(float* x, int64_t n, const nn::Activation& a) {
+  Params p;
+  p.alpha = a.alpha;
+  p.beta = a.beta;
+  LoopFn loop = nullptr;
+  switch (a.kind) {
+    case nn::Act::None: return;
+    case nn::Act::Relu: loop = loop_Relu; break;
+    case nn::Act::LeakyRelu: loop = loop_LeakyRelu; break;
+    case nn::Act::Clip: loop = loop_Clip, p.lo = a.alpha, p.hi = a.beta; break;
+    case nn::Act::Sigmoid: loop = loop_Sigmoid; break;
+    case nn::Act::Tanh: loop = loop_Tanh; break;
+    case nn::Act::HardSigmoid: loop = loop_HardSigmoid; break;
+    case nn::Act::HardSwish: loop = loop_HardSwish; break;
+    case nn::Act::Gelu: loop = loop_GeluErf; break;
+    case nn::Act::GeluTanh: loop = loop_GeluTanh; break;
+    case nn::Act::Elu: loop = loop_Elu; break;
+  }
+  loop(x, x, n, p);
+}
 
 std::unique_ptr<PreparedKernel> prepare_unary(const Node& n, const std::vector<PrepareInput>& inputs) {
   if (inputs.empty() || !inputs[0].present || inputs[0].dtype != DType::f32) return nullptr;

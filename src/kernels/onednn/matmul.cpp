@@ -4,6 +4,7 @@
 // along as bias / post-ops.
 #include <cstring>
 
+#include "kernels/matmul_spec.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_ops.h"
 #include "kernels/ref/ref_kernels.h"
@@ -12,50 +13,6 @@ namespace cuvil::onednn {
 
 namespace {
 
-// The operation in a form shared by the three ops: Y = act(alpha * A' B' + bias + sum_scale * Sum).
-struct Spec {
-  bool trans_a = false, trans_b = false;
-  float alpha = 1.f;
-  int bias_input = -1;    // 1-D [N] (or [1, N]) added to every row
-  float bias_scale = 1.f;  // Gemm's beta when C is a bias
-  int sum_input = -1;     // same shape as Y
-  float sum_scale = 1.f;
-  nn::Activation act;
-};
-
-bool read_spec(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y, Spec& s) {
-  AttrReader attrs(n);
-  auto present = [&](size_t i) { return in.size() > i && in[i].present; };
-  if (n.op() == OpKind::Gemm) {
-    s.trans_a = attrs.i("transA") != 0;
-    s.trans_b = attrs.i("transB") != 0;
-    s.alpha = attrs.f("alpha");
-    if (present(2)) {
-      const auto& c = in[2].shape;
-      int64_t N = y[1];
-      float beta = attrs.f("beta");
-      if (c == std::vector<int64_t>{N} || c == std::vector<int64_t>{1, N}) {
-        s.bias_input = 2;
-        s.bias_scale = beta;
-      } else if (c == y) {
-        s.sum_input = 2;
-        s.sum_scale = beta;
-      } else {
-        return false;  // a column or scalar C: the reference handles it
-      }
-    }
-    return true;
-  }
-  if (n.op() == OpKind::FusedMatMul) {
-    s.trans_b = attrs.i("transB") != 0;
-    s.alpha = attrs.f("alpha");
-    if (present(2)) s.bias_input = 2;
-    if (present(3)) s.sum_input = 3;
-    s.act = nn::read_activation(attrs);
-  }
-  return true;
-}
-
 class MatMulKernel final : public PrimitiveKernel {
  public:
   bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y) {
@@ -63,8 +20,8 @@ class MatMulKernel final : public PrimitiveKernel {
     if (!to_onednn_type(in[0].dtype, &dt)) return false;
     const auto &as = in[0].shape, &bs = in[1].shape;
     if (as.size() < 2 || bs.size() < 2 || as.size() > 8 || bs.size() > 8) return false;
-    Spec s;
-    if (!read_spec(n, in, y, s)) return false;
+    MatMulSpec s;
+    if (!read_matmul_spec(n, in, y, s)) return false;
     if (s.alpha != 1.f && s.bias_input >= 0 && !in[1].value) {
       // alpha becomes a linear post-op, applied after the bias: a constant bias is pre-divided by alpha.
       if (s.alpha == 0.f || !in[size_t(s.bias_input)].value) return false;
@@ -152,7 +109,7 @@ class MatMulKernel final : public PrimitiveKernel {
   }
 
  private:
-  Spec spec_;
+  MatMulSpec spec_;
   bool bind_b_ = false, bind_bias_ = false;
 };
 
@@ -172,7 +129,7 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
     if (as.rank() < 2 || bs.rank() < 2 || as.rank() > 8 || bs.rank() > 8) return false;
     if (as.is_static() && bs.is_static()) return false;  // one shape only: the specialized kernel is faster
     if (!to_onednn_type(a->dtype(), &dt_)) return false;
-    // The spec as read_spec sees it, with -1 for dims that vary.
+    // The spec as read_matmul_spec sees it, with -1 for dims that vary.
     std::vector<PrepareInput> in(n.num_inputs());
     for (size_t i = 0; i < n.num_inputs(); ++i) {
       const Value* v = n.input(i);
@@ -186,8 +143,8 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
     if (!ys.rank_known()) return false;
     std::vector<int64_t> y;
     for (const Dim& d : ys.dims()) y.push_back(d.is_const() ? d.value() : -1);
-    Spec s;
-    if (!read_spec(n, in, y, s) || s.trans_a) return false;
+    MatMulSpec s;
+    if (!read_matmul_spec(n, in, y, s) || s.trans_a) return false;
     if (n.op() == OpKind::Gemm && s.sum_input >= 0) return false;  // C's shape is only known to match at run time
     spec_ = s;
     const memory::dim R = DNNL_RUNTIME_DIM_VAL;
@@ -340,7 +297,7 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
     return memory::desc(dims, dt_, tag);
   }
 
-  Spec spec_;
+  MatMulSpec spec_;
   memory::data_type dt_ = memory::data_type::f32;
   bool linear_ = false, bind_bias_ = false;
   int64_t k_ = 0, n_ = 0;

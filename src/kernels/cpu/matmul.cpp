@@ -1,0 +1,116 @@
+// MatMul, Gemm and FusedMatMul whose B is a constant matrix (a Linear layer), on the product of gemm.h: A's
+// leading dims run as the rows of one tall [rows, K] x [K, N] product, B (times alpha) is packed at prepare,
+// and the rows are read from the input at every call, so one kernel serves every batch and sequence length.
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/matmul_spec.h"
+
+namespace cuvil::cpu {
+
+namespace {
+
+// Fewer rows than this stay with oneDNN, whose matrix-vector paths suit them (the MLP at batch 1, a classifier).
+constexpr int64_t kMinRows = 16;
+
+class GemmMatMul final : public PreparedKernel {
+ public:
+  // in: the inputs' dtypes and dims (-1 where a dim varies), B's value set.
+  // generic: the dims marked -1 vary between calls.
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y, bool generic) {
+    if (!gemm_supported() || in.size() < 2 || !in[0].present || !in[1].value) return false;
+    for (const PrepareInput& i : in)
+      if (i.present && i.dtype != DType::f32) return false;
+    const std::vector<int64_t>& as = in[0].shape;
+    const std::vector<int64_t>& bs = in[1].shape;
+    if (as.size() < 2 || bs.size() < 2 || y.size() < 2) return false;
+    for (size_t d = 0; d + 2 < bs.size(); ++d)
+      if (bs[d] != 1) return false;  // a batched B: oneDNN's
+    if (!read_matmul_spec(n, in, y, spec_) || spec_.trans_a) return false;
+    // A Gemm's C read as Y-shaped might be a broadcast row at run time: only static shapes tell.
+    if (generic && n.op() == OpKind::Gemm && spec_.sum_input >= 0) return false;
+    k_ = bs[bs.size() - (spec_.trans_b ? 1 : 2)];
+    n_ = bs[bs.size() - (spec_.trans_b ? 2 : 1)];
+    if (k_ <= 0 || n_ <= 0 || as.back() != k_ || y.back() != n_) return false;
+    if (spec_.sum_input >= 0 && in[size_t(spec_.sum_input)].shape != y) return false;
+    b_ = std::make_unique<PackedB>(in[1].value->data<float>(), k_, n_, spec_.trans_b, spec_.alpha);
+    if (spec_.bias_input >= 0) {
+      const PrepareInput& bias = in[size_t(spec_.bias_input)];
+      if (shape_numel(bias.shape) != n_) return false;
+      if (bias.value) {
+        // alpha is in B; the bias keeps its own scale (Gemm's beta), applied once here
+        const float* v = bias.value->data<float>();
+        bias_.resize(size_t(n_));
+        for (int64_t j = 0; j < n_; ++j) bias_[size_t(j)] = v[j] * spec_.bias_scale;
+      } else if (spec_.bias_scale != 1.f) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    Tensor& y = ctx.output(0);
+    int64_t rows = a.numel() / k_;
+    CUVIL_CHECK(rows * n_ == y.numel(), ctx.node().describe(), ": internal error: ", a.type_str(), " x [", k_, ", ",
+                n_, "] does not give ", y.type_str());
+    GemmEpilogue e;
+    e.act = spec_.act;
+    if (spec_.bias_input >= 0)
+      e.bias = bias_.empty() ? ctx.input(size_t(spec_.bias_input)).data<float>() : bias_.data();
+    if (spec_.sum_input >= 0) {
+      const Tensor& sum = ctx.input(size_t(spec_.sum_input));
+      CUVIL_CHECK(sum.shape() == y.shape(), ctx.node().describe(), ": internal error: the residual input is ",
+                  sum.type_str(), " but the output ", y.type_str());
+      e.sum = sum.data<float>();
+      e.sum_scale = spec_.sum_scale;
+    }
+    gemm(a.data<float>(), rows, k_, *b_, y.data<float>(), n_, e);
+  }
+  std::string impl_name() const override { return "cpu:gemm:avx512"; }
+
+ private:
+  MatMulSpec spec_;
+  int64_t k_ = 0, n_ = 0;
+  std::unique_ptr<PackedB> b_;
+  std::vector<float> bias_;  // a constant bias times its scale; empty when the bias is read at run time
+};
+
+}  // namespace
+
+std::unique_ptr<PreparedKernel> prepare_matmul(const Node& n, const std::vector<PrepareInput>& inputs) {
+  if (n.op() != OpKind::MatMul && n.op() != OpKind::Gemm && n.op() != OpKind::FusedMatMul) return nullptr;
+  if (inputs.empty() || !inputs[0].present) return nullptr;
+  std::vector<std::vector<int64_t>> y = infer_output_dims(n, inputs);
+  if (y.empty() || y[0].empty()) return nullptr;
+  int64_t k = inputs[0].shape.empty() ? 0 : inputs[0].shape.back();
+  if (k <= 0 || shape_numel(inputs[0].shape) / k < kMinRows) return nullptr;
+  auto kernel = std::make_unique<GemmMatMul>();
+  if (!kernel->prepare(n, inputs, y[0], false)) return nullptr;
+  return kernel;
+}
+
+std::unique_ptr<PreparedKernel> prepare_shape_generic_matmul(const Node& n) {
+  if (n.op() != OpKind::MatMul && n.op() != OpKind::Gemm && n.op() != OpKind::FusedMatMul) return nullptr;
+  bool varies = false;
+  for (const Value* v : n.inputs()) varies = varies || (v && !v->shape().is_static());
+  if (!varies) return nullptr;  // one shape only: prepare_matmul decides, knowing the rows
+  std::vector<PrepareInput> in(n.num_inputs());
+  for (size_t i = 0; i < n.num_inputs(); ++i) {
+    const Value* v = n.input(i);
+    if (!v) continue;
+    if (!v->shape().rank_known()) return nullptr;
+    std::vector<int64_t> dims;
+    for (const Dim& d : v->shape().dims()) dims.push_back(d.is_const() ? d.value() : -1);
+    in[i] = {v->dtype(), dims, v->is_constant() ? &v->constant() : nullptr, true};
+  }
+  const Shape& ys = n.output(0)->shape();
+  if (!ys.rank_known()) return nullptr;
+  std::vector<int64_t> y;
+  for (const Dim& d : ys.dims()) y.push_back(d.is_const() ? d.value() : -1);
+  auto kernel = std::make_unique<GemmMatMul>();
+  if (!kernel->prepare(n, in, y, true)) return nullptr;
+  return kernel;
+}
+
+}  // namespace cuvil::cpu

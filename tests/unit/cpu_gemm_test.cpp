@@ -1,0 +1,184 @@
+// Cuvil's f32 GEMM (src/kernels/cpu/gemm.h) against a double-precision product: row counts around the 8-row tile,
+// columns around the 16-lane vector and the 48-column panel, K in one and in several blocks, transposed B, alpha,
+// bias, a scaled residual (also written in place), every activation, strided rows, bit-equal results on one and
+// two threads; and the MatMul, Gemm and FusedMatMul nodes that run on it against the reference kernels.
+#include <gtest/gtest.h>
+
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/cpu/gemm.h"
+#include "runtime/executor.h"
+#include "test_util.h"
+
+using namespace cuvil;
+using namespace cuvil::test;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool trans_b;
+  float alpha;
+  bool bias, sum, in_place;
+  float sum_scale;
+  nn::Activation act;
+};
+
+// Runs the case with row strides lda = k + 3 and ldc = n + 5 on `threads` threads; returns C (ldc-strided).
+std::vector<float> run_gemm(const Case& c, const std::vector<float>& a, const std::vector<float>& b,
+                            const std::vector<float>& bias, const std::vector<float>& sum, int threads) {
+  int64_t lda = c.k + 3, ldc = c.n + 5;
+  cpu::PackedB packed(b.data(), c.k, c.n, c.trans_b, c.alpha);
+  std::vector<float> out(size_t(c.m * ldc), 12345.f);
+  cpu::GemmEpilogue e;
+  e.act = c.act;
+  if (c.bias) e.bias = bias.data();
+  if (c.sum) {
+    if (c.in_place) {
+      out = sum;
+      e.sum = out.data();
+    } else {
+      e.sum = sum.data();
+    }
+    e.sum_scale = c.sum_scale;
+  }
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  cpu::gemm(a.data(), c.m, lda, packed, out.data(), ldc, e);
+  omp_set_num_threads(saved);
+  return out;
+}
+
+void check_case(const Case& c, uint32_t seed) {
+  SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k) +
+               (c.trans_b ? " transB" : "") + " act " + std::to_string(int(c.act.kind)));
+  int64_t lda = c.k + 3, ldc = c.n + 5;
+  std::vector<float> a = random_floats(size_t(c.m * lda), seed), b = random_floats(size_t(c.k * c.n), seed + 1);
+  std::vector<float> bias = random_floats(size_t(c.n), seed + 2), sum = random_floats(size_t(c.m * ldc), seed + 3);
+  std::vector<float> one = run_gemm(c, a, b, bias, sum, 1), two = run_gemm(c, a, b, bias, sum, 2);
+  ASSERT_EQ(one, two) << "the thread count changed the result";
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double acc = 0, mag = 0;
+      for (int64_t q = 0; q < c.k; ++q) {
+        double bv = c.trans_b ? b[size_t(j * c.k + q)] : b[size_t(q * c.n + j)];
+        double p = double(a[size_t(i * lda + q)]) * bv * double(c.alpha);
+        acc += p;
+        mag += std::fabs(p);
+      }
+      if (c.bias) acc += bias[size_t(j)], mag += std::fabs(bias[size_t(j)]);
+      if (c.sum) acc += double(c.sum_scale) * sum[size_t(i * ldc + j)], mag += std::fabs(sum[size_t(i * ldc + j)]);
+      double want = nn::apply_activation(c.act, acc);
+      double got = one[size_t(i * ldc + j)];
+      // f32 accumulation: a few ulp of the magnitudes summed, plus the activation's own error
+      ASSERT_NEAR(got, want, 4e-7 * (mag + 1) * std::sqrt(double(c.k) + 1) + 2e-6 * std::fabs(want))
+          << "at " << i << ", " << j;
+    }
+  // The padding between rows of C is never written (unless the residual put it there).
+  if (!(c.sum && c.in_place))
+    for (int64_t i = 0; i < c.m; ++i) EXPECT_EQ(one[size_t(i * ldc + c.n)], 12345.f) << "row " << i;
+}
+
+TEST(CpuGemm, MatchesDoublePrecisionProduct) {
+  if (!cpu::gemm_supported()) GTEST_SKIP() << "no AVX-512";
+  uint32_t seed = 1;
+  for (int64_t m : {1, 7, 8, 9, 23, 40})
+    for (int64_t n : {1, 15, 16, 47, 48, 49, 100})
+      check_case({m, n, 37, false, 1.f, false, false, false, 1.f, {}}, seed++);
+  // K across the 1024 blocks (the first starts from bias + residual, the last applies the activation)
+  for (int64_t k : {1, 2, 1024, 1025, 2100})
+    check_case({17, 50, k, (k % 2) != 0, 0.5f, true, true, false, 0.25f, {nn::Act::Relu}}, seed++);
+  // A residual written in place, over several K blocks
+  check_case({33, 70, 2100, false, 1.f, true, true, true, 1.f, {}}, seed++);
+  check_case({33, 70, 20, true, 2.f, false, true, true, -1.f, {}}, seed++);
+  // Every activation
+  using A = nn::Act;
+  for (nn::Activation act : {nn::Activation{A::Relu}, nn::Activation{A::LeakyRelu, 0.1f}, nn::Activation{A::Clip, 0.f, 6.f},
+                             nn::Activation{A::Sigmoid}, nn::Activation{A::Tanh}, nn::Activation{A::HardSigmoid, 0.2f, 0.5f},
+                             nn::Activation{A::HardSwish}, nn::Activation{A::Gelu}, nn::Activation{A::GeluTanh},
+                             nn::Activation{A::Elu, 1.5f}})
+    check_case({19, 61, 45, false, 1.f, true, false, false, 1.f, act}, seed++);
+  // Enough work for threads: split by panels (many columns) and by rows (few columns)
+  check_case({64, 960, 300, false, 1.f, true, false, false, 1.f, {A::Gelu}}, seed++);
+  check_case({500, 40, 300, true, 1.f, false, true, false, 1.f, {}}, seed++);
+}
+
+TEST(CpuGemm, SpecialValuesPropagate) {
+  if (!cpu::gemm_supported()) GTEST_SKIP() << "no AVX-512";
+  // A NaN or an infinity in A reaches exactly the outputs of its row; in B, exactly those of its column.
+  int64_t m = 20, n = 50, k = 30;
+  std::vector<float> a = random_floats(size_t(m * (k + 3)), 5), b = random_floats(size_t(k * n), 6);
+  a[size_t(3 * (k + 3) + 7)] = std::numeric_limits<float>::quiet_NaN();
+  b[size_t(11 * n + 40)] = std::numeric_limits<float>::infinity();
+  Case c{m, n, k, false, 1.f, false, false, false, 1.f, {}};
+  std::vector<float> out = run_gemm(c, a, b, {}, {}, 2);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = out[size_t(i * (n + 5) + j)];
+      if (i == 3) EXPECT_TRUE(std::isnan(v)) << i << "," << j;
+      else if (j == 40) EXPECT_TRUE(std::isinf(v) || std::isnan(v)) << i << "," << j;
+      else EXPECT_TRUE(std::isfinite(v)) << i << "," << j;
+    }
+}
+
+Tensor random_tensor(Ints shape, uint32_t seed) {
+  std::vector<float> v = random_floats(size_t(shape_numel(shape)), seed);
+  return tensor(v, std::move(shape));
+}
+
+void expect_gemm_matches_reference(OpKind op, const std::vector<OpArg>& args, AttrMap attrs, const std::string& what) {
+  SCOPED_TRACE(what);
+  expect_fast_matches_reference(build_op(op, args, std::move(attrs)), cpu::gemm_supported() ? "cpu:gemm" : "onednn:",
+                                1e-4, 1e-5);
+}
+
+TEST(CpuGemm, MatrixProductNodesMatchReference) {
+  expect_gemm_matches_reference(OpKind::MatMul,
+                                {input(random_tensor({3, 7, 33}, 1)), constant(random_tensor({33, 50}, 2))}, {},
+                                "MatMul batched x constant");
+  expect_gemm_matches_reference(OpKind::MatMul,
+                                {input(random_tensor({16, 5}, 3)), constant(random_tensor({1, 5, 3}, 4))}, {},
+                                "MatMul x constant with a leading 1");
+  expect_gemm_matches_reference(OpKind::Gemm,
+                                {input(random_tensor({20, 11}, 5)), constant(random_tensor({13, 11}, 6)),
+                                 constant(random_tensor({13}, 7))},
+                                {{"transB", Attribute(int64_t(1))}, {"alpha", Attribute(0.5)}, {"beta", Attribute(0.75)}},
+                                "Gemm transB alpha beta bias");
+  expect_gemm_matches_reference(OpKind::Gemm,
+                                {input(random_tensor({18, 6}, 8)), constant(random_tensor({6, 3}, 9)),
+                                 input(random_tensor({18, 3}, 10))},
+                                {{"beta", Attribute(0.25)}}, "Gemm C full, beta");
+  expect_gemm_matches_reference(OpKind::FusedMatMul,
+                                {input(random_tensor({2, 9, 64}, 11)), constant(random_tensor({100, 64}, 12)),
+                                 input(random_tensor({100}, 13)), input(random_tensor({2, 9, 100}, 14))},
+                                {{"transB", Attribute(int64_t(1))}, {"alpha", Attribute(0.125)},
+                                 {"activation", Attribute("Gelu")}},
+                                "FusedMatMul transB alpha runtime bias sum gelu");
+}
+
+TEST(CpuGemm, FewRowsAndOtherProductsStayWithOneDnn) {
+  OneOp few = build_op(OpKind::MatMul, {input(random_tensor({15, 8}, 1)), constant(random_tensor({8, 4}, 2))});
+  OneOp batched_b = build_op(OpKind::MatMul, {input(random_tensor({2, 16, 8}, 3)), constant(random_tensor({2, 8, 4}, 4))});
+  OneOp variable_b = build_op(OpKind::MatMul, {input(random_tensor({32, 8}, 5)), input(random_tensor({8, 4}, 6))});
+  for (OneOp* one : {&few, &batched_b, &variable_b}) expect_fast_matches_reference(*one, "onednn:", 1e-4, 1e-5);
+  ExecutorOptions off;
+  off.kernels.cpu_gemm = false;
+  OneOp tall = build_op(OpKind::MatMul, {input(random_tensor({64, 8}, 7)), constant(random_tensor({8, 4}, 8))});
+  Executor e(tall.g, off);
+  EXPECT_EQ(e.profile(tall.feeds)[0].impl.rfind("onednn:", 0), 0u);
+}
+
+}  // namespace
