@@ -88,8 +88,9 @@ void check_case(const Case& c, uint32_t seed) {
           << "at " << i << ", " << j;
     }
   // The padding between rows of C is never written (unless the residual put it there).
-  if (!(c.sum && c.in_place))
+  if (!(c.sum && c.in_place)) {
     for (int64_t i = 0; i < c.m; ++i) EXPECT_EQ(one[size_t(i * ldc + c.n)], 12345.f) << "row " << i;
+  }
 }
 
 TEST(CpuGemm, MatchesDoublePrecisionProduct) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <new>
 
 #include "kernels/cpu/cpu_util.h"
@@ -20,26 +21,26 @@ namespace cuvil::cpu {
 namespace {
 
 constexpr int kTileRows = 8;
-constexpr int kVecs = int(kGemmPanel / 16);     // zmm vectors across a panel
+constexpr int kVecs = int(kGemmPanel / 16);     // zmm vectors across a full panel
 constexpr int64_t kMaxKBlock = 1024;             // K = 3072 runs as 3 blocks of 1024
 constexpr int64_t kRowBlockBytes = 512 << 10;    // A rows x K block held in L2 (1 MB per core here)
 constexpr double kSingleThreadFlops = 4e6;       // below: the calling thread alone
 
-// One tile: rows [0, R) x the panel's `cols` columns of C, over kc values of k. first: start from bias + sum
-// (else from C, the previous K blocks' partial sums).
-template <int R>
+// One tile: rows [0, R) x the panel's `cols` columns of C (V vectors wide), over kc values of k. first: start from
+// bias + sum (else from C, the previous K blocks' partial sums).
+template <int R, int V>
 __attribute__((target("avx512f"))) void tile(int64_t kc, const float* a, int64_t lda, const float* bp, float* c,
                                              int64_t ldc, int64_t cols, bool first, const float* bias,
                                              const float* sum, float sum_scale, const char* prefetch,
-                                             int64_t prefetch_lines) {
-  __mmask16 mask[kVecs];
-  for (int v = 0; v < kVecs; ++v) {
+                                             int64_t prefetch_lines, const float* clamp) {
+  __mmask16 mask[V];
+  for (int v = 0; v < V; ++v) {
     int64_t live = std::clamp<int64_t>(cols - 16 * v, 0, 16);
     mask[v] = __mmask16((1u << live) - 1u);
   }
-  __m512 acc[R][kVecs];
+  __m512 acc[R][V];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < kVecs; ++v) {
+    for (int v = 0; v < V; ++v) {
       if (!first) {
         acc[r][v] = _mm512_maskz_loadu_ps(mask[v], c + r * ldc + 16 * v);
         continue;
@@ -51,21 +52,33 @@ __attribute__((target("avx512f"))) void tile(int64_t kc, const float* a, int64_t
     }
   for (int64_t k = 0; k < kc; ++k) {
     if (k < prefetch_lines) _mm_prefetch(prefetch + k * 64, _MM_HINT_T1);
-    __m512 b[kVecs];
-    for (int v = 0; v < kVecs; ++v) b[v] = _mm512_load_ps(bp + k * kGemmPanel + 16 * v);
+    __m512 b[V];
+    for (int v = 0; v < V; ++v) b[v] = _mm512_load_ps(bp + k * (16 * V) + 16 * v);
     for (int r = 0; r < R; ++r) {
       __m512 x = _mm512_set1_ps(a[r * lda + k]);
-      for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
     }
   }
+  if (clamp) {  // a Relu or Clip on the way out: max(lo, min(hi, x)), NaN kept as the unary kernels keep it
+    __m512 lo = _mm512_set1_ps(clamp[0]), hi = _mm512_set1_ps(clamp[1]);
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) {
+        __m512 x = acc[r][v];
+        x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), x, lo);
+        acc[r][v] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), x, hi);
+      }
+  }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < kVecs; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mask[v], acc[r][v]);
+    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mask[v], acc[r][v]);
 }
 
 using TileFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, bool, const float*,
-                        const float*, float, const char*, int64_t);
-constexpr TileFn kTiles[kTileRows + 1] = {nullptr,  tile<1>, tile<2>, tile<3>, tile<4>,
-                                          tile<5>, tile<6>, tile<7>, tile<8>};
+                        const float*, float, const char*, int64_t, const float*);
+template <int V>
+constexpr TileFn kTilesOf[kTileRows + 1] = {nullptr,    tile<1, V>, tile<2, V>, tile<3, V>, tile<4, V>,
+                                            tile<5, V>, tile<6, V>, tile<7, V>, tile<8, V>};
+// [vectors - 1][rows]
+constexpr const TileFn* kTiles[kVecs] = {kTilesOf<1>, kTilesOf<2>, kTilesOf<3>};
 
 struct Range {
   int64_t begin, end;
@@ -78,27 +91,35 @@ void gemm_part(const float* a, int64_t lda, const PackedB& b, float* c, int64_t 
   const int64_t kblocks = (K + kMaxKBlock - 1) / kMaxKBlock;
   const int64_t kc_full = (K + kblocks - 1) / kblocks;
   const int64_t row_block = std::max<int64_t>(kTileRows, kRowBlockBytes / (kc_full * 4) / kTileRows * kTileRows);
+  // Relu and Clip are applied in the tile's registers; the other activations by the unary loops after it.
+  const float inf = std::numeric_limits<float>::infinity();
+  float bounds[2] = {-inf, inf};
+  bool in_tile = e.act.kind == nn::Act::Relu || e.act.kind == nn::Act::Clip;
+  if (e.act.kind == nn::Act::Relu) bounds[0] = 0.f;
+  if (e.act.kind == nn::Act::Clip) bounds[0] = e.act.alpha, bounds[1] = e.act.beta;
   for (int64_t m0 = rows.begin; m0 < rows.end; m0 += row_block) {
     int64_t m1 = std::min(rows.end, m0 + row_block);
     for (int64_t p = panels.begin; p < panels.end; ++p) {
-      int64_t col = p * kGemmPanel, cols = std::min(kGemmPanel, N - col);
+      int64_t col = p * kGemmPanel, cols = std::min(kGemmPanel, N - col), width = b.width(p);
+      const TileFn* tiles_v = kTiles[width / 16 - 1];
       const float* bias = e.bias ? e.bias + col : nullptr;
       for (int64_t kb = 0; kb < kblocks; ++kb) {
         int64_t k0 = kb * kc_full, kc = std::min(kc_full, K - k0);
-        const float* bp = b.panel(p) + k0 * kGemmPanel;
+        const float* bp = b.panel(p) + k0 * width;
         bool first = kb == 0, last = kb == kblocks - 1;
         // The weights come from memory once per call: the tiles of this panel prefetch the next panel's K block
         // into L2, a share each (B 9.4 MB from memory: 5 % faster).
-        const char* next = p + 1 < panels.end ? reinterpret_cast<const char*>(b.panel(p + 1) + k0 * kGemmPanel) : nullptr;
-        int64_t lines = next ? kc * kGemmPanel * 4 / 64 : 0, tiles = (m1 - m0 + kTileRows - 1) / kTileRows;
+        const char* next = p + 1 < panels.end ? reinterpret_cast<const char*>(b.panel(p + 1) + k0 * b.width(p + 1))
+                                              : nullptr;
+        int64_t lines = next ? kc * b.width(p + 1) * 4 / 64 : 0, tiles = (m1 - m0 + kTileRows - 1) / kTileRows;
         int64_t share = (lines + tiles - 1) / tiles;
         for (int64_t m = m0, t = 0; m < m1; m += kTileRows, ++t) {
           int r = int(std::min<int64_t>(kTileRows, m1 - m));
           float* ct = c + m * ldc + col;
           int64_t l0 = std::min(lines, t * share);
-          kTiles[r](kc, a + m * lda + k0, lda, bp, ct, ldc, cols, first, bias, e.sum ? e.sum + m * ldc + col : nullptr,
-                    e.sum_scale, next + l0 * 64, std::min(share, lines - l0));
-          if (last && e.act.kind != nn::Act::None)
+          tiles_v[r](kc, a + m * lda + k0, lda, bp, ct, ldc, cols, first, bias, e.sum ? e.sum + m * ldc + col : nullptr,
+                    e.sum_scale, next + l0 * 64, std::min(share, lines - l0), last && in_tile ? bounds : nullptr);
+          if (last && !in_tile && e.act.kind != nn::Act::None)
             for (int i = 0; i < r; ++i) activate_inplace(ct + i * ldc, cols, e.act);
         }
       }
@@ -121,13 +142,15 @@ PackedB::PackedB(const float* b, int64_t k, int64_t n, bool trans_b, float alpha
   float* d = static_cast<float*>(std::aligned_alloc(64, bytes));
   if (!d) throw std::bad_alloc();
   data_.reset(d);
-  for (int64_t p = 0; p < panels(); ++p)
+  for (int64_t p = 0; p < panels(); ++p) {
+    float* panel_p = d + p * k * kGemmPanel;
+    int64_t w = width(p);
     for (int64_t kk = 0; kk < k; ++kk)
-      for (int64_t j = 0; j < kGemmPanel; ++j) {
+      for (int64_t j = 0; j < w; ++j) {
         int64_t col = p * kGemmPanel + j;
-        float v = col < n ? (trans_b ? b[col * k + kk] : b[kk * n + col]) * alpha : 0.f;
-        d[(p * k + kk) * kGemmPanel + j] = v;
+        panel_p[kk * w + j] = col < n ? (trans_b ? b[col * k + kk] : b[kk * n + col]) * alpha : 0.f;
       }
+  }
 }
 
 void gemm(const float* a, int64_t m, int64_t lda, const PackedB& b, float* c, int64_t ldc, const GemmEpilogue& e) {

@@ -5,6 +5,7 @@
 // GFLOP/s on 2 cores (95 % of the FMA peak measured here), oneDNN 2.6's brgemm at 330-340.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -16,7 +17,9 @@ namespace cuvil::cpu {
 bool gemm_supported();
 
 // B [K, N] (or stored [N, K] when trans_b) times alpha, in panels of kGemmPanel columns: panel p holds rows
-// k = 0 .. K-1 of columns p * kGemmPanel .. + kGemmPanel - 1 contiguously (zeros past N).
+// k = 0 .. K-1 of columns p * kGemmPanel .. + width(p) - 1 contiguously. The last panel is as narrow as the
+// columns left allow in whole vectors of 16 (zeros past N): N = 64 is a panel of 48 and one of 16, not 96
+// columns of work.
 inline constexpr int64_t kGemmPanel = 48;
 class PackedB {
  public:
@@ -24,6 +27,7 @@ class PackedB {
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   int64_t panels() const { return (n_ + kGemmPanel - 1) / kGemmPanel; }
+  int64_t width(int64_t p) const { return std::min(kGemmPanel, (n_ - p * kGemmPanel + 15) / 16 * 16); }
   const float* panel(int64_t p) const { return data_.get() + p * k_ * kGemmPanel; }
 
  private:
