@@ -36,4 +36,22 @@ bool read_matmul_spec(const Node& n, const std::vector<PrepareInput>& in, const 
   return true;
 }
 
+bool symbolic_inputs(const Node& n, std::vector<PrepareInput>& in, std::vector<int64_t>& y) {
+  auto dims_of = [](const Shape& s) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : s.dims()) dims.push_back(d.is_const() ? d.value() : -1);
+    return dims;
+  };
+  in.assign(n.num_inputs(), PrepareInput{});
+  for (size_t i = 0; i < n.num_inputs(); ++i) {
+    const Value* v = n.input(i);
+    if (!v) continue;
+    if (!v->shape().rank_known()) return false;
+    in[i] = {v->dtype(), dims_of(v->shape()), v->is_constant() ? &v->constant() : nullptr, true};
+  }
+  if (!n.output(0)->shape().rank_known()) return false;
+  y = dims_of(n.output(0)->shape());
+  return true;
+}
+
 }  // namespace cuvil

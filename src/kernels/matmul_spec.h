@@ -24,4 +24,8 @@ struct MatMulSpec {
 bool read_matmul_spec(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y,
                       MatMulSpec& s);
 
+// A node's inputs and output dims as its IR types give them, -1 for the dims that vary (what a shape-generic
+// kernel prepares from: constants keep their values); false when a rank is unknown.
+bool symbolic_inputs(const Node& n, std::vector<PrepareInput>& in, std::vector<int64_t>& y);
+
 }  // namespace cuvil

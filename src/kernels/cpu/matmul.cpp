@@ -95,19 +95,9 @@ std::unique_ptr<PreparedKernel> prepare_shape_generic_matmul(const Node& n) {
   bool varies = false;
   for (const Value* v : n.inputs()) varies = varies || (v && !v->shape().is_static());
   if (!varies) return nullptr;  // one shape only: prepare_matmul decides, knowing the rows
-  std::vector<PrepareInput> in(n.num_inputs());
-  for (size_t i = 0; i < n.num_inputs(); ++i) {
-    const Value* v = n.input(i);
-    if (!v) continue;
-    if (!v->shape().rank_known()) return nullptr;
-    std::vector<int64_t> dims;
-    for (const Dim& d : v->shape().dims()) dims.push_back(d.is_const() ? d.value() : -1);
-    in[i] = {v->dtype(), dims, v->is_constant() ? &v->constant() : nullptr, true};
-  }
-  const Shape& ys = n.output(0)->shape();
-  if (!ys.rank_known()) return nullptr;
+  std::vector<PrepareInput> in;
   std::vector<int64_t> y;
-  for (const Dim& d : ys.dims()) y.push_back(d.is_const() ? d.value() : -1);
+  if (!symbolic_inputs(n, in, y)) return nullptr;
   auto kernel = std::make_unique<GemmMatMul>();
   if (!kernel->prepare(n, in, y, true)) return nullptr;
   return kernel;

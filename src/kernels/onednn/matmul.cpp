@@ -130,19 +130,9 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
     if (as.is_static() && bs.is_static()) return false;  // one shape only: the specialized kernel is faster
     if (!to_onednn_type(a->dtype(), &dt_)) return false;
     // The spec as read_matmul_spec sees it, with -1 for dims that vary.
-    std::vector<PrepareInput> in(n.num_inputs());
-    for (size_t i = 0; i < n.num_inputs(); ++i) {
-      const Value* v = n.input(i);
-      if (!v) continue;
-      if (!v->shape().rank_known()) return false;
-      std::vector<int64_t> dims;
-      for (const Dim& d : v->shape().dims()) dims.push_back(d.is_const() ? d.value() : -1);
-      in[i] = {v->dtype(), dims, v->is_constant() ? &v->constant() : nullptr, true};
-    }
-    const Shape& ys = n.output(0)->shape();
-    if (!ys.rank_known()) return false;
+    std::vector<PrepareInput> in;
     std::vector<int64_t> y;
-    for (const Dim& d : ys.dims()) y.push_back(d.is_const() ? d.value() : -1);
+    if (!symbolic_inputs(n, in, y)) return false;
     MatMulSpec s;
     if (!read_matmul_spec(n, in, y, s) || s.trans_a) return false;
     if (n.op() == OpKind::Gemm && s.sum_input >= 0) return false;  // C's shape is only known to match at run time
