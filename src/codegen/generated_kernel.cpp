@@ -49,13 +49,12 @@ class GeneratedKernel final : public PreparedKernel {
     const int64_t* strides = lk_.strides.data();
     void* const* p = ptrs_.data();
     GeneratedFn fn = fn_;
-    // Threads from about 256K element operations (each >= 128K, ~8 us of exp over 64K floats). A fork and join
-    // costs ~3 us here while the workers spin between kernels, as they do through a model's run: 2 threads
-    // took Softmax over [12, 128, 128] from 52 to 30 us, exp over 128K floats from 16.5 to 12 us. A worker that
-    // has gone to sleep (idle past GOMP_SPINCOUNT) costs ~0.4 ms to wake on this VM whatever the threshold,
-    // once, in the first parallel region (oneDNN's too). (It was 1M element operations, all of these one thread.)
+    // Waking another core costs tens to hundreds of microseconds on a virtual machine (~0.4 ms here when the
+    // workers have slept past GOMP_SPINCOUNT, as they do between calls of a model run alternately with another
+    // runtime), so threads only pay off well above that: about a million element operations. (256K took Softmax
+    // over [12, 128, 128] from 52 to 30 us with the workers spinning, but to 460 us alternated with ONNX Runtime.)
     cpu::parallel_ranges(items_, item_cost_, align_, [&](int64_t b, int64_t e) { fn(dims, strides, p, b, e); },
-                         int64_t(256) << 10);
+                         int64_t(1) << 20);
   }
   std::string impl_name() const override { return name_; }
 
