@@ -97,6 +97,24 @@ std::vector<bool> Kernel::row_uniform() const {
   return u;
 }
 
+namespace {
+
+// Which expressions the element-level (not per-row) outputs need, walking back from the stores; the walk does
+// not pass row-uniform expressions (computed once a row) nor `stop` (a value kept from an earlier pass).
+std::vector<bool> needed_by_elements(const Kernel& k, const std::vector<bool>& uniform, int stop) {
+  std::vector<bool> needed(k.exprs.size(), false);
+  for (const Store& s : k.stores)
+    if (!k.operands[size_t(s.operand)].per_row) needed[size_t(s.expr)] = true;
+  for (size_t i = k.exprs.size(); i-- > 0;) {
+    if (!needed[i] || uniform[i] || int(i) == stop) continue;
+    for (int a : {k.exprs[i].a, k.exprs[i].b, k.exprs[i].c})
+      if (a >= 0) needed[size_t(a)] = true;
+  }
+  return needed;
+}
+
+}  // namespace
+
 int Kernel::row_cache_expr() const {
   if (columns) return -1;
   int last = -1;
@@ -106,8 +124,8 @@ int Kernel::row_cache_expr() const {
   int e = exprs[size_t(last)].a;
   std::vector<bool> uniform = row_uniform();
   if (uniform[size_t(e)] || exprs[size_t(e)].type != Scalar::f32) return -1;
-  // Worth it only for transcendental work, and only if an element-level output needs the value.
-  std::vector<bool> heavy(exprs.size(), false), needed(exprs.size(), false);
+  // Worth it only for transcendental work, and only if an element-level f32 output needs the value.
+  std::vector<bool> heavy(exprs.size(), false);
   for (size_t i = 0; i < exprs.size(); ++i) {
     const Expr& x = exprs[i];
     heavy[i] = is_transcendental(x.op);
@@ -115,32 +133,18 @@ int Kernel::row_cache_expr() const {
       if (a >= 0 && !uniform[size_t(a)]) heavy[i] = heavy[i] || heavy[size_t(a)];
   }
   bool f32_out = false;
-  for (const Store& s : stores) {
-    const Operand& o = operands[size_t(s.operand)];
-    if (o.per_row) continue;
-    needed[size_t(s.expr)] = true;
-    f32_out = f32_out || o.dtype == DType::f32;
-  }
-  for (size_t i = exprs.size(); i-- > 0;) {
-    if (!needed[i] || uniform[i] || int(i) == e) continue;
-    for (int a : {exprs[i].a, exprs[i].b, exprs[i].c})
-      if (a >= 0) needed[size_t(a)] = true;
-  }
-  return heavy[size_t(e)] && needed[size_t(e)] && f32_out ? e : -1;
+  for (const Store& s : stores)
+    f32_out = f32_out || (!operands[size_t(s.operand)].per_row && operands[size_t(s.operand)].dtype == DType::f32);
+  return heavy[size_t(e)] && f32_out && needed_by_elements(*this, uniform, e)[size_t(e)] ? e : -1;
 }
 
 int64_t Kernel::output_pass_costly_exprs() const {
-  std::vector<bool> uniform = row_uniform(), needed(exprs.size(), false);
+  std::vector<bool> uniform = row_uniform();
   int cached = row_cache_expr();
-  for (const Store& s : stores)
-    if (!operands[size_t(s.operand)].per_row) needed[size_t(s.expr)] = true;
+  std::vector<bool> needed = needed_by_elements(*this, uniform, cached);
   int64_t n = 0;
-  for (size_t i = exprs.size(); i-- > 0;) {
-    if (!needed[i] || uniform[i] || int(i) == cached) continue;
-    n += is_transcendental(exprs[i].op) || exprs[i].op == Op::div;
-    for (int a : {exprs[i].a, exprs[i].b, exprs[i].c})
-      if (a >= 0) needed[size_t(a)] = true;
-  }
+  for (size_t i = 0; i < exprs.size(); ++i)
+    n += needed[i] && !uniform[i] && int(i) != cached && (is_transcendental(exprs[i].op) || exprs[i].op == Op::div);
   return n;
 }
 

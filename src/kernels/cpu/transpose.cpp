@@ -42,6 +42,7 @@ struct Plan {
   size_t a = 0;
   int64_t tile_a = 0, tile_b = 0;
   bool stream = false;
+  bool planes3 = false;  // 4-byte words, output rows of 3 read from 3 planes: interleave3 (with AVX-512)
 };
 
 // Simplifies (shape, perm) into the plan; false when deeper than kMaxRank.
@@ -142,15 +143,15 @@ __attribute__((target("avx512f"))) void interleave3(const uint32_t* src, int64_t
       }
     return t;
   }();
+  __m512i i01[3], i2[3];
+  for (int v = 0; v < 3; ++v)
+    i01[v] = _mm512_load_si512(idx[0][size_t(v)].data()), i2[v] = _mm512_load_si512(idx[1][size_t(v)].data());
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const float* s = reinterpret_cast<const float*>(src) + 16 * blk;
     __m512 x0 = _mm512_loadu_ps(s), x1 = _mm512_loadu_ps(s + src_stride), x2 = _mm512_loadu_ps(s + 2 * src_stride);
     float* o = reinterpret_cast<float*>(dst) + 48 * blk;
-    for (int v = 0; v < 3; ++v) {
-      __m512i i01 = _mm512_load_si512(idx[0][size_t(v)].data()), i2 = _mm512_load_si512(idx[1][size_t(v)].data());
-      __m512 t = _mm512_permutex2var_ps(x0, i01, x1);
-      _mm512_storeu_ps(o + 16 * v, _mm512_permutex2var_ps(t, i2, x2));
-    }
+    for (int v = 0; v < 3; ++v)
+      _mm512_storeu_ps(o + 16 * v, _mm512_permutex2var_ps(_mm512_permutex2var_ps(x0, i01[v], x1), i2[v], x2));
   }
 }
 
@@ -214,7 +215,7 @@ struct Mover {
       int64_t a16 = a0, b16 = b0;  // the part of the tile covered by whole 16 x 16 blocks ends at (a16, b16)
 #ifdef CUVIL_TRANSPOSE_AVX512
       if constexpr (sizeof(U) == 4) {
-        if (has_avx512f() && nb == 3 && os_a == 3) {  // three planes into rows of 3 (b0 = 0, b1 = 3)
+        if (p.planes3 && has_avx512f()) {  // three planes into rows of 3 (b0 = 0, b1 = 3)
           int64_t blocks = (a1 - a0) / 16;
           interleave3(reinterpret_cast<const uint32_t*>(src + in + a0), rs_b,
                       reinterpret_cast<uint32_t*>(dst + out + a0 * 3), blocks);
@@ -256,6 +257,7 @@ void choose_tiles(Plan& p) {
   p.tile_a = std::min<int64_t>(up16(p.odims[p.a]), 512);
   p.tile_b = std::min(up16(p.odims[r - 1]), std::max<int64_t>(32, 16384 / p.tile_a / 16 * 16));
   p.stream = p.numel * int64_t(p.width) >= kStreamingBytes;
+  p.planes3 = p.width == 4 && p.odims[r - 1] == 3 && p.ostride[p.a] == 3;
 }
 
 template <class U>
