@@ -953,48 +953,36 @@ class Emitter {
     Value* q = B.CreateFPToSI(n, it);
 
     Value* huge = B.CreateAnd(B.CreateNot(small), B.CreateFCmpOLT(ax, fc(x, std::numeric_limits<double>::infinity())));
-    llvm::BasicBlock* pre = B.GetInsertBlock();
-    auto* hb = llvm::BasicBlock::Create(C, "trig.huge", F);
-    auto* join = llvm::BasicBlock::Create(C, "trig.join", F);
-    B.CreateCondBr(B.CreateOrReduce(huge), hb, join);
-    B.SetInsertPoint(hb);
-    // |x| = m 2^k, m a 24-bit integer, k = e - 150 in [-3, 104]; x 2/pi mod 4 = m (h + mi + lo) mod 4 where the
-    // table holds (2^k 2/pi) mod 4 in three 29-bit pieces: m h and m mi are exact products.
-    Value* bits = B.CreateBitCast(x, it);
-    Value* e = B.CreateAnd(B.CreateLShr(bits, ic(it, 23)), ic(it, 255));
-    Value* m = B.CreateSIToFP(B.CreateOr(B.CreateAnd(bits, ic(it, 0x7fffff)), ic(it, 0x800000)), dt);
-    Value* row = B.CreateSelect(huge, B.CreateSub(e, ic(it, 147)), llvm::Constant::getNullValue(it));
-    row = B.CreateMul(B.CreateZExt(row, vec(B.getInt64Ty(), w)), B.CreateVectorSplat(unsigned(w), B.getInt64(3)));
-    llvm::GlobalVariable* table = two_over_pi_table();
-    auto piece = [&](int j) {
-      Value* idx = B.CreateAdd(row, B.CreateVectorSplat(unsigned(w), B.getInt64(uint64_t(j))));
-      Value* ptrs = B.CreateGEP(B.getDoubleTy(), table, idx);
-      return B.CreateMaskedGather(dt, ptrs, llvm::Align(8), huge, llvm::Constant::getNullValue(dt));
-    };
-    Value* ph = B.CreateFMul(m, piece(0));
-    Value* fours = B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, B.CreateFMul(ph, fc(xd, 0.25)));
-    ph = B.CreateFSub(ph, B.CreateFMul(fc(xd, 4.0), fours));
-    Value* pm = B.CreateFMul(m, piece(1));
-    Value* pl = B.CreateFMul(m, piece(2));
-    Value* nh = roundeven(B.CreateFAdd(ph, pm));
-    Value* f = B.CreateFAdd(B.CreateFAdd(B.CreateFSub(ph, nh), pm), pl);  // ph - nh is exact, and so is + pm when small
-    Value* rh = fma(f, fc(xd, 0x1.921fb54442d18p+0), B.CreateFMul(f, fc(xd, 0x1.1a62633145c07p-54)));
-    Value* qh = B.CreateFPToSI(nh, it);
-    Value* negative = B.CreateICmpSLT(bits, llvm::Constant::getNullValue(it));  // x = -(n pi/2 + r)
-    rh = B.CreateSelect(negative, B.CreateFNeg(rh), rh);
-    qh = B.CreateSelect(negative, B.CreateNeg(qh), qh);
-    Value* r2 = B.CreateSelect(huge, rh, r);
-    Value* q2 = B.CreateSelect(huge, qh, q);
-    llvm::BasicBlock* hend = B.GetInsertBlock();
-    B.CreateBr(join);
-    B.SetInsertPoint(join);
-    llvm::PHINode* rp = B.CreatePHI(dt, 2);
-    rp->addIncoming(r, pre);
-    rp->addIncoming(r2, hend);
-    llvm::PHINode* qp = B.CreatePHI(it, 2);
-    qp->addIncoming(q, pre);
-    qp->addIncoming(q2, hend);
-    return {rp, qp};
+    Carried rq = if_then(B.CreateOrReduce(huge), {r, q}, [&](const Carried&) {
+      // |x| = m 2^k, m a 24-bit integer, k = e - 150 in [-3, 104]; x 2/pi mod 4 = m (h + mi + lo) mod 4 where the
+      // table holds (2^k 2/pi) mod 4 in three 29-bit pieces: m h and m mi are exact products.
+      Value* bits = B.CreateBitCast(x, it);
+      Value* e = B.CreateAnd(B.CreateLShr(bits, ic(it, 23)), ic(it, 255));
+      Value* m = B.CreateSIToFP(B.CreateOr(B.CreateAnd(bits, ic(it, 0x7fffff)), ic(it, 0x800000)), dt);
+      Value* row = B.CreateSelect(huge, B.CreateSub(e, ic(it, 147)), llvm::Constant::getNullValue(it));
+      row = B.CreateMul(B.CreateZExt(row, vec(B.getInt64Ty(), w)), B.CreateVectorSplat(unsigned(w), B.getInt64(3)));
+      llvm::GlobalVariable* table = two_over_pi_table();
+      auto piece = [&](int j) {
+        Value* idx = B.CreateAdd(row, B.CreateVectorSplat(unsigned(w), B.getInt64(uint64_t(j))));
+        Value* ptrs = B.CreateGEP(B.getDoubleTy(), table, idx);
+        return B.CreateMaskedGather(dt, ptrs, llvm::Align(8), huge, llvm::Constant::getNullValue(dt));
+      };
+      Value* ph = B.CreateFMul(m, piece(0));
+      Value* fours = B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, B.CreateFMul(ph, fc(xd, 0.25)));
+      ph = B.CreateFSub(ph, B.CreateFMul(fc(xd, 4.0), fours));
+      Value* pm = B.CreateFMul(m, piece(1));
+      Value* pl = B.CreateFMul(m, piece(2));
+      Value* nh = roundeven(B.CreateFAdd(ph, pm));
+      // ph - nh is exact, and so is + pm when small
+      Value* f = B.CreateFAdd(B.CreateFAdd(B.CreateFSub(ph, nh), pm), pl);
+      Value* rh = fma(f, fc(xd, 0x1.921fb54442d18p+0), B.CreateFMul(f, fc(xd, 0x1.1a62633145c07p-54)));
+      Value* qh = B.CreateFPToSI(nh, it);
+      Value* negative = B.CreateICmpSLT(bits, llvm::Constant::getNullValue(it));  // x = -(n pi/2 + r)
+      rh = B.CreateSelect(negative, B.CreateFNeg(rh), rh);
+      qh = B.CreateSelect(negative, B.CreateNeg(qh), qh);
+      return Carried{B.CreateSelect(huge, rh, r), B.CreateSelect(huge, qh, q)};
+    });
+    return {rq[0], rq[1]};
   }
 
   // (2^k 2/pi) mod 4 for k = -3..104 as three doubles each: the bits of weight 2^1..2^-27, 2^-28..2^-56 and
