@@ -103,6 +103,20 @@ def test_bench_json(cuvil_bin, small_model):
     assert r.returncode == 0 and "median" in r.stdout
 
 
+def test_bench_versus(cuvil_bin, small_model):
+    """--versus times a second configuration alternately with the first in one process."""
+    r = run(cuvil_bin, "bench", small_model["onnx"], "--iters", "5", "--json", "--versus", "--ref -O0")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["versus"] == "--ref -O0" and j["iters"] == 5
+    assert j["min_ms"] <= j["median_ms"] and j["versus_min_ms"] <= j["versus_median_ms"]
+    assert j["ratio"] == pytest.approx(j["versus_median_ms"] / j["median_ms"], rel=1e-3)
+    r = run(cuvil_bin, "bench", small_model["onnx"], "--iters", "3", "--versus", "--no-cpu-gemm")
+    assert r.returncode == 0 and "with --no-cpu-gemm: median" in r.stdout and "ratio" in r.stdout
+    r = run(cuvil_bin, "bench", small_model["onnx"], "--versus", "--iters 3")
+    assert r.returncode == 2 and "--versus takes kernel flags" in r.stderr
+
+
 def test_bad_model_files(cuvil_bin, small_model, tmp_path):
     data = open(small_model["onnx"], "rb").read()
     trunc = tmp_path / "trunc.onnx"

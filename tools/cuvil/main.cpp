@@ -3,12 +3,16 @@
 //   cuvil inspect MODEL [--ir [-O0|-O1] | --kernels]
 //   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]   (-O1, the default, runs the graph passes)
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
+//               [--versus "FLAGS"]
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
 //
 // --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels;
 // --no-winograd keeps 3x3 convolutions on direct (non-Winograd) kernels; --no-cpu-gemm runs products with a constant
 // B on oneDNN instead of Cuvil's GEMM. --no-codegen runs fused element-wise
 // groups op by op instead of as generated kernels (CUVIL_NO_CODEGEN=Op1,Op2 does it for groups holding those ops).
+// bench --versus "FLAGS" (kernel flags and -O0/-O1, e.g. "--no-cpu-gemm") builds a second executor with those flags
+// and times the two alternately in one process, so that drift in machine load hits both alike; it prints both
+// medians and their ratio.
 //
 // MODEL is an .onnx file or Cuvil IR text (.cvir). Any error prints one line and exits non-zero.
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "frontend/load_model.h"
 #include "passes/pipeline.h"
@@ -40,6 +45,7 @@ constexpr const char* kUsage =
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
     "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen] [--no-cpu-gemm]\n"
+    "              [--versus \"FLAGS\"]\n"
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
@@ -57,6 +63,7 @@ struct Args {
   bool json = false, ir = false, kernels = false, reference = false, winograd = true, codegen = true, cpu_gemm = true;
   int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
   bool opt_level_given = false;  // inspect --ir prints the graph as loaded unless a level is asked for
+  std::string versus;            // bench: flags of a second configuration timed against this one
 };
 
 int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
@@ -78,6 +85,19 @@ std::pair<std::string, std::string> split_assignment(const std::string& flag, co
   return {v.substr(0, eq), v.substr(eq + 1)};
 }
 
+// The flags that choose kernels and passes (what bench --versus may change): applies `s` and returns true if
+// it is one.
+bool apply_kernel_flag(Args& a, const std::string& s) {
+  if (s == "--ref") a.reference = true;
+  else if (s == "--no-winograd") a.winograd = false;
+  else if (s == "--no-cpu-gemm") a.cpu_gemm = false;
+  else if (s == "--no-codegen") a.codegen = false;
+  else if (s == "-O0" || s == "--O0") a.opt_level = 0, a.opt_level_given = true;
+  else if (s == "-O1" || s == "--O1") a.opt_level = 1, a.opt_level_given = true;
+  else return false;
+  return true;
+}
+
 Args parse_args(int argc, char** argv) {
   Args a;
   std::vector<std::string> pos;
@@ -95,17 +115,13 @@ Args parse_args(int argc, char** argv) {
       a.dims[n] = parse_int("--dim", v, 0);
     } else if (s == "--output-dir") a.output_dir = value();
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
-    else if (s == "--ref") a.reference = true;
-    else if (s == "--no-winograd") a.winograd = false;
-    else if (s == "--no-cpu-gemm") a.cpu_gemm = false;
-    else if (s == "--no-codegen") a.codegen = false;
+    else if (apply_kernel_flag(a, s)) continue;
+    else if (s == "--versus") a.versus = value();
     else if (s == "--iters") a.iters = int(parse_int(s, value(), 1));
     else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
     else if (s == "--json") a.json = true;
     else if (s == "--ir") a.ir = true;
     else if (s == "--kernels") a.kernels = true;
-    else if (s == "-O0" || s == "--O0") a.opt_level = 0, a.opt_level_given = true;
-    else if (s == "-O1" || s == "--O1") a.opt_level = 1, a.opt_level_given = true;
     else if (s.size() > 1 && s[0] == '-') throw UsageError("unknown option " + s);
     else pos.push_back(s);
   }
@@ -294,6 +310,50 @@ int cmd_run(const Args& a) {
   return 0;
 }
 
+double timed_run(Executor& exec, const std::vector<Tensor>& ins) {
+  auto t0 = std::chrono::steady_clock::now();
+  exec.run(ins);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::pair<double, double> median_min(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  size_t n = ms.size();
+  return {n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2, ms.front()};
+}
+
+// bench --versus: the same inputs through a second executor built with the flags in a.versus; the two run
+// alternately, one call each in turn.
+int bench_versus(const Args& a, Executor& exec, const std::vector<Tensor>& ins) {
+  Args b = a;
+  std::istringstream flags(a.versus);
+  for (std::string f; flags >> f;)
+    if (!apply_kernel_flag(b, f)) throw UsageError("--versus takes kernel flags and -O0/-O1, not '" + f + "'");
+  auto g = load_model(b.model);
+  optimize(*g, b.opt_level);
+  auto other = make_executor(g, b);
+  for (int i = 0; i < a.warmup; ++i) exec.run(ins), other->run(ins);
+  std::vector<double> ms_a, ms_b;
+  for (int i = 0; i < a.iters; ++i) {
+    ms_a.push_back(timed_run(exec, ins));
+    ms_b.push_back(timed_run(*other, ins));
+  }
+  auto [med_a, min_a] = median_min(ms_a);
+  auto [med_b, min_b] = median_min(ms_b);
+  if (a.json) {
+    std::printf("{\"model\": \"%s\", \"versus\": \"%s\", \"median_ms\": %.9g, \"min_ms\": %.9g, "
+                "\"versus_median_ms\": %.9g, \"versus_min_ms\": %.9g, \"ratio\": %.9g, \"iters\": %d}\n",
+                json_escape(a.model).c_str(), json_escape(a.versus).c_str(), med_a, min_a, med_b, min_b,
+                med_b / med_a, a.iters);
+  } else {
+    std::printf("%s: median %.3f ms (min %.3f); with %s: median %.3f ms (min %.3f); ratio %.3f, alternated over %d "
+                "iterations, %d thread(s)\n",
+                a.model.c_str(), med_a, min_a, a.versus.c_str(), med_b, min_b, med_b / med_a, a.iters,
+                exec.options().threads);
+  }
+  return 0;
+}
+
 int cmd_bench(const Args& a) {
   using clock = std::chrono::steady_clock;
   auto since = [](clock::time_point t0) { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
@@ -309,18 +369,11 @@ int cmd_bench(const Args& a) {
   t0 = clock::now();
   exec->prepare(shapes);
   double prepare_ms = since(t0);
+  if (!a.versus.empty()) return bench_versus(a, *exec, ins);
   for (int i = 0; i < a.warmup; ++i) exec->run(ins);
   std::vector<double> ms;
-  for (int i = 0; i < a.iters; ++i) {
-    auto t0 = clock::now();
-    exec->run(ins);
-    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-  }
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
-                                    : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
-  double mn = sorted.front();
+  for (int i = 0; i < a.iters; ++i) ms.push_back(timed_run(*exec, ins));
+  auto [median, mn] = median_min(ms);
   int threads_used = exec->options().threads;
   const char* backend = a.reference ? "ref" : "fast";
   codegen::JitStats js = codegen::jit_stats();
