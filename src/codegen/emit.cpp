@@ -13,6 +13,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <span>
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
@@ -24,6 +25,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include "support/erf_polynomial.h"
 #include "support/error.h"
 
 namespace cuvil::codegen {
@@ -784,11 +786,13 @@ class Emitter {
   // ---- element-wise math on <w x T>
   Value* fma(Value* a, Value* b, Value* c) { return B.CreateIntrinsic(llvm::Intrinsic::fma, {a->getType()}, {a, b, c}); }
   Value* fabs(Value* a) { return B.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a); }
-  Value* horner(Value* x, std::initializer_list<double> coeffs) {
-    auto it = coeffs.begin();
-    Value* p = fc(x, *it++);
-    for (; it != coeffs.end(); ++it) p = fma(p, x, fc(x, *it));
+  Value* horner(Value* x, std::span<const double> coeffs) {
+    Value* p = fc(x, coeffs[0]);
+    for (size_t i = 1; i < coeffs.size(); ++i) p = fma(p, x, fc(x, coeffs[i]));
     return p;
+  }
+  Value* horner(Value* x, std::initializer_list<double> coeffs) {
+    return horner(x, std::span<const double>(coeffs.begin(), coeffs.size()));
   }
   llvm::Type* ivec(Value* like) { return vec(B.getInt32Ty(), width(like)); }
 
@@ -897,31 +901,20 @@ class Emitter {
     Value* r = B.CreateSelect(B.CreateFCmpOLT(a, fc(x, 0.9)), small, large);
     return B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
   }
-  // erf: |x| < 1: x P(x^2), P of degree 6 (relative error 1.2e-9); 1 <= |x| <= 3.925: 1 - E(|x| - 2.4625), E of
-  // degree 14 fitted to erfc (absolute error 6.7e-9); beyond 3.925 erf rounds to 1 in f32, and so does 1 - E
-  // there. Both polynomials are computed and one selected: multiply-adds only, no exp, no division.
-  // Coefficients fitted offline (minimax by Lawson-weighted least squares), rounded to f32. Error over every
-  // float: 2.47 ulp (Codegen.DISABLED_MathEveryFloat; the Taylor series + e^(-x^2) tail before it: 3.24).
-  // GELU over 128K floats in cache, one thread, alternated: this 37-39 us, the previous 55-60, E by one Horner
-  // chain 42 (each vector waits on fourteen dependent multiply-adds), a (5, 3) rational + tail 33-37 (but its f32
-  // evaluation errs 4.7 ulp near 1), one chain with coefficients picked per lane by blends or vpermps slower still.
+  // erf: the polynomials of support/erf_polynomial.h (the CPU kernels' erf_f computes the same bits). Both are
+  // computed and one selected. GELU over 128K floats in cache, one thread, alternated: this 37-39 us, the previous
+  // (Taylor series + A&S tail with e^(-x^2), 3.24 ulp) 55-60, E by one Horner chain 42 (each vector waits on
+  // fourteen dependent multiply-adds), a (5, 3) rational + tail 33-37 (but its f32 evaluation errs 4.7 ulp near 1),
+  // one chain with coefficients picked per lane by blends or vpermps slower still.
   Value* erf(Value* x) {
+    namespace ep = erf_polynomial;
     Value* a = fabs(x);
-    a = B.CreateSelect(B.CreateFCmpOGT(a, fc(x, 3.925)), fc(x, 3.925), a);  // a NaN stays (and takes the tail)
-    Value* p = horner(B.CreateFMul(a, a), {7.854026625864208e-05, -0.0008010247838683426, 0.005188334733247757,
-                                           -0.026853816583752632, 0.1128358542919159, -0.3761262595653534,
-                                           1.1283791065216064});
-    // E's even and odd halves by Horner in v^2, then E = even + v odd: two chains of seven multiply-adds.
-    Value* v = B.CreateFSub(a, fc(x, 2.4625));
+    a = B.CreateSelect(B.CreateFCmpOGT(a, fc(x, ep::kClamp)), fc(x, ep::kClamp), a);  // a NaN stays (and takes the tail)
+    Value* p = horner(B.CreateFMul(a, a), ep::kSmall);
+    Value* v = B.CreateFSub(a, fc(x, ep::kCenter));
     Value* v2 = B.CreateFMul(v, v);
-    Value* even = horner(v2, {-1.078210630112153e-06, 1.7216096239280887e-05, -7.619794632773846e-05,
-                              -0.00034957629395648837, 0.00292933639138937, 0.009829382412135601,
-                              0.006461156997829676, 0.0004967535496689379});
-    Value* odd = horner(v2, {-1.3473869842073327e-07, -2.416991992504336e-05, 0.0002976549440063536,
-                             -0.00046629071584902704, -0.006755616050213575, -0.009733718819916248,
-                             -0.0026237498968839645});
-    Value* e = fma(v, odd, even);
-    Value* r = B.CreateSelect(B.CreateFCmpOLT(a, fc(x, 1.0)), B.CreateFMul(a, p), B.CreateFSub(fc(x, 1.0), e));
+    Value* e = fma(v, horner(v2, ep::kTailOdd), horner(v2, ep::kTailEven));
+    Value* r = B.CreateSelect(B.CreateFCmpOLT(a, fc(x, ep::kSplit)), B.CreateFMul(a, p), B.CreateFSub(fc(x, 1.0), e));
     return B.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
   }
 

@@ -16,6 +16,7 @@
 
 #include "codegen/jit.h"
 #include "codegen/lower.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/prepared_kernel.h"
 #include "passes/pass.h"
 #include "test_util.h"
@@ -1065,6 +1066,21 @@ std::vector<float> sweep_inputs(float lo, float hi) {
   for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 97 * 65537) xs.push_back(std::bit_cast<float>(uint32_t(b)));
   for (float s : {0.0f, -0.0f, kInf, -kInf, kNaN, 1.0f, -1.0f, 1e-45f, std::numeric_limits<float>::max()}) xs.push_back(s);
   return xs;
+}
+
+// The CPU kernels' erf_f (kernels/cpu/vec_math.h: the GEMM's GELU epilogue, the unary kernels) evaluates the
+// polynomials of support/erf_polynomial.h with the same multiply-adds as the generated erf: equal bits everywhere.
+TEST(Codegen, ErfEqualsCpuKernelsBitForBit) {
+  std::vector<float> xs = sweep_inputs(-5.f, 5.f);
+  std::vector<float> ys = run_unary(Op::erf, xs);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    float want = cpu::erf_f(xs[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(ys[i])) << xs[i];
+      continue;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(ys[i]), std::bit_cast<uint32_t>(want)) << "erf(" << xs[i] << ")";
+  }
 }
 
 TEST(Codegen, MathErrorBounds) {
