@@ -27,6 +27,9 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   step(FuseAttentionPass());
   step(FuseConvolutionPass());
   step(FuseMatMulPass());
+  // A product whose output is only sliced into column ranges (a fused QKV projection) becomes one product per
+  // range, writing each part where its readers want it instead of copying it out.
+  step(SplitSlicedMatMulPass());
   // Convolutions and pools go channels-last; the transposes this adds cancel between neighbours.
   step(AssignLayoutsPass());
   // Leftover transposes that only move size-1 dims (after global pooling) become reshapes.

@@ -115,6 +115,18 @@ def test_bench_versus(cuvil_bin, small_model):
     assert r.returncode == 0 and "with --no-cpu-gemm: median" in r.stdout and "ratio" in r.stdout
     r = run(cuvil_bin, "bench", small_model["onnx"], "--versus", "--iters 3")
     assert r.returncode == 2 and "--versus takes kernel flags" in r.stderr
+    r = run(cuvil_bin, "bench", small_model["onnx"], "--iters", "3", "--versus", "--skip-pass=fuse-matmul")
+    assert r.returncode == 0 and "with --skip-pass=fuse-matmul: median" in r.stdout
+    r = run(cuvil_bin, "bench", small_model["onnx"], "--skip-pass=no-such-pass")
+    assert r.returncode == 2 and "no pass named 'no-such-pass'" in r.stderr
+
+
+def test_skip_pass(cuvil_bin, small_model):
+    """--skip-pass=NAME leaves that pass out of the pipeline: inspect --ir shows the unfused nodes."""
+    fused = run(cuvil_bin, "inspect", small_model["onnx"], "--ir", "-O1")
+    skipped = run(cuvil_bin, "inspect", small_model["onnx"], "--ir", "-O1", "--skip-pass=fuse-matmul")
+    assert fused.returncode == 0 and skipped.returncode == 0, fused.stderr + skipped.stderr
+    assert "FusedMatMul" in fused.stdout and "FusedMatMul" not in skipped.stdout
 
 
 def test_bad_model_files(cuvil_bin, small_model, tmp_path):

@@ -10,7 +10,8 @@
 // --no-winograd keeps 3x3 convolutions on direct (non-Winograd) kernels; --no-cpu-gemm runs products with a constant
 // B on oneDNN instead of Cuvil's GEMM. --no-codegen runs fused element-wise
 // groups op by op instead of as generated kernels (CUVIL_NO_CODEGEN=Op1,Op2 does it for groups holding those ops).
-// bench --versus "FLAGS" (kernel flags and -O0/-O1, e.g. "--no-cpu-gemm") builds a second executor with those flags
+// --skip-pass=NAME leaves one pass out of the pipeline (repeatable).
+// bench --versus "FLAGS" (kernel flags, --skip-pass=NAME and -O0/-O1, e.g. "--no-cpu-gemm") builds a second executor with those flags
 // and times the two alternately in one process, so that drift in machine load hits both alike; it prints both
 // medians and their ratio.
 //
@@ -45,7 +46,7 @@ constexpr const char* kUsage =
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
     "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen] [--no-cpu-gemm]\n"
-    "              [--versus \"FLAGS\"]\n"
+    "              [--skip-pass=NAME ...] [--versus \"FLAGS\"]\n"
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
@@ -64,6 +65,7 @@ struct Args {
   int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
   bool opt_level_given = false;  // inspect --ir prints the graph as loaded unless a level is asked for
   std::string versus;            // bench: flags of a second configuration timed against this one
+  std::set<std::string> skip_passes;  // --skip-pass=NAME: passes left out of the pipeline
 };
 
 int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
@@ -94,8 +96,21 @@ bool apply_kernel_flag(Args& a, const std::string& s) {
   else if (s == "--no-codegen") a.codegen = false;
   else if (s == "-O0" || s == "--O0") a.opt_level = 0, a.opt_level_given = true;
   else if (s == "-O1" || s == "--O1") a.opt_level = 1, a.opt_level_given = true;
-  else return false;
+  else if (s.rfind("--skip-pass=", 0) == 0) {
+    std::string name = s.substr(12);
+    std::vector<std::string> known = pass_names();
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw UsageError("--skip-pass: no pass named '" + name + "'");
+    a.skip_passes.insert(name);
+  } else return false;
   return true;
+}
+
+// The pass pipeline of a.opt_level, without the passes a.skip_passes names.
+void optimize_model(Graph& g, const Args& a) {
+  PassContext ctx;
+  ctx.skip = a.skip_passes;
+  optimize(g, a.opt_level, ctx);
 }
 
 Args parse_args(int argc, char** argv) {
@@ -192,7 +207,7 @@ int cmd_inspect(const Args& a) {
   auto g = load_model(a.model);
   if (a.kernels) return print_kernels(*g);
   if (a.ir) {
-    if (a.opt_level_given) optimize(*g, a.opt_level);
+    if (a.opt_level_given || !a.skip_passes.empty()) optimize_model(*g, a);
     PrintOptions o;
     o.elide_large_constants = true;
     std::cout << print_graph(*g, o);
@@ -293,7 +308,7 @@ std::string file_safe(const std::string& name) {
 int cmd_run(const Args& a) {
   if (a.output_dir.empty()) throw UsageError("run needs --output-dir DIR");
   auto g = load_model(a.model);
-  optimize(*g, a.opt_level);
+  optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/false);
   auto exec = make_executor(g, a);
   auto outs = exec->run(ins);
@@ -330,7 +345,7 @@ int bench_versus(const Args& a, Executor& exec, const std::vector<Tensor>& ins) 
   for (std::string f; flags >> f;)
     if (!apply_kernel_flag(b, f)) throw UsageError("--versus takes kernel flags and -O0/-O1, not '" + f + "'");
   auto g = load_model(b.model);
-  optimize(*g, b.opt_level);
+  optimize_model(*g, b);
   auto other = make_executor(g, b);
   for (int i = 0; i < a.warmup; ++i) exec.run(ins), other->run(ins);
   std::vector<double> ms_a, ms_b;
@@ -360,7 +375,7 @@ int cmd_bench(const Args& a) {
   // Compile time: load + optimize, then prepare (plan, oneDNN primitives, weight packing) for these shapes.
   auto t0 = clock::now();
   auto g = load_model(a.model);
-  optimize(*g, a.opt_level);
+  optimize_model(*g, a);
   double load_ms = since(t0);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
   auto exec = make_executor(g, a);
@@ -402,7 +417,7 @@ int cmd_bench(const Args& a) {
 // Per node: median time over --iters profiled runs, share of the total, the kernel that ran; then totals per op.
 int cmd_profile(const Args& a) {
   auto g = load_model(a.model);
-  optimize(*g, a.opt_level);
+  optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
   auto exec = make_executor(g, a);
   for (int i = 0; i < std::max(a.warmup, 1); ++i) exec->run(ins);

@@ -1,0 +1,122 @@
+// split-sliced-matmul: a matrix product with constant weights whose output is read only by Slices of its columns
+// (the last axis, step 1) becomes one product per Slice, over those columns of the weights and the bias:
+//   Slice(FusedMatMul(A, B, bias), s:e, axis -1)  =  FusedMatMul(A, B[:, s:e], bias[s:e])
+// Every output column depends only on its own column of B and of the bias (the activation is element-wise), so
+// each smaller product computes exactly the values its Slice kept, and the copies the Slices made are gone.
+// BERT's fused QKV projection (one [768, 2304] product read by three Slices of 768 columns) becomes three
+// [768, 768] products writing Q, K and V where the attention reads them.
+// Taken: MatMul and FusedMatMul with B a constant matrix (rank 2; transB selects B's rows instead), a bias that is
+// a constant of N values or of one, no residual input, and Slices with constant bounds. The old weights are left
+// to dead-code-elimination.
+#include <cstring>
+#include <optional>
+
+#include "ir/op_schema.h"
+#include "ir/ops/tensor_helpers.h"
+#include "passes/pass.h"
+#include "passes/rewrite.h"
+
+namespace cuvil {
+namespace {
+
+std::optional<int64_t> int_constant(const Value* v) {
+  if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
+  const Tensor& t = v->constant();
+  if (t.dtype() == DType::i64) return t.data<int64_t>()[0];
+  if (t.dtype() == DType::i32) return t.data<int32_t>()[0];
+  return std::nullopt;
+}
+
+// The columns [begin, begin + len) a Slice of y keeps, when it slices only y's last axis with step 1.
+std::optional<std::pair<int64_t, int64_t>> column_range(const Node& s, const Value* y, int64_t n) {
+  if (s.op() != OpKind::Slice || s.input(0) != y) return std::nullopt;
+  for (size_t i = 1; i < s.num_inputs(); ++i)
+    if (s.input(i) == y) return std::nullopt;  // y also as a bound: not a plain column slice
+  int64_t rank = int64_t(y->shape().rank());
+  std::optional<int64_t> start = int_constant(s.input(1)), end = int_constant(s.input(2));
+  // absent axes: the first axis; absent steps: 1
+  std::optional<int64_t> axis = s.input(3) ? int_constant(s.input(3)) : std::optional<int64_t>(0);
+  std::optional<int64_t> step = s.input(4) ? int_constant(s.input(4)) : std::optional<int64_t>(1);
+  if (!start || !end || !axis || !step || *step != 1) return std::nullopt;
+  if (*axis != -1 && *axis != rank - 1) return std::nullopt;
+  tensor_ops::SliceRange r = tensor_ops::slice_range(n, *start, *end, 1);
+  if (r.len <= 0) return std::nullopt;
+  return std::pair{r.start, r.len};
+}
+
+// Columns [c0, c0 + len) of a matrix's output: of B [K, N] its columns, of B stored [N, K] (transB) its rows.
+Tensor weight_columns(const Tensor& b, bool trans_b, int64_t c0, int64_t len) {
+  size_t es = dtype_size(b.dtype());
+  int64_t rows = b.dim(0), cols = b.dim(1);
+  auto* src = static_cast<const char*>(b.raw());
+  if (trans_b) {
+    Tensor r = Tensor::zeros(b.dtype(), {len, cols});
+    std::memcpy(r.raw(), src + size_t(c0 * cols) * es, size_t(len * cols) * es);
+    return r;
+  }
+  Tensor r = Tensor::zeros(b.dtype(), {rows, len});
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(static_cast<char*>(r.raw()) + size_t(i * len) * es, src + size_t(i * cols + c0) * es, size_t(len) * es);
+  return r;
+}
+
+Tensor vector_part(const Tensor& v, int64_t c0, int64_t len) {
+  size_t es = dtype_size(v.dtype());
+  Tensor r = Tensor::zeros(v.dtype(), {len});
+  std::memcpy(r.raw(), static_cast<const char*>(v.raw()) + size_t(c0) * es, size_t(len) * es);
+  return r;
+}
+
+bool split(Graph& g) {
+  rewrite::UseMap uses(g);
+  std::vector<Node*> dead;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    Node* mm = g.nodes()[i].get();
+    if (mm->op() != OpKind::MatMul && mm->op() != OpKind::FusedMatMul) continue;
+    Value* y = mm->output(0);
+    Value* b = mm->input(1);
+    bool fused = mm->op() == OpKind::FusedMatMul;
+    if (uses.pinned(y) || !b->is_constant() || b->constant().rank() != 2) continue;
+    if (fused && mm->input(3)) continue;  // a residual: would need slicing at run time
+    if (!y->shape().rank_known() || y->shape().rank() < 2) continue;
+    const Dim& nd = y->shape()[y->shape().rank() - 1];
+    if (!nd.is_const()) continue;
+    int64_t n = nd.value();
+    Value* bias = fused ? mm->input(2) : nullptr;
+    if (bias && (!bias->is_constant() || (bias->constant().numel() != n && bias->constant().numel() != 1) ||
+                 (bias->constant().numel() == n && bias->constant().rank() != 1)))
+      continue;
+    const std::vector<Node*>& readers = uses.users(y);
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (Node* s : readers) {
+      auto r = column_range(*s, y, n);
+      if (!r) break;
+      ranges.push_back(*r);
+    }
+    if (readers.empty() || ranges.size() != readers.size()) continue;
+    bool trans_b = fused && AttrReader(*mm).i("transB") != 0;
+    for (size_t k = 0; k < readers.size(); ++k) {
+      Node* s = readers[k];
+      auto [c0, len] = ranges[k];
+      std::string base = g.unique_name(b->name() + "_cols" + std::to_string(c0));
+      Value* part = g.add_constant(base, weight_columns(b->constant(), trans_b, c0, len));
+      std::vector<Value*> ins{mm->input(0), part};
+      if (bias)
+        ins.push_back(bias->constant().numel() == 1
+                          ? bias
+                          : g.add_constant(g.unique_name(bias->name() + "_cols" + std::to_string(c0)),
+                                           vector_part(bias->constant(), c0, len)));
+      rewrite::replace_result(g, s, s->output(0), mm->op(), ins, mm->attrs());
+      dead.push_back(s);
+    }
+    dead.push_back(mm);
+  }
+  g.erase_nodes(dead);
+  return !dead.empty();
+}
+
+}  // namespace
+
+bool SplitSlicedMatMulPass::run(Graph& g, PassContext&) { return rewrite::for_each_graph_postorder(g, split); }
+
+}  // namespace cuvil
