@@ -14,6 +14,8 @@
 #include <random>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/workers.h"
 #include "kernels/ref/ref_kernels.h"
 #include "support/half.h"
 #include "test_util.h"
@@ -256,6 +258,22 @@ TEST(CpuKernels, UnaryLargeThreaded) {
 }
 
 // ---- binary
+
+// A multi-threaded loop notes when it ended; workers count as spinning for kSpinWindowNs after that, not later.
+TEST(CpuKernels, WorkersSpinningOnlyRightAfterAParallelRegion) {
+  int64_t before = cpu::detail::last_region_end_ns.load();
+  std::vector<float> x(1 << 20, 1.f);
+  cpu::parallel_ranges(int64_t(x.size()), 1, 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) x[size_t(i)] *= 2.f;
+  });
+  int64_t end = cpu::detail::last_region_end_ns.load();
+  if (omp_get_max_threads() > 1) EXPECT_GT(end, before);
+  EXPECT_TRUE(cpu::workers_spinning(end + 1000));
+  EXPECT_FALSE(cpu::workers_spinning(end + cpu::kSpinWindowNs));
+  // one thread's loop (below the work threshold) leaves the mark alone
+  cpu::parallel_ranges(8, 1, 1, [&](int64_t b, int64_t e) { x[size_t(b)] += float(e); });
+  EXPECT_EQ(cpu::detail::last_region_end_ns.load(), end);
+}
 
 TEST(CpuKernels, BinaryBroadcastPatterns) {
   std::vector<std::pair<Ints, Ints>> shapes = {

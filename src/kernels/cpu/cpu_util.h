@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ir/ops/activation.h"
+#include "kernels/cpu/workers.h"
 #include "kernels/prepared_kernel.h"
 
 // Hot loops are compiled once per ISA level and picked at load time (GCC's ifunc clones), because the library
@@ -73,6 +74,7 @@ void parallel_ranges(int64_t n, int64_t cost, int64_t align, Fn&& fn, int64_t mi
     int64_t end = std::min(n, begin + chunk);
     if (begin < end) fn(begin, end);
   }
+  note_parallel_end();
 }
 
 // x[0 .. n) = a(x), in place, on the same vectorized loops as the unary kernels (a fused op's activation).

@@ -15,6 +15,7 @@
 #include <new>
 
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/workers.h"
 
 namespace cuvil::cpu {
 
@@ -182,6 +183,7 @@ void gemm(const float* a, int64_t m, int64_t lda, const PackedB& b, float* c, in
       if (r0 < r1) gemm_part(a, lda, b, c, ldc, e, {r0, r1}, {0, panels});
     }
   }
+  note_parallel_end();
 }
 
 }  // namespace cuvil::cpu

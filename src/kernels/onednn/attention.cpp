@@ -21,6 +21,7 @@
 #include "ir/ops/attention.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/workers.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_ops.h"
 #include "kernels/ref/indexing.h"
@@ -234,6 +235,7 @@ class AttentionKernel final : public PreparedKernel {
       int64_t team = omp_get_num_threads(), t = omp_get_thread_num();
       run_items(p, items * t / team, items * (t + 1) / team, scratch_[size_t(t)]);
     }
+    cpu::note_parallel_end();
   }
 
   std::string impl_name() const override { return name_; }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/ops/activation.h"
+#include "kernels/cpu/workers.h"
 #include "kernels/prepared_kernel.h"
 
 namespace cuvil::onednn {
@@ -102,6 +103,7 @@ class PrimitiveKernel : public PreparedKernel {
     dnnl::error::wrap_c_api(dnnl_primitive_execute(prim_.get(), thread_stream().get(), int(c_args_.size()),
                                                    c_args_.data()),
                             "could not execute a primitive");
+    if (threads_ != 1) cpu::note_parallel_end();
   }
 
  private:
