@@ -6,8 +6,9 @@
 // BERT's fused QKV projection (one [768, 2304] product read by three Slices of 768 columns) becomes three
 // [768, 768] products writing Q, K and V where the attention reads them.
 // Taken: MatMul and FusedMatMul with B a constant matrix (rank 2; transB selects B's rows instead), a bias that is
-// a constant of N values or of one, no residual input, and Slices with constant bounds. The old weights are left
-// to dead-code-elimination.
+// a constant of N values or of one, no residual input, and Slices with constant bounds that take each column at
+// most once (overlapping ranges would compute columns twice). The old weights are left to dead-code-elimination.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -67,6 +68,14 @@ Tensor vector_part(const Tensor& v, int64_t c0, int64_t len) {
   return r;
 }
 
+// Whether two of the column ranges [begin, begin + len) share a column.
+bool overlapping(std::vector<std::pair<int64_t, int64_t>> ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i - 1].first + ranges[i - 1].second > ranges[i].first) return true;
+  return false;
+}
+
 bool split(Graph& g) {
   rewrite::UseMap uses(g);
   std::vector<Node*> dead;
@@ -94,6 +103,7 @@ bool split(Graph& g) {
       ranges.push_back(*r);
     }
     if (readers.empty() || ranges.size() != readers.size()) continue;
+    if (overlapping(ranges)) continue;  // their shared columns would be computed twice
     bool trans_b = fused && AttrReader(*mm).i("transB") != 0;
     for (size_t k = 0; k < readers.size(); ++k) {
       Node* s = readers[k];
