@@ -4,11 +4,14 @@
 // two threads; and the MatMul, Gemm and FusedMatMul nodes that run on it against the reference kernels.
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include <omp.h>
 
 #include <cmath>
 #include <random>
 
+#include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/gemm.h"
 #include "runtime/executor.h"
 #include "test_util.h"
@@ -115,6 +118,34 @@ TEST(CpuGemm, MatchesDoublePrecisionProduct) {
   // Enough work for threads: split by panels (many columns) and by rows (few columns)
   check_case({64, 960, 300, false, 1.f, true, false, false, 1.f, {A::Gelu}}, seed++);
   check_case({500, 40, 300, true, 1.f, false, true, false, 1.f, {}}, seed++);
+}
+
+// Relu and Clip run in the tile's registers, GELU through the unary loop per tile: bit for bit what the unary
+// loops give on the plain product, over residuals holding NaN, infinities, huge, tiny and signed-zero values (so
+// the activation sees them too).
+TEST(CpuGemm, ActivationsEqualTheUnaryLoops) {
+  if (!cpu::gemm_supported()) GTEST_SKIP() << "no AVX-512";
+  using A = nn::Act;
+  const float specials[] = {NAN, INFINITY, -INFINITY, 1e30f, -1e30f, 1e-40f, -0.f, 0.f, 3.9f, -3.9f, 0.99f, -1.01f};
+  for (nn::Activation act : {nn::Activation{A::Gelu}, nn::Activation{A::Relu}, nn::Activation{A::Clip, -0.5f, 2.f}}) {
+    Case c{21, 100, 70, false, 1.f, true, true, false, 1.f, act};
+    int64_t lda = c.k + 3, ldc = c.n + 5;
+    std::vector<float> a = random_floats(size_t(c.m * lda), 7), b = random_floats(size_t(c.k * c.n), 8);
+    std::vector<float> bias = random_floats(size_t(c.n), 9), sum = random_floats(size_t(c.m * ldc), 10);
+    for (size_t i = 0; i < sum.size(); i += 5) sum[i] = specials[(i / 5) % std::size(specials)];
+    std::vector<float> got = run_gemm(c, a, b, bias, sum, 2);
+    Case plain = c;
+    plain.act = {};
+    std::vector<float> want = run_gemm(plain, a, b, bias, sum, 2);
+    for (int64_t i = 0; i < c.m; ++i) cpu::activate_inplace(want.data() + i * ldc, c.n, act);
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        float g = got[size_t(i * ldc + j)], w = want[size_t(i * ldc + j)];
+        if (std::isnan(w)) EXPECT_TRUE(std::isnan(g)) << int(act.kind) << " at " << i << ", " << j;
+        else EXPECT_EQ(std::bit_cast<uint32_t>(g), std::bit_cast<uint32_t>(w)) << int(act.kind) << " at " << i << ", " << j
+                                                                               << ": " << g << " vs " << w;
+      }
+  }
 }
 
 TEST(CpuGemm, SpecialValuesPropagate) {
