@@ -909,7 +909,8 @@ class Emitter {
   Value* erf(Value* x) {
     namespace ep = erf_polynomial;
     Value* a = fabs(x);
-    a = B.CreateSelect(B.CreateFCmpOGT(a, fc(x, ep::kClamp)), fc(x, ep::kClamp), a);  // a NaN stays (and takes the tail)
+    // a NaN stays (and takes the tail)
+    a = B.CreateSelect(B.CreateFCmpOGT(a, fc(x, ep::kClamp)), fc(x, ep::kClamp), a);
     Value* p = horner(B.CreateFMul(a, a), ep::kSmall);
     Value* v = B.CreateFSub(a, fc(x, ep::kCenter));
     Value* v2 = B.CreateFMul(v, v);

@@ -141,9 +141,9 @@ TEST(CpuGemm, ActivationsEqualTheUnaryLoops) {
     for (int64_t i = 0; i < c.m; ++i)
       for (int64_t j = 0; j < c.n; ++j) {
         float g = got[size_t(i * ldc + j)], w = want[size_t(i * ldc + j)];
-        if (std::isnan(w)) EXPECT_TRUE(std::isnan(g)) << int(act.kind) << " at " << i << ", " << j;
-        else EXPECT_EQ(std::bit_cast<uint32_t>(g), std::bit_cast<uint32_t>(w)) << int(act.kind) << " at " << i << ", " << j
-                                                                               << ": " << g << " vs " << w;
+        std::string at = std::to_string(int(act.kind)) + " at " + std::to_string(i) + ", " + std::to_string(j);
+        if (std::isnan(w)) EXPECT_TRUE(std::isnan(g)) << at;
+        else EXPECT_EQ(std::bit_cast<uint32_t>(g), std::bit_cast<uint32_t>(w)) << at << ": " << g << " vs " << w;
       }
   }
 }

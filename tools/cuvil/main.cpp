@@ -11,9 +11,9 @@
 // B on oneDNN instead of Cuvil's GEMM. --no-codegen runs fused element-wise
 // groups op by op instead of as generated kernels (CUVIL_NO_CODEGEN=Op1,Op2 does it for groups holding those ops).
 // --skip-pass=NAME leaves one pass out of the pipeline (repeatable).
-// bench --versus "FLAGS" (kernel flags, --skip-pass=NAME and -O0/-O1, e.g. "--no-cpu-gemm") builds a second executor with those flags
-// and times the two alternately in one process, so that drift in machine load hits both alike; it prints both
-// medians and their ratio.
+// bench --versus "FLAGS" (kernel flags, --skip-pass=NAME and -O0/-O1, e.g. "--no-cpu-gemm") builds a second
+// executor with those flags and times the two alternately in one process, so that drift in machine load hits both
+// alike; it prints both medians and their ratio.
 //
 // MODEL is an .onnx file or Cuvil IR text (.cvir). Any error prints one line and exits non-zero.
 #include <algorithm>
@@ -343,7 +343,8 @@ int bench_versus(const Args& a, Executor& exec, const std::vector<Tensor>& ins) 
   Args b = a;
   std::istringstream flags(a.versus);
   for (std::string f; flags >> f;)
-    if (!apply_kernel_flag(b, f)) throw UsageError("--versus takes kernel flags and -O0/-O1, not '" + f + "'");
+    if (!apply_kernel_flag(b, f))
+      throw UsageError("--versus takes kernel flags, --skip-pass=NAME and -O0/-O1, not '" + f + "'");
   auto g = load_model(b.model);
   optimize_model(*g, b);
   auto other = make_executor(g, b);
