@@ -161,9 +161,9 @@ PackedB::PackedB(const float* b, int64_t k, int64_t n, bool trans_b, float alpha
   if (!d) throw std::bad_alloc();
   if (align == kHugePage) madvise(d, bytes, MADV_HUGEPAGE);  // a hint: without huge pages it is plain memory
   data_.reset(d);
-  // Read B in its storage order: row by row when B is [K, N] (walking a panel down K instead jumped a whole row
-  // per step and read 1.2 GB/s: 7.8 ms for 768 x 3072); panel by panel when it is stored [N, K], where a panel's
-  // 48 rows of B are read together.
+  // Read B in its storage order: row by row when B is [K, N] (walking each panel down K jumped a whole row per
+  // step: 1.0 ms against 0.4 for 768 x 3072 in warm memory); panel by panel when it is stored [N, K], where a
+  // panel's 48 rows of B are read together.
   auto fill = [&](int64_t p, int64_t kk) {
     float* dst = d + p * k * kGemmPanel + kk * width(p);
     int64_t col0 = p * kGemmPanel, live = std::min(width(p), n - col0);
