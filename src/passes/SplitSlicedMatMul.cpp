@@ -20,6 +20,7 @@
 namespace cuvil {
 namespace {
 
+// A one-element integer constant, exactly (rewrite::scalar_constant's double would lose Slice's INT64_MAX ends).
 std::optional<int64_t> int_constant(const Value* v) {
   if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
   const Tensor& t = v->constant();
@@ -45,26 +46,15 @@ std::optional<std::pair<int64_t, int64_t>> column_range(const Node& s, const Val
   return std::pair{r.start, r.len};
 }
 
-// Columns [c0, c0 + len) of a matrix's output: of B [K, N] its columns, of B stored [N, K] (transB) its rows.
-Tensor weight_columns(const Tensor& b, bool trans_b, int64_t c0, int64_t len) {
-  size_t es = dtype_size(b.dtype());
-  int64_t rows = b.dim(0), cols = b.dim(1);
-  auto* src = static_cast<const char*>(b.raw());
-  if (trans_b) {
-    Tensor r = Tensor::zeros(b.dtype(), {len, cols});
-    std::memcpy(r.raw(), src + size_t(c0 * cols) * es, size_t(len * cols) * es);
-    return r;
-  }
-  Tensor r = Tensor::zeros(b.dtype(), {rows, len});
+// Columns [c0, c0 + len) of t read as a row-major [rows, t.numel() / rows] matrix, as a tensor of dims `dims`.
+Tensor column_block(const Tensor& t, int64_t rows, int64_t c0, int64_t len, std::vector<int64_t> dims) {
+  size_t es = dtype_size(t.dtype());
+  int64_t cols = t.numel() / rows;
+  Tensor r = Tensor::zeros(t.dtype(), std::move(dims));
+  auto* dst = static_cast<char*>(r.raw());
+  auto* src = static_cast<const char*>(t.raw());
   for (int64_t i = 0; i < rows; ++i)
-    std::memcpy(static_cast<char*>(r.raw()) + size_t(i * len) * es, src + size_t(i * cols + c0) * es, size_t(len) * es);
-  return r;
-}
-
-Tensor vector_part(const Tensor& v, int64_t c0, int64_t len) {
-  size_t es = dtype_size(v.dtype());
-  Tensor r = Tensor::zeros(v.dtype(), {len});
-  std::memcpy(r.raw(), static_cast<const char*>(v.raw()) + size_t(c0) * es, size_t(len) * es);
+    std::memcpy(dst + size_t(i * len) * es, src + size_t(i * cols + c0) * es, size_t(len) * es);
   return r;
 }
 
@@ -109,13 +99,17 @@ bool split(Graph& g) {
       Node* s = readers[k];
       auto [c0, len] = ranges[k];
       std::string base = g.unique_name(b->name() + "_cols" + std::to_string(c0));
-      Value* part = g.add_constant(base, weight_columns(b->constant(), trans_b, c0, len));
+      // Output columns [c0, c0 + len): of B [K, N] those columns; of B stored [N, K] (transB) those rows.
+      const Tensor& w = b->constant();
+      int64_t depth = trans_b ? w.dim(1) : w.dim(0);  // K
+      Value* part = g.add_constant(base, trans_b ? column_block(w, 1, c0 * depth, len * depth, {len, depth})
+                                                 : column_block(w, depth, c0, len, {depth, len}));
       std::vector<Value*> ins{mm->input(0), part};
       if (bias)
         ins.push_back(bias->constant().numel() == 1
                           ? bias
                           : g.add_constant(g.unique_name(bias->name() + "_cols" + std::to_string(c0)),
-                                           vector_part(bias->constant(), c0, len)));
+                                           column_block(bias->constant(), 1, c0, len, {len})));
       rewrite::replace_result(g, s, s->output(0), mm->op(), ins, mm->attrs());
       dead.push_back(s);
     }

@@ -165,9 +165,9 @@ PackedB::PackedB(const float* b, int64_t k, int64_t n, bool trans_b, float alpha
   // step: 1.0 ms against 0.4 for 768 x 3072 in warm memory); panel by panel when it is stored [N, K], where a
   // panel's 48 rows of B are read together.
   auto fill = [&](int64_t p, int64_t kk) {
-    float* dst = d + p * k * kGemmPanel + kk * width(p);
-    int64_t col0 = p * kGemmPanel, live = std::min(width(p), n - col0);
-    for (int64_t j = 0; j < width(p); ++j)
+    int64_t w = width(p), col0 = p * kGemmPanel, live = std::min(w, n - col0);
+    float* dst = d + p * k * kGemmPanel + kk * w;
+    for (int64_t j = 0; j < w; ++j)
       dst[j] = j < live ? (trans_b ? b[(col0 + j) * k + kk] : b[kk * n + col0 + j]) * alpha : 0.f;
   };
   if (trans_b) {
