@@ -37,9 +37,11 @@ bool append_activation(dnnl::post_ops& po, const nn::Activation& a);
 // "onednn:<implementation>".
 std::string primitive_created(const dnnl::primitive_desc_base& pd);
 
-// Below this much work a primitive runs on the calling thread alone: waking a second thread costs more than it
-// saves (an MLP layer, a late depthwise convolution).
-inline constexpr double kSingleThreadFlops = 2e6;
+// Below this much work a primitive runs on the calling thread alone: a fork and join costs more than it saves.
+// Within a model the workers still spin from the last parallel region (a fork and join ~3 us, see workers.h), so
+// work of a few microseconds already gains: MobileNetV2's late depthwise convolutions (0.7-1.4 MFLOP) on two
+// threads made the model 3 % faster in three of four alternated runs than with the earlier 2e6.
+inline constexpr double kSingleThreadFlops = 2e5;
 
 // Sets OpenMP's thread count for the current thread until destroyed (oneDNN sizes its parallel work from it,
 // both when a primitive is created and when it runs). threads <= 0: no change.
