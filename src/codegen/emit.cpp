@@ -26,6 +26,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include "support/erf_polynomial.h"
+#include "support/exp_polynomial.h"
 #include "support/error.h"
 
 namespace cuvil::codegen {
@@ -574,24 +575,27 @@ class Emitter {
   Value* identity(Op op, llvm::Type* t) {
     if (t->isFPOrFPVectorTy()) {
       double inf = std::numeric_limits<double>::infinity();
-      double v = op == Op::row_sum ? -0.0 : op == Op::row_prod ? 1.0 : op == Op::row_max ? -inf : inf;
+      double v = op == Op::row_sum ? -0.0 : op == Op::row_prod ? 1.0 : is_max_op(op) ? -inf : inf;
       return llvm::ConstantFP::get(t, v);
     }
     unsigned bits = t->getScalarSizeInBits();
     if (op == Op::row_sum) return llvm::ConstantInt::get(t, 0);
     if (op == Op::row_prod) return llvm::ConstantInt::get(t, 1);
-    llvm::APInt v = op == Op::row_max ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits);
+    llvm::APInt v = is_max_op(op) ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits);
     return llvm::ConstantInt::get(t, v);
   }
+  static bool is_max_op(Op op) { return op == Op::row_max || op == Op::row_max_num; }
   // Accumulates v into acc. Max/min: v replaces acc when it is NaN or beyond it, so a NaN stays once met; equal
-  // values (±0) keep the earlier one, as the reference's sequential fold does. Two compares and a blend.
+  // values (±0) keep the earlier one, as the reference's sequential fold does. Two compares and a blend
+  // (row_max_num: one compare, a NaN v never beyond).
   Value* combine(Op op, Value* acc, Value* v) {
     bool f = acc->getType()->isFPOrFPVectorTy();
     if (op == Op::row_sum) return f ? B.CreateFAdd(acc, v) : B.CreateAdd(acc, v);
     if (op == Op::row_prod) return f ? B.CreateFMul(acc, v) : B.CreateMul(acc, v);
-    bool is_max = op == Op::row_max;
+    bool is_max = is_max_op(op);
     if (!f) return B.CreateSelect(is_max ? B.CreateICmpSGT(v, acc) : B.CreateICmpSLT(v, acc), v, acc);
     Value* beyond = is_max ? B.CreateFCmpOGT(v, acc) : B.CreateFCmpOLT(v, acc);
+    if (op == Op::row_max_num) return B.CreateSelect(beyond, v, acc);
     return B.CreateSelect(B.CreateOr(beyond, B.CreateFCmpUNO(v, v)), v, acc);
   }
   // NaN wins (a first); else a < b ? b : a for max and b < a ? b : a for min.
@@ -713,7 +717,7 @@ class Emitter {
   // chain is then one vmaxps/vminps (latency 2) per vector instead of a compare, a mask or and a blend (~5), which
   // bounded Softmax's first pass. A row with a NaN gives a NaN, as combine's NaN-first rule does.
   Value* ordered_combine(Op op, Value* acc, Value* v) {
-    return B.CreateSelect(op == Op::row_max ? B.CreateFCmpOGT(v, acc) : B.CreateFCmpOLT(v, acc), v, acc);
+    return B.CreateSelect(is_max_op(op) ? B.CreateFCmpOGT(v, acc) : B.CreateFCmpOLT(v, acc), v, acc);
   }
   Value* reduce_row(const Expr& e) {
     if (e.op == Op::row_argmax || e.op == Op::row_argmin) return reduce_row_arg(e);
@@ -722,6 +726,7 @@ class Emitter {
     llvm::Type* vt = vec(scalar_ty(e.type), w);
     Value* ident = identity(e.op, vt);
     bool nan_flag = (e.op == Op::row_max || e.op == Op::row_min) && vt->isFPOrFPVectorTy();
+    // row_max_num needs no flag: its combine is ordered_combine already.
     auto step = [&](Value* acc, Value* v) { return nan_flag ? ordered_combine(e.op, acc, v) : combine(e.op, acc, v); };
     Value* no_nan = llvm::Constant::getNullValue(vec(B.getInt1Ty(), w));
     Value* inner = dim[size_t(K.rank) - 1];
@@ -843,18 +848,27 @@ class Emitter {
     return parts[0];
   }
 
-  // e^x: x = n ln2 + r, |r| <= ln2/2 (ln2 in two parts), e^r by degree-7 Taylor, times 2^n (scale_pow2). The clamp
-  // to [-104, 89] keeps r exact for huge |x| and still over/underflows; a NaN x passes both, so the result is NaN.
-  Value* exp(Value* x) {
-    Value* xc = B.CreateSelect(B.CreateFCmpOLT(x, fc(x, -104.0)), fc(x, -104.0), x);
-    xc = B.CreateSelect(B.CreateFCmpOGT(xc, fc(x, 89.0)), fc(x, 89.0), xc);
+  // e^x: x = n ln2 + r and the polynomial of support/exp_polynomial.h (the CPU kernels' exp_f computes the same
+  // reduction and polynomial), times 2^n (scale_pow2). The clamp to [kLow, kHigh] keeps r exact for huge |x| and
+  // still over/underflows; a NaN x passes it, so the result is NaN. `nonpositive`: x is known to be <= 0 or NaN
+  // (Softmax's x - max), so the upper clamp is left out: one operation of ~17 per element of Softmax's exp pass.
+  Value* exp(Value* x, bool nonpositive = false) {
+    namespace xp = exp_polynomial;
+    Value* xc = B.CreateSelect(B.CreateFCmpOLT(x, fc(x, xp::kLow)), fc(x, xp::kLow), x);
+    if (!nonpositive) xc = B.CreateSelect(B.CreateFCmpOGT(xc, fc(x, xp::kHigh)), fc(x, xp::kHigh), xc);
     const double shift = 12582912.0;  // 1.5 * 2^23: adding it rounds to an integer in the low mantissa bits
-    Value* t = fma(xc, fc(x, 1.44269504088896341), fc(x, shift));
+    Value* t = fma(xc, fc(x, xp::kLog2e), fc(x, shift));
     Value* fn = B.CreateFSub(t, fc(x, shift));
-    Value* r = fma(fn, fc(x, -0.693359375), xc);
-    r = fma(fn, fc(x, 2.12194440e-4), r);
-    Value* p = horner(r, {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0});
-    return scale_pow2(p, fn);
+    Value* r = fma(fn, fc(x, -xp::kLn2High), xc);
+    r = fma(fn, fc(x, -xp::kLn2Low), r);
+    return scale_pow2(horner(r, xp::kPoly), fn);
+  }
+  // Whether expression e is a - max(a) over a's row (or column): <= 0, or NaN.
+  bool nonpositive(int e) const {
+    const Expr& x = K.exprs[size_t(e)];
+    if (x.op != Op::sub) return false;
+    const Expr& m = K.exprs[size_t(x.b)];
+    return is_max_op(m.op) && m.a == x.a && is_float(x.type);
   }
 
   // log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, by
@@ -1124,7 +1138,7 @@ class Emitter {
         return llvm::ConstantInt::get(vec(scalar_ty(x.type), w), uint64_t(int64_t(x.imm)), true);
       case Op::neg: return f ? B.CreateFNeg(a) : B.CreateNeg(a);
       case Op::abs: return f ? fabs(a) : B.CreateSelect(B.CreateICmpSLT(a, llvm::Constant::getNullValue(a->getType())), B.CreateNeg(a), a);
-      case Op::exp: return exp(a);
+      case Op::exp: return exp(a, nonpositive(x.a));
       case Op::log: return log(a);
       case Op::sqrt: return B.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
       case Op::tanh: return tanh(a);

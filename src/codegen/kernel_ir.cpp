@@ -37,6 +37,7 @@ const char* op_name(Op op) {
     CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
     CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(idiv) CASE(irem) CASE(shl) CASE(lshr) CASE(wrap_s) CASE(wrap_u) CASE(row_prod)
     CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16) CASE(row_index) CASE(row_argmax) CASE(row_argmin)
+    CASE(row_max_num)
 #undef CASE
   }
   return "?";
@@ -44,7 +45,7 @@ const char* op_name(Op op) {
 
 bool is_row_reduction(Op op) {
   return op == Op::row_sum || op == Op::row_max || op == Op::row_min || op == Op::row_prod || op == Op::row_argmax ||
-         op == Op::row_argmin;
+         op == Op::row_argmin || op == Op::row_max_num;
 }
 bool is_transcendental(Op op) {
   switch (op) {

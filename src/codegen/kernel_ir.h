@@ -72,6 +72,9 @@ enum class Op : uint8_t {
   cast,    // to `type` (float -> int saturates, NaN -> 0; nonzero -> true)
   // row reductions of `a` over the innermost dim
   row_sum, row_max, row_min, row_prod,
+  // the row's largest number, NaN elements skipped (-inf when there is none): Softmax's shift, where a NaN element
+  // still reaches every output through the row's sum, so the NaN bookkeeping of row_max would be wasted work
+  row_max_num,
   // i64: the position of the row's largest / smallest `a` (NaN beats every number; ties keep the first position,
   // or the last when `imm` is 1), as ArgMax/ArgMin
   row_argmax, row_argmin,

@@ -621,7 +621,7 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::Cast: out[0] = L.cast(x, scalar_of(n.output(0)->dtype())); return true;
     case OpKind::Softmax:
     case OpKind::LogSoftmax: {
-      int m = L.add(Op::row_max, Scalar::f32, x);
+      int m = L.add(Op::row_max_num, Scalar::f32, x);  // a NaN x makes d, the sum and so every output NaN
       int d = L.bin(Op::sub, x, m);
       int e = L.un(Op::exp, d);
       int s = L.add(Op::row_sum, Scalar::f32, e);

@@ -298,13 +298,15 @@ TEST(Codegen, RowReductions) {
            {{"axis", int64_t(1)}}, 2e-5, "LayerNorm over 2 axes");
   check_op(OpKind::Softmax, {input(x)}, {}, 1e-6, "Softmax specials");
   // A float max/min keeps whether it saw a NaN beside the running extremum: one NaN anywhere in a row (the vector
-  // loop's first or last block, the masked tail) makes the row's result NaN, rows of -inf or +inf stay so.
+  // loop's first or last block, the masked tail) makes the row's result NaN, rows of -inf or +inf stay so, and one
+  // +inf among numbers is the maximum.
   for (int64_t cols : {int64_t(33), int64_t(64), int64_t(100), int64_t(1000)}) {
     int64_t rows = 9;
     Tensor y = random_tensor(DType::f32, {rows, cols}, 12, false);
     float* p = y.data<float>();
     for (int64_t r = 0; r < 6; ++r) p[r * cols + (r == 0 ? 0 : r == 1 ? cols - 1 : (r * 37) % cols)] = kNaN;
     for (int64_t c = 0; c < cols; ++c) p[6 * cols + c] = -kInf, p[7 * cols + c] = kInf;
+    p[8 * cols + 5] = kInf;  // Softmax: inf - inf is NaN there, the rest -inf
     for (OpKind op : {OpKind::ReduceMax, OpKind::ReduceMin})
       check_op(op, {input(y), constant(vec<int64_t>({-1}))}, {}, 0, "one NaN a row, " + std::to_string(cols));
     check_op(OpKind::Softmax, {input(y)}, {}, 1e-6, "Softmax one NaN a row, " + std::to_string(cols));
@@ -1068,18 +1070,26 @@ std::vector<float> sweep_inputs(float lo, float hi) {
   return xs;
 }
 
-// The CPU kernels' erf_f (kernels/cpu/vec_math.h: the GEMM's GELU epilogue, the unary kernels) evaluates the
-// polynomials of support/erf_polynomial.h with the same multiply-adds as the generated erf: equal bits everywhere.
-TEST(Codegen, ErfEqualsCpuKernelsBitForBit) {
-  std::vector<float> xs = sweep_inputs(-5.f, 5.f);
-  std::vector<float> ys = run_unary(Op::erf, xs);
-  for (size_t i = 0; i < xs.size(); ++i) {
-    float want = cpu::erf_f(xs[i]);
-    if (std::isnan(want)) {
-      ASSERT_TRUE(std::isnan(ys[i])) << xs[i];
-      continue;
+// The CPU kernels' erf_f and exp_f (kernels/cpu/vec_math.h: the GEMM's GELU epilogue, the unary kernels,
+// Attention's Softmax) evaluate the polynomials of support/erf_polynomial.h and exp_polynomial.h with the same
+// multiply-adds as the generated erf and exp: equal bits everywhere, denormal and overflowing results included.
+TEST(Codegen, ErfAndExpEqualCpuKernelsBitForBit) {
+  struct F {
+    Op op;
+    float (*cpu)(float);
+    float lo, hi;
+  };
+  for (const F& f : {F{Op::erf, cpu::erf_f, -5.f, 5.f}, F{Op::exp, cpu::exp_f, -110.f, 95.f}}) {
+    std::vector<float> xs = sweep_inputs(f.lo, f.hi);
+    std::vector<float> ys = run_unary(f.op, xs);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      float want = f.cpu(xs[i]);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(ys[i])) << op_name(f.op) << "(" << xs[i] << ")";
+        continue;
+      }
+      ASSERT_EQ(std::bit_cast<uint32_t>(ys[i]), std::bit_cast<uint32_t>(want)) << op_name(f.op) << "(" << xs[i] << ")";
     }
-    ASSERT_EQ(std::bit_cast<uint32_t>(ys[i]), std::bit_cast<uint32_t>(want)) << "erf(" << xs[i] << ")";
   }
 }
 

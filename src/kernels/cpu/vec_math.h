@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "support/erf_polynomial.h"
+#include "support/exp_polynomial.h"
 
 namespace cuvil::cpu {
 
@@ -34,23 +35,22 @@ inline float horner_f(float x, const T (&c)[N]) {
   return p;
 }
 
-// e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact), e^r by its degree-7 Taylor
-// polynomial (truncation < 1e-8 relative), times 2^n applied in two halves so that results in the denormal range
-// round once and n = 128 still overflows to inf. The reduction and Horner steps are fused multiply-adds: 9
-// operations fewer than multiplies and adds, and Attention's row Softmax over 128 x 128 scores 10.3 -> 7.2 us on
-// one thread.
+// e^x: the reduction and polynomial of support/exp_polynomial.h, as the generated kernels compute it, times 2^n
+// applied in two halves so that results in the denormal range round once and n = 128 still overflows to inf. Every
+// step is a fused multiply-add: Attention's row Softmax over 128 x 128 scores took 10.3 us on one thread with
+// separate multiplies and adds, 7.2 with fused ones.
 inline float exp_f(float x) {
-  float xc = select_f(x < -104.0f, -104.0f, x);  // e^-104 rounds to 0, e^89 to inf; NaN passes
-  xc = select_f(xc > 89.0f, 89.0f, xc);
+  namespace xp = exp_polynomial;
+  float xc = select_f(x < float(xp::kLow), float(xp::kLow), x);  // NaN passes
+  xc = select_f(xc > float(xp::kHigh), float(xp::kHigh), xc);
   // Round x / ln2 to an integer by adding 1.5 * 2^23: the integer lands in the low mantissa bits.
   constexpr float kShift = 12582912.0f;
-  float t = std::fma(xc, 1.44269504088896341f, kShift);
+  float t = std::fma(xc, float(xp::kLog2e), kShift);
   int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShift);
   float fn = t - kShift;
-  float r = std::fma(fn, -0.693359375f, xc);  // ln2's high part: 9 significant bits, so fn * it is exact
-  r = std::fma(fn, 2.12194440e-4f, r);        // -(ln2 - 0.693359375)
-  constexpr float kTaylor[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
-  float p = horner_f(r, kTaylor);
+  float r = std::fma(fn, -float(xp::kLn2High), xc);
+  r = std::fma(fn, -float(xp::kLn2Low), r);
+  float p = horner_f(r, xp::kPoly);
   int32_t n1 = n >> 1, n2 = n - n1;  // each in [-75, 64]: 2^n1 and 2^n2 are normal floats
   float s1 = std::bit_cast<float>(uint32_t(n1 + 127) << 23);
   float s2 = std::bit_cast<float>(uint32_t(n2 + 127) << 23);
