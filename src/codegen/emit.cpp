@@ -1130,8 +1130,39 @@ class Emitter {
     return to == Scalar::i64 ? B.CreateSExt(a, t) : B.CreateTrunc(a, t);
   }
 
+  // The C library's `name` applied lane by lane (the JIT resolves it: jit.cpp's math_functions()). f64 math calls
+  // it, as the reference kernels do, so the results are theirs bit for bit; so does fmod, which no short
+  // polynomial computes exactly.
+  Value* call_per_lane(const char* name, std::initializer_list<Value*> args) {
+    llvm::Type* t = (*args.begin())->getType();
+    llvm::Type* s = t->getScalarType();
+    std::vector<llvm::Type*> params(args.size(), s);
+    llvm::FunctionCallee fn = M.getOrInsertFunction(name, llvm::FunctionType::get(s, params, false));
+    Value* r = llvm::PoisonValue::get(t);
+    for (int i = 0; i < width(*args.begin()); ++i) {
+      std::vector<Value*> lane;
+      for (Value* a : args) lane.push_back(B.CreateExtractElement(a, uint64_t(i)));
+      r = B.CreateInsertElement(r, B.CreateCall(fn, lane), uint64_t(i));
+    }
+    return r;
+  }
+
   Value* compute(const Expr& x, Value* a, Value* b, Value* c, int w) {
     bool f = x.a >= 0 && is_float(K.exprs[size_t(x.a)].type);
+    if (x.type == Scalar::f64) {
+      switch (x.op) {
+        case Op::exp: return call_per_lane("exp", {a});
+        case Op::log: return call_per_lane("log", {a});
+        case Op::tanh: return call_per_lane("tanh", {a});
+        case Op::erf: return call_per_lane("erf", {a});
+        case Op::sin: return call_per_lane("sin", {a});
+        case Op::cos: return call_per_lane("cos", {a});
+        case Op::tan: return call_per_lane("tan", {a});
+        case Op::atan: return call_per_lane("atan", {a});
+        case Op::pow: return call_per_lane("pow", {a, b});
+        default: break;
+      }
+    }
     switch (x.op) {
       case Op::constant:
         if (is_float(x.type)) return llvm::ConstantFP::get(vec(scalar_ty(x.type), w), x.imm);
@@ -1149,6 +1180,7 @@ class Emitter {
       case Op::trunc_bf16: return round_bf16(a, true);
       case Op::round_f16: return B.CreateFPExt(B.CreateFPTrunc(a, vec(B.getHalfTy(), w)), a->getType());
       case Op::pow: return pow(a, b);
+      case Op::fmod: return call_per_lane(x.type == Scalar::f64 ? "fmod" : "fmodf", {a, b});
       case Op::idiv: return B.CreateSDiv(a, b);
       case Op::irem: return B.CreateSRem(a, b);
       case Op::shl: return B.CreateShl(a, b);

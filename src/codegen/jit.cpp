@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -43,6 +44,27 @@ template <class T>
 T unwrap(llvm::Expected<T> v, const char* what) {
   if (!v) fail("code generation failed (", what, "): ", llvm::toString(v.takeError()));
   return std::move(*v);
+}
+
+// The only functions outside itself a kernel may call: the C library's math (f64 math and fmod, emit.cpp's
+// call_per_lane). They are defined in the JIT's main library, which every kernel's library links against.
+llvm::orc::SymbolMap math_functions(llvm::orc::LLJIT& jit) {
+  using D1 = double (*)(double);
+  using D2 = double (*)(double, double);
+  using F2 = float (*)(float, float);
+  const std::pair<const char*, void*> fns[] = {
+      {"exp", reinterpret_cast<void*>(D1(&::exp))},    {"log", reinterpret_cast<void*>(D1(&::log))},
+      {"tanh", reinterpret_cast<void*>(D1(&::tanh))},  {"erf", reinterpret_cast<void*>(D1(&::erf))},
+      {"sin", reinterpret_cast<void*>(D1(&::sin))},    {"cos", reinterpret_cast<void*>(D1(&::cos))},
+      {"tan", reinterpret_cast<void*>(D1(&::tan))},    {"atan", reinterpret_cast<void*>(D1(&::atan))},
+      {"pow", reinterpret_cast<void*>(D2(&::pow))},    {"fmod", reinterpret_cast<void*>(D2(&::fmod))},
+      {"fmodf", reinterpret_cast<void*>(F2(&::fmodf))},
+  };
+  llvm::orc::SymbolMap map;
+  for (const auto& [name, addr] : fns)
+    map[jit.mangleAndIntern(name)] = llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(addr),
+                                                              llvm::JITSymbolFlags::Exported);
+  return map;
 }
 
 std::string hex64(uint64_t v) {
@@ -97,6 +119,8 @@ class Jit {
                       })
                       .create(),
                   "creating the JIT");
+    if (auto err = jit_->getMainJITDylib().define(llvm::orc::absoluteSymbols(math_functions(*jit_))))
+      fail("code generation failed (defining the math functions): ", llvm::toString(std::move(err)));
     host_ = tm_->getTargetCPU().str() + " " + tm_->getTargetFeatureString().str();
     build_ = build_identity();
     dir_ = default_cache_dir();
@@ -194,6 +218,7 @@ class Jit {
     auto jd_or = jit_->createJITDylib("k" + std::to_string(dylibs_++));
     if (!jd_or) fail("code generation failed (creating a JIT library): ", llvm::toString(jd_or.takeError()));
     llvm::orc::JITDylib& jd = *jd_or;
+    jd.addToLinkOrder(jit_->getMainJITDylib());
     auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, symbol);
     if (auto err = jit_->addObjectFile(jd, std::move(buf)))
       fail("code generation failed (loading an object): ", llvm::toString(std::move(err)));

@@ -37,7 +37,7 @@ const char* op_name(Op op) {
     CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
     CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(idiv) CASE(irem) CASE(shl) CASE(lshr) CASE(wrap_s) CASE(wrap_u) CASE(row_prod)
     CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16) CASE(row_index) CASE(row_argmax) CASE(row_argmin)
-    CASE(row_max_num)
+    CASE(row_max_num) CASE(fmod)
 #undef CASE
   }
   return "?";
@@ -50,7 +50,7 @@ bool is_row_reduction(Op op) {
 bool is_transcendental(Op op) {
   switch (op) {
     case Op::exp: case Op::log: case Op::tanh: case Op::erf: case Op::sin: case Op::cos: case Op::tan: case Op::atan:
-    case Op::pow:
+    case Op::pow: case Op::fmod:
       return true;
     default: return false;
   }
@@ -156,7 +156,7 @@ int arity(Op op) {
     case Op::load: case Op::constant: case Op::row_size: case Op::row_index: return 0;
     case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::max: case Op::min: case Op::lt: case Op::le:
     case Op::gt: case Op::ge: case Op::eq: case Op::logical_and: case Op::logical_or: case Op::logical_xor:
-    case Op::pow: case Op::idiv: case Op::irem: case Op::shl: case Op::lshr:
+    case Op::pow: case Op::idiv: case Op::irem: case Op::shl: case Op::lshr: case Op::fmod:
       return 2;
     case Op::select: return 3;
     default: return 1;
@@ -228,14 +228,18 @@ void Kernel::validate() const {
                     " selects between mismatched types");
         break;
       case Op::cast: break;
-      case Op::sqrt: case Op::floor: case Op::ceil: case Op::round: case Op::recip: case Op::div:
+      case Op::sqrt: case Op::floor: case Op::ceil: case Op::round: case Op::recip: case Op::div: case Op::fmod:
         CUVIL_CHECK(is_float(e.type) && type_of(0) == e.type && (n < 2 || type_of(1) == e.type), "kernel IR: %", i,
                     " (", op_name(e.op), ") is only defined on floats of one type");
         break;
-      case Op::exp: case Op::log: case Op::tanh: case Op::erf: case Op::round_bf16: case Op::trunc_bf16:
-      case Op::round_f16: case Op::pow: case Op::sin: case Op::cos: case Op::tan: case Op::atan:
-        CUVIL_CHECK(e.type == Scalar::f32 && type_of(0) == Scalar::f32 && (n < 2 || type_of(1) == Scalar::f32),
-                    "kernel IR: %", i, " (", op_name(e.op), ") is only defined on f32");
+      case Op::exp: case Op::log: case Op::tanh: case Op::erf: case Op::pow: case Op::sin: case Op::cos:
+      case Op::tan: case Op::atan:
+        CUVIL_CHECK(is_float(e.type) && type_of(0) == e.type && (n < 2 || type_of(1) == e.type), "kernel IR: %", i,
+                    " (", op_name(e.op), ") is only defined on floats of one type");
+        break;
+      case Op::round_bf16: case Op::trunc_bf16: case Op::round_f16:
+        CUVIL_CHECK(e.type == Scalar::f32 && type_of(0) == Scalar::f32, "kernel IR: %", i, " (", op_name(e.op),
+                    ") is only defined on f32");
         break;
       default:
         for (int k = 0; k < n; ++k)

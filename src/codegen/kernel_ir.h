@@ -29,7 +29,8 @@ constexpr int kReductionLanes = 32;
 
 // The type an expression computes in. Storage dtypes map onto these (bool is stored as one byte; f16 and bf16
 // load as f32 and are stored rounded to nearest even).
-// f64 computes f64 tensors' arithmetic and f32 products (ReduceProd); the transcendental math is f32 only.
+// f64 computes f64 tensors' arithmetic and f32 products (ReduceProd); f64 exp, log, tanh, erf, sin, cos, tan, atan
+// and pow call the C library's functions, lane by lane (the results the reference kernels give).
 enum class Scalar : uint8_t { f32, i32, i64, i1, f64 };
 const char* scalar_name(Scalar s);
 inline bool is_float(Scalar s) { return s == Scalar::f32 || s == Scalar::f64; }
@@ -62,7 +63,8 @@ enum class Op : uint8_t {
   // binary (same operand types; comparisons give i1). max/min propagate NaN (a NaN operand wins, `a` first) and
   // otherwise pick as `a < b ? b : a` / `b < a ? b : a`, as the reference kernels do.
   add, sub, mul, div, max, min, lt, le, gt, ge, eq, logical_and, logical_or, logical_xor,
-  pow,     // f32 a^b as C's pow, computed in f64
+  pow,     // f32 a^b as C's pow, computed in f64 (f64: C's pow)
+  fmod,    // a - trunc(a / b) b, exact, as C's fmod (NaN when b is 0): a call to the C library per lane
   idiv, irem,  // integer a / b truncated toward zero, and its remainder; b a constant other than 0 and -1
   shl, lshr,   // integer a shifted by b (0 <= b < the type's bits; the lowering selects 0 beyond)
   // integer: the low `imm` bits (8, 16 or 32) of a, sign- or zero-extended: what storing into a narrower integer
@@ -81,7 +83,8 @@ enum class Op : uint8_t {
 };
 const char* op_name(Op op);
 bool is_row_reduction(Op op);
-// exp, log, tanh, erf, sin, cos, tan, atan: polynomial code several times the cost of a load and a store.
+// exp, log, tanh, erf, sin, cos, tan, atan, pow: polynomial code (or calls) several times the cost of a load and a
+// store; fmod: calls.
 bool is_transcendental(Op op);
 
 struct Expr {

@@ -27,8 +27,10 @@ bool integer(DType t) { return is_integer(t) && t != DType::u64; }
 bool narrow_int(DType t) { return integer(t) && t != DType::i32 && t != DType::i64; }
 bool numeric(DType t) { return floating(t) || integer(t); }
 
-// Ops whose lowering is arithmetic, comparisons and selects only: the ones generated for f64 tensors (the
-// kernels' exp, log, erf, tanh, sin, ... are f32 polynomials, accurate to f32 only).
+// The ops generated for f64 tensors: those whose lowering is arithmetic, comparisons and selects only, and the
+// math functions that call the C library for f64 (exp, log, tanh, erf, sin, cos, tan, atan, pow, fmod: the
+// reference's own results). Composite ops built on exp or log (Sigmoid, Softplus, Elu, ...) are not: their
+// lowerings hold f32-specific cut-offs.
 bool f64_capable(OpKind op) {
   switch (op) {
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Sign: case OpKind::Add: case OpKind::Sub:
@@ -42,7 +44,8 @@ bool f64_capable(OpKind op) {
     case OpKind::ReduceMin: case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2:
     case OpKind::ReduceSumSquare: case OpKind::ArgMax: case OpKind::ArgMin: case OpKind::Hardmax:
     case OpKind::LayerNormalization: case OpKind::InstanceNormalization: case OpKind::MeanVarianceNormalization:
-    case OpKind::Transpose:
+    case OpKind::Transpose: case OpKind::Exp: case OpKind::Log: case OpKind::Tanh: case OpKind::Erf:
+    case OpKind::Sin: case OpKind::Cos: case OpKind::Tan: case OpKind::Atan: case OpKind::Pow: case OpKind::Mod:
       return true;
     default: return false;
   }
@@ -234,7 +237,9 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Div:
     case OpKind::Mod: {
       // Integers by a constant nonzero scalar only: the reference reports a zero divisor, which a kernel cannot.
-      if (float_only) return n.op() == OpKind::Div || refuse(why, "floating-point Mod is not generated");
+      // Float Mod is C's fmod, which ONNX allows only with fmod=1 (the reference reports the rest).
+      if (float_only)
+        return n.op() == OpKind::Div || AttrReader(n).i("fmod") != 0 || refuse(why, "floating-point Mod needs fmod=1");
       auto d = scalar_input(n, 1);
       if (!integer(t0) || !d || *d == 0)
         return refuse(why, "integers are generated only when divided by a constant nonzero scalar");
@@ -243,7 +248,7 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Pow: {
       // A constant scalar exponent of any dtype when f32 holds it exactly; a tensor exponent in f32.
       auto e = scalar_input(n, 1);
-      bool exponent = e ? double(float(*e)) == *e : floating(n.input(1)->dtype());
+      bool exponent = e ? t0 == DType::f64 || double(float(*e)) == *e : floating(n.input(1)->dtype());
       if (!floating(t0) || !exponent)
         return refuse(why, "only float Pow with a float exponent (or a constant one f32 holds exactly) is generated");
       return true;
@@ -577,7 +582,7 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::Div:
     case OpKind::Mod: {
       if (is_float(tx)) {
-        binary(Op::div);  // Mod is integer-only (can_generate)
+        binary(n.op() == OpKind::Div ? Op::div : Op::fmod);  // Mod with fmod=1 (can_generate)
         return true;
       }
       double d = *scalar_input(n, 1);
@@ -605,8 +610,8 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       auto e = scalar_input(n, 1);
       if (e && *e == 1) out[0] = x;
       else if (e && *e == 2) out[0] = L.bin(Op::mul, x, x);
-      else if (e && *e == 3) out[0] = L.bin(Op::mul, L.bin(Op::mul, x, x), x);
-      else out[0] = L.bin(Op::pow, x, L.cast(in[1], Scalar::f32));
+      else if (e && *e == 3 && tx != Scalar::f64) out[0] = L.bin(Op::mul, L.bin(Op::mul, x, x), x);
+      else out[0] = L.bin(Op::pow, x, L.cast(in[1], tx == Scalar::f64 ? Scalar::f64 : Scalar::f32));
       return true;
     }
     case OpKind::Less: out[0] = L.cmp(Op::lt, in[0], in[1]); return true;

@@ -321,8 +321,8 @@ TEST(Codegen, RowReductions) {
     check_op(op, {input(big), constant(vec<int64_t>({1}))}, {}, 1e-6, "beyond f32");
 }
 
-// f64 tensors compute in f64 for the ops whose lowering is arithmetic (their exp, log, ... would be f32-accurate:
-// those stay with the reference kernels, and say why); f32 products accumulate in f64 as the reference's do.
+// f64 tensors compute in f64 for the ops whose lowering is arithmetic, and call the C library for exp, log, tanh,
+// erf, sin, cos, tan, atan and pow; f32 products accumulate in f64 as the reference's do.
 TEST(Codegen, DoublePrecision) {
   uint32_t seed = 900;
   for (Ints shape : {Ints{37}, Ints{3, 5, 7}, Ints{1031}}) {
@@ -373,10 +373,23 @@ TEST(Codegen, DoublePrecision) {
   const float wv[] = {1e30f, 1e30f, 1e-30f, 1e-30f, 3, 0.5f, 1e-40f, 1e38f, 1e38f, 1e-38f, 2, 1, kNaN, 1, 2, 3, kInf, 0};
   std::copy(std::begin(wv), std::end(wv), wide.data<float>());
   check_op(OpKind::ReduceProd, {input(wide), constant(vec<int64_t>({1}))}, {}, 1e-7, "f32 ReduceProd beyond f32");
-  // Transcendental math on f64 and f64 -> 16-bit floats are not generated, with a reason.
+  // f64 math calls the C library, as the reference does: equal bits, specials and the edges of each domain
+  // included (overflow, log of 0 and negatives, pow's special cases). Composite ops over exp (Sigmoid) are not
+  // generated for f64, with a reason; nor is f64 -> 16-bit floats.
+  Tensor d = random_tensor(DType::f64, {3, 67}, seed++, true);
+  const double ds[] = {0.0, -0.0, 1e-310, -1e-310, 710.0, -746.0, 1e300, -1e300, 0.5, -0.5, 1.0, -1.0, 30.0};
+  for (size_t i = 0; i < std::size(ds); ++i) d.data<double>()[i * 13] = ds[i];
+  for (OpKind op : {OpKind::Exp, OpKind::Log, OpKind::Tanh, OpKind::Erf, OpKind::Sin, OpKind::Cos, OpKind::Tan,
+                    OpKind::Atan})
+    check_op(op, {input(d)}, {}, 0, "f64 math");
+  Tensor e = random_tensor(DType::f64, {3, 67}, seed++, true);
+  check_op(OpKind::Pow, {input(d), input(e)}, {}, 0, "f64 Pow tensors");
+  for (double p : {0.1, 3.0, -2.5, 0.5})
+    check_op(OpKind::Pow, {input(d), constant(Tensor::scalar<double>(p))}, {}, 0, "f64 Pow " + std::to_string(p));
+  check_op(OpKind::Pow, {input(d), input(random_tensor(DType::f32, {67}, seed++))}, {}, 0, "f64 Pow f32 exponent");
   std::string why;
-  OneOp e = build_op(OpKind::Exp, {input(random_tensor(DType::f64, {3}, 1))});
-  EXPECT_FALSE(can_generate(*e.node, &why));
+  OneOp sig = build_op(OpKind::Sigmoid, {input(random_tensor(DType::f64, {3}, 1))});
+  EXPECT_FALSE(can_generate(*sig.node, &why));
   EXPECT_NE(why.find("f64"), std::string::npos) << why;
   OneOp h = build_op(OpKind::Cast, {input(random_tensor(DType::f64, {3}, 1))}, {{"to", int64_t(dtype_onnx_id(DType::f16))}});
   EXPECT_FALSE(can_generate(*h.node, &why));
@@ -510,6 +523,32 @@ TEST(Codegen, IntegerDivisionByConstants) {
   EXPECT_NE(why.find("constant nonzero"), std::string::npos) << why;
   OneOp by_zero = build_op(OpKind::Div, {input(random_tensor(DType::i32, {5}, 1)), constant(Tensor::zeros(DType::i32, {}))});
   EXPECT_FALSE(can_generate(*by_zero.node));
+}
+
+// Float Mod (fmod=1) is C's fmod, called per lane: exact, the reference's bits. Dividends far larger than the
+// divisor (quotients beyond 2^24 and 2^53), tiny and denormal ones, signed zeros, infinities and NaN on either
+// side, a zero divisor (NaN), and broadcast divisors; f16 and bf16 compute in f32, f64 calls fmod.
+TEST(Codegen, FloatMod) {
+  uint32_t seed = 40;
+  Tensor x = random_tensor(DType::f32, {4, 33}, seed++, true, -1e3f, 1e3f);
+  Tensor y = random_tensor(DType::f32, {4, 33}, seed++, true, -10.f, 10.f);
+  const float xs[] = {1e30f, -1e30f, 3e9f, 1e-40f, -0.0f, 0.0f, kInf, -kInf, kNaN, 7.5f, -7.5f, 1.0f, 5.0f};
+  const float ys[] = {3.3f, 0.7f, -1e-3f, 3e-39f, 2.0f, -2.0f, 1.0f, 2.0f, 1.0f, kInf, -kInf, 0.0f, kNaN};
+  for (size_t i = 0; i < std::size(xs); ++i) x.data<float>()[i * 7] = xs[i], y.data<float>()[i * 7] = ys[i];
+  check_op(OpKind::Mod, {input(x), input(y)}, {{"fmod", int64_t(1)}}, 0, "f32 tensors");
+  check_op(OpKind::Mod, {input(x), input(random_tensor(DType::f32, {33}, seed++))}, {{"fmod", int64_t(1)}}, 0,
+           "f32 row divisor");
+  check_op(OpKind::Mod, {input(x), constant(Tensor::scalar<float>(0.37f))}, {{"fmod", int64_t(1)}}, 0, "f32 by 0.37");
+  for (DType dt : {DType::f16, DType::bf16, DType::f64})
+    check_op(OpKind::Mod, {input(random_tensor(dt, {3, 37}, seed++)), input(random_tensor(dt, {3, 37}, seed++))},
+             {{"fmod", int64_t(1)}}, 0, std::string(dtype_name(dt)));
+  // fmod=0 on floats is an error, which shape inference reports before any kernel exists.
+  try {
+    build_op(OpKind::Mod, {input(x), input(y)});
+    ADD_FAILURE() << "float Mod with fmod=0 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("need fmod=1"), std::string::npos) << e.what();
+  }
 }
 
 // ArgMax/ArgMin (rows and columns, first or last of ties, NaN winning) and Hardmax: positions found through
