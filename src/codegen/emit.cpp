@@ -8,6 +8,8 @@
 // every binade in tests/unit/codegen_test.cpp: exp and log within 2 ulp, tanh and erf within 3e-7 relative
 // (absolute near 0 where the result is tiny), sin, cos, tan, atan and pow within 1 ulp. NaN propagates; exp
 // over/underflows to inf/0; log(0) = -inf, log(<0) = NaN; sin/cos/tan(+-inf) = NaN.
+// f64 math and fmod (any float type) call the C library per lane instead (call_per_lane): the reference kernels'
+// own results, bit for bit.
 #include "codegen/emit.h"
 
 #include <cmath>
