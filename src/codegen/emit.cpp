@@ -1183,8 +1183,16 @@ class Emitter {
       case Op::round_f16: return B.CreateFPExt(B.CreateFPTrunc(a, vec(B.getHalfTy(), w)), a->getType());
       case Op::pow: return pow(a, b);
       case Op::fmod: return call_per_lane(x.type == Scalar::f64 ? "fmod" : "fmodf", {a, b});
-      case Op::idiv: return B.CreateSDiv(a, b);
-      case Op::irem: return B.CreateSRem(a, b);
+      case Op::idiv: case Op::irem: {
+        // Neither a zero divisor (masked-off lanes load 0) nor INT_MIN / -1 may reach the divide, which would
+        // trap; a constant divisor folds the selects away.
+        llvm::Type* t = a->getType();
+        Value* minus_one = B.CreateICmpEQ(b, llvm::Constant::getAllOnesValue(t));
+        Value* zero = B.CreateICmpEQ(b, llvm::Constant::getNullValue(t));
+        Value* safe = B.CreateSelect(B.CreateOr(minus_one, zero), llvm::ConstantInt::get(t, 1), b);
+        Value* q = x.op == Op::idiv ? B.CreateSDiv(a, safe) : B.CreateSRem(a, safe);
+        return B.CreateSelect(minus_one, x.op == Op::idiv ? B.CreateNeg(a) : llvm::Constant::getNullValue(t), q);
+      }
       case Op::shl: return B.CreateShl(a, b);
       case Op::lshr: return B.CreateLShr(a, b);
       case Op::wrap_s: case Op::wrap_u: {

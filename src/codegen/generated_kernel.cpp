@@ -4,6 +4,7 @@
 #include "codegen/lower.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/workers.h"
+#include "kernels/ref/ref_kernels.h"
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -11,6 +12,18 @@
 namespace cuvil::codegen {
 
 namespace {
+
+// Whether an integer tensor holds a 0.
+bool has_zero(const Tensor& t) {
+  bool zero = false;
+  visit_dtype(t.dtype(), [&]<class T>() {
+    if constexpr (std::is_integral_v<T>) {
+      const T* p = t.data<T>();
+      zero = std::find(p, p + t.numel(), T(0)) != p + t.numel();
+    }
+  });
+  return zero;
+}
 
 // Expressions computed per element (not once per row) whose math costs several times a load and a store.
 int64_t costly_exprs(const Kernel& k) {
@@ -43,6 +56,12 @@ class GeneratedKernel final : public PreparedKernel {
   static constexpr int64_t kMinWorkAsleep = int64_t(1) << 20, kMinWorkSpinning = int64_t(1) << 16;
 
   void run(KernelContext& ctx) override {
+    // A zero integer divisor: the body runs op by op, and the reference kernel of its Div or Mod reports it.
+    for (int i : lk_.nonzero_inputs)
+      if (has_zero(ctx.input(size_t(i)))) {
+        ref_kernel(OpKind::FusedKernel)(ctx);
+        return;
+      }
     // ptrs_ is sized at prepare; a prepared kernel runs one call at a time (its executor is not shared).
     size_t k = 0;
     for (size_t i = 0; i < ctx.num_inputs(); ++i) ptrs_[k++] = const_cast<void*>(ctx.input(i).raw());

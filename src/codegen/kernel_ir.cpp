@@ -186,15 +186,12 @@ void Kernel::validate() const {
         break;
       }
       case Op::row_size: CUVIL_CHECK(is_float(e.type), "kernel IR: row_size is a float"); break;
-      case Op::idiv: case Op::irem: {
-        const Expr& d = exprs[size_t(e.b)];
+      case Op::idiv: case Op::irem:
         CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(0) == e.type && type_of(1) == e.type,
                     "kernel IR: %", i, " divides non-integers");
-        // A zero divisor would trap and INT_MIN / -1 overflow: the lowering handles those before they get here.
-        CUVIL_CHECK(d.op == Op::constant && d.imm != 0 && d.imm != -1, "kernel IR: %", i,
-                    " divides by something other than a constant besides 0 and -1");
+        CUVIL_CHECK(exprs[size_t(e.b)].op != Op::constant || exprs[size_t(e.b)].imm != 0, "kernel IR: %", i,
+                    " divides by the constant 0");
         break;
-      }
       case Op::shl: case Op::lshr:
         CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(0) == e.type && type_of(1) == e.type,
                     "kernel IR: %", i, " shifts non-integers");

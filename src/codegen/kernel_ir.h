@@ -65,7 +65,10 @@ enum class Op : uint8_t {
   add, sub, mul, div, max, min, lt, le, gt, ge, eq, logical_and, logical_or, logical_xor,
   pow,     // f32 a^b as C's pow, computed in f64 (f64: C's pow)
   fmod,    // a - trunc(a / b) b, exact, as C's fmod (NaN when b is 0): a call to the C library per lane
-  idiv, irem,  // integer a / b truncated toward zero, and its remainder; b a constant other than 0 and -1
+  // integer a / b truncated toward zero, and its remainder; b == -1 gives -a wrapping (and 0), b == 0 gives a and
+  // 0, which nothing stores: the lowering divides by constants other than 0, or by a kernel input that the
+  // prepared kernel checks for zeros first (LoweredKernel::nonzero_inputs)
+  idiv, irem,
   shl, lshr,   // integer a shifted by b (0 <= b < the type's bits; the lowering selects 0 beyond)
   // integer: the low `imm` bits (8, 16 or 32) of a, sign- or zero-extended: what storing into a narrower integer
   // tensor and reading it back gives (i8/u8/i16/u16 compute in i32, u32 in i64)

@@ -122,6 +122,11 @@ bool is_reduce_op(OpKind op) {
   }
 }
 
+bool is_integer_divisor(const Node& n, size_t i) {
+  return (n.op() == OpKind::Div || n.op() == OpKind::Mod) && i == 1 && n.input(0) && integer(n.input(0)->dtype()) &&
+         !scalar_input(n, 1);
+}
+
 namespace {
 
 // The block sorted, distinct axes form; nullopt when there are none or they are not consecutive.
@@ -236,14 +241,14 @@ bool can_generate(const Node& n, std::string* why) {
       return transpose_perm(n, input_rank(n, 0)).has_value() || refuse(why, "the permutation is not valid");
     case OpKind::Div:
     case OpKind::Mod: {
-      // Integers by a constant nonzero scalar only: the reference reports a zero divisor, which a kernel cannot.
-      // Float Mod is C's fmod, which ONNX allows only with fmod=1 (the reference reports the rest).
+      // Float Mod is C's fmod, which ONNX allows only with fmod=1 (the reference reports the rest). Integers by a
+      // constant nonzero scalar, or by a tensor the kernel reads as an input (lower_body), which is checked for
+      // zeros before the kernel runs: the reference reports a zero divisor, which a kernel cannot.
       if (float_only)
         return n.op() == OpKind::Div || AttrReader(n).i("fmod") != 0 || refuse(why, "floating-point Mod needs fmod=1");
+      if (!all_inputs(integer)) return refuse(why, "generated for floats and integers (not u64)");
       auto d = scalar_input(n, 1);
-      if (!integer(t0) || !d || *d == 0)
-        return refuse(why, "integers are generated only when divided by a constant nonzero scalar");
-      return true;
+      return !(d && *d == 0) || refuse(why, "division by the constant 0");
     }
     case OpKind::Pow: {
       // A constant scalar exponent of any dtype when f32 holds it exactly; a tensor exponent in f32.
@@ -585,18 +590,16 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
         binary(n.op() == OpKind::Div ? Op::div : Op::fmod);  // Mod with fmod=1 (can_generate)
         return true;
       }
-      double d = *scalar_input(n, 1);
-      if (d == -1) {  // x / -1 wraps at the type's minimum; x % -1 is 0
-        out[0] = n.op() == OpKind::Div ? L.un(Op::neg, x) : L.cst(0, tx);
-        return true;
-      }
+      // x / -1 wraps at the type's minimum and x % -1 is 0 (idiv and irem do both).
       if (n.op() == OpKind::Div) {
         binary(Op::idiv);
         return true;
       }
       int r = L.bin(Op::irem, x, in[1]);
-      if (at.i("fmod") == 0) {  // Python's %: the divisor's sign
-        int wrong = L.cmp(d > 0 ? Op::lt : Op::gt, r, L.cst(0, tx));
+      if (at.i("fmod") == 0) {  // Python's %: a nonzero remainder takes the divisor's sign
+        int zero = L.cst(0, tx);
+        int differ = L.bin(Op::logical_xor, L.cmp(Op::lt, r, zero), L.cmp(Op::lt, in[1], zero));
+        int wrong = L.bin(Op::logical_and, L.un(Op::logical_not, L.cmp(Op::eq, r, zero)), differ);
         r = L.sel(wrong, L.bin(Op::add, r, in[1]), r);
       }
       out[0] = r;
@@ -960,6 +963,15 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       e.operand = v.operand;
       L.k.exprs.push_back(e);
       in[v.slot] = int(L.k.exprs.size()) - 1;
+    }
+    // An integer division by a tensor: the tensor must be a kernel input, which the prepared kernel checks for
+    // zeros before running.
+    if (is_integer_divisor(*n, 1)) {
+      auto at = std::find(ins.begin(), ins.end(), n->input(1));
+      if (at == ins.end()) return no(n->describe(), ": divides integers by a value computed in the kernel");
+      int idx = int(at - ins.begin());
+      if (std::find(lk.nonzero_inputs.begin(), lk.nonzero_inputs.end(), idx) == lk.nonzero_inputs.end())
+        lk.nonzero_inputs.push_back(idx);
     }
     std::vector<int> out(n->num_outputs(), -1);
     if (n->op() == OpKind::Transpose) out[0] = in[0];

@@ -32,6 +32,10 @@ std::optional<ReducedBlock> reduced_block(const Node& n);
 // The Reduce ops: the reductions whose input 1 (axes) the kernel reads at compile time.
 bool is_reduce_op(OpKind op);
 
+// Whether input i of n divides integers and is not a constant scalar: the kernel must read it as one of its
+// inputs, which it checks for zeros before running (a value computed inside the kernel cannot be).
+bool is_integer_divisor(const Node& n, size_t i);
+
 // A kernel with what it runs over: the iteration dims after merging (dims.size() == kernel.rank) and, per operand,
 // element strides over them (operand-major; 0 along broadcast dims).
 struct LoweredKernel {
@@ -45,6 +49,9 @@ struct LoweredKernel {
   // Operands after the outputs: Transposes of kernel inputs, read through permuted strides; each entry names
   // the input whose buffer the operand reads.
   std::vector<int> views;
+  // Kernel inputs that divide integers: a zero among them must not reach the kernel (the reference reports it;
+  // the prepared kernel checks and runs the body op by op instead).
+  std::vector<int> nonzero_inputs;
 };
 
 // Lowers `body` (the region of a FusedKernel node) for inputs of these shapes. Operands are the body's inputs,

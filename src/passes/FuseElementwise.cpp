@@ -122,10 +122,12 @@ struct Grouping {
       return it != group_of.end() && std::find(cand.begin(), cand.end(), it->second) != cand.end();
     };
     auto inputs_ready = [&](const Node& m) {
-      for (const Value* u : m.inputs()) {
+      for (size_t j = 0; j < m.num_inputs(); ++j) {
+        const Value* u = m.input(j);
         if (!u || !u->producer() || u->graph() != &g) continue;
         if (member(u->producer())) {
-          if (m.op() == OpKind::Transpose) return false;
+          // A Transpose reads a kernel input; so does an integer division its divisor (checked for zeros).
+          if (m.op() == OpKind::Transpose || codegen::is_integer_divisor(m, j)) return false;
         } else if (index.at(u->producer()) >= first) {
           return false;
         }
