@@ -614,7 +614,9 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       if (e && *e == 1) out[0] = x;
       else if (e && *e == 2) out[0] = L.bin(Op::mul, x, x);
       else if (e && *e == 3 && tx != Scalar::f64) out[0] = L.bin(Op::mul, L.bin(Op::mul, x, x), x);
-      else out[0] = L.bin(Op::pow, x, L.cast(in[1], tx == Scalar::f64 ? Scalar::f64 : Scalar::f32));
+      else if (tx == Scalar::f64 || L.type(in[1]) == Scalar::f64)  // C's pow on the f64 values, as the reference
+        out[0] = L.bin(Op::pow, L.cast(x, Scalar::f64), L.cast(in[1], Scalar::f64));
+      else out[0] = L.bin(Op::pow, x, L.cast(in[1], Scalar::f32));
       return true;
     }
     case OpKind::Less: out[0] = L.cmp(Op::lt, in[0], in[1]); return true;

@@ -387,6 +387,7 @@ TEST(Codegen, DoublePrecision) {
   for (double p : {0.1, 3.0, -2.5, 0.5})
     check_op(OpKind::Pow, {input(d), constant(Tensor::scalar<double>(p))}, {}, 0, "f64 Pow " + std::to_string(p));
   check_op(OpKind::Pow, {input(d), input(random_tensor(DType::f32, {67}, seed++))}, {}, 0, "f64 Pow f32 exponent");
+  check_op(OpKind::Pow, {input(random_tensor(DType::f32, {3, 67}, seed++)), input(e)}, {}, 0, "f32 Pow f64 exponent");
   std::string why;
   OneOp sig = build_op(OpKind::Sigmoid, {input(random_tensor(DType::f64, {3}, 1))});
   EXPECT_FALSE(can_generate(*sig.node, &why));
