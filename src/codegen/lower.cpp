@@ -129,6 +129,11 @@ bool is_integer_divisor(const Node& n, size_t i) {
 
 namespace {
 
+std::vector<int64_t> without_ones(std::vector<int64_t> dims) {
+  std::erase(dims, int64_t(1));
+  return dims;
+}
+
 // The block sorted, distinct axes form; nullopt when there are none or they are not consecutive.
 std::optional<ReducedBlock> block_of(const std::vector<int64_t>& axes, int64_t rank) {
   if (axes.empty()) return std::nullopt;
@@ -174,7 +179,12 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
     default: {
       if (!is_reduce_op(n.op())) return ReducedBlock{};
       auto axes = reduce_axes(n, r);
-      return axes ? block_of(*axes, r) : std::nullopt;
+      if (!axes) return std::nullopt;
+      if (auto block = block_of(*axes, r)) return block;
+      // Axes of static size 1 reduce nothing: PyTorch's mean over (0, 2, 3) at batch 1 is the block [2, 3].
+      const std::vector<Dim>& x = n.input(0)->shape().dims();
+      std::erase_if(*axes, [&](int64_t a) { return x[size_t(a)] == Dim(1); });
+      return block_of(*axes, r);
     }
   }
 }
@@ -788,7 +798,9 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     }
     for (const Value* v : n->outputs()) {
       auto d = dims_of(v);
-      bool full = d == space, row = k > 0 && (d == row_keep || (is_row_only(v) && d == row_shape));
+      // (Without keepdims a reduction also drops the reduced axes of size 1 outside the block.)
+      bool full = d == space,
+           row = k > 0 && (d == row_keep || (is_row_only(v) && without_ones(d) == without_ones(row_shape)));
       if (!full && !row) return no(n->describe(), ": output shape does not cover the iteration space");
       if (!full && !reduces_to_rows(n->op()) && (reduces || !row_inputs))
         return no(n->describe(), ": one value per row from an op that does not reduce");

@@ -297,6 +297,16 @@ TEST(Codegen, RowReductions) {
                                         input(random_tensor(DType::f32, {4, 5}, 11, false))},
            {{"axis", int64_t(1)}}, 2e-5, "LayerNorm over 2 axes");
   check_op(OpKind::Softmax, {input(x)}, {}, 1e-6, "Softmax specials");
+  // Axes of size 1 among the reduced ones reduce nothing: mean over (0, 2, 3) at batch 1 is the block [2, 3] (a row
+  // kernel), over (0, 1) of [1, C, S] the block [1] with S after it (a columns kernel); with and without keepdims.
+  Tensor nchw = random_tensor(DType::f32, {1, 5, 6, 7}, 13, false), ncs = random_tensor(DType::f32, {1, 6, 35}, 14, false);
+  for (int64_t keep : {0, 1}) {
+    for (OpKind op : {OpKind::ReduceMean, OpKind::ReduceSum, OpKind::ReduceMax})
+      check_op(op, {input(nchw), constant(vec<int64_t>({0, 2, 3}))}, {{"keepdims", keep}}, 1e-6,
+               "axes (0, 2, 3) at batch 1");
+    check_op(OpKind::ReduceMean, {input(ncs), constant(vec<int64_t>({0, 1}))}, {{"keepdims", keep}}, 1e-6,
+             "axes (0, 1) at batch 1");
+  }
   // A float max/min keeps whether it saw a NaN beside the running extremum: one NaN anywhere in a row (the vector
   // loop's first or last block, the masked tail) makes the row's result NaN, rows of -inf or +inf stay so, and one
   // +inf among numbers is the maximum.
