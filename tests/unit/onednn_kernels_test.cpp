@@ -6,6 +6,8 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/cpu/workers.h"
+#include "kernels/onednn/onednn_common.h"
 #include "runtime/executor.h"
 #include "test_util.h"
 
@@ -69,6 +71,32 @@ TEST(OnednnKernels, FusedConvChannelsLastWithSumAndActivations) {
     if (!params.empty()) attrs["activation_params"] = Attribute(params);
     expect_matches_reference(OpKind::FusedConv, {input(x), constant(w), constant(b), input(sum)}, attrs,
                              "FusedConv NHWC + sum, activation " + act);
+  }
+}
+
+// A convolution of 0.2-2 MFLOP (a late MobileNetV2 depthwise layer) has a threaded and a single-threaded
+// primitive, the first run while the workers still spin from a parallel region, the second once they sleep: both
+// match the reference.
+TEST(OnednnKernels, SmallConvolutionThreadedOnlyWhileWorkersSpin) {
+  Tensor x = random_tensor({1, 14, 14, 96}, 21);  // NHWC: 14 x 14 x 96 x 9 x 2 = 0.34 MFLOP
+  Tensor w = random_tensor({96, 1, 3, 3}, 22), b = random_tensor({96}, 23);
+  AttrMap attrs{{"group", Attribute(int64_t(96))}, {"pads", Attribute(Ints{1, 1, 1, 1})},
+                {"channels_last", Attribute(int64_t(1))}, {"activation", Attribute(std::string("Clip"))},
+                {"activation_params", Attribute(std::vector<double>{0, 6})}};
+  OneOp one = build_op(OpKind::FusedConv, {input(x), constant(w), constant(b)}, attrs);
+  std::vector<PrepareInput> in{{DType::f32, x.shape(), nullptr, true},
+                               {DType::f32, w.shape(), &w, true},
+                               {DType::f32, b.shape(), &b, true}};
+  EXPECT_NE(dynamic_cast<onednn::SpinAwareKernel*>(prepare_kernel(*one.node, in, KernelOptions{}).get()), nullptr);
+  Executor fast(one.g), ref(one.g, reference_kernels());
+  Tensor want = ref.run(one.feeds)[0];
+  for (bool spinning : {true, false}) {
+    SCOPED_TRACE(spinning ? "workers spinning" : "workers asleep");
+    if (spinning) cpu::note_parallel_end();
+    else cpu::detail::last_region_end_ns.store(cpu::now_ns() - 10 * cpu::kSpinWindowNs);
+    Tensor got = fast.run(one.feeds)[0];
+    for (int64_t i = 0; i < want.numel(); ++i)
+      ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-4 * (1 + std::fabs(want.data<float>()[i]))) << i;
   }
 }
 

@@ -19,7 +19,9 @@ namespace {
 
 class ConvKernel final : public PrimitiveKernel {
  public:
-  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y, const KernelOptions& options) {
+  // single: on the calling thread alone whatever the work (the single-threaded half of a SpinAwareKernel).
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y,
+               const KernelOptions& options, bool single) {
     AttrReader attrs(n);
     const PrepareInput &x = in[0], &w = in[1];
     memory::data_type dt;
@@ -63,8 +65,8 @@ class ConvKernel final : public PrimitiveKernel {
     if (!append_activation(po, act)) return false;
     dnnl::primitive_attr pattr;
     pattr.set_post_ops(po);
-    double flops = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(w.shape[0], 1));
-    if (flops < kSingleThreadFlops) threads_ = 1;
+    flops_ = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(w.shape[0], 1));
+    if (single || flops_ < kSpinningThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);  // oneDNN plans its parallel split when the primitive is created
     auto make_pd = [&](dnnl::algorithm alg, const memory::desc& xm, const memory::desc& ym) {
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, alg, xm, w.value ? w_any : w_user, b_md,
@@ -108,6 +110,9 @@ class ConvKernel final : public PrimitiveKernel {
     return true;
   }
 
+  // Work small enough that a single-threaded twin should run it while the workers sleep (SpinAwareKernel).
+  bool wants_single_twin() const { return threads_ != 1 && flops_ < kSingleThreadFlops; }
+
   void run(KernelContext& ctx) override {
     Tensor& y = ctx.output(0);
     if (blocked_) {
@@ -135,6 +140,7 @@ class ConvKernel final : public PrimitiveKernel {
 
  private:
   bool has_sum_ = false, has_bias_ = false, bind_weights_ = false, bind_bias_ = false;
+  double flops_ = 0;
   // Winograd: the primitive's own blocked activations and the reorders to and from the dense tensors.
   bool blocked_ = false;
   memory x_blocked_, y_blocked_, x_user_, y_user_;
@@ -148,8 +154,11 @@ std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<Pr
   // Non-constant weights would need a reorder per call when the primitive wants a blocked layout: the dense
   // descriptor is used for them, which oneDNN accepts (slower kernels) or refuses (then the reference runs).
   auto k = std::make_unique<ConvKernel>();
-  if (!k->prepare(n, inputs, y, options)) return nullptr;
-  return k;
+  if (!k->prepare(n, inputs, y, options, /*single=*/false)) return nullptr;
+  if (!k->wants_single_twin()) return k;
+  auto single = std::make_unique<ConvKernel>();
+  if (!single->prepare(n, inputs, y, options, /*single=*/true)) return k;
+  return std::make_unique<SpinAwareKernel>(std::move(k), std::move(single));
 }
 
 }  // namespace cuvil::onednn

@@ -37,11 +37,26 @@ bool append_activation(dnnl::post_ops& po, const nn::Activation& a);
 // "onednn:<implementation>".
 std::string primitive_created(const dnnl::primitive_desc_base& pd);
 
-// Below this much work a primitive runs on the calling thread alone: a fork and join costs more than it saves.
-// Within a model the workers still spin from the last parallel region (a fork and join ~3 us, see workers.h), so
-// work of a few microseconds already gains: MobileNetV2's late depthwise convolutions (0.7-1.4 MFLOP) on two
-// threads made the model 3 % faster in three of four alternated runs than with the earlier 2e6.
-inline constexpr double kSingleThreadFlops = 2e5;
+// Below this much work a primitive runs on the calling thread alone: waking a sleeping worker (80-400 us on these
+// machines) costs more than it saves (an MLP layer: 0.4 ms a call when its 0.2 MFLOP went to two threads).
+inline constexpr double kSingleThreadFlops = 2e6;
+// Convolutions between this and kSingleThreadFlops are prepared both ways and run threaded only while the workers
+// still spin from the last parallel region (a fork and join ~3 us then, see cpu/workers.h): MobileNetV2's late
+// depthwise convolutions (0.7-1.4 MFLOP) made the model 3 % faster in three of four alternated runs.
+inline constexpr double kSpinningThreadFlops = 2e5;
+
+// Runs `threaded` while the workers spin (cpu::workers_spinning()), else `single`, a single-threaded preparation of
+// the same node: oneDNN fixes a primitive's parallel split when it is created.
+class SpinAwareKernel final : public PreparedKernel {
+ public:
+  SpinAwareKernel(std::unique_ptr<PreparedKernel> threaded, std::unique_ptr<PreparedKernel> single)
+      : threaded_(std::move(threaded)), single_(std::move(single)) {}
+  void run(KernelContext& ctx) override { (cpu::workers_spinning() ? threaded_ : single_)->run(ctx); }
+  std::string impl_name() const override { return threaded_->impl_name(); }
+
+ private:
+  std::unique_ptr<PreparedKernel> threaded_, single_;
+};
 
 // Sets OpenMP's thread count for the current thread until destroyed (oneDNN sizes its parallel work from it,
 // both when a primitive is created and when it runs). threads <= 0: no change.
