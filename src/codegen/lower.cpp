@@ -261,7 +261,8 @@ bool can_generate(const Node& n, std::string* why) {
       return !(d && *d == 0) || refuse(why, "division by the constant 0");
     }
     case OpKind::Pow: {
-      // A constant scalar exponent of any dtype when f32 holds it exactly; a tensor exponent in f32.
+      // A constant scalar exponent of any dtype when f32 holds it exactly (any, for an f64 base); a float tensor
+      // exponent.
       auto e = scalar_input(n, 1);
       bool exponent = e ? t0 == DType::f64 || double(float(*e)) == *e : floating(n.input(1)->dtype());
       if (!floating(t0) || !exponent)

@@ -42,7 +42,7 @@ std::string primitive_created(const dnnl::primitive_desc_base& pd);
 inline constexpr double kSingleThreadFlops = 2e6;
 // Convolutions between this and kSingleThreadFlops are prepared both ways and run threaded only while the workers
 // still spin from the last parallel region (a fork and join ~3 us then, see cpu/workers.h): MobileNetV2's late
-// depthwise convolutions (0.7-1.4 MFLOP) made the model 3 % faster in three of four alternated runs.
+// depthwise convolutions (0.7-1.4 MFLOP) made the model 2-4 % faster in four of five alternated runs.
 inline constexpr double kSpinningThreadFlops = 2e5;
 
 // Runs `threaded` while the workers spin (cpu::workers_spinning()), else `single`, a single-threaded preparation of
