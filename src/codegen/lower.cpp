@@ -27,10 +27,11 @@ bool integer(DType t) { return is_integer(t) && t != DType::u64; }
 bool narrow_int(DType t) { return integer(t) && t != DType::i32 && t != DType::i64; }
 bool numeric(DType t) { return floating(t) || integer(t); }
 
-// The ops generated for f64 tensors: those whose lowering is arithmetic, comparisons and selects only, and the
-// math functions that call the C library for f64 (exp, log, tanh, erf, sin, cos, tan, atan, pow, fmod: the
-// reference's own results). Composite ops built on exp or log (Sigmoid, Softplus, Elu, ...) are not: their
-// lowerings hold f32-specific cut-offs.
+// The ops generated for f64 tensors: those whose lowering is arithmetic, comparisons and selects only, the math
+// functions that call the C library for f64 (exp, log, tanh, erf, sin, cos, tan, atan, pow, fmod: the reference's
+// own results), and the composites of those whose formulas hold no f32-specific cut-off (Sigmoid, Softplus with
+// its cancellation-free log1p, Gelu, the Softmax family, ReduceLogSum/LogSumExp). Not: Elu, Celu and Selu (their
+// expm1 is a Taylor series accurate to f32), the hyperbolic and inverse trigonometric compositions.
 bool f64_capable(OpKind op) {
   switch (op) {
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Sign: case OpKind::Add: case OpKind::Sub:
@@ -46,6 +47,8 @@ bool f64_capable(OpKind op) {
     case OpKind::LayerNormalization: case OpKind::InstanceNormalization: case OpKind::MeanVarianceNormalization:
     case OpKind::Transpose: case OpKind::Exp: case OpKind::Log: case OpKind::Tanh: case OpKind::Erf:
     case OpKind::Sin: case OpKind::Cos: case OpKind::Tan: case OpKind::Atan: case OpKind::Pow: case OpKind::Mod:
+    case OpKind::Sigmoid: case OpKind::Softplus: case OpKind::Gelu: case OpKind::Softmax: case OpKind::LogSoftmax:
+    case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp:
       return true;
     default: return false;
   }
@@ -642,10 +645,10 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::Cast: out[0] = L.cast(x, scalar_of(n.output(0)->dtype())); return true;
     case OpKind::Softmax:
     case OpKind::LogSoftmax: {
-      int m = L.add(Op::row_max_num, Scalar::f32, x);  // a NaN x makes d, the sum and so every output NaN
+      int m = L.add(Op::row_max_num, tx, x);  // a NaN x makes d, the sum and so every output NaN
       int d = L.bin(Op::sub, x, m);
       int e = L.un(Op::exp, d);
-      int s = L.add(Op::row_sum, Scalar::f32, e);
+      int s = L.add(Op::row_sum, tx, e);
       // 1 / sum once per row, then a multiply per element (within an ulp of dividing)
       out[0] = n.op() == OpKind::Softmax ? L.bin(Op::mul, e, L.bin(Op::div, L.cst(1), s))
                                          : L.bin(Op::sub, d, L.un(Op::log, s));

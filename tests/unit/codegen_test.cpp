@@ -384,7 +384,7 @@ TEST(Codegen, DoublePrecision) {
   std::copy(std::begin(wv), std::end(wv), wide.data<float>());
   check_op(OpKind::ReduceProd, {input(wide), constant(vec<int64_t>({1}))}, {}, 1e-7, "f32 ReduceProd beyond f32");
   // f64 math calls the C library, as the reference does: equal bits, specials and the edges of each domain
-  // included (overflow, log of 0 and negatives, pow's special cases). Composite ops over exp (Sigmoid) are not
+  // included (overflow, log of 0 and negatives, pow's special cases). Elu's Taylor expm1 is f32-accurate only: not
   // generated for f64, with a reason; nor is f64 -> 16-bit floats.
   Tensor d = random_tensor(DType::f64, {3, 67}, seed++, true);
   const double ds[] = {0.0, -0.0, 1e-310, -1e-310, 710.0, -746.0, 1e300, -1e300, 0.5, -0.5, 1.0, -1.0, 30.0};
@@ -398,9 +398,16 @@ TEST(Codegen, DoublePrecision) {
     check_op(OpKind::Pow, {input(d), constant(Tensor::scalar<double>(p))}, {}, 0, "f64 Pow " + std::to_string(p));
   check_op(OpKind::Pow, {input(d), input(random_tensor(DType::f32, {67}, seed++))}, {}, 0, "f64 Pow f32 exponent");
   check_op(OpKind::Pow, {input(random_tensor(DType::f32, {3, 67}, seed++)), input(e)}, {}, 0, "f32 Pow f64 exponent");
+  // Composites of those without f32 cut-offs, within a few f64 ulps of the reference's formulas.
+  for (OpKind op : {OpKind::Sigmoid, OpKind::Softplus, OpKind::Gelu, OpKind::Softmax, OpKind::LogSoftmax})
+    check_op(op, {input(d)}, {}, 1e-14, "f64 composite");
+  check_op(OpKind::Gelu, {input(d)}, {{"approximate", std::string("tanh")}}, 1e-14, "f64 composite");
+  Tensor pos = random_tensor(DType::f64, {3, 67}, seed++, false, 0.0f, 5.0f);
+  for (OpKind op : {OpKind::ReduceLogSum, OpKind::ReduceLogSumExp})
+    check_op(op, {input(pos), constant(vec<int64_t>({-1}))}, {}, 1e-14, "f64 composite reduction");
   std::string why;
-  OneOp sig = build_op(OpKind::Sigmoid, {input(random_tensor(DType::f64, {3}, 1))});
-  EXPECT_FALSE(can_generate(*sig.node, &why));
+  OneOp elu = build_op(OpKind::Elu, {input(random_tensor(DType::f64, {3}, 1))});
+  EXPECT_FALSE(can_generate(*elu.node, &why));
   EXPECT_NE(why.find("f64"), std::string::npos) << why;
   OneOp h = build_op(OpKind::Cast, {input(random_tensor(DType::f64, {3}, 1))}, {{"to", int64_t(dtype_onnx_id(DType::f16))}});
   EXPECT_FALSE(can_generate(*h.node, &why));
