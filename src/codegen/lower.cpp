@@ -145,6 +145,14 @@ std::optional<ReducedBlock> block_of(const std::vector<int64_t>& axes, int64_t r
   return ReducedBlock{int(axes.size()), int(rank - 1 - axes.back())};
 }
 
+// The block the axes form once those of static size 1 in n's input are dropped: they reduce nothing (the default
+// [0, 2, 3] of MeanVarianceNormalization, or PyTorch's mean over (0, 2, 3), at batch 1 is the block [2, 3]).
+std::optional<ReducedBlock> block_of_sized(std::vector<int64_t> axes, const Node& n, int64_t rank) {
+  const std::vector<Dim>& x = n.input(0)->shape().dims();
+  std::erase_if(axes, [&](int64_t a) { return x[size_t(a)] == Dim(1); });
+  return block_of(axes, rank);
+}
+
 }  // namespace
 
 std::optional<ReducedBlock> reduced_block(const Node& n) {
@@ -172,22 +180,15 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
       if (r < 3) return std::nullopt;
       return ReducedBlock{int(r - 2), 0};
     case OpKind::MeanVarianceNormalization: {
-      // The axes, less those of static size 1 (the default [0, 2, 3] at batch 1 is the block [2, 3]).
       auto axes = normalized_axes(at.ints("axes"), r);
-      if (!axes) return std::nullopt;
-      const std::vector<Dim>& x = n.input(0)->shape().dims();
-      std::erase_if(*axes, [&](int64_t a) { return x[size_t(a)] == Dim(1); });
-      return block_of(*axes, r);
+      return axes ? block_of_sized(*axes, n, r) : std::nullopt;
     }
     default: {
       if (!is_reduce_op(n.op())) return ReducedBlock{};
       auto axes = reduce_axes(n, r);
       if (!axes) return std::nullopt;
       if (auto block = block_of(*axes, r)) return block;
-      // Axes of static size 1 reduce nothing: PyTorch's mean over (0, 2, 3) at batch 1 is the block [2, 3].
-      const std::vector<Dim>& x = n.input(0)->shape().dims();
-      std::erase_if(*axes, [&](int64_t a) { return x[size_t(a)] == Dim(1); });
-      return block_of(*axes, r);
+      return block_of_sized(*axes, n, r);
     }
   }
 }
