@@ -1162,6 +1162,14 @@ class Emitter {
         case Op::tan: return call_per_lane("tan", {a});
         case Op::atan: return call_per_lane("atan", {a});
         case Op::pow: return call_per_lane("pow", {a, b});
+        case Op::expm1: return call_per_lane("expm1", {a});
+        case Op::sinh: return call_per_lane("sinh", {a});
+        case Op::cosh: return call_per_lane("cosh", {a});
+        case Op::asin: return call_per_lane("asin", {a});
+        case Op::acos: return call_per_lane("acos", {a});
+        case Op::asinh: return call_per_lane("asinh", {a});
+        case Op::acosh: return call_per_lane("acosh", {a});
+        case Op::atanh: return call_per_lane("atanh", {a});
         default: break;
       }
     }

@@ -58,7 +58,11 @@ llvm::orc::SymbolMap math_functions(llvm::orc::LLJIT& jit) {
       {"sin", reinterpret_cast<void*>(D1(&::sin))},    {"cos", reinterpret_cast<void*>(D1(&::cos))},
       {"tan", reinterpret_cast<void*>(D1(&::tan))},    {"atan", reinterpret_cast<void*>(D1(&::atan))},
       {"pow", reinterpret_cast<void*>(D2(&::pow))},    {"fmod", reinterpret_cast<void*>(D2(&::fmod))},
-      {"fmodf", reinterpret_cast<void*>(F2(&::fmodf))},
+      {"fmodf", reinterpret_cast<void*>(F2(&::fmodf))}, {"expm1", reinterpret_cast<void*>(D1(&::expm1))},
+      {"sinh", reinterpret_cast<void*>(D1(&::sinh))},  {"cosh", reinterpret_cast<void*>(D1(&::cosh))},
+      {"asin", reinterpret_cast<void*>(D1(&::asin))},  {"acos", reinterpret_cast<void*>(D1(&::acos))},
+      {"asinh", reinterpret_cast<void*>(D1(&::asinh))}, {"acosh", reinterpret_cast<void*>(D1(&::acosh))},
+      {"atanh", reinterpret_cast<void*>(D1(&::atanh))},
   };
   llvm::orc::SymbolMap map;
   for (const auto& [name, addr] : fns)

@@ -37,7 +37,8 @@ const char* op_name(Op op) {
     CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
     CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(idiv) CASE(irem) CASE(shl) CASE(lshr) CASE(wrap_s) CASE(wrap_u) CASE(row_prod)
     CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16) CASE(row_index) CASE(row_argmax) CASE(row_argmin)
-    CASE(row_max_num) CASE(fmod)
+    CASE(row_max_num) CASE(fmod) CASE(expm1) CASE(sinh) CASE(cosh) CASE(asin) CASE(acos) CASE(asinh) CASE(acosh)
+    CASE(atanh)
 #undef CASE
   }
   return "?";
@@ -51,6 +52,14 @@ bool is_transcendental(Op op) {
   switch (op) {
     case Op::exp: case Op::log: case Op::tanh: case Op::erf: case Op::sin: case Op::cos: case Op::tan: case Op::atan:
     case Op::pow: case Op::fmod:
+      return true;
+    default: return f64_only(op);
+  }
+}
+bool f64_only(Op op) {
+  switch (op) {
+    case Op::expm1: case Op::sinh: case Op::cosh: case Op::asin: case Op::acos: case Op::asinh: case Op::acosh:
+    case Op::atanh:
       return true;
     default: return false;
   }
@@ -230,6 +239,11 @@ void Kernel::validate() const {
       case Op::tan: case Op::atan:
         CUVIL_CHECK(is_float(e.type) && type_of(0) == e.type && (n < 2 || type_of(1) == e.type), "kernel IR: %", i,
                     " (", op_name(e.op), ") is only defined on floats of one type");
+        break;
+      case Op::expm1: case Op::sinh: case Op::cosh: case Op::asin: case Op::acos: case Op::asinh: case Op::acosh:
+      case Op::atanh:
+        CUVIL_CHECK(e.type == Scalar::f64 && type_of(0) == Scalar::f64, "kernel IR: %", i, " (", op_name(e.op),
+                    ") is only defined on f64");
         break;
       case Op::round_bf16: case Op::trunc_bf16: case Op::round_f16:
         CUVIL_CHECK(e.type == Scalar::f32 && type_of(0) == Scalar::f32, "kernel IR: %", i, " (", op_name(e.op),

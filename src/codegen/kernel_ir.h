@@ -29,8 +29,9 @@ constexpr int kReductionLanes = 32;
 
 // The type an expression computes in. Storage dtypes map onto these (bool is stored as one byte; f16 and bf16
 // load as f32 and are stored rounded to nearest even).
-// f64 computes f64 tensors' arithmetic and f32 products (ReduceProd); f64 exp, log, tanh, erf, sin, cos, tan, atan
-// and pow call the C library's functions, lane by lane (the results the reference kernels give).
+// f64 computes f64 tensors' arithmetic and f32 products (ReduceProd); f64 exp, log, tanh, erf, sin, cos, tan, atan,
+// pow and the f64-only functions (expm1, sinh, ...) call the C library's functions, lane by lane (the results the
+// reference kernels give).
 enum class Scalar : uint8_t { f32, i32, i64, i1, f64 };
 const char* scalar_name(Scalar s);
 inline bool is_float(Scalar s) { return s == Scalar::f32 || s == Scalar::f64; }
@@ -65,6 +66,9 @@ enum class Op : uint8_t {
   add, sub, mul, div, max, min, lt, le, gt, ge, eq, logical_and, logical_or, logical_xor,
   pow,     // f32 a^b as C's pow, computed in f64 (f64: C's pow)
   fmod,    // a - trunc(a / b) b, exact, as C's fmod (NaN when b is 0): a call to the C library per lane
+  // f64 only: the C library's functions per lane (the reference's own results). f32 composes these from the ops
+  // above (lower.cpp), accurate to f32.
+  expm1, sinh, cosh, asin, acos, asinh, acosh, atanh,
   // integer a / b truncated toward zero, and its remainder; b == -1 gives -a wrapping (and 0), b == 0 gives a and
   // 0, which nothing stores: the lowering divides by constants other than 0, or by a kernel input that the
   // prepared kernel checks for zeros first (LoweredKernel::nonzero_inputs)
@@ -87,8 +91,10 @@ enum class Op : uint8_t {
 const char* op_name(Op op);
 bool is_row_reduction(Op op);
 // exp, log, tanh, erf, sin, cos, tan, atan, pow: polynomial code (or calls) several times the cost of a load and a
-// store; fmod: calls.
+// store; fmod and the f64-only functions: calls.
 bool is_transcendental(Op op);
+// expm1, sinh, cosh, asin, acos, asinh, acosh, atanh: defined on f64 only.
+bool f64_only(Op op);
 
 struct Expr {
   Op op{};

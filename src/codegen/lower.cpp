@@ -3,7 +3,7 @@
 // normalizations) the generated kernel computes in f32 with the fixed reduction order of kernel_ir.h, except the
 // few functions the emitter evaluates in f64 (sin, cos, tan, atan, pow) and float products (ReduceProd, in f64 as
 // the reference's). f16/bf16 values compute in f32 and round wherever the graph stores one. f64 tensors compute in
-// f64, for the ops whose lowering is arithmetic only (f64_capable).
+// f64, for the ops whose lowering is arithmetic or calls the C library's functions (f64_capable).
 #include "codegen/lower.h"
 
 #include <algorithm>
@@ -28,10 +28,10 @@ bool narrow_int(DType t) { return integer(t) && t != DType::i32 && t != DType::i
 bool numeric(DType t) { return floating(t) || integer(t); }
 
 // The ops generated for f64 tensors: those whose lowering is arithmetic, comparisons and selects only, the math
-// functions that call the C library for f64 (exp, log, tanh, erf, sin, cos, tan, atan, pow, fmod: the reference's
-// own results), and the composites of those whose formulas hold no f32-specific cut-off (Sigmoid, Softplus with
-// its cancellation-free log1p, Gelu, the Softmax family, ReduceLogSum/LogSumExp). Not: Elu, Celu and Selu (their
-// expm1 is a Taylor series accurate to f32), the hyperbolic and inverse trigonometric compositions.
+// functions that call the C library for f64 (exp, log, tanh, erf, sin, cos, tan, atan, pow, fmod, expm1 for Elu
+// and Celu, the hyperbolic and inverse trigonometric functions: the reference's own results), and the composites
+// of those whose formulas hold no f32-specific cut-off (Sigmoid, Softplus with its cancellation-free log1p, Gelu,
+// Selu, the Softmax family, ReduceLogSum/LogSumExp).
 bool f64_capable(OpKind op) {
   switch (op) {
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Sign: case OpKind::Add: case OpKind::Sub:
@@ -48,7 +48,9 @@ bool f64_capable(OpKind op) {
     case OpKind::Transpose: case OpKind::Exp: case OpKind::Log: case OpKind::Tanh: case OpKind::Erf:
     case OpKind::Sin: case OpKind::Cos: case OpKind::Tan: case OpKind::Atan: case OpKind::Pow: case OpKind::Mod:
     case OpKind::Sigmoid: case OpKind::Softplus: case OpKind::Gelu: case OpKind::Softmax: case OpKind::LogSoftmax:
-    case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp:
+    case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: case OpKind::Elu: case OpKind::Celu:
+    case OpKind::Selu: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asin: case OpKind::Acos:
+    case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
       return true;
     default: return false;
   }
@@ -344,8 +346,9 @@ class Lowering {
     return sel(cmp(Op::gt, v, cst(1)), cst(1), v);
   }
   // e^x - 1 without cancellation near 0: the Taylor series to x^9/9! for |x| < 0.5 (truncation < 3e-10
-  // relative), else exp(x) - 1.
+  // relative), else exp(x) - 1. f64: the C library's expm1.
   int expm1(int x) {
+    if (type(x) == Scalar::f64) return un(Op::expm1, x);
     int p = cst(1.0 / 362880);
     for (double c : {1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0})
       p = bin(Op::add, bin(Op::mul, p, x), cst(c));
@@ -431,6 +434,18 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
   };
   Scalar tx = x >= 0 ? L.type(x) : Scalar::f32;
   auto zero = [&]() { return L.cst(0, tx); };
+  if (tx == Scalar::f64) {  // the C library's function, as the reference's (f32 composes it below)
+    switch (n.op()) {
+      case OpKind::Sinh: unary(Op::sinh); return true;
+      case OpKind::Cosh: unary(Op::cosh); return true;
+      case OpKind::Asin: unary(Op::asin); return true;
+      case OpKind::Acos: unary(Op::acos); return true;
+      case OpKind::Asinh: unary(Op::asinh); return true;
+      case OpKind::Acosh: unary(Op::acosh); return true;
+      case OpKind::Atanh: unary(Op::atanh); return true;
+      default: break;
+    }
+  }
   switch (n.op()) {
     case OpKind::Identity: out[0] = x; return true;
     case OpKind::BitShift: {  // shifts of the type's width or more give 0; the result wraps at the node's output
