@@ -34,6 +34,8 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   step(AssignLayoutsPass());
   // Leftover transposes that only move size-1 dims (after global pooling) become reshapes.
   step(SimplifyIdentitiesPass());
+  // Reductions over scattered axes become chains of reductions over one block each, which generate.
+  step(SplitReductionsPass());
   // What remains between the heavy ops (element-wise chains, casts, Softmax, LayerNorm, reductions) becomes
   // generated kernels, one per group, each a single pass over memory where its reductions allow.
   step(FuseElementwisePass());

@@ -720,13 +720,14 @@ TEST(Codegen, ChannelNormalizations) {
              1.0 / 128, "BatchNorm bf16 " + what);
   }
   // MeanVarianceNormalization: the default axes [0, 2, 3] at batch 1 (a block once the size-1 axis goes), [2, 3],
-  // [1] (columns), and [0, 2, 3] at batch 2 (not one block: left op by op).
+  // [1] (columns).
   for (auto [shape, axes] : {std::pair{Ints{1, 3, 5, 7}, Ints{0, 2, 3}}, std::pair{Ints{2, 3, 5, 7}, Ints{2, 3}},
                              std::pair{Ints{2, 6, 9}, Ints{1}}, std::pair{Ints{2, 3, 4, 4}, Ints{-1, -2}}}) {
     Tensor x = random_tensor(DType::f32, shape, seed++, false);
     check_op(OpKind::MeanVarianceNormalization, {input(x)}, {{"axes", axes}}, 2e-5,
              "MVN " + Shape::of(shape).str() + " axes " + Shape::of(axes).str());
   }
+  // [0, 2, 3] at batch 2 is not one block: one kernel cannot compute it (split-reductions writes it out).
   OneOp mvn = build_op(OpKind::MeanVarianceNormalization, {input(random_tensor(DType::f32, {2, 3, 4, 4}, 1))});
   EXPECT_FALSE(can_generate(*mvn.node)) << "axes [0, 2, 3] at batch 2";
 
@@ -742,6 +743,69 @@ TEST(Codegen, ChannelNormalizations) {
   g->add_output(g->add_node(OpKind::Mul, {back, w}, {"y"})->output(0));
   infer_shapes(*g);
   check_fused_graph(g, {random_tensor(DType::f32, {1, 8, 5, 5}, 5, false)}, 2e-5, "GroupNorm", 2);
+}
+
+// Reductions over axes that stay scattered once those of size 1 are set aside: split-reductions makes them chains of
+// one-block reductions, each generated (every node after fusion is a generated kernel), matching the reference's
+// one pass; keepdims both ways, 16-bit floats, f32 products that overflow f32 midway, integers, specials, and
+// MeanVarianceNormalization over its default axes at batch 3.
+TEST(Codegen, ScatteredReductionsGenerateAsChains) {
+  uint32_t seed = 1300;
+  auto check = [&](OpKind op, const std::vector<OpArg>& args, AttrMap attrs, double tol, const std::string& what) {
+    OneOp ref = build_op(op, args, attrs);
+    std::vector<Tensor> want = Executor(ref.g, reference_kernels()).run(ref.feeds);
+    OneOp one = build_op(op, args, attrs);
+    PassContext ctx;
+    ctx.verify_each = true;
+    EXPECT_TRUE(run_pass(*create_pass("split-reductions"), *one.g, ctx)) << what;
+    run_pass(*create_pass("fuse-elementwise"), *one.g, ctx);
+    run_pass(*create_pass("dead-code-elimination"), *one.g, ctx);
+    for (auto& n : one.g->nodes()) EXPECT_EQ(n->op(), OpKind::FusedKernel) << what << ": " << n->describe();
+    Executor ex(one.g, ExecutorOptions{});
+    for (const NodeTime& t : ex.profile(one.feeds)) EXPECT_EQ(t.impl.rfind("jit:", 0), 0u) << what << ": ran " << t.impl;
+    std::vector<Tensor> got = ex.run(one.feeds);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], tol, what);
+  };
+  for (auto [shape, axes] : {std::pair{Ints{3, 5, 7}, Ints{0, 2}}, std::pair{Ints{4, 3, 33, 2}, Ints{1, 3}},
+                             std::pair{Ints{2, 3, 4, 5}, Ints{0, 2, 3}}, std::pair{Ints{5, 1, 6, 7}, Ints{-4, -1}},
+                             std::pair{Ints{2, 3, 2, 3, 2}, Ints{0, 2, 4}}}) {
+    std::string where = Shape::of(shape).str() + " axes " + Shape::of(axes).str();
+    Tensor x = random_tensor(DType::f32, shape, seed++, true);
+    Tensor pos = random_tensor(DType::f32, shape, seed++, false, 0.5f, 2.0f);
+    for (int64_t keep : {0, 1}) {
+      for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceL1,
+                        OpKind::ReduceL2, OpKind::ReduceSumSquare, OpKind::ReduceLogSumExp})
+        check(op, {input(x), constant(vec<int64_t>(axes))}, {{"keepdims", keep}}, 2e-6,
+              std::string(op_name(op)) + " " + where);
+      for (OpKind op : {OpKind::ReduceProd, OpKind::ReduceLogSum})
+        check(op, {input(pos), constant(vec<int64_t>(axes))}, {{"keepdims", keep}}, 2e-6,
+              std::string(op_name(op)) + " " + where);
+    }
+    check(OpKind::ReduceSum, {input(random_tensor(DType::f16, shape, seed++)), constant(vec<int64_t>(axes))}, {},
+          1.0 / 1024, "f16 ReduceSum " + where);
+    check(OpKind::ReduceMean, {input(random_tensor(DType::f64, shape, seed++, false)), constant(vec<int64_t>(axes))},
+          {}, 1e-13, "f64 ReduceMean " + where);
+  }
+  // Integers wrap alike in any order (results of more than 8 elements: fewer are shape arithmetic, left alone).
+  for (auto [shape, axes] : {std::pair{Ints{3, 11, 7}, Ints{0, 2}}, std::pair{Ints{2, 9, 5, 4}, Ints{1, 3}}}) {
+    std::string where = Shape::of(shape).str() + " axes " + Shape::of(axes).str();
+    Tensor ints = random_tensor(DType::i32, shape, seed++);
+    for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceProd})
+      check(op, {input(ints), constant(vec<int64_t>(axes))}, {}, 0, "i32 " + std::string(op_name(op)) + " " + where);
+    check(OpKind::ReduceSum, {input(random_tensor(DType::u32, shape, seed++)), constant(vec<int64_t>(axes))}, {}, 0,
+          "u32 ReduceSum " + where);
+  }
+  // An f32 product whose partial products leave f32's range: the links carry f64, as the one-node kernel does.
+  Tensor wide = Tensor::zeros(DType::f32, {2, 3, 2});
+  const float wv[] = {1e30f, 1e-30f, 1e30f, 2, 1e-30f, 3, 1e-30f, 1e30f, 5, 1e30f, 7, 1e-30f};
+  std::copy(std::begin(wv), std::end(wv), wide.data<float>());
+  check(OpKind::ReduceProd, {input(wide), constant(vec<int64_t>({0, 2}))}, {}, 1e-7, "f32 ReduceProd beyond f32");
+  for (Ints shape : {Ints{3, 4, 5, 6}, Ints{2, 16, 7, 7}})
+    check(OpKind::MeanVarianceNormalization, {input(random_tensor(DType::f32, shape, seed++, false))}, {}, 2e-5,
+          "MVN " + Shape::of(shape).str());
+  check(OpKind::MeanVarianceNormalization, {input(random_tensor(DType::bf16, {3, 4, 5, 6}, seed++))}, {}, 1.0 / 128,
+        "bf16 MVN");
 }
 
 // Reductions over a block of dims with more dims after it run as columns kernels: Softmax over the channels of
