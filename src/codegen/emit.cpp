@@ -211,7 +211,7 @@ class Emitter {
     switch (s) {
       case Scalar::f32: return B.getFloatTy();
       case Scalar::i32: return B.getInt32Ty();
-      case Scalar::i64: return B.getInt64Ty();
+      case Scalar::i64: case Scalar::u64: return B.getInt64Ty();
       case Scalar::i1: return B.getInt1Ty();
       case Scalar::f64: return B.getDoubleTy();
     }
@@ -405,14 +405,14 @@ class Emitter {
       Arg ident = arg_identity(e, l.w);
       init = {ident.v, ident.i};
     } else {
-      init = {identity(e.op, vec(scalar_ty(e.type), l.w))};
+      init = {identity(e.op, vec(scalar_ty(e.type), l.w), is_unsigned(e.type))};
     }
     Value* rows = dim[size_t(K.rank) - 2];
     Carried acc = loop(B.getInt64(0), rows, B.getInt64(1), init, [&](Value* r, const Carried& a) {
       down_column(base, r);
       std::vector<Value*> memo(K.exprs.size(), nullptr);
       Value* v = elem(e.a, l, memo);
-      if (!arg) return Carried{combine(e.op, a[0], v)};
+      if (!arg) return Carried{combine(e.op, a[0], v, is_unsigned(e.type))};
       Arg c = arg_combine(e, {a[0], a[1]}, {v, splat_i64(r, l.w)});
       return Carried{c.v, c.i};
     });
@@ -574,7 +574,8 @@ class Emitter {
   }
 
   // ---- row reductions: kReductionLanes partials as (32 / W) accumulators of W lanes, then a halving tree
-  Value* identity(Op op, llvm::Type* t) {
+  // u: the values are unsigned (u64), ordered as such by max and min.
+  Value* identity(Op op, llvm::Type* t, bool u = false) {
     if (t->isFPOrFPVectorTy()) {
       double inf = std::numeric_limits<double>::infinity();
       double v = op == Op::row_sum ? -0.0 : op == Op::row_prod ? 1.0 : is_max_op(op) ? -inf : inf;
@@ -583,32 +584,34 @@ class Emitter {
     unsigned bits = t->getScalarSizeInBits();
     if (op == Op::row_sum) return llvm::ConstantInt::get(t, 0);
     if (op == Op::row_prod) return llvm::ConstantInt::get(t, 1);
-    llvm::APInt v = is_max_op(op) ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits);
+    llvm::APInt v = u ? (is_max_op(op) ? llvm::APInt::getMinValue(bits) : llvm::APInt::getMaxValue(bits))
+                      : (is_max_op(op) ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits));
     return llvm::ConstantInt::get(t, v);
   }
   static bool is_max_op(Op op) { return op == Op::row_max || op == Op::row_max_num; }
   // Accumulates v into acc. Max/min: v replaces acc when it is NaN or beyond it, so a NaN stays once met; equal
   // values (±0) keep the earlier one, as the reference's sequential fold does. Two compares and a blend
   // (row_max_num: one compare, a NaN v never beyond).
-  Value* combine(Op op, Value* acc, Value* v) {
+  Value* combine(Op op, Value* acc, Value* v, bool u = false) {
     bool f = acc->getType()->isFPOrFPVectorTy();
     if (op == Op::row_sum) return f ? B.CreateFAdd(acc, v) : B.CreateAdd(acc, v);
     if (op == Op::row_prod) return f ? B.CreateFMul(acc, v) : B.CreateMul(acc, v);
     bool is_max = is_max_op(op);
-    if (!f) return B.CreateSelect(is_max ? B.CreateICmpSGT(v, acc) : B.CreateICmpSLT(v, acc), v, acc);
+    if (!f) return B.CreateSelect(is_max ? icmp_gt(v, acc, u) : icmp_gt(acc, v, u), v, acc);
     Value* beyond = is_max ? B.CreateFCmpOGT(v, acc) : B.CreateFCmpOLT(v, acc);
     if (op == Op::row_max_num) return B.CreateSelect(beyond, v, acc);
     return B.CreateSelect(B.CreateOr(beyond, B.CreateFCmpUNO(v, v)), v, acc);
   }
   // NaN wins (a first); else a < b ? b : a for max and b < a ? b : a for min.
-  Value* minmax(bool is_max, Value* a, Value* b) {
+  Value* minmax(bool is_max, Value* a, Value* b, bool u = false) {
     if (a->getType()->isFPOrFPVectorTy()) {
       Value* pick = is_max ? B.CreateSelect(B.CreateFCmpOLT(a, b), b, a) : B.CreateSelect(B.CreateFCmpOLT(b, a), b, a);
       pick = B.CreateSelect(B.CreateFCmpUNO(b, b), b, pick);
       return B.CreateSelect(B.CreateFCmpUNO(a, a), a, pick);
     }
-    return is_max ? B.CreateSelect(B.CreateICmpSLT(a, b), b, a) : B.CreateSelect(B.CreateICmpSLT(b, a), b, a);
+    return is_max ? B.CreateSelect(icmp_gt(b, a, u), b, a) : B.CreateSelect(icmp_gt(a, b, u), b, a);
   }
+  Value* icmp_gt(Value* a, Value* b, bool u) { return u ? B.CreateICmpUGT(a, b) : B.CreateICmpSGT(a, b); }
 
   // ---- ArgMax / ArgMin: (value, position) pairs. Which of two pairs wins does not depend on the order they meet
   // (a NaN first, then the larger or smaller value, then the earlier or later position), so partials combine as
@@ -621,7 +624,8 @@ class Emitter {
     bool is_max = e.op == Op::row_argmax;
     Value* tie = e.imm != 0 ? B.CreateICmpSGT(b.i, a.i) : B.CreateICmpSLT(b.i, a.i);
     if (!a.v->getType()->isFPOrFPVectorTy()) {
-      Value* beyond = is_max ? B.CreateICmpSGT(b.v, a.v) : B.CreateICmpSLT(b.v, a.v);
+      bool u = is_unsigned(K.exprs[size_t(e.a)].type);
+      Value* beyond = is_max ? icmp_gt(b.v, a.v, u) : icmp_gt(a.v, b.v, u);
       return B.CreateOr(beyond, B.CreateAnd(B.CreateICmpEQ(b.v, a.v), tie));
     }
     Value* an = B.CreateFCmpUNO(a.v, a.v);
@@ -639,7 +643,7 @@ class Emitter {
   Arg arg_identity(const Expr& e, int w) {
     llvm::Type* vt = vec(scalar_ty(K.exprs[size_t(e.a)].type), w);
     int64_t far = e.imm != 0 ? -1 : std::numeric_limits<int64_t>::max();
-    return {identity(e.op == Op::row_argmax ? Op::row_max : Op::row_min, vt),
+    return {identity(e.op == Op::row_argmax ? Op::row_max : Op::row_min, vt, is_unsigned(K.exprs[size_t(e.a)].type)),
             llvm::ConstantInt::get(vec(B.getInt64Ty(), w), uint64_t(far), true)};
   }
 
@@ -726,10 +730,11 @@ class Emitter {
     int w = std::min(S.vector_width, kReductionLanes);
     int nacc = kReductionLanes / w;
     llvm::Type* vt = vec(scalar_ty(e.type), w);
-    Value* ident = identity(e.op, vt);
+    bool u = is_unsigned(e.type);
+    Value* ident = identity(e.op, vt, u);
     bool nan_flag = (e.op == Op::row_max || e.op == Op::row_min) && vt->isFPOrFPVectorTy();
     // row_max_num needs no flag: its combine is ordered_combine already.
-    auto step = [&](Value* acc, Value* v) { return nan_flag ? ordered_combine(e.op, acc, v) : combine(e.op, acc, v); };
+    auto step = [&](Value* acc, Value* v) { return nan_flag ? ordered_combine(e.op, acc, v) : combine(e.op, acc, v, u); };
     Value* no_nan = llvm::Constant::getNullValue(vec(B.getInt1Ty(), w));
     Value* inner = dim[size_t(K.rank) - 1];
     Value* full_end = B.CreateMul(B.CreateSDiv(inner, B.getInt64(kReductionLanes)), B.getInt64(kReductionLanes));
@@ -1124,12 +1129,19 @@ class Emitter {
       return is_float(from) ? B.CreateFCmpUNE(a, fc(a, 0.0)) : B.CreateICmpNE(a, llvm::Constant::getNullValue(a->getType()));
     if (from == Scalar::i1) return is_float(to) ? B.CreateUIToFP(a, t) : B.CreateZExt(a, t);
     if (is_float(from) && is_float(to)) return to == Scalar::f64 ? B.CreateFPExt(a, t) : B.CreateFPTrunc(a, t);
-    if (is_float(to)) return B.CreateSIToFP(a, t);
+    if (is_float(to)) return from == Scalar::u64 ? B.CreateUIToFP(a, t) : B.CreateSIToFP(a, t);
     if (is_float(from)) {  // saturating to i64 (NaN -> 0), then modular to i32, as the reference Cast
-      Value* i = B.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {vec(B.getInt64Ty(), w), a->getType()}, {a});
-      return to == Scalar::i64 ? i : B.CreateTrunc(i, t);
+      llvm::Type* i64v = vec(B.getInt64Ty(), w);
+      Value* i = B.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64v, a->getType()}, {a});
+      if (to == Scalar::u64) {  // from 2^63 up: unsigned, saturating at 2^64 - 1; below: i64's bits
+        Value* high = B.CreateIntrinsic(llvm::Intrinsic::fptoui_sat, {i64v, a->getType()}, {a});
+        i = B.CreateSelect(B.CreateFCmpOGE(a, fc(a, 9223372036854775808.0)), high, i);
+      }
+      return to == Scalar::i32 ? B.CreateTrunc(i, t) : i;
     }
-    return to == Scalar::i64 ? B.CreateSExt(a, t) : B.CreateTrunc(a, t);
+    // between integers: i32 sign-extends (to u64 too, as C's conversion); u64 and i64 share their bits
+    if (to == Scalar::i32) return B.CreateTrunc(a, t);
+    return from == Scalar::i32 ? B.CreateSExt(a, t) : a;
   }
 
   // The C library's `name` applied lane by lane (the JIT resolves it: jit.cpp's math_functions()). f64 math calls
@@ -1151,6 +1163,7 @@ class Emitter {
 
   Value* compute(const Expr& x, Value* a, Value* b, Value* c, int w) {
     bool f = x.a >= 0 && is_float(K.exprs[size_t(x.a)].type);
+    bool u = x.a >= 0 && is_unsigned(K.exprs[size_t(x.a)].type);
     if (x.type == Scalar::f64) {
       switch (x.op) {
         case Op::exp: return call_per_lane("exp", {a});
@@ -1176,9 +1189,11 @@ class Emitter {
     switch (x.op) {
       case Op::constant:
         if (is_float(x.type)) return llvm::ConstantFP::get(vec(scalar_ty(x.type), w), x.imm);
-        return llvm::ConstantInt::get(vec(scalar_ty(x.type), w), uint64_t(int64_t(x.imm)), true);
+        // (the lowering writes only integers a double holds exactly; u64 from 2^63 up has no i64 form)
+        return llvm::ConstantInt::get(vec(scalar_ty(x.type), w),
+                                      x.imm >= 9223372036854775808.0 ? uint64_t(x.imm) : uint64_t(int64_t(x.imm)));
       case Op::neg: return f ? B.CreateFNeg(a) : B.CreateNeg(a);
-      case Op::abs: return f ? fabs(a) : B.CreateSelect(B.CreateICmpSLT(a, llvm::Constant::getNullValue(a->getType())), B.CreateNeg(a), a);
+      case Op::abs: return f ? fabs(a) : u ? a : B.CreateSelect(B.CreateICmpSLT(a, llvm::Constant::getNullValue(a->getType())), B.CreateNeg(a), a);
       case Op::exp: return exp(a, nonpositive(x.a));
       case Op::log: return log(a);
       case Op::sqrt: return B.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
@@ -1192,6 +1207,11 @@ class Emitter {
       case Op::pow: return pow(a, b);
       case Op::fmod: return call_per_lane(x.type == Scalar::f64 ? "fmod" : "fmodf", {a, b});
       case Op::idiv: case Op::irem: {
+        if (u) {  // a zero divisor (masked-off lanes) must not reach the divide
+          Value* zero = B.CreateICmpEQ(b, llvm::Constant::getNullValue(b->getType()));
+          Value* safe = B.CreateSelect(zero, llvm::ConstantInt::get(b->getType(), 1), b);
+          return x.op == Op::idiv ? B.CreateUDiv(a, safe) : B.CreateURem(a, safe);
+        }
         // Neither a zero divisor (masked-off lanes load 0) nor INT_MIN / -1 may reach the divide, which would
         // trap; a constant divisor folds the selects away.
         llvm::Type* t = a->getType();
@@ -1218,12 +1238,12 @@ class Emitter {
       case Op::sub: return f ? B.CreateFSub(a, b) : B.CreateSub(a, b);
       case Op::mul: return f ? B.CreateFMul(a, b) : B.CreateMul(a, b);
       case Op::div: return B.CreateFDiv(a, b);
-      case Op::max: return minmax(true, a, b);
-      case Op::min: return minmax(false, a, b);
-      case Op::lt: return f ? B.CreateFCmpOLT(a, b) : B.CreateICmpSLT(a, b);
-      case Op::le: return f ? B.CreateFCmpOLE(a, b) : B.CreateICmpSLE(a, b);
-      case Op::gt: return f ? B.CreateFCmpOGT(a, b) : B.CreateICmpSGT(a, b);
-      case Op::ge: return f ? B.CreateFCmpOGE(a, b) : B.CreateICmpSGE(a, b);
+      case Op::max: return minmax(true, a, b, u);
+      case Op::min: return minmax(false, a, b, u);
+      case Op::lt: return f ? B.CreateFCmpOLT(a, b) : u ? B.CreateICmpULT(a, b) : B.CreateICmpSLT(a, b);
+      case Op::le: return f ? B.CreateFCmpOLE(a, b) : u ? B.CreateICmpULE(a, b) : B.CreateICmpSLE(a, b);
+      case Op::gt: return f ? B.CreateFCmpOGT(a, b) : u ? B.CreateICmpUGT(a, b) : B.CreateICmpSGT(a, b);
+      case Op::ge: return f ? B.CreateFCmpOGE(a, b) : u ? B.CreateICmpUGE(a, b) : B.CreateICmpSGE(a, b);
       case Op::eq: return f ? B.CreateFCmpOEQ(a, b) : B.CreateICmpEQ(a, b);
       case Op::logical_and: return B.CreateAnd(a, b);
       case Op::logical_or: return B.CreateOr(a, b);

@@ -14,6 +14,7 @@ const char* scalar_name(Scalar s) {
     case Scalar::i64: return "i64";
     case Scalar::i1: return "i1";
     case Scalar::f64: return "f64";
+    case Scalar::u64: return "u64";
   }
   return "?";
 }
@@ -72,6 +73,7 @@ Scalar scalar_of(DType storage) {
     case DType::i64: case DType::u32: return Scalar::i64;
     case DType::boolean: return Scalar::i1;
     case DType::f64: return Scalar::f64;
+    case DType::u64: return Scalar::u64;
     default: fail("generated kernels do not store dtype ", dtype_name(storage));
   }
 }
@@ -196,14 +198,14 @@ void Kernel::validate() const {
       }
       case Op::row_size: CUVIL_CHECK(is_float(e.type), "kernel IR: row_size is a float"); break;
       case Op::idiv: case Op::irem:
-        CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(0) == e.type && type_of(1) == e.type,
-                    "kernel IR: %", i, " divides non-integers");
+        CUVIL_CHECK(is_integer(e.type) && type_of(0) == e.type && type_of(1) == e.type, "kernel IR: %", i,
+                    " divides non-integers");
         CUVIL_CHECK(exprs[size_t(e.b)].op != Op::constant || exprs[size_t(e.b)].imm != 0, "kernel IR: %", i,
                     " divides by the constant 0");
         break;
       case Op::shl: case Op::lshr:
-        CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(0) == e.type && type_of(1) == e.type,
-                    "kernel IR: %", i, " shifts non-integers");
+        CUVIL_CHECK(is_integer(e.type) && type_of(0) == e.type && type_of(1) == e.type, "kernel IR: %", i,
+                    " shifts non-integers");
         break;
       case Op::wrap_s: case Op::wrap_u: {
         int bits = e.type == Scalar::i32 ? 32 : 64;

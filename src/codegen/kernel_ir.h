@@ -32,16 +32,19 @@ constexpr int kReductionLanes = 32;
 // f64 computes f64 tensors' arithmetic and f32 products (ReduceProd); f64 exp, log, tanh, erf, sin, cos, tan, atan,
 // pow and the f64-only functions (expm1, sinh, ...) call the C library's functions, lane by lane (the results the
 // reference kernels give).
-enum class Scalar : uint8_t { f32, i32, i64, i1, f64 };
+// u64 is held in 64-bit integers like i64; comparisons, max/min, division and conversions treat it as unsigned.
+enum class Scalar : uint8_t { f32, i32, i64, i1, f64, u64 };
 const char* scalar_name(Scalar s);
 inline bool is_float(Scalar s) { return s == Scalar::f32 || s == Scalar::f64; }
+inline bool is_unsigned(Scalar s) { return s == Scalar::u64; }
+inline bool is_integer(Scalar s) { return s == Scalar::i32 || s == Scalar::i64 || s == Scalar::u64; }
 
 // How an operand's address moves along the innermost dim.
 enum class Access : uint8_t { contiguous, broadcast, strided };
 const char* access_name(Access a);
 
 struct Operand {
-  DType dtype = DType::f32;  // storage: f32, f16, bf16, f64, i8-i64, u8-u32 or bool
+  DType dtype = DType::f32;  // storage: f32, f16, bf16, f64, i8-i64, u8-u64 or bool
   Access inner = Access::contiguous;
   bool is_output = false;
   bool per_row = false;  // an output stored once per row (a reduction's result): inner access broadcast in a row

@@ -22,9 +22,9 @@ namespace {
 // The floats generated kernels compute on (f16 and bf16 in f32, rounded where the graph stores them; f64 in f64).
 bool floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64; }
 // Integers held in i32 (i8, u8, i16, u16) or i64 (u32) keep the value the narrow type stores: each op's result
-// wraps back into it (wrap_s/wrap_u) as the reference's store does. u64 has no such home and is not generated.
-bool integer(DType t) { return is_integer(t) && t != DType::u64; }
-bool narrow_int(DType t) { return integer(t) && t != DType::i32 && t != DType::i64; }
+// wraps back into it (wrap_s/wrap_u) as the reference's store does. u64 computes as itself (Scalar::u64).
+bool integer(DType t) { return is_integer(t); }
+bool narrow_int(DType t) { return integer(t) && t != DType::i32 && t != DType::i64 && t != DType::u64; }
 bool numeric(DType t) { return floating(t) || integer(t); }
 
 // The ops generated for f64 tensors: those whose lowering is arithmetic, comparisons and selects only, the math
@@ -62,12 +62,28 @@ bool refuse(std::string* why, const Args&... args) {
   return false;
 }
 
-// The constant scalar value of input i, when it has one.
+// The value of a one-element tensor as a kernel immediate (a double): nullopt for an integer beyond what a double
+// holds exactly (2^53 and up, unless representable), which the kernel cannot carry.
+std::optional<double> immediate(const Tensor& t) {
+  if (is_float(t.dtype())) return t.get_f64(0);
+  constexpr double two63 = 9223372036854775808.0;
+  if (t.dtype() == DType::u64) {
+    uint64_t v = t.data<uint64_t>()[0];
+    double d = double(v);
+    if (d < 2 * two63 && uint64_t(d) == v) return d;
+    return std::nullopt;
+  }
+  int64_t v = t.get_i64(0);
+  double d = double(v);
+  if (d < two63 && int64_t(d) == v) return d;
+  return std::nullopt;
+}
+
+// The constant scalar value of input i, when it has one a kernel immediate holds.
 std::optional<double> scalar_input(const Node& n, size_t i) {
   const Value* v = n.input(i);
   if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
-  const Tensor& t = v->constant();
-  return is_float(t.dtype()) ? t.get_f64(0) : double(t.get_i64(0));
+  return immediate(v->constant());
 }
 
 // Axes counted from the back where negative, sorted and distinct; nullopt when one is out of range.
@@ -232,9 +248,8 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Sign: case OpKind::Add: case OpKind::Sub:
     case OpKind::Mul: case OpKind::Max: case OpKind::Min: case OpKind::Clip: case OpKind::Less:
     case OpKind::LessOrEqual: case OpKind::Greater: case OpKind::GreaterOrEqual:
-      return all_inputs(numeric) || refuse(why, "generated only for numbers (not u64)");
+      return all_inputs(numeric) || refuse(why, "generated only for numbers");
     case OpKind::BitShift: {  // unsigned by the schema
-      if (t0 == DType::u64) return refuse(why, "u64 is not generated");
       AttrReader at(n);
       bool dir = at.has("direction") && (at.s("direction") == "LEFT" || at.s("direction") == "RIGHT");
       return dir || refuse(why, "the direction is not LEFT or RIGHT");  // the reference reports it
@@ -262,7 +277,7 @@ bool can_generate(const Node& n, std::string* why) {
       // zeros before the kernel runs: the reference reports a zero divisor, which a kernel cannot.
       if (float_only)
         return n.op() == OpKind::Div || AttrReader(n).i("fmod") != 0 || refuse(why, "floating-point Mod needs fmod=1");
-      if (!all_inputs(integer)) return refuse(why, "generated for floats and integers (not u64)");
+      if (!all_inputs(integer)) return refuse(why, "generated for floats and integers");
       auto d = scalar_input(n, 1);
       return !(d && *d == 0) || refuse(why, "division by the constant 0");
     }
@@ -982,8 +997,9 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       int& e = expr_of[size_t(v->id())];
       if (e < 0 && v->is_constant()) {  // scalar constants become immediates
         const Tensor& t = v->constant();
-        if (t.numel() != 1 || !storable_dtype(t.dtype())) return no("constant '", v->name(), "' is not a scalar the kernel can hold");
-        e = L.cst(is_float(t.dtype()) ? t.get_f64(0) : double(t.get_i64(0)), scalar_of(t.dtype()));
+        std::optional<double> imm = t.numel() == 1 && storable_dtype(t.dtype()) ? immediate(t) : std::nullopt;
+        if (!imm) return no("constant '", v->name(), "' is not a scalar the kernel can hold");
+        e = L.cst(*imm, scalar_of(t.dtype()));
       }
       if (e < 0) return no(n->describe(), ": input ", i, " has no expression");
       in.push_back(e);

@@ -11,7 +11,7 @@
 
 namespace cuvil::codegen {
 
-// The storage dtypes generated kernels read and write: f32, f16, bf16, i32, i64 and bool.
+// The storage dtypes generated kernels read and write: f32, f16, bf16, f64, the integers and bool.
 bool storable_dtype(DType t);
 
 // Whether generated code computes node n (its op, dtypes and attributes; shapes need only known ranks). When not,

@@ -58,6 +58,9 @@ Tensor random_tensor(DType dt, const Ints& shape, uint32_t seed, bool specials =
       case DType::i16: t.data<int16_t>()[i] = int16_t(i % 3 ? rng() : uint32_t(di(rng))); break;
       case DType::u16: t.data<uint16_t>()[i] = uint16_t(i % 3 ? rng() : uint32_t(di(rng) + 5)); break;
       case DType::u32: t.data<uint32_t>()[i] = i % 3 ? uint32_t(rng()) : uint32_t(di(rng) + 5); break;
+      case DType::u64:  // every bit, the top one included, in use; small values every third element
+        t.data<uint64_t>()[i] = i % 3 ? uint64_t(rng()) << 32 | rng() : uint64_t(di(rng) + 5);
+        break;
       case DType::f64: {  // all 53 bits in use, and magnitudes f32 cannot hold
         static const double kWide[] = {1e300, -1e-300, 4e-320, 3.0000000000000004};
         double v = double(d(rng)) * (1 + std::ldexp(double(rng() % 65536), -40));
@@ -513,10 +516,74 @@ TEST(Codegen, NarrowIntegers) {
     verify(*g);
     check_fused_graph(g, {random_tensor(DType::u8, {1, 3, 8, 9}, seed++)}, 0, "preprocess", 1);
   }
-  std::string why;
-  OneOp big = build_op(OpKind::Add, {input(Tensor::zeros(DType::u64, {3})), input(Tensor::zeros(DType::u64, {3}))});
-  EXPECT_FALSE(can_generate(*big.node, &why));
-  EXPECT_NE(why.find("u64"), std::string::npos) << why;
+}
+
+// u64 computes as unsigned 64-bit integers: arithmetic wrapping, comparisons, extremes and division ordered as
+// unsigned over the whole range, casts to and from every generated dtype (floats from 2^63 up, beyond 2^64,
+// negative, NaN), reductions, ArgMax, BitShift; constants up to 2^64 that a double holds exactly, and the refusal
+// of one it does not.
+TEST(Codegen, UnsignedSixtyFourBit) {
+  uint32_t seed = 1400;
+  const DType u = DType::u64;
+  for (const Broadcast& p : {kPatterns[0], kPatterns[2], kPatterns[4], kPatterns[6], kPatterns[8]})
+    for (OpKind op : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Less,
+                      OpKind::LessOrEqual, OpKind::Greater, OpKind::GreaterOrEqual, OpKind::Equal})
+      check_op(op, {input(random_tensor(u, p.a, seed++)), input(random_tensor(u, p.b, seed++))}, {}, 0,
+               "u64 " + Shape::of(p.a).str() + " " + Shape::of(p.b).str());
+  for (OpKind op : {OpKind::Abs, OpKind::Sign})
+    check_op(op, {input(random_tensor(u, {99}, seed++))}, {}, 0, "u64");
+  check_op(OpKind::Clip, {input(random_tensor(u, {99}, seed++)), constant(narrow_tensor(u, {}, {3})),
+                          constant(Tensor::scalar<uint64_t>(uint64_t(1) << 63))}, {}, 0, "u64 Clip to [3, 2^63]");
+  Tensor floats = Tensor::from_vector<float>({1e19f, 9.3e18f, 1.8e19f, 2e19f, -1.0f, -1e19f, kNaN, kInf, -kInf, 0.5f,
+                                              9.2233720e18f, 12345.0f, -3.5f},
+                                             {13});
+  check_op(OpKind::Cast, {input(floats)}, {{"to", int64_t(dtype_onnx_id(u))}}, 0, "Cast f32->u64 specials");
+  for (DType other : {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean, DType::i8, DType::u8,
+                      DType::i16, DType::u16, DType::u32, DType::f16}) {
+    check_op(OpKind::Cast, {input(random_tensor(other, {77}, seed++, true, -1e5f, 1e5f))},
+             {{"to", int64_t(dtype_onnx_id(u))}}, 0, "Cast " + std::string(dtype_name(other)) + "->u64");
+    if (other != DType::f16)  // (u64 -> f16 rounds through f32, as every integer does)
+      check_op(OpKind::Cast, {input(random_tensor(u, {77}, seed++))}, {{"to", int64_t(dtype_onnx_id(other))}}, 0,
+               "Cast u64->" + std::string(dtype_name(other)));
+  }
+  // Division by constants (one beyond 2^63) and by a tensor (zeros run the reference, which reports them).
+  for (uint64_t d : {uint64_t(3), uint64_t(7), uint64_t(1) << 63 | 4096})
+    for (OpKind op : {OpKind::Div, OpKind::Mod})
+      check_op(op, {input(random_tensor(u, {203}, seed++)), constant(Tensor::scalar<uint64_t>(d))}, {}, 0,
+               "u64 by " + std::to_string(d));
+  Tensor divisor = random_tensor(u, {203}, seed++);
+  for (int64_t i = 0; i < divisor.numel(); ++i) divisor.data<uint64_t>()[i] |= 1;  // no zeros
+  for (OpKind op : {OpKind::Div, OpKind::Mod})
+    check_op(op, {input(random_tensor(u, {203}, seed++)), input(divisor)}, {}, 0, "u64 by a tensor");
+  for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceProd, OpKind::ReduceL1,
+                    OpKind::ReduceSumSquare}) {
+    check_op(op, {input(random_tensor(u, {5, 67}, seed++)), constant(vec<int64_t>({-1}))}, {}, 0, "u64 rows");
+    check_op(op, {input(random_tensor(u, {5, 67, 3}, seed++)), constant(vec<int64_t>({1}))}, {}, 0, "u64 columns");
+  }
+  for (OpKind op : {OpKind::ArgMax, OpKind::ArgMin})
+    check_op(op, {input(random_tensor(u, {5, 67}, seed++))}, {{"axis", int64_t(-1)}}, 0, "u64");
+  std::vector<int64_t> n(70);
+  std::iota(n.begin(), n.end(), int64_t(0));
+  for (const char* dir : {"LEFT", "RIGHT"})
+    check_op(OpKind::BitShift, {input(random_tensor(u, {3, 70}, seed++)), input(narrow_tensor(u, {70}, n))},
+             {{"direction", std::string(dir)}}, 0, std::string("BitShift u64 ") + dir);
+  // 2^64 - 2048 is a double; 2^53 + 1 is not: that Add stays with the reference kernel, with a reason.
+  check_op(OpKind::Add, {input(random_tensor(u, {33}, seed++)), constant(Tensor::scalar<uint64_t>(~uint64_t(0) - 2047))},
+           {}, 0, "u64 + (2^64 - 2048)");
+  OneOp odd = build_op(OpKind::Add, {input(random_tensor(u, {33}, seed++)),
+                                     constant(Tensor::scalar<uint64_t>((uint64_t(1) << 53) + 1))});
+  PassContext ctx;
+  run_pass(*create_pass("fuse-elementwise"), *odd.g, ctx);
+  for (auto& node : odd.g->nodes()) {
+    if (node->op() != OpKind::FusedKernel) continue;
+    std::string why;
+    EXPECT_FALSE(lower_body(*AttrReader(*node).g("body"), {{33}}, &why));
+    EXPECT_NE(why.find("scalar the kernel can hold"), std::string::npos) << why;
+  }
+  Executor ex(odd.g, ExecutorOptions{});
+  expect_close(ex.run(odd.feeds)[0], Executor(build_op(OpKind::Add, {input(odd.feeds[0]),
+                                      constant(Tensor::scalar<uint64_t>((uint64_t(1) << 53) + 1))}).g,
+                                      reference_kernels()).run(odd.feeds)[0], 0, "u64 + (2^53 + 1)");
 }
 
 // Integer Div and Mod (both sign conventions) by constant scalars, the type's extremes included: a zero divisor
