@@ -2,6 +2,7 @@
 //   - Identity(x)                                   -> x
 //   - Dropout(x, ...) in inference (no training_mode, or a constant false one) with its mask unused -> x
 //   - Cast(x) to x's dtype, CastLike(x, y) with y of x's dtype -> x
+//   - CastLike(x, y) otherwise -> Cast(x) to y's dtype (y is read only for its dtype; the Cast generates)
 //   - Reshape / Squeeze / Unsqueeze / Flatten whose output type equals its input type -> x
 //   - Transpose with the identity perm (or no perm on rank <= 1) -> x
 //   - Transpose that moves only dims of size 1, with a static output shape -> Reshape (same bytes in order)
@@ -82,6 +83,12 @@ bool simplify_once(Graph& g) {
     Node* n = g.nodes()[i].get();
     if (Value* x = passthrough(g, *n, used)) {
       if (rewrite::replace_value(g, n->output(0), x)) dead.push_back(n);
+      continue;
+    }
+    if (n->op() == OpKind::CastLike && n->input(1)) {
+      AttrMap to{{"to", Attribute(int64_t(dtype_onnx_id(n->input(1)->dtype())))}};
+      rewrite::replace_result(g, n, n->output(0), OpKind::Cast, {n->input(0)}, to);
+      dead.push_back(n);
       continue;
     }
     // A chain of shape-only ops with a static result: one Reshape of the chain's input.
