@@ -40,7 +40,10 @@ using llvm::Value;
 class Emitter {
  public:
   Emitter(llvm::LLVMContext& c, llvm::Module& m, const Kernel& k, const Schedule& s)
-      : C(c), M(m), B(c), K(k), S(s), uniform(k.row_uniform()) {}
+      : C(c), M(m), B(c), K(k), S(s), uniform(k.row_uniform()) {
+    for (size_t i = 0; i < k.exprs.size(); ++i)
+      if (k.exprs[i].op == Op::scan_sum) scans.push_back(int(i));
+  }
 
   void emit(const std::string& symbol, const llvm::TargetMachine& tm) {
     auto* ptr_ty = llvm::PointerType::get(C, 0);
@@ -132,7 +135,7 @@ class Emitter {
       });
       return;
     }
-    if (K.has_row_reductions()) {
+    if (K.has_rows()) {
       loop(begin, end, B.getInt64(1), {}, [&](Value* row, const std::vector<Value*>&) {
         begin_row(row);
         per_row_stores();
@@ -196,7 +199,7 @@ class Emitter {
     auto multiple_of_16 = [&](Value* x) { return B.CreateICmpEQ(B.CreateAnd(x, B.getInt64(15)), B.getInt64(0)); };
     ok = B.CreateAnd(ok, multiple_of_16(inner));
     if (stack_cache) ok = B.CreateAnd(ok, B.CreateICmpSLE(inner, B.getInt64(kStackRowCache)));
-    return K.has_row_reductions() ? ok : B.CreateAnd(ok, multiple_of_16(begin));
+    return K.has_rows() ? ok : B.CreateAnd(ok, multiple_of_16(begin));
   }
 
   // One vector position: W lanes starting at inner index j, with an optional mask of live lanes.
@@ -338,6 +341,7 @@ class Emitter {
     bool any = false;
     for (const Store& s : K.stores) any = any || !K.operands[size_t(s.operand)].per_row;
     if (!any) return;
+    if (!scans.empty()) return scan_loop(lo, hi);
     int w = S.vector_width, u = S.unroll;
     Value* span = B.CreateSub(hi, lo);
     Value* main_end = B.CreateAdd(lo, B.CreateMul(B.CreateSDiv(span, B.getInt64(w * u)), B.getInt64(w * u)));
@@ -351,6 +355,72 @@ class Emitter {
       store_elements({w, j, mask});
       return Carried{};
     });
+  }
+
+  // ---- scans: running sums carried from step to step along the row (or down the columns)
+  std::vector<int> scans;            // the scan expressions
+  std::vector<Value*> scan_carry;    // per scan: the sum of the elements before this step (rows: every lane the
+                                     // same; columns: each lane its column's)
+  Carried scan_zeros(int w) {
+    Carried z;
+    for (int e : scans) z.push_back(llvm::Constant::getNullValue(vec(scalar_ty(K.exprs[size_t(e)].type), w)));
+    return z;
+  }
+  // Row kernels: W-wide steps from the row's start (or its end), carrying the running sums; the step holding
+  // the row's tail (masked) comes last (or first). No unrolling: each step waits for the one before.
+  void scan_loop(Value* lo, Value* hi) {
+    int w = S.vector_width;
+    Value* main_end = B.CreateAdd(lo, B.CreateMul(B.CreateSDiv(B.CreateSub(hi, lo), B.getInt64(w)), B.getInt64(w)));
+    auto step = [&](Value* j, Value* mask, const Carried& c) {
+      scan_carry = c;
+      store_elements({w, j, mask});
+      return scan_carry;
+    };
+    auto tail = [&](Value* j) { return B.CreateICmpSLT(positions(j, w), B.CreateVectorSplat(unsigned(w), hi)); };
+    if (!K.scans_reverse()) {
+      Carried c = loop(lo, main_end, B.getInt64(w), scan_zeros(w),
+                       [&](Value* j, const Carried& a) { return step(j, nullptr, a); });
+      loop(main_end, hi, B.getInt64(w), c, [&](Value* j, const Carried& a) { return step(j, tail(j), a); });
+      return;
+    }
+    Carried c = if_then(B.CreateICmpSLT(main_end, hi), scan_zeros(w),
+                        [&](Carried a) { return step(main_end, tail(main_end), a); });
+    Value* full = B.CreateSDiv(B.CreateSub(main_end, lo), B.getInt64(w));
+    loop(B.getInt64(0), full, B.getInt64(1), c, [&](Value* q, const Carried& a) {
+      return step(B.CreateSub(main_end, B.CreateMul(B.CreateAdd(q, B.getInt64(1)), B.getInt64(w))), nullptr, a);
+    });
+  }
+  // The value of scan expression e at these lanes, v being its operand's; advances its carry. Columns: each
+  // lane adds its element to its own column's sum, in the reference's order. Rows: the running sum within the
+  // vector (log2 W shifted adds; masked-off lanes count 0), plus the carry; the carry becomes the last lane's
+  // (the first's, from the end).
+  Value* scan(int e, Value* v, const Lanes& l) {
+    const Expr& x = K.exprs[size_t(e)];
+    size_t k = size_t(std::find(scans.begin(), scans.end(), e) - scans.begin());
+    bool exclusive = (int(x.imm) & kScanExclusive) != 0, reverse = (int(x.imm) & kScanReverse) != 0;
+    bool f = is_float(x.type);
+    auto add = [&](Value* a, Value* b) { return f ? B.CreateFAdd(a, b) : B.CreateAdd(a, b); };
+    Value* carry = scan_carry[k];
+    if (K.columns) {
+      Value* incl = add(carry, v);
+      scan_carry[k] = incl;
+      return exclusive ? carry : incl;
+    }
+    Value* zero = llvm::Constant::getNullValue(v->getType());
+    if (l.mask) v = B.CreateSelect(l.mask, v, zero);
+    auto shifted = [&](Value* p, int by) {  // lane i takes lane i - by (from the end: i + by); 0 past the edge
+      std::vector<int> idx;
+      for (int i = 0; i < l.w; ++i) {
+        int src = reverse ? i + by : i - by;
+        idx.push_back(src < 0 || src >= l.w ? l.w + i : src);
+      }
+      return B.CreateShuffleVector(p, zero, idx);
+    };
+    Value* p = v;
+    for (int by = 1; by < l.w; by *= 2) p = add(p, shifted(p, by));
+    Value* incl = add(carry, p);
+    scan_carry[k] = B.CreateShuffleVector(incl, std::vector<int>(size_t(l.w), reverse ? 0 : l.w - 1));
+    return exclusive ? add(carry, shifted(p, 1)) : incl;
   }
 
   // ---- columns: W lanes of the innermost dim at a time (no unrolling: each step holds its own loops), a masked
@@ -389,11 +459,12 @@ class Emitter {
       if (o.per_row) store_at(s.operand, l, to_storage(uval[size_t(s.expr)], o.dtype));
       else elements = true;
     }
-    if (elements)
-      loop(B.getInt64(0), rows, B.getInt64(1), {}, [&](Value* r, const Carried&) {
-        down_column(base, r);
+    if (elements)  // (from the columns' ends when the scans run that way)
+      loop(B.getInt64(0), rows, B.getInt64(1), scan_zeros(l.w), [&](Value* r, const Carried& c) {
+        scan_carry = c;
+        down_column(base, K.scans_reverse() ? B.CreateSub(B.CreateSub(rows, B.getInt64(1)), r) : r);
         store_elements(l);
-        return Carried{};
+        return scan_carry;
       });
     row_off = base;
   }
@@ -537,6 +608,7 @@ class Emitter {
     if (uniform[size_t(e)]) r = K.columns ? uval[size_t(e)] : splat(uval[size_t(e)], l.w);
     else if (x.op == Op::load) r = load(x, l);
     else if (x.op == Op::row_index) r = K.columns ? splat_i64(column_pos, l.w) : positions(l.j, l.w);
+    else if (x.op == Op::scan_sum) r = scan(e, elem(x.a, l, memo), l);
     else {
       Value* a = x.a >= 0 ? elem(x.a, l, memo) : nullptr;
       Value* b = x.b >= 0 ? elem(x.b, l, memo) : nullptr;

@@ -39,7 +39,7 @@ const char* op_name(Op op) {
     CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(idiv) CASE(irem) CASE(shl) CASE(lshr) CASE(wrap_s) CASE(wrap_u) CASE(row_prod)
     CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16) CASE(row_index) CASE(row_argmax) CASE(row_argmin)
     CASE(row_max_num) CASE(fmod) CASE(expm1) CASE(sinh) CASE(cosh) CASE(asin) CASE(acos) CASE(asinh) CASE(acosh)
-    CASE(atanh)
+    CASE(atanh) CASE(scan_sum)
 #undef CASE
   }
   return "?";
@@ -93,6 +93,16 @@ bool Kernel::has_row_reductions() const {
     if (is_row_reduction(e.op)) return true;
   return false;
 }
+bool Kernel::has_scans() const {
+  for (const Expr& e : exprs)
+    if (e.op == Op::scan_sum) return true;
+  return false;
+}
+bool Kernel::scans_reverse() const {
+  for (const Expr& e : exprs)
+    if (e.op == Op::scan_sum) return (int(e.imm) & kScanReverse) != 0;
+  return false;
+}
 
 std::vector<bool> Kernel::row_uniform() const {
   std::vector<bool> u(exprs.size(), false);
@@ -103,7 +113,7 @@ std::vector<bool> Kernel::row_uniform() const {
       u[i] = columns ? o.column_broadcast : o.inner == Access::broadcast;
     }
     else if (e.op == Op::constant || e.op == Op::row_size || is_row_reduction(e.op)) u[i] = true;
-    else if (e.op == Op::row_index) u[i] = false;
+    else if (e.op == Op::row_index || e.op == Op::scan_sum) u[i] = false;
     else u[i] = (e.a < 0 || u[size_t(e.a)]) && (e.b < 0 || u[size_t(e.b)]) && (e.c < 0 || u[size_t(e.c)]);
   }
   return u;
@@ -215,7 +225,13 @@ void Kernel::validate() const {
         break;
       }
       case Op::row_index:
-        CUVIL_CHECK(e.type == Scalar::i64 && has_row_reductions(), "kernel IR: row_index is i64, in a row kernel");
+        CUVIL_CHECK(e.type == Scalar::i64 && has_rows(), "kernel IR: row_index is i64, in a row kernel");
+        break;
+      case Op::scan_sum:
+        CUVIL_CHECK(e.type != Scalar::i1 && type_of(0) == e.type && e.imm >= 0 && e.imm <= 3, "kernel IR: %", i,
+                    " scans a non-number or has unknown flags");
+        CUVIL_CHECK(((int(e.imm) & kScanReverse) != 0) == scans_reverse(), "kernel IR: %", i,
+                    " scans in another direction than the kernel's first scan");
         break;
       case Op::row_argmax: case Op::row_argmin:
         CUVIL_CHECK(e.type == Scalar::i64 && type_of(0) != Scalar::i1, "kernel IR: %", i,
@@ -257,8 +273,19 @@ void Kernel::validate() const {
         CUVIL_CHECK(e.type != Scalar::i1 || e.op == Op::constant, "kernel IR: %", i, " does arithmetic on i1");
     }
   }
-  bool rows = has_row_reductions();
-  CUVIL_CHECK(!columns || (rows && rank >= 2), "kernel IR: a columns kernel needs row reductions and rank >= 2");
+  // No row reduction may read a scan: the reductions' passes carry no running sums.
+  std::vector<bool> scanned(exprs.size(), false);
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const Expr& e = exprs[i];
+    scanned[i] = e.op == Op::scan_sum;
+    for (int a : {e.a, e.b, e.c})
+      if (a >= 0 && scanned[size_t(a)]) {
+        CUVIL_CHECK(!is_row_reduction(e.op), "kernel IR: %", i, " reduces a scan");
+        scanned[i] = true;
+      }
+  }
+  bool rows = has_rows();
+  CUVIL_CHECK(!columns || (rows && rank >= 2), "kernel IR: a columns kernel needs row reductions or scans and rank >= 2");
   for (const Operand& o : operands)
     CUVIL_CHECK(!o.column_broadcast || columns, "kernel IR: column_broadcast outside a columns kernel");
   std::vector<bool> uniform = row_uniform();
@@ -281,7 +308,7 @@ void Kernel::validate() const {
 
 std::string Kernel::str() const {
   std::string s = "kernel rank=" + std::to_string(rank) +
-                  (has_row_reductions() ? (columns ? " columns" : " rows") : " elements") + "\n";
+                  (has_rows() ? (columns ? " columns" : " rows") : " elements") + "\n";
   for (size_t i = 0; i < operands.size(); ++i) {
     const Operand& o = operands[i];
     s += std::string(o.is_output ? "  out" : "  in") + std::to_string(i) + ": " + std::string(dtype_name(o.dtype)) + " " +
@@ -297,6 +324,8 @@ std::string Kernel::str() const {
       s += buf;
     }
     if ((e.op == Op::row_argmax || e.op == Op::row_argmin) && e.imm != 0) s += " last";
+    if (e.op == Op::scan_sum && (int(e.imm) & kScanExclusive)) s += " exclusive";
+    if (e.op == Op::scan_sum && (int(e.imm) & kScanReverse)) s += " reverse";
     if (e.op == Op::wrap_s || e.op == Op::wrap_u) s += " " + std::to_string(int(e.imm));
     for (int a : {e.a, e.b, e.c})
       if (a >= 0) s += " %" + std::to_string(a);

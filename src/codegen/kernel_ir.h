@@ -90,7 +90,12 @@ enum class Op : uint8_t {
   // i64: the position of the row's largest / smallest `a` (NaN beats every number; ties keep the first position,
   // or the last when `imm` is 1), as ArgMax/ArgMin
   row_argmax, row_argmin,
+  // per element: the sum of `a` over the row's elements up to and including this one (CumSum). `imm` bit 0
+  // (kScanExclusive): up to but excluding it; bit 1 (kScanReverse): from the row's end. Every scan of a kernel
+  // runs in one direction, and no row reduction reads one (reductions run in passes before the scans' pass).
+  scan_sum,
 };
+constexpr int kScanExclusive = 1, kScanReverse = 2;
 const char* op_name(Op op);
 bool is_row_reduction(Op op);
 // exp, log, tanh, erf, sin, cos, tan, atan, pow: polynomial code (or calls) several times the cost of a load and a
@@ -120,6 +125,11 @@ struct Kernel {
   std::vector<Store> stores;
 
   bool has_row_reductions() const;
+  bool has_scans() const;
+  // Whether the kernel runs row by row (column by column): it has row reductions or scans.
+  bool has_rows() const { return has_row_reductions() || has_scans(); }
+  // Whether its scans run from the rows' ends (all of them do, or none).
+  bool scans_reverse() const;
   // Whether expr i has one value per row (depends only on constants, loads broadcast along the row and row
   // reductions). In a columns kernel such values still vary along the innermost dim, lane by lane.
   std::vector<bool> row_uniform() const;

@@ -50,7 +50,7 @@ bool f64_capable(OpKind op) {
     case OpKind::Sigmoid: case OpKind::Softplus: case OpKind::Gelu: case OpKind::Softmax: case OpKind::LogSoftmax:
     case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: case OpKind::Elu: case OpKind::Celu:
     case OpKind::Selu: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asin: case OpKind::Acos:
-    case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
+    case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh: case OpKind::CumSum:
       return true;
     default: return false;
   }
@@ -143,6 +143,10 @@ bool is_reduce_op(OpKind op) {
   }
 }
 
+bool is_axes_input(const Node& n, size_t i) {
+  return i == 1 && (is_reduce_op(n.op()) || n.op() == OpKind::CumSum);
+}
+
 bool is_integer_divisor(const Node& n, size_t i) {
   return (n.op() == OpKind::Div || n.op() == OpKind::Mod) && i == 1 && n.input(0) && integer(n.input(0)->dtype()) &&
          !scalar_input(n, 1);
@@ -200,6 +204,12 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
     case OpKind::MeanVarianceNormalization: {
       auto axes = normalized_axes(at.ints("axes"), r);
       return axes ? block_of_sized(*axes, n, r) : std::nullopt;
+    }
+    case OpKind::CumSum: {
+      auto axis = scalar_input(n, 1);
+      if (!axis || *axis != std::floor(*axis) || *axis < double(-r) || *axis >= double(r)) return std::nullopt;
+      int64_t a = int64_t(*axis) < 0 ? int64_t(*axis) + r : int64_t(*axis);
+      return ReducedBlock{1, int(r - 1 - a), at.i("reverse") != 0 ? ReducedBlock::Scan::reverse : ReducedBlock::Scan::forward};
     }
     default: {
       if (!is_reduce_op(n.op())) return ReducedBlock{};
@@ -296,6 +306,10 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::Hardmax:
       if (!float_only) return refuse(why, "generated only for floats");
       return reduced_block(n).has_value() || refuse(why, "the axis is not known");
+    case OpKind::CumSum:  // (the schema's types: numbers)
+      if (!n.input(1) || !n.input(1)->is_constant() || is_float(n.input(1)->dtype()))
+        return refuse(why, "the axis is not a constant integer");
+      return reduced_block(n).has_value() || refuse(why, "the axis is out of range");  // the reference reports it
     case OpKind::LayerNormalization:
       if (!float_only) return refuse(why, "generated only for floats");
       if (n.num_outputs() != 1) return refuse(why, "the Mean and InvStdDev outputs are not generated");
@@ -715,6 +729,12 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       out[0] = L.bin(Op::add, L.bin(Op::mul, L.bin(Op::mul, L.bin(Op::sub, x, in[3]), inv), in[1]), in[2]);
       return true;
     }
+    case OpKind::CumSum: {  // running sums as the reference's: floats in f64, rounded once per element
+      int flags = (at.i("exclusive") != 0 ? kScanExclusive : 0) | (at.i("reverse") != 0 ? kScanReverse : 0);
+      Scalar t = is_float(tx) ? Scalar::f64 : tx;
+      out[0] = L.cast(L.add(Op::scan_sum, t, L.cast(x, t), -1, -1, flags), tx);
+      return true;
+    }
     case OpKind::ArgMax:
     case OpKind::ArgMin:
       out[0] = L.add(n.op() == OpKind::ArgMax ? Op::row_argmax : Op::row_argmin, Scalar::i64, x, -1, -1,
@@ -828,7 +848,7 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     bool row_inputs = true;  // element-wise work on per-row values (or scalars)
     for (size_t i = 0; i < n->num_inputs(); ++i) {
       const Value* v = n->input(i);
-      if (!v || (is_reduce_op(n->op()) && i == 1)) continue;
+      if (!v || is_axes_input(*n, i)) continue;
       if (v->is_constant() ? v->constant().numel() != 1 : dims_of(v) == space && space != row_keep) row_inputs = false;
     }
     for (const Value* v : n->outputs()) {
@@ -990,7 +1010,7 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     std::vector<int> in;
     for (size_t i = 0; i < n->num_inputs(); ++i) {
       const Value* v = n->input(i);
-      if (!v || (is_reduce_op(n->op()) && i == 1)) {  // a reduction's axes are read at compile time
+      if (!v || is_axes_input(*n, i)) {  // read at compile time
         in.push_back(-1);
         continue;
       }

@@ -18,19 +18,25 @@ bool storable_dtype(DType t);
 // *why (if given) says what stands in the way.
 bool can_generate(const Node& n, std::string* why = nullptr);
 
-// The dims node n reduces (Softmax family, LayerNormalization, the Reduce ops): a block of `count` consecutive
-// dims of its input followed by `after` dims that are not reduced (0: the block is trailing, a row kernel;
-// otherwise a columns kernel). count 0 for element-wise ops; nullopt when the reduced axes are not one block or
-// not known at compile time.
+// The dims node n reduces (Softmax family, LayerNormalization, the Reduce ops) or scans (CumSum): a block of
+// `count` consecutive dims of its input followed by `after` dims that are not reduced (0: the block is trailing,
+// a row kernel; otherwise a columns kernel). count 0 for element-wise ops; nullopt when the reduced axes are not
+// one block or not known at compile time. A scan's block differs from a reduction's over the same dims (one
+// kernel does not both reduce and scan) and from a scan's in the other direction.
 struct ReducedBlock {
+  enum class Scan : uint8_t { none, forward, reverse };
   int count = 0;
   int after = 0;
+  Scan scan = Scan::none;
   bool operator==(const ReducedBlock&) const = default;
 };
 std::optional<ReducedBlock> reduced_block(const Node& n);
 
 // The Reduce ops: the reductions whose input 1 (axes) the kernel reads at compile time.
 bool is_reduce_op(OpKind op);
+// Whether input i of n is its axes (the Reduce ops' and CumSum's input 1), read at compile time: it stays a
+// constant of the kernel's body, never one of the kernel's inputs.
+bool is_axes_input(const Node& n, size_t i);
 
 // Whether input i of n divides integers and is not a constant scalar: the kernel must read it as one of its
 // inputs, which it checks for zeros before running (a value computed inside the kernel cannot be).

@@ -36,7 +36,7 @@ struct Group {
   // of one per row (the space with the reduced dims at 1).
   bool fits(const Shape& s, const codegen::ReducedBlock& r) const {
     if (s == space) return r.count == 0 || red.count == 0 || r == red;
-    if (r.count > 0 || red.count == 0 || !space.rank_known() || !s.rank_known() || s.rank() != space.rank()) return false;
+    if (r.count > 0 || red.count == 0 || red.scan != codegen::ReducedBlock::Scan::none || !space.rank_known() || !s.rank_known() || s.rank() != space.rank()) return false;
     size_t hi = space.rank() - size_t(red.after), lo = hi - size_t(red.count);
     for (size_t d = 0; d < space.rank(); ++d)
       if (!(d >= lo && d < hi ? s.dims()[d] == Dim(1) : s.dims()[d] == space.dims()[d])) return false;
@@ -219,7 +219,7 @@ std::vector<Node*> outline(Graph& g, const Group& grp, const rewrite::UseMap& us
     for (size_t i = 0; i < n->num_inputs(); ++i) {
       Value* v = n->input(i);
       if (!v || inner.count(v) || (v->producer() && members.count(v->producer()))) continue;
-      bool axes = codegen::is_reduce_op(n->op()) && i == 1 && v->is_constant();
+      bool axes = codegen::is_axes_input(*n, i) && v->is_constant();
       if (axes || inline_constant(v)) {
         inner[v] = body->add_constant(body_name(v), v->constant());
       } else {

@@ -812,6 +812,65 @@ TEST(Codegen, ChannelNormalizations) {
   check_fused_graph(g, {random_tensor(DType::f32, {1, 8, 5, 5}, 5, false)}, 2e-5, "GroupNorm", 2);
 }
 
+// CumSum generates as a scan: along the innermost dim a row kernel adds within each vector (log2 W shifted adds,
+// in f64 for floats as the reference) and carries the sum from vector to vector; along another dim a columns
+// kernel walks each lane down its column in the reference's order (the same bits, specials included). Row scans
+// associate differently, which matters only where huge terms cancel (1e30 - 1e30): their data holds NaN and
+// infinities but no such terms. Every direction and exclusivity, odd sizes, dtypes (integers wrap as the
+// reference's), and fused producers and consumers.
+TEST(Codegen, CumSumScans) {
+  uint32_t seed = 1500;
+  struct Case {
+    Ints shape;
+    int64_t axis;
+    double tol;  // columns: the reference's order exactly
+  };
+  for (const Case& c : {Case{{3, 37}, 1, 1e-6}, Case{{2, 1000}, -1, 1e-6}, Case{{5, 16}, 1, 1e-6}, Case{{4, 17}, 1, 1e-6},
+                        Case{{7, 1}, 1, 0}, Case{{37}, 0, 1e-6}, Case{{3, 37, 5}, 1, 0}, Case{{40, 19}, 0, 0},
+                        Case{{2, 3, 4, 33}, 1, 0}}) {
+    for (int64_t exclusive : {0, 1})
+      for (int64_t reverse : {0, 1}) {
+        std::string what = Shape::of(c.shape).str() + " axis " + std::to_string(c.axis) +
+                           (exclusive ? " exclusive" : "") + (reverse ? " reverse" : "");
+        AttrMap attrs{{"exclusive", exclusive}, {"reverse", reverse}};
+        bool rows = c.tol > 0;
+        Tensor f = random_tensor(DType::f32, c.shape, seed++, !rows);
+        if (rows)
+          for (int64_t i = 5; i < f.numel(); i += 29) f.data<float>()[i] = i % 3 == 0 ? kNaN : i % 3 == 1 ? kInf : -kInf;
+        check_op(OpKind::CumSum, {input(f), constant(vec<int64_t>({c.axis}))}, attrs, c.tol, "f32 " + what);
+        check_op(OpKind::CumSum,
+                 {input(random_tensor(DType::f64, c.shape, seed++, !rows)), constant(Tensor::scalar<int64_t>(c.axis))},
+                 attrs, c.tol > 0 ? 1e-13 : 0, "f64 " + what);
+        for (DType dt : {DType::i32, DType::i64, DType::u64, DType::u32})
+          check_op(OpKind::CumSum, {input(random_tensor(dt, c.shape, seed++)), constant(vec<int64_t>({c.axis}))},
+                   attrs, 0, std::string(dtype_name(dt)) + " " + what);
+      }
+  }
+  check_op(OpKind::CumSum, {input(random_tensor(DType::f16, {3, 50}, seed++)), constant(vec<int64_t>({1}))}, {},
+           1.0 / 1024, "f16");
+  // x * 2 -> CumSum -> Relu: one kernel; x * x -> CumSum, a second (groups grow from producers to consumers).
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::f32, Shape({Dim(4), Dim(45)})});
+  Value* ax = g->add_constant("axis", Tensor::scalar<int64_t>(1));
+  Value* m = g->add_node(OpKind::Mul, {x, g->add_constant("two", Tensor::scalar<float>(2))}, {"m"})->output(0);
+  Value* cs = g->add_node(OpKind::CumSum, {m, ax}, {"cs"})->output(0);
+  g->add_output(g->add_node(OpKind::Relu, {cs}, {"y"})->output(0));
+  Value* sq = g->add_node(OpKind::Mul, {x, x}, {"sq"})->output(0);
+  g->add_output(g->add_node(OpKind::CumSum, {sq, ax}, {"cs2"})->output(0));
+  infer_shapes(*g);
+  check_fused_graph(g, {random_tensor(DType::f32, {4, 45}, seed++, false)}, 1e-6, "Mul-CumSum-Relu", 2);
+  // A CumSum and a Softmax over the same axis, or CumSums in both directions, do not share a kernel.
+  auto h = std::make_shared<Graph>();
+  Value* hx = h->add_input("x", {DType::f32, Shape({Dim(4), Dim(45)})});
+  Value* hax = h->add_constant("axis", Tensor::scalar<int64_t>(1));
+  Value* fwd = h->add_node(OpKind::CumSum, {hx, hax}, {"fwd"})->output(0);
+  Value* sm = h->add_node(OpKind::Softmax, {fwd}, {"sm"}, {{"axis", int64_t(1)}})->output(0);
+  Value* rev = h->add_node(OpKind::CumSum, {sm, hax}, {"rev"}, {{"reverse", int64_t(1)}})->output(0);
+  h->add_output(rev);
+  infer_shapes(*h);
+  check_fused_graph(h, {random_tensor(DType::f32, {4, 45}, seed++, false)}, 1e-6, "CumSum, Softmax, reverse CumSum", 3);
+}
+
 // Reductions over axes that stay scattered once those of size 1 are set aside: split-reductions makes them chains of
 // one-block reductions, each generated (every node after fusion is a generated kernel), matching the reference's
 // one pass; keepdims both ways, 16-bit floats, f32 products that overflow f32 midway, integers, specials, and
