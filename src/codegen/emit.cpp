@@ -366,10 +366,11 @@ class Emitter {
     for (int e : scans) z.push_back(llvm::Constant::getNullValue(vec(scalar_ty(K.exprs[size_t(e)].type), w)));
     return z;
   }
-  // Row kernels: W-wide steps from the row's start (or its end), carrying the running sums; the step holding
-  // the row's tail (masked) comes last (or first). No unrolling: each step waits for the one before.
+  // Row kernels: kScanLanes-wide steps from the row's start (or its end), carrying the running sums; the step
+  // holding the row's tail (masked) comes last (or first). The width is the kernel IR's, not the schedule's: it
+  // fixes how the sums associate. No unrolling: each step waits for the one before.
   void scan_loop(Value* lo, Value* hi) {
-    int w = S.vector_width;
+    int w = kScanLanes;
     Value* main_end = B.CreateAdd(lo, B.CreateMul(B.CreateSDiv(B.CreateSub(hi, lo), B.getInt64(w)), B.getInt64(w)));
     auto step = [&](Value* j, Value* mask, const Carried& c) {
       scan_carry = c;

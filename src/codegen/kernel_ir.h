@@ -93,9 +93,13 @@ enum class Op : uint8_t {
   // per element: the sum of `a` over the row's elements up to and including this one (CumSum). `imm` bit 0
   // (kScanExclusive): up to but excluding it; bit 1 (kScanReverse): from the row's end. Every scan of a kernel
   // runs in one direction, and no row reduction reads one (reductions run in passes before the scans' pass).
+  // One association order, whatever the schedule: along a row, blocks of kScanLanes elements from the row's
+  // start, each summed by log2(kScanLanes) shifted adds and added to the sum of the blocks before (after); down a
+  // column (columns kernels), element after element.
   scan_sum,
 };
 constexpr int kScanExclusive = 1, kScanReverse = 2;
+constexpr int kScanLanes = 16;
 const char* op_name(Op op);
 bool is_row_reduction(Op op);
 // exp, log, tanh, erf, sin, cos, tan, atan, pow: polynomial code (or calls) several times the cost of a load and a
