@@ -607,7 +607,7 @@ class Emitter {
     const Expr& x = K.exprs[size_t(e)];
     Value* r;
     if (uniform[size_t(e)]) r = K.columns ? uval[size_t(e)] : splat(uval[size_t(e)], l.w);
-    else if (x.op == Op::load) r = load(x, l);
+    else if (x.op == Op::load) r = x.imm != 0 ? shifted_load(x, l) : load(x, l);
     else if (x.op == Op::row_index) r = K.columns ? splat_i64(column_pos, l.w) : positions(l.j, l.w);
     else if (x.op == Op::scan_sum) r = scan(e, elem(x.a, l, memo), l);
     else {
@@ -620,6 +620,26 @@ class Emitter {
     return r;
   }
 
+  // The elements x.imm positions further along the row (down the columns), 0 beyond the row's ends.
+  Value* shifted_load(const Expr& x, const Lanes& l) {
+    Value* k = B.getInt64(uint64_t(int64_t(x.imm)));
+    if (!K.columns) {  // lanes past either end of the row are masked off (and load nothing)
+      Value* j = B.CreateAdd(l.j, k);
+      Value* pos = positions(j, l.w);
+      Value* in = B.CreateAnd(B.CreateICmpSGE(pos, llvm::Constant::getNullValue(pos->getType())),
+                              B.CreateICmpSLT(pos, B.CreateVectorSplat(unsigned(l.w), dim[size_t(K.rank) - 1])));
+      return load(x, {l.w, j, l.mask ? B.CreateAnd(l.mask, in) : in});
+    }
+    // Columns: one position for all lanes; past the ends, the column's own element is read and replaced by 0.
+    size_t o = size_t(x.operand), d = size_t(K.rank) - 2;
+    Value* at = B.CreateAdd(column_pos, k);
+    Value* in = B.CreateAnd(B.CreateICmpSGE(at, B.getInt64(0)), B.CreateICmpSLT(at, dim[d]));
+    Value* saved = row_off[o];
+    row_off[o] = B.CreateAdd(saved, B.CreateMul(B.CreateSelect(in, k, B.getInt64(0)), stride[o][d]));
+    Value* v = load(x, l);
+    row_off[o] = saved;
+    return B.CreateSelect(in, v, llvm::Constant::getNullValue(v->getType()));
+  }
   Value* load(const Expr& x, const Lanes& l) {
     size_t o = size_t(x.operand);
     const Operand& op = K.operands[o];

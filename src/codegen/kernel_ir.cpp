@@ -98,6 +98,11 @@ bool Kernel::has_scans() const {
     if (e.op == Op::scan_sum) return true;
   return false;
 }
+bool Kernel::has_shifted_loads() const {
+  for (const Expr& e : exprs)
+    if (e.op == Op::load && e.imm != 0) return true;
+  return false;
+}
 bool Kernel::scans_reverse() const {
   for (const Expr& e : exprs)
     if (e.op == Op::scan_sum) return (int(e.imm) & kScanReverse) != 0;
@@ -110,7 +115,7 @@ std::vector<bool> Kernel::row_uniform() const {
     const Expr& e = exprs[i];
     if (e.op == Op::load) {
       const Operand& o = operands[size_t(e.operand)];
-      u[i] = columns ? o.column_broadcast : o.inner == Access::broadcast;
+      u[i] = e.imm == 0 && (columns ? o.column_broadcast : o.inner == Access::broadcast);
     }
     else if (e.op == Op::constant || e.op == Op::row_size || is_row_reduction(e.op)) u[i] = true;
     else if (e.op == Op::row_index || e.op == Op::scan_sum) u[i] = false;
@@ -204,6 +209,11 @@ void Kernel::validate() const {
                     "kernel IR: %", i, " loads operand ", e.operand, ", which is not an input");
         CUVIL_CHECK(scalar_of(operands[size_t(e.operand)].dtype) == e.type, "kernel IR: %", i, " loads as ",
                     scalar_name(e.type), " an operand stored as ", dtype_name(operands[size_t(e.operand)].dtype));
+        if (e.imm != 0) {
+          const Operand& o = operands[size_t(e.operand)];
+          CUVIL_CHECK(e.imm == double(int64_t(e.imm)) && (columns ? !o.column_broadcast : o.inner != Access::broadcast),
+                      "kernel IR: %", i, " shifts along a row its operand does not run along, or not by a whole number");
+        }
         break;
       }
       case Op::row_size: CUVIL_CHECK(is_float(e.type), "kernel IR: row_size is a float"); break;
@@ -319,6 +329,7 @@ std::string Kernel::str() const {
     const Expr& e = exprs[i];
     s += "  %" + std::to_string(i) + " = " + op_name(e.op) + "." + scalar_name(e.type);
     if (e.op == Op::load) s += " @" + std::to_string(e.operand);
+    if (e.op == Op::load && e.imm != 0) s += " shift " + std::to_string(int64_t(e.imm));
     if (e.op == Op::constant) {
       std::snprintf(buf, sizeof buf, " %.17g", e.imm);
       s += buf;

@@ -54,7 +54,8 @@ struct Operand {
 
 enum class Op : uint8_t {
   // leaves
-  load,       // operand `operand`
+  load,       // operand `operand`; `imm` != 0 (row kernels): the element `imm` positions further along the row,
+              // 0 beyond the row's ends (LRN's window over the channels)
   constant,   // `imm`
   row_size,   // the size of a row as f32 (LayerNorm's and ReduceMean's divisor)
   row_index,  // i64: the element's position within its row (Hardmax's one-hot)
@@ -130,8 +131,9 @@ struct Kernel {
 
   bool has_row_reductions() const;
   bool has_scans() const;
-  // Whether the kernel runs row by row (column by column): it has row reductions or scans.
-  bool has_rows() const { return has_row_reductions() || has_scans(); }
+  bool has_shifted_loads() const;
+  // Whether the kernel runs row by row (column by column): it has row reductions, scans or shifted loads.
+  bool has_rows() const { return has_row_reductions() || has_scans() || has_shifted_loads(); }
   // Whether its scans run from the rows' ends (all of them do, or none).
   bool scans_reverse() const;
   // Whether expr i has one value per row (depends only on constants, loads broadcast along the row and row

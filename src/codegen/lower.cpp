@@ -50,7 +50,7 @@ bool f64_capable(OpKind op) {
     case OpKind::Sigmoid: case OpKind::Softplus: case OpKind::Gelu: case OpKind::Softmax: case OpKind::LogSoftmax:
     case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: case OpKind::Elu: case OpKind::Celu:
     case OpKind::Selu: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asin: case OpKind::Acos:
-    case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh: case OpKind::CumSum:
+    case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh: case OpKind::CumSum: case OpKind::LRN:
       return true;
     default: return false;
   }
@@ -205,11 +205,16 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
       auto axes = normalized_axes(at.ints("axes"), r);
       return axes ? block_of_sized(*axes, n, r) : std::nullopt;
     }
+    case OpKind::LRN:  // a window over the channels (dim 1); of one channel: element-wise
+      if (r < 2) return std::nullopt;
+      if (at.i("size") == 1 || n.input(0)->shape()[1] == Dim(1)) return ReducedBlock{};
+      return ReducedBlock{1, int(r - 2), ReducedBlock::Kind::window};
     case OpKind::CumSum: {
       auto axis = scalar_input(n, 1);
       if (!axis || *axis != std::floor(*axis) || *axis < double(-r) || *axis >= double(r)) return std::nullopt;
       int64_t a = int64_t(*axis) < 0 ? int64_t(*axis) + r : int64_t(*axis);
-      return ReducedBlock{1, int(r - 1 - a), at.i("reverse") != 0 ? ReducedBlock::Scan::reverse : ReducedBlock::Scan::forward};
+      return ReducedBlock{1, int(r - 1 - a),
+                          at.i("reverse") != 0 ? ReducedBlock::Kind::reverse_scan : ReducedBlock::Kind::scan};
     }
     default: {
       if (!is_reduce_op(n.op())) return ReducedBlock{};
@@ -306,6 +311,10 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::Hardmax:
       if (!float_only) return refuse(why, "generated only for floats");
       return reduced_block(n).has_value() || refuse(why, "the axis is not known");
+    case OpKind::LRN:
+      if (!float_only) return refuse(why, "generated only for floats");
+      if (AttrReader(n).i("size") <= 0) return refuse(why, "size is not positive");  // the reference reports it
+      return reduced_block(n).has_value() || refuse(why, "input rank below 2");
     case OpKind::CumSum:  // (the schema's types: numbers)
       if (!n.input(1) || !n.input(1)->is_constant() || is_float(n.input(1)->dtype()))
         return refuse(why, "the axis is not a constant integer");
@@ -727,6 +736,30 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::BatchNormalization: {  // (x - mean) / sqrt(var + eps) * scale + B, parameters per channel
       int inv = L.bin(Op::div, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, in[4], L.cst(at.f("epsilon")))));
       out[0] = L.bin(Op::add, L.bin(Op::mul, L.bin(Op::mul, L.bin(Op::sub, x, in[3]), inv), in[1]), in[2]);
+      return true;
+    }
+    case OpKind::LRN: {
+      // x / (bias + alpha / size * sum of squares)^beta, the sum over the channels [c - floor((size - 1) / 2),
+      // c + ceil((size - 1) / 2)] within range, in the reference's order: loads shifted along the channels (0 past
+      // either end) of the input, which must be read from memory (fusion keeps LRN's producer out of its group).
+      const Expr& xe = L.k.exprs[size_t(x)];
+      if (xe.op != Op::load || xe.imm != 0) return refuse(why, n.describe(), ": its input is computed in the kernel");
+      int64_t size = at.i("size"), before = (size - 1) / 2;
+      // A window of one channel (size 1, or one channel known at compile time: an element-wise kernel) holds only
+      // the element itself. A kernel over one channel that only run time shows runs op by op.
+      const Operand& xo = L.k.operands[size_t(xe.operand)];
+      bool one = reduced_block(n)->count == 0;
+      if (!one && (L.k.columns ? xo.column_broadcast : xo.inner == Access::broadcast))
+        return refuse(why, n.describe(), ": a window over one channel");
+      int sq = -1;
+      for (int64_t k = one ? 0 : -before; k < (one ? 1 : size - before); ++k) {
+        int v = L.add(Op::load, tx, -1, -1, -1, double(k));
+        L.k.exprs[size_t(v)].operand = xe.operand;
+        int term = L.bin(Op::mul, v, v);
+        sq = sq < 0 ? term : L.bin(Op::add, sq, term);
+      }
+      int base = L.bin(Op::add, L.cst(at.f("bias"), tx), L.bin(Op::mul, L.cst(double(at.f("alpha")) / double(size), tx), sq));
+      out[0] = L.bin(Op::div, x, L.bin(Op::pow, base, L.cst(at.f("beta"), tx)));
       return true;
     }
     case OpKind::CumSum: {  // running sums as the reference's: floats in f64, rounded once per element

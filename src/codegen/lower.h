@@ -18,16 +18,17 @@ bool storable_dtype(DType t);
 // *why (if given) says what stands in the way.
 bool can_generate(const Node& n, std::string* why = nullptr);
 
-// The dims node n reduces (Softmax family, LayerNormalization, the Reduce ops) or scans (CumSum): a block of
-// `count` consecutive dims of its input followed by `after` dims that are not reduced (0: the block is trailing,
-// a row kernel; otherwise a columns kernel). count 0 for element-wise ops; nullopt when the reduced axes are not
-// one block or not known at compile time. A scan's block differs from a reduction's over the same dims (one
-// kernel does not both reduce and scan) and from a scan's in the other direction.
+// The dims node n reduces (Softmax family, LayerNormalization, the Reduce ops), scans (CumSum) or looks across
+// (LRN's window over the channels): a block of `count` consecutive dims of its input followed by `after` dims
+// that are not reduced (0: the block is trailing, a row kernel; otherwise a columns kernel). count 0 for
+// element-wise ops; nullopt when the reduced axes are not one block or not known at compile time. Blocks of
+// different kinds never share a kernel (reductions run in passes before the output pass, where scans and windows
+// work), nor do scans in opposite directions.
 struct ReducedBlock {
-  enum class Scan : uint8_t { none, forward, reverse };
+  enum class Kind : uint8_t { reduce, scan, reverse_scan, window };
   int count = 0;
   int after = 0;
-  Scan scan = Scan::none;
+  Kind kind = Kind::reduce;
   bool operator==(const ReducedBlock&) const = default;
 };
 std::optional<ReducedBlock> reduced_block(const Node& n);

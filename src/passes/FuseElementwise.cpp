@@ -11,7 +11,8 @@
 //
 // A Transpose of a value from outside that keeps the innermost dim starts a group: the kernel reads that value
 // through permuted strides, so the permuted copy is never written (a head split or merge before an element-wise
-// op). A Transpose nothing joins stays as it is.
+// op). A Transpose nothing joins stays as it is. LRN starts a group too: its window reads neighbouring channels
+// of its input from memory.
 //
 // Runs last in the pipeline: convolutions and matrix products have already taken their epilogues as oneDNN
 // post-ops, and layouts are fixed (a group works on the shapes the IR states).
@@ -36,7 +37,9 @@ struct Group {
   // of one per row (the space with the reduced dims at 1).
   bool fits(const Shape& s, const codegen::ReducedBlock& r) const {
     if (s == space) return r.count == 0 || red.count == 0 || r == red;
-    if (r.count > 0 || red.count == 0 || red.scan != codegen::ReducedBlock::Scan::none || !space.rank_known() || !s.rank_known() || s.rank() != space.rank()) return false;
+    if (r.count > 0 || red.count == 0 || red.kind != codegen::ReducedBlock::Kind::reduce || !space.rank_known() ||
+        !s.rank_known() || s.rank() != space.rank())
+      return false;
     size_t hi = space.rank() - size_t(red.after), lo = hi - size_t(red.count);
     for (size_t d = 0; d < space.rank(); ++d)
       if (!(d >= lo && d < hi ? s.dims()[d] == Dim(1) : s.dims()[d] == space.dims()[d])) return false;
@@ -126,8 +129,9 @@ struct Grouping {
         const Value* u = m.input(j);
         if (!u || !u->producer() || u->graph() != &g) continue;
         if (member(u->producer())) {
-          // A Transpose reads a kernel input; so does an integer division its divisor (checked for zeros).
-          if (m.op() == OpKind::Transpose || codegen::is_integer_divisor(m, j)) return false;
+          // A Transpose reads a kernel input, as does LRN (its window reads neighbouring channels from memory)
+          // and an integer division its divisor (checked for zeros).
+          if (m.op() == OpKind::Transpose || m.op() == OpKind::LRN || codegen::is_integer_divisor(m, j)) return false;
         } else if (index.at(u->producer()) >= first) {
           return false;
         }
@@ -173,8 +177,10 @@ std::vector<Group> find_groups(Graph& g) {
     auto sp = node_space(*n);
     if (!sp) continue;
     auto& [space, red] = *sp;
-    // A Transpose is a strided read of a kernel input: it starts a group, never reads a member's result.
-    std::vector<size_t> cand = gr.candidates(n->op() == OpKind::Transpose ? kNone : n->inputs(), space, red);
+    // A Transpose is a strided read of a kernel input, LRN's window a read of neighbouring channels: each starts
+    // a group, never reads a member's result.
+    bool reads_input = n->op() == OpKind::Transpose || n->op() == OpKind::LRN;
+    std::vector<size_t> cand = gr.candidates(reads_input ? kNone : n->inputs(), space, red);
     // Producers in several groups (a Where of three branches): all of them and n become one group if they can;
     // else n joins the first of them it can.
     std::optional<size_t> joined;

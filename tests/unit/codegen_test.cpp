@@ -890,6 +890,33 @@ TEST(Codegen, CumSumScans) {
   check_fused_graph(h, {random_tensor(DType::f32, {4, 45}, seed++, false)}, 1e-6, "CumSum, Softmax, reverse CumSum", 3);
 }
 
+// LRN generates: each output reads the channels of its window through loads shifted along the channels (0 past
+// either end), as a columns kernel over NCHW or a row kernel over [N, C]; odd and even window sizes, a window
+// wider than the channels, one channel (element-wise), 16-bit floats and f64 (the C library's pow: within f64
+// rounding of the reference). Its producer stays out of its kernel (the window reads memory); a consumer joins.
+TEST(Codegen, LocalResponseNormalization) {
+  uint32_t seed = 1600;
+  for (Ints shape : {Ints{1, 7, 5, 5}, Ints{2, 13}, Ints{1, 96, 13, 13}, Ints{2, 3, 4}, Ints{1, 1, 9}})
+    for (int64_t size : {1, 2, 3, 5, 9}) {
+      std::string what = Shape::of(shape).str() + " size " + std::to_string(size);
+      AttrMap attrs{{"size", size}, {"alpha", 2e-4}, {"beta", 0.75}, {"bias", 1.5}};
+      check_op(OpKind::LRN, {input(random_tensor(DType::f32, shape, seed++, false, -20, 20))}, attrs, 2e-6, "f32 " + what);
+      check_op(OpKind::LRN, {input(random_tensor(DType::f64, shape, seed++, false))}, attrs, 1e-14, "f64 " + what);
+    }
+  AttrMap big{{"size", int64_t(5)}, {"alpha", 0.5}, {"beta", 0.6}, {"bias", 2.0}};
+  check_op(OpKind::LRN, {input(random_tensor(DType::f32, {2, 11, 3, 7}, seed++))}, big, 2e-6, "specials");
+  check_op(OpKind::LRN, {input(random_tensor(DType::f16, {1, 6, 5, 5}, seed++))}, big, 1.0 / 1024, "f16");
+  check_op(OpKind::LRN, {input(random_tensor(DType::bf16, {1, 6, 5, 5}, seed++))}, big, 1.0 / 128, "bf16");
+  // Relu -> LRN -> Mul: the Relu is its own kernel, the Mul joins the LRN's.
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::f32, Shape({Dim(1), Dim(8), Dim(6), Dim(6)})});
+  Value* r = g->add_node(OpKind::Relu, {x}, {"r"})->output(0);
+  Value* n = g->add_node(OpKind::LRN, {r}, {"n"}, {{"size", int64_t(3)}})->output(0);
+  g->add_output(g->add_node(OpKind::Mul, {n, g->add_constant("k", Tensor::scalar<float>(3))}, {"y"})->output(0));
+  infer_shapes(*g);
+  check_fused_graph(g, {random_tensor(DType::f32, {1, 8, 6, 6}, seed++)}, 2e-6, "Relu-LRN-Mul", 2);
+}
+
 // Reductions over axes that stay scattered once those of size 1 are set aside: split-reductions makes them chains of
 // one-block reductions, each generated (every node after fusion is a generated kernel), matching the reference's
 // one pass; keepdims both ways, 16-bit floats, f32 products that overflow f32 midway, integers, specials, and
