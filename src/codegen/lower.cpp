@@ -297,13 +297,13 @@ bool can_generate(const Node& n, std::string* why) {
       return !(d && *d == 0) || refuse(why, "division by the constant 0");
     }
     case OpKind::Pow: {
-      // A constant scalar exponent of any dtype when f32 holds it exactly (any, for an f64 base); a float tensor
-      // exponent.
+      // Float bases: any exponent. Integer bases (i32, i64): a float exponent, or a constant integer one of at
+      // least 0; an integer exponent tensor may raise 0 to a negative power, which the reference reports.
+      if (floating(t0)) return true;
+      if (t0 != DType::i32 && t0 != DType::i64) return refuse(why, "base dtype ", dtype_name(t0), " is not generated");
       auto e = scalar_input(n, 1);
-      bool exponent = e ? t0 == DType::f64 || double(float(*e)) == *e : floating(n.input(1)->dtype());
-      if (!floating(t0) || !exponent)
-        return refuse(why, "only float Pow with a float exponent (or a constant one f32 holds exactly) is generated");
-      return true;
+      bool exponent = floating(n.input(1)->dtype()) || (e && *e >= 0 && *e == std::floor(*e));
+      return exponent || refuse(why, "an integer base with an integer exponent that is not a constant of at least 0");
     }
     case OpKind::ArgMax: case OpKind::ArgMin:
       if (!numeric(t0)) return refuse(why, "dtype ", dtype_name(t0), " is not generated");
@@ -679,11 +679,30 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
     case OpKind::Mean: out[0] = L.bin(Op::div, fold(Op::add), L.cst(double(in.size()))); return true;
     case OpKind::Pow: {  // small constant powers as products (within 1.5 ulp), the rest as C's pow
       auto e = scalar_input(n, 1);
+      auto c_pow = [&] {  // C's pow on the f64 values, as the reference
+        return L.bin(Op::pow, L.cast(x, Scalar::f64), L.cast(in[1], Scalar::f64));
+      };
+      if (!is_float(tx)) {  // an integer base: a float exponent through C's pow, truncated (saturating) back
+        if (is_float(L.type(in[1]))) {
+          out[0] = L.cast(c_pow(), tx);
+          return true;
+        }
+        // a constant exponent of at least 0 (can_generate): by squaring, wrapping as the reference's
+        int r = -1, b = x;  // r: the product so far (-1: none yet, 1)
+        for (auto k = uint64_t(*e); k; k >>= 1) {
+          if (k & 1) r = r < 0 ? b : L.bin(Op::mul, r, b);
+          if (k > 1) b = L.bin(Op::mul, b, b);
+        }
+        out[0] = r < 0 ? L.cst(1, tx) : r;
+        return true;
+      }
+      // A float exponent, or a constant one f32 holds exactly, meets an f32 base in the emitter's pow; anything
+      // else (an f64 value, an integer tensor, a constant f32 would round) through C's.
+      bool f32_exponent = e ? double(float(*e)) == *e : L.type(in[1]) == Scalar::f32;
       if (e && *e == 1) out[0] = x;
       else if (e && *e == 2) out[0] = L.bin(Op::mul, x, x);
       else if (e && *e == 3 && tx != Scalar::f64) out[0] = L.bin(Op::mul, L.bin(Op::mul, x, x), x);
-      else if (tx == Scalar::f64 || L.type(in[1]) == Scalar::f64)  // C's pow on the f64 values, as the reference
-        out[0] = L.bin(Op::pow, L.cast(x, Scalar::f64), L.cast(in[1], Scalar::f64));
+      else if (tx == Scalar::f64 || !f32_exponent) out[0] = L.cast(c_pow(), tx);
       else out[0] = L.bin(Op::pow, x, L.cast(in[1], Scalar::f32));
       return true;
     }
