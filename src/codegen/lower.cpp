@@ -128,6 +128,10 @@ bool channel_param(const Node& n, size_t i) {
 
 // The ops whose result holds one value per row (with or without the reduced dims: keepdims).
 bool reduces_to_rows(OpKind op) { return is_reduce_op(op) || op == OpKind::ArgMax || op == OpKind::ArgMin; }
+// Whether output o of n holds one value per row: a reduction's, or LayerNormalization's Mean and InvStdDev.
+bool row_result(const Node& n, size_t o) {
+  return reduces_to_rows(n.op()) || (n.op() == OpKind::LayerNormalization && o > 0);
+}
 
 }  // namespace
 
@@ -272,6 +276,11 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Equal: return true;
     case OpKind::And: case OpKind::Or: case OpKind::Xor: case OpKind::Not: return true;  // bool by the schema
     case OpKind::Where: case OpKind::Cast: case OpKind::Identity: return true;
+    case OpKind::Dropout: {  // the identity, and a mask of trues, unless training with a ratio above 0 (random)
+      auto training = scalar_input(n, 2), ratio = scalar_input(n, 1);
+      bool identity = !n.input(2) || (training && *training == 0) || (ratio && *ratio == 0);
+      return identity || refuse(why, "training-mode dropout is random");
+    }
     case OpKind::MeanVarianceNormalization:
       if (!float_only) return refuse(why, "generated only for floats");
       return reduced_block(n).has_value() || refuse(why, "the axes (less those of size 1) are not one block");
@@ -321,7 +330,6 @@ bool can_generate(const Node& n, std::string* why) {
       return reduced_block(n).has_value() || refuse(why, "the axis is out of range");  // the reference reports it
     case OpKind::LayerNormalization:
       if (!float_only) return refuse(why, "generated only for floats");
-      if (n.num_outputs() != 1) return refuse(why, "the Mean and InvStdDev outputs are not generated");
       return reduced_block(n).has_value() || refuse(why, "the normalized axes are not known");
     case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::ReduceMin:
     case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceSumSquare:
@@ -404,11 +412,16 @@ class Lowering {
   int odd(int x, int f_of_abs) {
     return sel(cmp(Op::lt, x, cst(0)), un(Op::neg, f_of_abs), sel(cmp(Op::eq, x, cst(0)), x, f_of_abs));
   }
-  // x - mean and the variance (the mean of the squares of that) over the row: the normalizations' statistics.
-  std::pair<int, int> centred_and_variance(int x) {
+  // The mean over the row, x - mean and the variance (the mean of the squares of that): the normalizations'
+  // statistics.
+  struct Moments {
+    int mean, centred, variance;
+  };
+  Moments moments(int x) {
     int count = add(Op::row_size, type(x));
-    int d = bin(Op::sub, x, bin(Op::div, add(Op::row_sum, type(x), x), count));
-    return {d, bin(Op::div, add(Op::row_sum, type(x), bin(Op::mul, d, d)), count)};
+    int mean = bin(Op::div, add(Op::row_sum, type(x), x), count);
+    int d = bin(Op::sub, x, mean);
+    return {mean, d, bin(Op::div, add(Op::row_sum, type(x), bin(Op::mul, d, d)), count)};
   }
   // e^|x| / 2 for |x| > 20 without overflowing before the result does: (e^(|x|/2))^2 / 2.
   int half_exp_large(int a) {
@@ -486,6 +499,10 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
   }
   switch (n.op()) {
     case OpKind::Identity: out[0] = x; return true;
+    case OpKind::Dropout:  // inference (can_generate): the input, and a mask of trues
+      out[0] = x;
+      if (out.size() > 1) out[1] = L.cst(1, Scalar::i1);
+      return true;
     case OpKind::BitShift: {  // shifts of the type's width or more give 0; the result wraps at the node's output
       int bits = int(dtype_size(n.output(0)->dtype()) * 8);
       int shifted = L.bin(at.s("direction") == "LEFT" ? Op::shl : Op::lshr, x, in[1]);
@@ -728,11 +745,14 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       return true;
     }
     case OpKind::LayerNormalization: {
-      auto [d, var] = L.centred_and_variance(x);
+      auto [mean, d, var] = L.moments(x);
       int inv = L.bin(Op::div, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, var, L.cst(at.f("epsilon")))));
       int y = L.bin(Op::mul, L.bin(Op::mul, d, inv), in[1]);
       if (n.input(2)) y = L.bin(Op::add, y, in[2]);
       out[0] = y;
+      // The optional Mean and InvStdDev outputs: one value per row.
+      if (out.size() > 1) out[1] = mean;
+      if (out.size() > 2) out[2] = inv;
       return true;
     }
     case OpKind::ReduceSum: out[0] = L.add(Op::row_sum, tx, x); return true;
@@ -742,13 +762,13 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       out[0] = L.bin(Op::div, L.add(Op::row_sum, tx, x), L.add(Op::row_size, tx));
       return true;
     case OpKind::InstanceNormalization: {  // in[1], in[2]: the channel views of scale and B
-      auto [d, var] = L.centred_and_variance(x);
+      auto [mean, d, var] = L.moments(x);
       int inv = L.bin(Op::div, L.cst(1), L.un(Op::sqrt, L.bin(Op::add, var, L.cst(at.f("epsilon")))));
       out[0] = L.bin(Op::add, L.bin(Op::mul, L.bin(Op::mul, d, inv), in[1]), in[2]);
       return true;
     }
     case OpKind::MeanVarianceNormalization: {  // (x - mean) / (sqrt(var) + 1e-9), as ONNX's function body
-      auto [d, var] = L.centred_and_variance(x);
+      auto [mean, d, var] = L.moments(x);
       out[0] = L.bin(Op::div, d, L.bin(Op::add, L.un(Op::sqrt, var), L.cst(1e-9)));
       return true;
     }
@@ -903,13 +923,13 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       if (!v || is_axes_input(*n, i)) continue;
       if (v->is_constant() ? v->constant().numel() != 1 : dims_of(v) == space && space != row_keep) row_inputs = false;
     }
-    for (const Value* v : n->outputs()) {
-      auto d = dims_of(v);
+    for (size_t o = 0; o < n->num_outputs(); ++o) {
+      auto d = dims_of(n->output(o));
       // (Without keepdims a reduction also drops the reduced axes of size 1 outside the block.)
       bool full = d == space,
-           row = k > 0 && (d == row_keep || (is_row_only(v) && without_ones(d) == without_ones(row_shape)));
+           row = k > 0 && (d == row_keep || (is_row_only(n->output(o)) && without_ones(d) == without_ones(row_shape)));
       if (!full && !row) return no(n->describe(), ": output shape does not cover the iteration space");
-      if (!full && !reduces_to_rows(n->op()) && (reduces || !row_inputs))
+      if (!full && !row_result(*n, o) && (reduces || !row_inputs))
         return no(n->describe(), ": one value per row from an op that does not reduce");
     }
   }

@@ -286,6 +286,24 @@ TEST(Codegen, VariadicClipPowAndConstants) {
   }
 }
 
+// Dropout in inference (no training_mode, a constant false one, or a ratio of 0) is the identity, with a mask of
+// trues; training with a ratio above 0 is random and stays with the reference kernel, which reports it.
+TEST(Codegen, InferenceDropout) {
+  Tensor x = random_tensor(DType::f32, {5, 33}, 1);
+  check_op(OpKind::Dropout, {input(x)}, {}, 0, "no training_mode");
+  OneOp masked = build_op(OpKind::Dropout, {input(x), constant(Tensor::scalar<float>(0.3f)),
+                                            constant(Tensor::scalar<bool>(false))}, {}, 2);
+  check_fused_graph(masked.g, masked.feeds, 0, "with its mask", 1);
+  OneOp zero = build_op(OpKind::Dropout, {input(x), constant(Tensor::scalar<float>(0.0f)),
+                                          constant(Tensor::scalar<bool>(true))}, {}, 2);
+  check_fused_graph(zero.g, zero.feeds, 0, "training with ratio 0", 1);
+  std::string why;
+  OneOp random = build_op(OpKind::Dropout, {input(x), constant(Tensor::scalar<float>(0.3f)),
+                                            constant(Tensor::scalar<bool>(true))});
+  EXPECT_FALSE(can_generate(*random.node, &why));
+  EXPECT_NE(why.find("random"), std::string::npos) << why;
+}
+
 TEST(Codegen, RowReductions) {
   uint32_t seed = 300;
   for (Ints shape : {Ints{1}, Ints{5}, Ints{3, 31}, Ints{2, 3, 64}, Ints{4, 1000}, Ints{2, 1}, Ints{7, 33}}) {
@@ -296,6 +314,14 @@ TEST(Codegen, RowReductions) {
     Tensor scale = random_tensor(DType::f32, {last}, seed++, false), bias = random_tensor(DType::f32, {last}, seed++, false);
     check_op(OpKind::LayerNormalization, {input(x), input(scale), input(bias)}, {{"epsilon", 1e-5}}, 2e-5, "LayerNorm");
     check_op(OpKind::LayerNormalization, {input(x), constant(scale), absent()}, {}, 2e-5, "LayerNorm no bias");
+    // With the Mean and InvStdDev outputs (one value per row), over the last axis and, where there is one, two.
+    for (int64_t axis : {int64_t(-1), int64_t(shape.size() > 1 ? -2 : -1)}) {
+      Tensor sc = random_tensor(DType::f32, {axis == -1 ? last : shape[shape.size() - 2] * last}, 7000 + seed, false);
+      if (axis == -2) sc = Tensor::from_vector<float>(std::vector<float>(sc.data<float>(), sc.data<float>() + sc.numel()),
+                                                      {shape[shape.size() - 2], last});
+      OneOp three = build_op(OpKind::LayerNormalization, {input(x), input(sc)}, {{"axis", axis}}, 3);
+      check_fused_graph(three.g, three.feeds, 2e-5, "LayerNorm with Mean and InvStdDev, axis " + std::to_string(axis), 1);
+    }
     Tensor near_one = random_tensor(DType::f32, shape, seed++, false, 0.5f, 1.5f);  // positive sums
     for (int64_t keep : {0, 1}) {
       for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin, OpKind::ReduceL1,
