@@ -462,10 +462,15 @@ TEST(Codegen, DoublePrecision) {
   check_op(OpKind::Elu, {input(d)}, {{"alpha", 1.5}}, 0, "f64 Elu");
   check_op(OpKind::Celu, {input(d)}, {{"alpha", 0.7}}, 0, "f64 Celu");
   check_op(OpKind::Selu, {input(d)}, {}, 1e-14, "f64 Selu");
-  std::string why;
-  OneOp h = build_op(OpKind::Cast, {input(random_tensor(DType::f64, {3}, 1))}, {{"to", int64_t(dtype_onnx_id(DType::f16))}});
-  EXPECT_FALSE(can_generate(*h.node, &why));
-  EXPECT_NE(why.find("16-bit"), std::string::npos) << why;
+  // f64 -> f16/bf16 through f32, as the reference converts (the same two roundings; bf16 truncates): equal bits,
+  // halfway cases, overflow and values below f32's range included.
+  Tensor h = random_tensor(DType::f64, {3, 67}, seed++, true);
+  const double hs[] = {1.0 + 1.0 / 2048, 1.0 + 3.0 / 2048, 65520.0, 65519.99, 1e300, 1e-300, -5.960464477539063e-08,
+                       1.0 + 1.0 / 256 + 1e-12};
+  for (size_t i = 0; i < std::size(hs); ++i) h.data<double>()[i * 7 + 1] = hs[i];
+  for (DType to : {DType::f16, DType::bf16})
+    check_op(OpKind::Cast, {input(h)}, {{"to", int64_t(dtype_onnx_id(to))}}, 0, "Cast f64->" + std::string(dtype_name(to)));
+  check_op(OpKind::Pow, {input(random_tensor(DType::f16, {3, 67}, seed++)), input(e)}, {}, 0, "f16 Pow f64 exponent");
 }
 
 // A narrow-integer tensor holding `values` (each within the type).
