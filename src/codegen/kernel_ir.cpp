@@ -1,6 +1,7 @@
 #include "codegen/kernel_ir.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "support/error.h"
@@ -39,7 +40,7 @@ const char* op_name(Op op) {
     CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(idiv) CASE(irem) CASE(shl) CASE(lshr) CASE(wrap_s) CASE(wrap_u) CASE(row_prod)
     CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16) CASE(row_index) CASE(row_argmax) CASE(row_argmin)
     CASE(row_max_num) CASE(fmod) CASE(expm1) CASE(sinh) CASE(cosh) CASE(asin) CASE(acos) CASE(asinh) CASE(acosh)
-    CASE(atanh) CASE(scan_sum)
+    CASE(atanh) CASE(scan_sum) CASE(row_topk) CASE(row_topk_index)
 #undef CASE
   }
   return "?";
@@ -47,7 +48,7 @@ const char* op_name(Op op) {
 
 bool is_row_reduction(Op op) {
   return op == Op::row_sum || op == Op::row_max || op == Op::row_min || op == Op::row_prod || op == Op::row_argmax ||
-         op == Op::row_argmin || op == Op::row_max_num;
+         op == Op::row_argmin || op == Op::row_max_num || op == Op::row_topk || op == Op::row_topk_index;
 }
 bool is_transcendental(Op op) {
   switch (op) {
@@ -237,6 +238,14 @@ void Kernel::validate() const {
       case Op::row_index:
         CUVIL_CHECK(e.type == Scalar::i64 && has_rows(), "kernel IR: row_index is i64, in a row kernel");
         break;
+      case Op::row_topk:
+        CUVIL_CHECK(e.type == type_of(0) && e.type != Scalar::i1 && e.imm != 0 && e.imm == double(int64_t(e.imm)),
+                    "kernel IR: %", i, " (row_topk) needs a number and a count");
+        break;
+      case Op::row_topk_index:
+        CUVIL_CHECK(e.type == Scalar::i64 && exprs[size_t(e.a)].op == Op::row_topk, "kernel IR: %", i,
+                    " takes the positions of a row_topk");
+        break;
       case Op::scan_sum:
         CUVIL_CHECK(e.type != Scalar::i1 && type_of(0) == e.type && e.imm >= 0 && e.imm <= 3, "kernel IR: %", i,
                     " scans a non-number or has unknown flags");
@@ -306,6 +315,12 @@ void Kernel::validate() const {
     const Operand& o = operands[size_t(s.operand)];
     CUVIL_CHECK(scalar_of(o.dtype) == exprs[size_t(s.expr)].type, "kernel IR: a store of ",
                 scalar_name(exprs[size_t(s.expr)].type), " into ", dtype_name(o.dtype));
+    bool topk = exprs[size_t(s.expr)].op == Op::row_topk || exprs[size_t(s.expr)].op == Op::row_topk_index;
+    if (topk || o.entries > 0) {
+      const Expr& t = exprs[size_t(exprs[size_t(s.expr)].op == Op::row_topk ? s.expr : exprs[size_t(s.expr)].a)];
+      CUVIL_CHECK(topk && o.per_row && o.entries == std::abs(int64_t(t.imm)), "kernel IR: TopK results go to an output of ",
+                  "as many entries per row, and only they");
+    }
     if (o.per_row) {
       CUVIL_CHECK(rows && uniform[size_t(s.expr)], "kernel IR: a per-row output must hold a row-uniform value");
       CUVIL_CHECK(o.inner == (columns ? Access::contiguous : Access::broadcast),
@@ -322,7 +337,8 @@ std::string Kernel::str() const {
   for (size_t i = 0; i < operands.size(); ++i) {
     const Operand& o = operands[i];
     s += std::string(o.is_output ? "  out" : "  in") + std::to_string(i) + ": " + std::string(dtype_name(o.dtype)) + " " +
-         access_name(o.inner) + (o.per_row ? " per_row" : "") + (o.column_broadcast ? " column_broadcast" : "") + "\n";
+         access_name(o.inner) + (o.per_row ? " per_row" : "") + (o.column_broadcast ? " column_broadcast" : "") +
+         (o.entries ? " entries " + std::to_string(o.entries) : "") + "\n";
   }
   char buf[64];
   for (size_t i = 0; i < exprs.size(); ++i) {
@@ -336,6 +352,7 @@ std::string Kernel::str() const {
     }
     if ((e.op == Op::row_argmax || e.op == Op::row_argmin) && e.imm != 0) s += " last";
     if (e.op == Op::scan_sum && (int(e.imm) & kScanExclusive)) s += " exclusive";
+    if (e.op == Op::row_topk) s += (e.imm > 0 ? " largest " : " smallest ") + std::to_string(std::abs(int64_t(e.imm)));
     if (e.op == Op::scan_sum && (int(e.imm) & kScanReverse)) s += " reverse";
     if (e.op == Op::wrap_s || e.op == Op::wrap_u) s += " " + std::to_string(int(e.imm));
     for (int a : {e.a, e.b, e.c})

@@ -50,6 +50,8 @@ struct Operand {
   bool per_row = false;  // an output stored once per row (a reduction's result): inner access broadcast in a row
                          // kernel, contiguous in a columns kernel
   bool column_broadcast = false;  // columns kernels: the stride along the reduced dim (rank-2) is 0
+  int entries = 0;  // > 0: an output holding this many values per row (TopK's), the k-th at k times its stride
+                    // along the row (along the reduced dim, columns kernels)
 };
 
 enum class Op : uint8_t {
@@ -98,6 +100,11 @@ enum class Op : uint8_t {
   // start, each summed by log2(kScanLanes) shifted adds and added to the sum of the blocks before (after); down a
   // column (columns kernels), element after element.
   scan_sum,
+  // the K best elements of the row (each lane's column), best first (TopK), stored only into an output with
+  // `entries` K. `imm` K > 0: the largest (a NaN before every number); -K: the smallest (a NaN after every
+  // number). Equal values keep the earlier position first.
+  row_topk,
+  row_topk_index,  // i64: the positions in the column of row_topk `a`'s elements
 };
 constexpr int kScanExclusive = 1, kScanReverse = 2;
 constexpr int kScanLanes = 16;

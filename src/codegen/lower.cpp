@@ -51,6 +51,7 @@ bool f64_capable(OpKind op) {
     case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: case OpKind::Elu: case OpKind::Celu:
     case OpKind::Selu: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asin: case OpKind::Acos:
     case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh: case OpKind::CumSum: case OpKind::LRN:
+    case OpKind::TopK:
       return true;
     default: return false;
   }
@@ -148,7 +149,7 @@ bool is_reduce_op(OpKind op) {
 }
 
 bool is_axes_input(const Node& n, size_t i) {
-  return i == 1 && (is_reduce_op(n.op()) || n.op() == OpKind::CumSum);
+  return i == 1 && (is_reduce_op(n.op()) || n.op() == OpKind::CumSum || n.op() == OpKind::TopK);
 }
 
 bool is_integer_divisor(const Node& n, size_t i) {
@@ -208,6 +209,12 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
     case OpKind::MeanVarianceNormalization: {
       auto axes = normalized_axes(at.ints("axes"), r);
       return axes ? block_of_sized(*axes, n, r) : std::nullopt;
+    }
+    case OpKind::TopK: {
+      int64_t axis = at.i("axis");
+      if (axis < 0) axis += r;
+      if (r < 1 || axis < 0 || axis >= r) return std::nullopt;
+      return ReducedBlock{1, int(r - 1 - axis), ReducedBlock::Kind::select};
     }
     case OpKind::LRN:  // a window over the channels (dim 1); of one channel: element-wise
       if (r < 2) return std::nullopt;
@@ -320,6 +327,12 @@ bool can_generate(const Node& n, std::string* why) {
       if (!float_only) return refuse(why, "generated only for floats");
       if (AttrReader(n).i("size") <= 0) return refuse(why, "size is not positive");  // the reference reports it
       return reduced_block(n).has_value() || refuse(why, "input rank below 2");
+    case OpKind::TopK: {  // K pairs per lane live in registers: small K only (larger ones sort op by op)
+      auto k = scalar_input(n, 1);
+      if (!k || *k < 1 || *k > kMaxGeneratedTopK) return refuse(why, "K is not a constant from 1 to ", kMaxGeneratedTopK);
+      if (!numeric(t0)) return refuse(why, "dtype ", dtype_name(t0), " is not generated");
+      return reduced_block(n).has_value() || refuse(why, "the axis is out of range");
+    }
     case OpKind::CumSum:  // (the schema's types: numbers)
       if (!n.input(1) || !n.input(1)->is_constant() || is_float(n.input(1)->dtype()))
         return refuse(why, "the axis is not a constant integer");
@@ -803,6 +816,12 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       out[0] = L.cast(L.add(Op::scan_sum, t, L.cast(x, t), -1, -1, flags), tx);
       return true;
     }
+    case OpKind::TopK: {  // the K best of each column, then their positions
+      int64_t k = int64_t(*scalar_input(n, 1));
+      out[0] = L.add(Op::row_topk, tx, x, -1, -1, double(at.i("largest") != 0 ? k : -k));
+      if (out.size() > 1) out[1] = L.add(Op::row_topk_index, Scalar::i64, out[0]);
+      return true;
+    }
     case OpKind::ArgMax:
     case OpKind::ArgMin:
       out[0] = L.add(n.op() == OpKind::ArgMax ? Op::row_argmax : Op::row_argmin, Scalar::i64, x, -1, -1,
@@ -866,7 +885,16 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
   // The reduced block (count 0: none), the same for every reduction of the body.
   ReducedBlock red;
   std::vector<const Value*> row_only;  // keepdims=0 reduction results: no place in the full space
+  std::vector<const Value*> entries;   // TopK results: K values per row, where the row has its own length
+  int64_t topk = 0;
   for (const auto& n : body.nodes()) {
+    if (n->op() == OpKind::TopK) {
+      topk = int64_t(*scalar_input(*n, 1));
+      for (const Value* v : n->outputs()) entries.push_back(v);
+    }
+    for (const Value* v : n->inputs())
+      if (std::find(entries.begin(), entries.end(), v) != entries.end())
+        return no(n->describe(), ": reads a TopK result, which is no element of the kernel's space");
     std::string w;
     if (!can_generate(*n, &w)) return no(n->describe(), ": ", w);
     std::optional<ReducedBlock> rn = reduced_block(*n);
@@ -877,7 +905,10 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     bool keep = !reduces_to_rows(n->op()) || AttrReader(*n).i("keepdims") != 0;
     if (!keep) row_only.push_back(n->output(0));
   }
-  auto is_row_only = [&](const Value* v) { return std::find(row_only.begin(), row_only.end(), v) != row_only.end(); };
+  auto is_entries = [&](const Value* v) { return std::find(entries.begin(), entries.end(), v) != entries.end(); };
+  auto is_row_only = [&](const Value* v) {
+    return is_entries(v) || std::find(row_only.begin(), row_only.end(), v) != row_only.end();
+  };
 
   // Inputs that only Transposes read, or only as per-channel parameters: the kernel reads them through other
   // strides (views), never at their own shape, which therefore does not enter the space.
@@ -921,6 +952,12 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     }
     for (size_t o = 0; o < n->num_outputs(); ++o) {
       auto d = dims_of(n->output(o));
+      if (is_entries(n->output(o))) {  // the space with K in place of the row
+        std::vector<int64_t> want = space;
+        want[lo] = topk;
+        if (d != want) return no(n->describe(), ": output shape does not match its input's with K along the axis");
+        continue;
+      }
       // (Without keepdims a reduction also drops the reduced axes of size 1 outside the block.)
       bool full = d == space,
            row = k > 0 && (d == row_keep || (is_row_only(n->output(o)) && without_ones(d) == without_ones(row_shape)));
@@ -940,6 +977,17 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
   }
   for (const Value* v : body.outputs()) {
     auto d = dims_of(v);
+    if (is_entries(v)) {  // K entries per row: contiguous in its own shape, whose row has K elements
+      kern.operands.push_back({v->dtype(), Access::contiguous, true, true, false, int(topk)});
+      std::vector<int64_t> s(r, 0);
+      int64_t step = 1;
+      for (size_t dd = r; dd-- > 0;) {
+        s[dd] = step;
+        step *= dd == lo ? topk : space[dd];
+      }
+      st.push_back(std::move(s));
+      continue;
+    }
     bool per_row = d != space;
     kern.operands.push_back({v->dtype(), per_row ? Access::broadcast : Access::contiguous, true, per_row});
     st.push_back(strides_over(per_row ? row_keep : space, space));
@@ -1045,6 +1093,10 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     int64_t& inner = lk.strides.back();
     Operand& op = kern.operands[o];
     if (op.is_output) {
+      if (op.entries > 0 && !columns) {  // TopK's pairs go along the output's row, at its own stride
+        op.inner = Access::broadcast;
+        continue;
+      }
       if (!op.per_row || columns) {
         if (lk.inner == 1) inner = 1;
         if (inner != 1) return no("internal: output ", o, " is not contiguous along the innermost dim");
@@ -1120,14 +1172,16 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       Scalar want = scalar_of(dt);
       if (L.type(out[o]) != want) out[o] = L.cast(out[o], want);
       // A 16-bit float result is what the reference stores: rounded to nearest even (Cast to bf16 truncates).
-      if (dt == DType::bf16 && n->op() != OpKind::Identity)
-        out[o] = L.un(n->op() == OpKind::Cast ? Op::trunc_bf16 : Op::round_bf16, out[o]);
-      if (dt == DType::f16 && n->op() != OpKind::Identity) out[o] = L.un(Op::round_f16, out[o]);
+      // (Identity and TopK pass their inputs' values on.)
+      bool passes = n->op() == OpKind::Identity || n->op() == OpKind::TopK;
+      if (dt == DType::bf16 && !passes) out[o] = L.un(n->op() == OpKind::Cast ? Op::trunc_bf16 : Op::round_bf16, out[o]);
+      if (dt == DType::f16 && !passes) out[o] = L.un(Op::round_f16, out[o]);
       // A narrow integer result is what the reference stores: its low bits (ops that only pick among their
       // inputs' values need no wrap).
       bool picks = n->op() == OpKind::Identity || n->op() == OpKind::Max || n->op() == OpKind::Min ||
                    n->op() == OpKind::Clip || n->op() == OpKind::Relu || n->op() == OpKind::Where ||
-                   n->op() == OpKind::ReduceMax || n->op() == OpKind::ReduceMin || n->op() == OpKind::Transpose;
+                   n->op() == OpKind::ReduceMax || n->op() == OpKind::ReduceMin || n->op() == OpKind::Transpose ||
+                   n->op() == OpKind::TopK;
       if (narrow_int(dt) && !picks)
         out[o] = L.add(is_signed(dt) ? Op::wrap_s : Op::wrap_u, L.type(out[o]), out[o], -1, -1,
                        double(dtype_size(dt) * 8));

@@ -25,7 +25,7 @@ bool can_generate(const Node& n, std::string* why = nullptr);
 // different kinds never share a kernel (reductions run in passes before the output pass, where scans and windows
 // work), nor do scans in opposite directions.
 struct ReducedBlock {
-  enum class Kind : uint8_t { reduce, scan, reverse_scan, window };
+  enum class Kind : uint8_t { reduce, scan, reverse_scan, window, select };
   int count = 0;
   int after = 0;
   Kind kind = Kind::reduce;
@@ -35,9 +35,12 @@ std::optional<ReducedBlock> reduced_block(const Node& n);
 
 // The Reduce ops: the reductions whose input 1 (axes) the kernel reads at compile time.
 bool is_reduce_op(OpKind op);
-// Whether input i of n is its axes (the Reduce ops' and CumSum's input 1), read at compile time: it stays a
+// Whether input i of n is read at compile time (the Reduce ops' and CumSum's axes, TopK's K): it stays a
 // constant of the kernel's body, never one of the kernel's inputs.
 bool is_axes_input(const Node& n, size_t i);
+
+// The largest K a generated TopK takes: each lane keeps its K best pairs in registers.
+constexpr int kMaxGeneratedTopK = 16;
 
 // Whether input i of n divides integers and is not a constant scalar: the kernel must read it as one of its
 // inputs, which it checks for zeros before running (a value computed inside the kernel cannot be).

@@ -968,6 +968,45 @@ TEST(Codegen, LocalResponseNormalization) {
   check_fused_graph(g, {random_tensor(DType::f32, {1, 8, 6, 6}, seed++)}, 2e-6, "Relu-LRN-Mul", 2);
 }
 
+// TopK generates for K up to kMaxGeneratedTopK: a columns kernel in which each lane keeps its column's K best
+// (value, position) pairs in registers, an element entering by a network of selects. The same values and
+// positions as the reference's partial sort: largest and smallest, NaN (first among the largest, last among the
+// smallest), ties (the earlier position first), K of 1 and of the whole axis, every axis, dtypes.
+TEST(Codegen, TopKGenerates) {
+  uint32_t seed = 1700;
+  struct Case {
+    Ints shape;
+    int64_t axis, k;
+  };
+  for (const Case& c : {Case{{3, 37}, -1, 5}, Case{{2, 40, 7}, 1, 3}, Case{{50, 9}, 0, 1}, Case{{4, 11}, 1, 11},
+                        Case{{2, 3, 33, 4}, 2, 16}, Case{{6, 1000}, 1, 8}, Case{{1, 2, 5}, 2, 2}}) {
+    for (int64_t largest : {1, 0}) {
+      std::string what = Shape::of(c.shape).str() + " axis " + std::to_string(c.axis) + " K " + std::to_string(c.k) +
+                         (largest ? " largest" : " smallest");
+      AttrMap attrs{{"axis", c.axis}, {"largest", largest}};
+      for (DType dt : {DType::f32, DType::i32, DType::f16, DType::u64, DType::f64}) {
+        Tensor x = random_tensor(dt, c.shape, seed++);  // integers in [-5, 5]: many ties
+        OneOp one = build_op(OpKind::TopK, {input(x), constant(vec<int64_t>({c.k}))}, attrs, 2);
+        check_fused_graph(one.g, one.feeds, 0, std::string(dtype_name(dt)) + " " + what, 1);
+      }
+    }
+  }
+  // An element-wise producer joins; a consumer of the results does not (they hold K values per row).
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::f32, Shape({Dim(5), Dim(30)})});
+  Value* e = g->add_node(OpKind::Exp, {x}, {"e"})->output(0);
+  Node* t = g->add_node(OpKind::TopK, {e, g->add_constant("k", vec<int64_t>({4}))}, {"v", "i"}, {{"axis", int64_t(1)}});
+  g->add_output(g->add_node(OpKind::Neg, {t->output(0)}, {"y"})->output(0));
+  g->add_output(t->output(1));
+  infer_shapes(*g);
+  check_fused_graph(g, {random_tensor(DType::f32, {5, 30}, seed++)}, 1e-6, "Exp-TopK-Neg", 2);
+  std::string why;
+  OneOp big = build_op(OpKind::TopK, {input(random_tensor(DType::f32, {2, 40}, 1)),
+                                      constant(vec<int64_t>({kMaxGeneratedTopK + 1}))}, {}, 2);
+  EXPECT_FALSE(can_generate(*big.node, &why));
+  EXPECT_NE(why.find("K is not"), std::string::npos) << why;
+}
+
 // Reductions over axes that stay scattered once those of size 1 are set aside: split-reductions makes them chains of
 // one-block reductions, each generated (every node after fusion is a generated kernel), matching the reference's
 // one pass; keepdims both ways, 16-bit floats, f32 products that overflow f32 midway, integers, specials, and
