@@ -888,15 +888,17 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
   std::vector<const Value*> entries;   // TopK results: K values per row, where the row has its own length
   int64_t topk = 0;
   for (const auto& n : body.nodes()) {
-    if (n->op() == OpKind::TopK) {
-      topk = int64_t(*scalar_input(*n, 1));
-      for (const Value* v : n->outputs()) entries.push_back(v);
-    }
+    std::string w;
+    if (!can_generate(*n, &w)) return no(n->describe(), ": ", w);
     for (const Value* v : n->inputs())
       if (std::find(entries.begin(), entries.end(), v) != entries.end())
         return no(n->describe(), ": reads a TopK result, which is no element of the kernel's space");
-    std::string w;
-    if (!can_generate(*n, &w)) return no(n->describe(), ": ", w);
+    if (n->op() == OpKind::TopK) {  // (K is a constant: can_generate)
+      int64_t k = int64_t(*scalar_input(*n, 1));
+      if (topk != 0 && k != topk) return no("TopKs of different K");
+      topk = k;
+      for (const Value* v : n->outputs()) entries.push_back(v);
+    }
     std::optional<ReducedBlock> rn = reduced_block(*n);
     if (!rn) return no(n->describe(), ": reduced axes are not one block");
     if (rn->count == 0) continue;
