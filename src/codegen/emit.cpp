@@ -1403,28 +1403,9 @@ class Emitter {
   Value* compute(const Expr& x, Value* a, Value* b, Value* c, int w) {
     bool f = x.a >= 0 && is_float(K.exprs[size_t(x.a)].type);
     bool u = x.a >= 0 && is_unsigned(K.exprs[size_t(x.a)].type);
-    if (x.type == Scalar::f64) {
-      switch (x.op) {
-        case Op::exp: return call_per_lane("exp", {a});
-        case Op::log: return call_per_lane("log", {a});
-        case Op::tanh: return call_per_lane("tanh", {a});
-        case Op::erf: return call_per_lane("erf", {a});
-        case Op::sin: return call_per_lane("sin", {a});
-        case Op::cos: return call_per_lane("cos", {a});
-        case Op::tan: return call_per_lane("tan", {a});
-        case Op::atan: return call_per_lane("atan", {a});
-        case Op::pow: return call_per_lane("pow", {a, b});
-        case Op::expm1: return call_per_lane("expm1", {a});
-        case Op::sinh: return call_per_lane("sinh", {a});
-        case Op::cosh: return call_per_lane("cosh", {a});
-        case Op::asin: return call_per_lane("asin", {a});
-        case Op::acos: return call_per_lane("acos", {a});
-        case Op::asinh: return call_per_lane("asinh", {a});
-        case Op::acosh: return call_per_lane("acosh", {a});
-        case Op::atanh: return call_per_lane("atanh", {a});
-        default: break;
-      }
-    }
+    // f64 math: the C library function of the op's name (exp, log, ..., pow, expm1, sinh, ...).
+    if (x.type == Scalar::f64 && x.op != Op::fmod && is_transcendental(x.op))
+      return x.op == Op::pow ? call_per_lane("pow", {a, b}) : call_per_lane(op_name(x.op), {a});
     switch (x.op) {
       case Op::constant:
         if (is_float(x.type)) return llvm::ConstantFP::get(vec(scalar_ty(x.type), w), x.imm);

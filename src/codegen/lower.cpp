@@ -790,12 +790,12 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       // x / (bias + alpha / size * sum of squares)^beta, the sum over the channels [c - floor((size - 1) / 2),
       // c + ceil((size - 1) / 2)] within range, in the reference's order: loads shifted along the channels (0 past
       // either end) of the input, which must be read from memory (fusion keeps LRN's producer out of its group).
-      const Expr& xe = L.k.exprs[size_t(x)];
+      const Expr xe = L.k.exprs[size_t(x)];  // (a copy: adding expressions below moves the vector)
       if (xe.op != Op::load || xe.imm != 0) return refuse(why, n.describe(), ": its input is computed in the kernel");
       int64_t size = at.i("size"), before = (size - 1) / 2;
       // A window of one channel (size 1, or one channel known at compile time: an element-wise kernel) holds only
       // the element itself. A kernel over one channel that only run time shows runs op by op.
-      const Operand& xo = L.k.operands[size_t(xe.operand)];
+      const Operand xo = L.k.operands[size_t(xe.operand)];
       bool one = reduced_block(n)->count == 0;
       if (!one && (L.k.columns ? xo.column_broadcast : xo.inner == Access::broadcast))
         return refuse(why, n.describe(), ": a window over one channel");
