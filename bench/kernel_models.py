@@ -84,6 +84,19 @@ def models():
     yield model("transpose_2d_64mb", [helper.make_node("Transpose", ["x"], ["z"], perm=[1, 0])], [f32("x", big)],
                 [f32("z", big)])
     yield model("sin_64mb", [helper.make_node("Sin", ["x"], ["z"])], [f32("x", big)], [f32("z", big)])
+    # Scans, windows and selections: CumSum along rows and down the middle axis, AlexNet's first LRN, TopK over
+    # rows and over one long row of logits.
+    yield model("cumsum_64mb", [helper.make_node("CumSum", ["x", "axis"], ["z"])], [f32("x", big)], [f32("z", big)],
+                [numpy_helper.from_array(np.array(1, dtype=np.int64), "axis")])
+    yield model("cumsum_middle_64mb", [helper.make_node("CumSum", ["x", "axis"], ["z"])], [f32("x", [16, 1024, 1024])],
+                [f32("z", [16, 1024, 1024])], [numpy_helper.from_array(np.array(1, dtype=np.int64), "axis")])
+    yield model("lrn_alexnet", [helper.make_node("LRN", ["x"], ["z"], size=5, alpha=1e-4, beta=0.75, bias=1.0)],
+                [f32("x", [1, 96, 55, 55])], [f32("z", [1, 96, 55, 55])])
+    k5 = numpy_helper.from_array(np.array([5], dtype=np.int64), "k")
+    for name, shape in (("topk_rows", [256, 1000]), ("topk_logits", [1, 50000])):
+        out = [shape[0], 5]
+        yield model(name, [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1)], [f32("x", shape)],
+                    [f32("v", out), helper.make_tensor_value_info("i", TensorProto.INT64, out)], [k5])
     yield model(
         "layernorm_bert",
         [helper.make_node("LayerNormalization", ["x", "g", "b"], ["z"], axis=-1, epsilon=1e-5)],
