@@ -335,15 +335,7 @@ class Emitter {
       const Operand& o = K.operands[size_t(s.operand)];
       if (!o.per_row) continue;
       if (o.entries > 0) {  // TopK's K pairs, one after another along the output's row
-        const Expr& x = K.exprs[size_t(s.expr)];
-        const TopK& t = topk.at(size_t(x.op == Op::row_topk ? s.expr : x.a));
-        for (size_t q = 0; q < t.val.size(); ++q) {
-          Value* at = B.CreateAdd(row_off[size_t(s.operand)],
-                                  B.CreateMul(B.getInt64(q), stride[size_t(s.operand)][size_t(K.rank) - 1]));
-          Value* v = to_storage(x.op == Op::row_topk ? t.val[q] : t.idx[q], o.dtype);
-          B.CreateAlignedStore(B.CreateExtractElement(v, uint64_t(0)), B.CreateGEP(storage_ty(o.dtype), ptr[size_t(s.operand)], at),
-                               llvm::Align(dtype_size(o.dtype)));
-        }
+        store_entries(s, {1, B.getInt64(0), nullptr});
         continue;
       }
       Value* v = to_storage(uval[size_t(s.expr)], o.dtype);
@@ -601,15 +593,16 @@ class Emitter {
     t.idx.assign(acc.begin() + long(k), acc.end());
     return t.val[0];
   }
-  // The K entries of a TopK output at these lanes: entry q at q times the output's stride along the column.
+  // The K entries of a TopK output at these lanes (a row kernel: one lane): entry q at q times the output's
+  // stride along the row (down the columns).
   void store_entries(const Store& s, const Lanes& l) {
     const Expr& x = K.exprs[size_t(s.expr)];
     const TopK& t = topk.at(size_t(x.op == Op::row_topk ? s.expr : x.a));
     const Operand& o = K.operands[size_t(s.operand)];
+    size_t along = size_t(K.rank) - (K.columns ? 2 : 1);
     Value* saved = row_off[size_t(s.operand)];
     for (size_t q = 0; q < t.val.size(); ++q) {
-      row_off[size_t(s.operand)] =
-          B.CreateAdd(saved, B.CreateMul(B.getInt64(q), stride[size_t(s.operand)][size_t(K.rank) - 2]));
+      row_off[size_t(s.operand)] = B.CreateAdd(saved, B.CreateMul(B.getInt64(q), stride[size_t(s.operand)][along]));
       store_at(s.operand, l, to_storage(x.op == Op::row_topk ? t.val[q] : t.idx[q], o.dtype));
     }
     row_off[size_t(s.operand)] = saved;

@@ -100,6 +100,7 @@ std::optional<std::vector<int64_t>> normalized_axes(std::vector<int64_t> axes, i
 
 // The constant axes of a Reduce node, normalized and sorted; nullopt when not constant. Absent axes: all.
 std::optional<std::vector<int64_t>> reduce_axes(const Node& n, int64_t rank) {
+  if (n.op() == OpKind::MeanVarianceNormalization) return normalized_axes(AttrReader(n).ints("axes"), rank);
   std::vector<int64_t> axes;
   const Value* a = n.input(1);
   if (a) {
@@ -148,6 +149,12 @@ bool is_reduce_op(OpKind op) {
   }
 }
 
+std::optional<std::vector<int64_t>> reduced_axes(const Node& n) {
+  int64_t r = input_rank(n, 0);
+  if (r < 0 || !(is_reduce_op(n.op()) || n.op() == OpKind::MeanVarianceNormalization)) return std::nullopt;
+  return reduce_axes(n, r);
+}
+
 bool is_axes_input(const Node& n, size_t i) {
   return i == 1 && (is_reduce_op(n.op()) || n.op() == OpKind::CumSum || n.op() == OpKind::TopK);
 }
@@ -191,11 +198,12 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
     case OpKind::LogSoftmax:
     case OpKind::Hardmax:
     case OpKind::ArgMax:
-    case OpKind::ArgMin: {
-      int64_t axis = at.i("axis");
-      if (axis < 0) axis += r;
-      if (r < 1 || axis < 0 || axis >= r) return std::nullopt;
-      return ReducedBlock{1, int(r - 1 - axis)};
+    case OpKind::ArgMin:
+    case OpKind::TopK: {
+      auto axis = normalized_axes({at.i("axis")}, r);
+      if (!axis) return std::nullopt;
+      auto kind = n.op() == OpKind::TopK ? ReducedBlock::Kind::select : ReducedBlock::Kind::reduce;
+      return ReducedBlock{1, int(r - 1 - axis->front()), kind};
     }
     case OpKind::LayerNormalization: {
       int64_t axis = at.i("axis");
@@ -207,29 +215,23 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
       if (r < 3) return std::nullopt;
       return ReducedBlock{int(r - 2), 0};
     case OpKind::MeanVarianceNormalization: {
-      auto axes = normalized_axes(at.ints("axes"), r);
+      auto axes = reduced_axes(n);
       return axes ? block_of_sized(*axes, n, r) : std::nullopt;
-    }
-    case OpKind::TopK: {
-      int64_t axis = at.i("axis");
-      if (axis < 0) axis += r;
-      if (r < 1 || axis < 0 || axis >= r) return std::nullopt;
-      return ReducedBlock{1, int(r - 1 - axis), ReducedBlock::Kind::select};
     }
     case OpKind::LRN:  // a window over the channels (dim 1); of one channel: element-wise
       if (r < 2) return std::nullopt;
       if (at.i("size") == 1 || n.input(0)->shape()[1] == Dim(1)) return ReducedBlock{};
       return ReducedBlock{1, int(r - 2), ReducedBlock::Kind::window};
     case OpKind::CumSum: {
-      auto axis = scalar_input(n, 1);
-      if (!axis || *axis != std::floor(*axis) || *axis < double(-r) || *axis >= double(r)) return std::nullopt;
-      int64_t a = int64_t(*axis) < 0 ? int64_t(*axis) + r : int64_t(*axis);
-      return ReducedBlock{1, int(r - 1 - a),
+      auto a = scalar_input(n, 1);
+      auto axis = a && *a == std::floor(*a) ? normalized_axes({int64_t(*a)}, r) : std::nullopt;
+      if (!axis) return std::nullopt;
+      return ReducedBlock{1, int(r - 1 - axis->front()),
                           at.i("reverse") != 0 ? ReducedBlock::Kind::reverse_scan : ReducedBlock::Kind::scan};
     }
     default: {
       if (!is_reduce_op(n.op())) return ReducedBlock{};
-      auto axes = reduce_axes(n, r);
+      auto axes = reduced_axes(n);
       if (!axes) return std::nullopt;
       if (auto block = block_of(*axes, r)) return block;
       return block_of_sized(*axes, n, r);

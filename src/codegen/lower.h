@@ -35,6 +35,9 @@ std::optional<ReducedBlock> reduced_block(const Node& n);
 
 // The Reduce ops: the reductions whose input 1 (axes) the kernel reads at compile time.
 bool is_reduce_op(OpKind op);
+// The axes a Reduce op (absent: all of them) or MeanVarianceNormalization reduces, normalized and sorted; nullopt
+// when they are not constant, out of range, the input's rank is unknown, or a Reduce op's empty axes mean "none".
+std::optional<std::vector<int64_t>> reduced_axes(const Node& n);
 // Whether input i of n is read at compile time (the Reduce ops' and CumSum's axes, TopK's K): it stays a
 // constant of the kernel's body, never one of the kernel's inputs.
 bool is_axes_input(const Node& n, size_t i);

@@ -22,28 +22,6 @@
 namespace cuvil {
 namespace {
 
-// The axes a reduction names, normalized and sorted, when they are constant and the input's rank is known.
-std::optional<std::vector<int64_t>> constant_axes(const Node& n) {
-  const Value* x = n.input(0);
-  if (!x || !x->shape().rank_known()) return std::nullopt;
-  int64_t rank = int64_t(x->shape().rank());
-  std::vector<int64_t> axes;
-  if (n.op() == OpKind::MeanVarianceNormalization) {
-    axes = AttrReader(n).ints("axes");
-  } else {
-    const Value* a = n.input(1);
-    if (!a || !a->is_constant()) return std::nullopt;  // absent axes: all of them, one block
-    for (int64_t i = 0; i < a->constant().numel(); ++i) axes.push_back(a->constant().get_i64(i));
-  }
-  for (int64_t& a : axes) {
-    if (a < -rank || a >= rank) return std::nullopt;  // the reference reports it
-    if (a < 0) a += rank;
-  }
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
-
 // The blocks of adjacent axes among `axes`, axes of static size 1 left out.
 std::vector<std::vector<int64_t>> sized_blocks(const std::vector<int64_t>& axes, const Shape& s) {
   std::vector<std::vector<int64_t>> blocks;
@@ -119,7 +97,8 @@ struct Inserter {
   }
 };
 
-// The chain of reductions replacing reduction n (axes as constant_axes gives them, in `blocks`); its result.
+// The chain of reductions replacing reduction n (axes as codegen::reduced_axes gives them, in `blocks`); its
+// result.
 Value* split_reduction(Inserter& in, const Node& n, const std::vector<int64_t>& axes,
                        const std::vector<std::vector<int64_t>>& blocks) {
   const Value* y = n.output(0);
@@ -157,10 +136,11 @@ bool split(Graph& g) {
     Node* n = g.nodes()[i].get();
     if (!splittable(*n) || n->num_outputs() != 1 || !n->input(0)) continue;
     if (!n->input(0)->shape().rank_known() || !n->output(0)->shape().rank_known()) continue;
-    auto axes = constant_axes(*n);
+    if (codegen::reduced_block(*n)) continue;  // one block: the generator takes it as it is
+    auto axes = codegen::reduced_axes(*n);
     if (!axes) continue;
     auto blocks = sized_blocks(*axes, n->input(0)->shape());
-    if (blocks.size() < 2) continue;  // one block: the generator takes it as it is
+    if (blocks.size() < 2) continue;
     Inserter in{g, i, n->output(0)->name(), n->loc(), {}, {}};
     bool mvn = n->op() == OpKind::MeanVarianceNormalization;
     Value* r = mvn ? expand_mvn(in, *n, *axes) : split_reduction(in, *n, *axes, blocks);
