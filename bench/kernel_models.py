@@ -97,6 +97,13 @@ def models():
         out = [shape[0], 5]
         yield model(name, [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1)], [f32("x", shape)],
                     [f32("v", out), helper.make_tensor_value_info("i", TensorProto.INT64, out)], [k5])
+    # Classification losses: SoftmaxCrossEntropyLoss (mean) over a batch of ImageNet logits, and per pixel over
+    # a segmentation map of 21 classes with an ignored label (the targets are random classes in [0, 4)).
+    for name, shape, attrs in (("sce_logits", [256, 1000], {}),
+                               ("sce_segmentation", [8, 21, 128, 128], {"ignore_index": 255})):
+        labels = helper.make_tensor_value_info("t", TensorProto.INT64, [shape[0]] + shape[2:])
+        yield model(name, [helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["z"], **attrs)],
+                    [f32("x", shape), labels], [f32("z", [])])
     yield model(
         "layernorm_bert",
         [helper.make_node("LayerNormalization", ["x", "g", "b"], ["z"], axis=-1, epsilon=1e-5)],

@@ -2,7 +2,8 @@
 # Generated kernels against memory bandwidth and ONNX Runtime: single-op models (Add, a bias-scale-ReLU chain,
 # GELU, Softmax, LayerNormalization, Sin; Softmax and an op-by-op LayerNorm over the channels of NCHW; Transposes
 # alone and feeding an Add; CumSum along rows and down the middle axis) at 64 MB per tensor, AlexNet's LRN, TopK
-# over rows and over one row of logits, and BERT-base sizes; ORT and Cuvil alternated, 2 threads.
+# over rows and over one row of logits, SoftmaxCrossEntropyLoss over logits and a segmentation map, and BERT-base
+# sizes; ORT and Cuvil alternated, 2 threads.
 # Prints the copy bandwidth measured in the same run, each runtime's GB/s and Cuvil's share of the copy bandwidth.
 # Not part of the test suite; nothing asserts on time.
 #

@@ -25,6 +25,23 @@ bool has_zero(const Tensor& t) {
   return zero;
 }
 
+// Whether every value of an integer tensor is a class in [0, classes) or the ignored index.
+bool valid_targets(const Tensor& t, const LoweredKernel::ClassTargets& ct) {
+  bool ok = true;
+  visit_dtype(t.dtype(), [&]<class T>() {
+    if constexpr (std::is_integral_v<T>) {
+      const T* p = t.data<T>();
+      for (int64_t i = 0; i < t.numel() && ok; ++i) {
+        int64_t v = int64_t(p[i]);
+        ok = (v >= 0 && v < ct.classes) || (ct.ignore && v == *ct.ignore);
+      }
+    } else {
+      ok = false;
+    }
+  });
+  return ok;
+}
+
 // Expressions computed per element (not once per row) whose math costs several times a load and a store.
 int64_t costly_exprs(const Kernel& k) {
   std::vector<bool> uniform = k.row_uniform();
@@ -59,6 +76,12 @@ class GeneratedKernel final : public PreparedKernel {
     // A zero integer divisor: the body runs op by op, and the reference kernel of its Div or Mod reports it.
     for (int i : lk_.nonzero_inputs)
       if (has_zero(ctx.input(size_t(i)))) {
+        ref_kernel(OpKind::FusedKernel)(ctx);
+        return;
+      }
+    // Likewise a loss's target that is no class: its reference kernel reports it.
+    for (const auto& ct : lk_.class_targets)
+      if (!valid_targets(ctx.input(size_t(ct.input)), ct)) {
         ref_kernel(OpKind::FusedKernel)(ctx);
         return;
       }

@@ -51,7 +51,7 @@ bool f64_capable(OpKind op) {
     case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: case OpKind::Elu: case OpKind::Celu:
     case OpKind::Selu: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asin: case OpKind::Acos:
     case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh: case OpKind::CumSum: case OpKind::LRN:
-    case OpKind::TopK:
+    case OpKind::TopK: case OpKind::NegativeLogLikelihoodLoss:
       return true;
     default: return false;
   }
@@ -121,19 +121,39 @@ int64_t input_rank(const Node& n, size_t i) {
 }
 
 // Inputs of n read per channel (dim 1 of input 0), whatever their own rank: InstanceNormalization's scale and B,
-// BatchNormalization's scale, B, mean and var.
+// BatchNormalization's scale, B, mean and var, NegativeLogLikelihoodLoss's class weights.
 bool channel_param(const Node& n, size_t i) {
   if (n.op() == OpKind::InstanceNormalization) return i == 1 || i == 2;
   if (n.op() == OpKind::BatchNormalization) return i >= 1 && i <= 4;
+  if (n.op() == OpKind::NegativeLogLikelihoodLoss) return i == 2;
   return false;
 }
 
+// Inputs of n holding one value per row, in the shape of the space without the reduced dims:
+// NegativeLogLikelihoodLoss's targets ([N, d1, ...] against the input's [N, C, d1, ...]).
+bool row_param(const Node& n, size_t i) { return n.op() == OpKind::NegativeLogLikelihoodLoss && i == 1; }
+
 // The ops whose result holds one value per row (with or without the reduced dims: keepdims).
 bool reduces_to_rows(OpKind op) { return is_reduce_op(op) || op == OpKind::ArgMax || op == OpKind::ArgMin; }
-// Whether output o of n holds one value per row: a reduction's, or LayerNormalization's Mean and InvStdDev.
+// Whether output o of n holds one value per row: a reduction's, LayerNormalization's Mean and InvStdDev, a loss.
 bool row_result(const Node& n, size_t o) {
-  return reduces_to_rows(n.op()) || (n.op() == OpKind::LayerNormalization && o > 0);
+  return reduces_to_rows(n.op()) || (n.op() == OpKind::LayerNormalization && o > 0) ||
+         n.op() == OpKind::NegativeLogLikelihoodLoss;
 }
+// Whether n's results drop the reduced dims (no place in the full space): reductions without keepdims, losses.
+bool drops_reduced_dims(const Node& n) {
+  if (n.op() == OpKind::NegativeLogLikelihoodLoss) return true;
+  return reduces_to_rows(n.op()) && AttrReader(n).i("keepdims") == 0;
+}
+
+// The ignored target of a loss (ignore_index), when it has one.
+std::optional<int64_t> ignored_target(const Node& n) {
+  AttrReader at(n);
+  if (!at.has("ignore_index")) return std::nullopt;
+  return at.i("ignore_index");
+}
+// Whether a kernel immediate (a double) holds integer v exactly.
+bool immediate_int(int64_t v) { return v >= -(int64_t(1) << 53) && v <= int64_t(1) << 53; }
 
 }  // namespace
 
@@ -162,6 +182,11 @@ bool is_axes_input(const Node& n, size_t i) {
 bool is_integer_divisor(const Node& n, size_t i) {
   return (n.op() == OpKind::Div || n.op() == OpKind::Mod) && i == 1 && n.input(0) && integer(n.input(0)->dtype()) &&
          !scalar_input(n, 1);
+}
+
+bool must_be_kernel_input(const Node& n, size_t i) {
+  return (n.op() == OpKind::Transpose && i == 0) || (n.op() == OpKind::LRN && i == 0) || channel_param(n, i) ||
+         row_param(n, i) || is_integer_divisor(n, i);
 }
 
 namespace {
@@ -222,6 +247,9 @@ std::optional<ReducedBlock> reduced_block(const Node& n) {
       if (r < 2) return std::nullopt;
       if (at.i("size") == 1 || n.input(0)->shape()[1] == Dim(1)) return ReducedBlock{};
       return ReducedBlock{1, int(r - 2), ReducedBlock::Kind::window};
+    case OpKind::NegativeLogLikelihoodLoss:  // a pick from each row of classes (dim 1)
+      if (r < 2) return std::nullopt;
+      return ReducedBlock{1, int(r - 2)};
     case OpKind::CumSum: {
       auto a = scalar_input(n, 1);
       auto axis = a && *a == std::floor(*a) ? normalized_axes({int64_t(*a)}, r) : std::nullopt;
@@ -342,6 +370,15 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::LayerNormalization:
       if (!float_only) return refuse(why, "generated only for floats");
       return reduced_block(n).has_value() || refuse(why, "the normalized axes are not known");
+    case OpKind::NegativeLogLikelihoodLoss: {
+      // The loss per element; sums and means over them are a second reduction, which decompose-losses writes
+      // out as its own node. (Input dtypes: the schema's.)
+      const std::string& red = AttrReader(n).s("reduction");
+      if (red != "none") return refuse(why, "reduction '", red, "' is not generated (decompose-losses writes it out)");
+      auto ignore = ignored_target(n);
+      if (ignore && !immediate_int(*ignore)) return refuse(why, "ignore_index ", *ignore, " is beyond 2^53");
+      return reduced_block(n).has_value() || refuse(why, "input rank below 2");
+    }
     case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::ReduceMin:
     case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceSumSquare:
     case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: {
@@ -824,6 +861,20 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
       if (out.size() > 1) out[1] = L.add(Op::row_topk_index, Scalar::i64, out[0]);
       return true;
     }
+    case OpKind::NegativeLogLikelihoodLoss: {
+      // -input[n, t, d...] * weight[t] at each target t (in[1], read per row), 0 where t is the ignored index. A
+      // row maximum picks the target's element of the row, and of the weights, exactly: every other element
+      // counts as -inf (the prepared kernel has checked that each target is a class or the ignored index).
+      int t = L.cast(in[1], Scalar::i64);
+      int hit = L.cmp(Op::eq, L.add(Op::row_index, Scalar::i64), t);
+      int none = L.cst(-std::numeric_limits<double>::infinity(), tx);
+      int loss = L.un(Op::neg, L.add(Op::row_max, tx, L.sel(hit, x, none)));
+      if (in.size() > 2 && in[2] >= 0) loss = L.bin(Op::mul, loss, L.add(Op::row_max, tx, L.sel(hit, in[2], none)));
+      if (auto ignore = ignored_target(n))
+        loss = L.sel(L.cmp(Op::eq, t, L.cst(double(*ignore), Scalar::i64)), zero(), loss);
+      out[0] = loss;
+      return true;
+    }
     case OpKind::ArgMax:
     case OpKind::ArgMin:
       out[0] = L.add(n.op() == OpKind::ArgMax ? Op::row_argmax : Op::row_argmin, Scalar::i64, x, -1, -1,
@@ -906,21 +957,21 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     if (rn->count == 0) continue;
     if (red.count != 0 && !(*rn == red)) return no("reductions over different blocks of dims");
     red = *rn;
-    bool keep = !reduces_to_rows(n->op()) || AttrReader(*n).i("keepdims") != 0;
-    if (!keep) row_only.push_back(n->output(0));
+    if (drops_reduced_dims(*n)) row_only.push_back(n->output(0));
   }
   auto is_entries = [&](const Value* v) { return std::find(entries.begin(), entries.end(), v) != entries.end(); };
   auto is_row_only = [&](const Value* v) {
     return is_entries(v) || std::find(row_only.begin(), row_only.end(), v) != row_only.end();
   };
 
-  // Inputs that only Transposes read, or only as per-channel parameters: the kernel reads them through other
-  // strides (views), never at their own shape, which therefore does not enter the space.
+  // Inputs that only Transposes read, or only as per-channel or per-row parameters: the kernel reads them through
+  // other strides (views), never at their own shape, which therefore does not enter the space.
   std::vector<bool> view_only(ins.size(), true);
   for (size_t i = 0; i < ins.size(); ++i) {
     for (const auto& n : body.nodes())
       for (size_t j = 0; j < n->num_inputs(); ++j)
-        if (n->input(j) == ins[i] && n->op() != OpKind::Transpose && !channel_param(*n, j)) view_only[i] = false;
+        if (n->input(j) == ins[i] && n->op() != OpKind::Transpose && !channel_param(*n, j) && !row_param(*n, j))
+          view_only[i] = false;
     for (const Value* v : body.outputs())
       if (v == ins[i]) view_only[i] = false;
   }
@@ -1006,7 +1057,8 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
   }
 
   // Views: one more operand each on a kernel input's buffer, read through other strides. A Transpose reads its
-  // input permuted; per-channel parameters ([C]) are read along the channel dim of the node's input 0.
+  // input permuted; per-channel parameters ([C]) are read along the channel dim of the node's input 0; per-row
+  // parameters (a loss's targets) in the shape of the space without the reduced dims.
   struct View {
     const Node* node;
     size_t slot;
@@ -1030,9 +1082,21 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       continue;
     }
     for (size_t j = 0; j < n->num_inputs(); ++j) {
-      if (!channel_param(*n, j)) continue;
       const Value* pv = n->input(j);
+      if (!pv || (!channel_param(*n, j) && !row_param(*n, j))) continue;
       if (pv->is_constant() && pv->constant().numel() == 1) continue;  // an immediate already
+      if (row_param(*n, j)) {  // contiguous in its own shape: the space's dims but the reduced ones
+        if (dims_of(pv) != row_shape) return no(n->describe(), ": input ", j, " does not have one value per row");
+        std::vector<int64_t> strides(space.size(), 0);
+        int64_t step = 1;
+        for (size_t dd = r; dd-- > 0;) {
+          if (dd >= lo && dd < hi) continue;
+          strides[dd] = space[dd] == 1 ? 0 : step;
+          step *= space[dd];
+        }
+        if (!add_view(*n, j, strides)) return no(n->describe(), ": input ", j, " is computed in the kernel");
+        continue;
+      }
       std::vector<int64_t> x = dims_of(n->input(0)), p = dims_of(n->input(j));
       if (x.size() < 2 || p.size() != 1 || p[0] != x[1])
         return no(n->describe(), ": input ", j, " is not one value per channel");
@@ -1166,6 +1230,20 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       int idx = int(at - ins.begin());
       if (std::find(lk.nonzero_inputs.begin(), lk.nonzero_inputs.end(), idx) == lk.nonzero_inputs.end())
         lk.nonzero_inputs.push_back(idx);
+    }
+    // A loss's targets: each must be a class or the ignored index, which the prepared kernel checks before running
+    // (a constant one here).
+    if (n->op() == OpKind::NegativeLogLikelihoodLoss) {
+      LoweredKernel::ClassTargets ct{-1, dims_of(n->input(0))[1], ignored_target(*n)};
+      auto valid = [&](int64_t t) { return (t >= 0 && t < ct.classes) || (ct.ignore && t == *ct.ignore); };
+      const Value* tv = n->input(1);
+      if (tv->is_constant()) {
+        if (!valid(tv->constant().get_i64(0))) return no(n->describe(), ": its constant target is not a class");
+      } else {
+        ct.input = int(std::find(ins.begin(), ins.end(), tv) - ins.begin());
+        if (std::find(lk.class_targets.begin(), lk.class_targets.end(), ct) == lk.class_targets.end())
+          lk.class_targets.push_back(ct);
+      }
     }
     std::vector<int> out(n->num_outputs(), -1);
     if (n->op() == OpKind::Transpose) out[0] = in[0];

@@ -49,6 +49,12 @@ constexpr int kMaxGeneratedTopK = 16;
 // inputs, which it checks for zeros before running (a value computed inside the kernel cannot be).
 bool is_integer_divisor(const Node& n, size_t i);
 
+// Whether input i of n must be one of the kernel's inputs, never a value computed inside the kernel: what is read
+// through other strides than the iteration space's (a Transpose's input, LRN's window over the channels,
+// per-channel parameters, a loss's targets and class weights) or checked before the kernel runs (integer
+// divisors, a loss's targets). Fusion keeps the producers of such inputs out of the reader's group.
+bool must_be_kernel_input(const Node& n, size_t i);
+
 // A kernel with what it runs over: the iteration dims after merging (dims.size() == kernel.rank) and, per operand,
 // element strides over them (operand-major; 0 along broadcast dims).
 struct LoweredKernel {
@@ -65,6 +71,16 @@ struct LoweredKernel {
   // Kernel inputs that divide integers: a zero among them must not reach the kernel (the reference reports it;
   // the prepared kernel checks and runs the body op by op instead).
   std::vector<int> nonzero_inputs;
+  // Kernel inputs holding a loss's targets: each must be a class in [0, classes) or the ignored index. The
+  // reference reports any other value, which the kernel would silently skip: the prepared kernel checks first
+  // and runs the body op by op instead.
+  struct ClassTargets {
+    int input = -1;
+    int64_t classes = 0;
+    std::optional<int64_t> ignore;
+    bool operator==(const ClassTargets&) const = default;
+  };
+  std::vector<ClassTargets> class_targets;
 };
 
 // Lowers `body` (the region of a FusedKernel node) for inputs of these shapes. Operands are the body's inputs,

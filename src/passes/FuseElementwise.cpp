@@ -129,12 +129,11 @@ struct Grouping {
         const Value* u = m.input(j);
         if (!u || !u->producer() || u->graph() != &g) continue;
         if (member(u->producer())) {
-          // A Transpose reads a kernel input, as does LRN (its window reads neighbouring channels from memory)
-          // and an integer division its divisor (checked for zeros). TopK's results hold K values per row,
-          // no element of the kernel's space: nothing in its kernel reads them.
-          if (m.op() == OpKind::Transpose || m.op() == OpKind::LRN || codegen::is_integer_divisor(m, j) ||
-              u->producer()->op() == OpKind::TopK)
-            return false;
+          // A Transpose reads a kernel input, as do LRN (its window reads neighbouring channels from memory),
+          // an integer division its divisor (checked for zeros), per-channel parameters and a loss's targets
+          // (codegen::must_be_kernel_input). TopK's results hold K values per row, no element of the kernel's
+          // space: nothing in its kernel reads them.
+          if (codegen::must_be_kernel_input(m, j) || u->producer()->op() == OpKind::TopK) return false;
         } else if (index.at(u->producer()) >= first) {
           return false;
         }

@@ -50,56 +50,11 @@ OpKind later_link(OpKind op, bool last) {
   }
 }
 
-// Inserts nodes before position `pos` of g, giving each output a type, and remembers them.
-struct Inserter {
-  Graph& g;
-  size_t pos;
-  std::string base;  // the replaced node's output name: new names start with it
-  Location loc;
-  std::vector<Node*> made;
-  std::vector<Value*> constants;
-
-  Value* add(OpKind op, std::vector<Value*> ins, TensorType type, AttrMap attrs = {}) {
-    std::string name = g.unique_name(base + "_" + std::string(op_name(op)));
-    Node* n = g.insert_node(pos++, op, std::move(ins), {name}, std::move(attrs), loc);
-    n->output(0)->set_type(std::move(type));
-    made.push_back(n);
-    return n->output(0);
-  }
-  Value* cast(Value* v, DType to) {
-    if (v->dtype() == to) return v;
-    return add(OpKind::Cast, {v}, {to, v->shape()}, {{"to", Attribute(int64_t(dtype_onnx_id(to)))}});
-  }
-  Value* constant(const std::string& hint, Tensor t) {
-    constants.push_back(g.add_constant(g.unique_name(hint), std::move(t)));
-    return constants.back();
-  }
-  Value* axes(const std::vector<int64_t>& a) {
-    return constant(base + "_axes", Tensor::from_vector<int64_t>(a, {int64_t(a.size())}));
-  }
-  Value* scalar(double v, DType t) {
-    return constant(base + "_epsilon", t == DType::f64 ? Tensor::scalar<double>(v) : Tensor::scalar<float>(float(v)));
-  }
-  // Removes what was inserted (a split not taken).
-  void undo() {
-    g.erase_nodes(std::vector<Node*>(made.rbegin(), made.rend()));
-    g.erase_constants(constants);
-  }
-  // reduce `op` of x over `a`; keepdims as given
-  Value* reduce(OpKind op, Value* x, const std::vector<int64_t>& a, bool keepdims) {
-    std::vector<Dim> dims;
-    for (size_t d = 0; d < x->shape().rank(); ++d) {
-      bool reduced = std::find(a.begin(), a.end(), int64_t(d)) != a.end();
-      if (!reduced) dims.push_back(x->shape()[d]);
-      else if (keepdims) dims.push_back(Dim(1));
-    }
-    return add(op, {x, axes(a)}, {x->dtype(), Shape(std::move(dims))}, {{"keepdims", Attribute(int64_t(keepdims))}});
-  }
-};
+using rewrite::NodeInserter;
 
 // The chain of reductions replacing reduction n (axes as codegen::reduced_axes gives them, in `blocks`); its
 // result.
-Value* split_reduction(Inserter& in, const Node& n, const std::vector<int64_t>& axes,
+Value* split_reduction(NodeInserter& in, const Node& n, const std::vector<int64_t>& axes,
                        const std::vector<std::vector<int64_t>>& blocks) {
   const Value* y = n.output(0);
   bool keepdims = AttrReader(n).i("keepdims") != 0;
@@ -114,7 +69,7 @@ Value* split_reduction(Inserter& in, const Node& n, const std::vector<int64_t>& 
 }
 
 // MeanVarianceNormalization as the reference computes it, in f32 for 16-bit floats.
-Value* expand_mvn(Inserter& in, const Node& n, const std::vector<int64_t>& axes) {
+Value* expand_mvn(NodeInserter& in, const Node& n, const std::vector<int64_t>& axes) {
   DType t = link_dtype(n.op(), n.input(0)->dtype());
   Value* x = in.cast(n.input(0), t);
   TensorType full{t, x->shape()};
@@ -122,7 +77,7 @@ Value* expand_mvn(Inserter& in, const Node& n, const std::vector<int64_t>& axes)
   Value* d = in.add(OpKind::Sub, {x, mean}, full);
   Value* var = in.reduce(OpKind::ReduceMean, in.add(OpKind::Mul, {d, d}, full), axes, true);
   Value* sd = in.add(OpKind::Sqrt, {var}, {t, var->shape()});
-  Value* den = in.add(OpKind::Add, {sd, in.scalar(1e-9, t)}, {t, var->shape()});
+  Value* den = in.add(OpKind::Add, {sd, in.scalar("epsilon", 1e-9, t)}, {t, var->shape()});
   return in.cast(in.add(OpKind::Div, {d, den}, full), n.output(0)->dtype());
 }
 
@@ -141,7 +96,7 @@ bool split(Graph& g) {
     if (!axes) continue;
     auto blocks = sized_blocks(*axes, n->input(0)->shape());
     if (blocks.size() < 2) continue;
-    Inserter in{g, i, n->output(0)->name(), n->loc(), {}, {}};
+    NodeInserter in(g, i, n->output(0)->name(), n->loc());
     bool mvn = n->op() == OpKind::MeanVarianceNormalization;
     Value* r = mvn ? expand_mvn(in, *n, *axes) : split_reduction(in, *n, *axes, blocks);
     // An expansion's means split in turn (they are visited next); a split's links must generate.

@@ -147,4 +147,47 @@ bool attrs_equal(const AttrMap& a, const AttrMap& b) {
   return true;
 }
 
+Value* NodeInserter::add(OpKind op, std::vector<Value*> ins, TensorType type, AttrMap attrs) {
+  std::string name = g.unique_name(base + "_" + std::string(op_name(op)));
+  Node* n = g.insert_node(pos++, op, std::move(ins), {name}, std::move(attrs), loc);
+  n->output(0)->set_type(std::move(type));
+  made.push_back(n);
+  return n->output(0);
+}
+
+Value* NodeInserter::cast(Value* v, DType to) {
+  if (v->dtype() == to) return v;
+  return add(OpKind::Cast, {v}, {to, v->shape()}, {{"to", Attribute(int64_t(dtype_onnx_id(to)))}});
+}
+
+Value* NodeInserter::constant(const std::string& hint, Tensor t) {
+  constants.push_back(g.add_constant(g.unique_name(hint), std::move(t)));
+  return constants.back();
+}
+
+Value* NodeInserter::axes(const std::vector<int64_t>& a) {
+  return constant(base + "_axes", Tensor::from_vector<int64_t>(a, {int64_t(a.size())}));
+}
+
+Value* NodeInserter::scalar(const std::string& hint, double v, DType t) {
+  return constant(base + "_" + hint, t == DType::f64 ? Tensor::scalar<double>(v) : Tensor::scalar<float>(float(v)));
+}
+
+Value* NodeInserter::reduce(OpKind op, Value* x, const std::vector<int64_t>& a, bool keepdims) {
+  std::vector<Dim> dims;
+  for (size_t d = 0; d < x->shape().rank(); ++d) {
+    bool reduced = a.empty() || std::find(a.begin(), a.end(), int64_t(d)) != a.end();
+    if (!reduced) dims.push_back(x->shape()[d]);
+    else if (keepdims) dims.push_back(Dim(1));
+  }
+  std::vector<Value*> ins{x};
+  if (!a.empty()) ins.push_back(axes(a));
+  return add(op, std::move(ins), {x->dtype(), Shape(std::move(dims))}, {{"keepdims", Attribute(int64_t(keepdims))}});
+}
+
+void NodeInserter::undo() {
+  g.erase_nodes(std::vector<Node*>(made.rbegin(), made.rend()));
+  g.erase_constants(constants);
+}
+
 }  // namespace cuvil::rewrite

@@ -58,6 +58,34 @@ size_t node_index(const Graph& g, const Node* n);
 // topological order); returns the values still read, graph outputs included. Dead-code-elimination's core.
 std::unordered_set<const Value*> erase_dead_nodes(Graph& g, bool* changed);
 
+// Inserts nodes into g before position `pos`, one after the other, giving each output its type, and remembers
+// them and the constants it adds, so that a rewrite not taken can be undone. Names start with `base` (the name of
+// the value being replaced); nodes carry `loc`, the source location of the node they stand for.
+struct NodeInserter {
+  Graph& g;
+  size_t pos;
+  std::string base;
+  Location loc;
+  std::vector<Node*> made;
+  std::vector<Value*> constants;
+
+  NodeInserter(Graph& graph, size_t at, std::string name_base, Location location)
+      : g(graph), pos(at), base(std::move(name_base)), loc(std::move(location)) {}
+  // op(ins) with one output of `type`; returns that output.
+  Value* add(OpKind op, std::vector<Value*> ins, TensorType type, AttrMap attrs = {});
+  // v cast to `to` (v itself when it has that dtype).
+  Value* cast(Value* v, DType to);
+  Value* constant(const std::string& hint, Tensor t);
+  // An i64 [n] constant of reduction axes.
+  Value* axes(const std::vector<int64_t>& a);
+  // A scalar constant of float dtype t (f64, else f32) named base_hint.
+  Value* scalar(const std::string& hint, double v, DType t);
+  // Reduction `op` of x over `a` (empty: every axis), with keepdims as given.
+  Value* reduce(OpKind op, Value* x, const std::vector<int64_t>& a, bool keepdims);
+  // Removes what was inserted.
+  void undo();
+};
+
 // Structural equality of attributes. Graph-valued attributes are never equal; floats compare bitwise.
 bool attr_equal(const Attribute& a, const Attribute& b);
 bool attrs_equal(const AttrMap& a, const AttrMap& b);

@@ -19,6 +19,7 @@
 #include "kernels/cpu/vec_math.h"
 #include "kernels/prepared_kernel.h"
 #include "passes/pass.h"
+#include "passes/pipeline.h"
 #include "test_util.h"
 
 using namespace cuvil;
@@ -1005,6 +1006,169 @@ TEST(Codegen, TopKGenerates) {
                                       constant(vec<int64_t>({kMaxGeneratedTopK + 1}))}, {}, 2);
   EXPECT_FALSE(can_generate(*big.node, &why));
   EXPECT_NE(why.find("K is not"), std::string::npos) << why;
+}
+
+// Targets of a classification loss over `classes` classes: random classes, every fifth the ignored index when
+// there is one.
+Tensor loss_targets(DType dt, const Ints& shape, int64_t classes, std::optional<int64_t> ignore, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Tensor t = Tensor::zeros(dt, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t v = ignore && i % 5 == 2 ? *ignore : int64_t(rng() % uint32_t(classes));
+    if (dt == DType::i32) t.data<int32_t>()[i] = int32_t(v);
+    else t.data<int64_t>()[i] = v;
+  }
+  return t;
+}
+
+// The target shape of a loss over input `shape` ([N, C, d1, ...]): [N, d1, ...].
+Ints target_shape(Ints shape) {
+  shape.erase(shape.begin() + 1);
+  return shape;
+}
+
+// NegativeLogLikelihoodLoss per element (reduction 'none') generates: a pick of each row's target class (a row or
+// a columns kernel), times its class weight, 0 where the target is ignore_index (a class or none). The reference's
+// bits: the pick is exact, the product rounds once. Inputs with NaN and infinities, every float dtype, i32 and
+// i64 targets, one class, and a target that is no class: the reference's error, naming the node.
+TEST(Codegen, NegativeLogLikelihoodLossPerElement) {
+  uint32_t seed = 1800;
+  for (Ints shape : {Ints{5, 7}, Ints{3, 6, 4}, Ints{2, 5, 3, 4}, Ints{4, 1}, Ints{3, 200}, Ints{2, 33, 17}}) {
+    int64_t c = shape[1];
+    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16})
+      for (int variant = 0; variant < 4; ++variant) {
+        bool weighted = variant & 1;
+        std::optional<int64_t> ignore;
+        if (variant >= 2) ignore = variant == 2 ? std::min<int64_t>(2, c - 1) : int64_t(-100);
+        DType tt = (variant + int(shape.size())) % 2 ? DType::i32 : DType::i64;
+        std::string what = std::string(dtype_name(dt)) + " " + Shape::of(shape).str() +
+                           (weighted ? " weighted" : "") + (ignore ? " ignore " + std::to_string(*ignore) : "");
+        AttrMap attrs{{"reduction", std::string("none")}};
+        if (ignore) attrs["ignore_index"] = *ignore;
+        std::vector<OpArg> args{input(random_tensor(dt, shape, seed++)),
+                                input(loss_targets(tt, target_shape(shape), c, ignore, seed++))};
+        if (weighted) args.push_back(input(random_tensor(dt, {c}, seed++)));
+        check_op(OpKind::NegativeLogLikelihoodLoss, args, attrs, dt == DType::bf16 ? 1.0 / 128 : 0, what);
+      }
+  }
+  // A target that is no class (nor the ignored index): the kernel does not run; the reference reports it.
+  for (int64_t bad : {int64_t(6), int64_t(-1)}) {
+    Tensor t = loss_targets(DType::i64, {4, 3}, 6, std::nullopt, 3);
+    t.data<int64_t>()[7] = bad;
+    OneOp one = build_op(OpKind::NegativeLogLikelihoodLoss,
+                         {input(random_tensor(DType::f32, {4, 6, 3}, 4)), input(t)}, {{"reduction", std::string("none")}});
+    PassContext ctx;
+    run_pass(*create_pass("fuse-elementwise"), *one.g, ctx);
+    ASSERT_EQ(one.g->nodes().front()->op(), OpKind::FusedKernel);
+    try {
+      Executor(one.g, ExecutorOptions{}).run(one.feeds);
+      ADD_FAILURE() << "target " << bad << " was not reported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("node_under_test"), std::string::npos) << e.what();
+    }
+  }
+  // A sum over the losses is a second reduction, which decompose-losses writes out.
+  std::string why;
+  OneOp mean = build_op(OpKind::NegativeLogLikelihoodLoss, {input(random_tensor(DType::f32, {4, 6}, 5)),
+                                                            input(loss_targets(DType::i64, {4}, 6, std::nullopt, 6))});
+  EXPECT_FALSE(can_generate(*mean.node, &why));
+  EXPECT_NE(why.find("decompose-losses"), std::string::npos) << why;
+}
+
+// The losses through the optimizing pipeline: decompose-losses writes SoftmaxCrossEntropyLoss and the sums and
+// means as LogSoftmax, the loss per element and reductions, which fuse into generated kernels (only a weighted
+// mean's Gather of the weights is left to its own kernel). Against the reference kernels on the original graph:
+// every reduction, weights, ignore_index, the log_prob output, f32, f64 and f16 (computed in f32), rows and
+// columns kernels, sizes that run on both threads.
+TEST(Codegen, ClassificationLossesGenerate) {
+  uint32_t seed = 1900;
+  struct Case {
+    Ints shape;
+    DType dt;
+  };
+  for (const Case& cs : {Case{{6, 10}, DType::f32}, Case{{3, 7, 5}, DType::f32}, Case{{64, 1000}, DType::f32},
+                         Case{{2, 21, 48, 48}, DType::f32}, Case{{5, 9, 4}, DType::f64}, Case{{6, 10, 3}, DType::f16}}) {
+    int64_t c = cs.shape[1];
+    for (OpKind op : {OpKind::SoftmaxCrossEntropyLoss, OpKind::NegativeLogLikelihoodLoss})
+      for (const char* red : {"none", "sum", "mean"})
+        for (int variant = 0; variant < 4; ++variant) {
+          bool weighted = variant & 1;
+          std::optional<int64_t> ignore;
+          if (variant >= 2) ignore = variant == 2 ? int64_t(1) : int64_t(-100);
+          bool log_prob = op == OpKind::SoftmaxCrossEntropyLoss && variant % 2 == 0;
+          std::string what = std::string(op_name(op)) + " " + red + " " + std::string(dtype_name(cs.dt)) + " " +
+                             Shape::of(cs.shape).str() + (weighted ? " weighted" : "") +
+                             (ignore ? " ignore " + std::to_string(*ignore) : "") + (log_prob ? " log_prob" : "");
+          SCOPED_TRACE(what);
+          // Scores in [-3, 3], log-probabilities in [-6, 0] (NegativeLogLikelihoodLoss does not need them
+          // normalized), weights in [0.5, 2]: positive losses, whose sums do not cancel. No specials: the sums mix
+          // every element.
+          bool nll = op == OpKind::NegativeLogLikelihoodLoss;
+          std::vector<Tensor> feeds{random_tensor(cs.dt, cs.shape, seed++, false, nll ? -6 : -3, nll ? 0 : 3),
+                                    loss_targets(DType::i64, target_shape(cs.shape), c, ignore, seed++)};
+          if (weighted) feeds.push_back(random_tensor(cs.dt, {c}, seed++, false, 0.5f, 2.0f));
+          auto build = [&]() {
+            auto g = std::make_shared<Graph>();
+            std::vector<Value*> ins;
+            for (size_t i = 0; i < feeds.size(); ++i)
+              ins.push_back(g->add_input("in" + std::to_string(i),
+                                         {feeds[i].dtype(), Shape::of(feeds[i].shape())}));
+            AttrMap attrs{{"reduction", std::string(red)}};
+            if (ignore) attrs["ignore_index"] = *ignore;
+            std::vector<std::string> outs{"loss"};
+            if (log_prob) outs.push_back("log_prob");
+            Node* n = g->add_node(op, ins, outs, attrs);
+            for (Value* v : n->outputs()) g->add_output(v);
+            infer_shapes(*g);
+            return g;
+          };
+          std::vector<Tensor> want = Executor(build(), reference_kernels()).run(feeds);
+          auto g = build();
+          PassContext ctx;
+          ctx.verify_each = true;
+          optimize(*g, 1, ctx);
+          int kernels = 0;
+          for (auto& n : g->nodes()) {
+            kernels += n->op() == OpKind::FusedKernel;
+            // (Integer results of at most 8 elements are shape arithmetic, left to the op-by-op kernels: the
+            // choice of the class to gather where the target is ignored, at batch 6.)
+            bool small_int = is_integer(n->output(0)->dtype()) && n->output(0)->shape().is_static() &&
+                             shape_numel(n->output(0)->shape().static_dims()) <= 8;
+            EXPECT_TRUE(n->op() == OpKind::FusedKernel || n->op() == OpKind::Gather || small_int)
+                << op_name(n->op()) << " was left out of the generated kernels";
+          }
+          EXPECT_GT(kernels, 0);
+          Executor ex(g, ExecutorOptions{});
+          for (const NodeTime& t : ex.profile(feeds))
+            if (t.node->op() == OpKind::FusedKernel) {
+              EXPECT_EQ(t.impl.rfind("jit:", 0), 0u) << "ran " << t.impl;
+            }
+          std::vector<Tensor> got = ex.run(feeds);
+          ASSERT_EQ(got.size(), want.size());
+          double tol = cs.dt == DType::f64 ? 1e-13 : cs.dt == DType::f16 ? 1.0 / 1024 : 2e-6;
+          for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], tol, what + " output " + std::to_string(i));
+        }
+  }
+  // Targets that are no class: the error names the loss and what is wrong, whichever kernel meets them first.
+  for (int64_t bad : {int64_t(10), int64_t(-1), int64_t(-11)}) {
+    auto g = std::make_shared<Graph>();
+    Value* x = g->add_input("x", {DType::f32, Shape::of({4, 10})});
+    Value* t = g->add_input("t", {DType::i64, Shape::of({4})});
+    Value* w = g->add_input("w", {DType::f32, Shape::of({10})});
+    g->add_output(g->add_node(OpKind::SoftmaxCrossEntropyLoss, {x, t, w}, {"loss"})->output(0));
+    infer_shapes(*g);
+    optimize(*g, 1);
+    Tensor tt = loss_targets(DType::i64, {4}, 10, std::nullopt, 7);
+    tt.data<int64_t>()[2] = bad;
+    try {
+      Executor(g, ExecutorOptions{}).run({random_tensor(DType::f32, {4, 10}, 8), tt, random_tensor(DType::f32, {10}, 9)});
+      ADD_FAILURE() << "target " << bad << " was not reported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("loss_"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Reductions over axes that stay scattered once those of size 1 are set aside: split-reductions makes them chains of
