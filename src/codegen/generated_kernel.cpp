@@ -25,6 +25,18 @@ bool has_zero(const Tensor& t) {
   return zero;
 }
 
+// Whether an integer tensor holds a negative value.
+bool has_negative(const Tensor& t) {
+  bool negative = false;
+  visit_dtype(t.dtype(), [&]<class T>() {
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      const T* p = t.data<T>();
+      negative = std::any_of(p, p + t.numel(), [](T v) { return v < 0; });
+    }
+  });
+  return negative;
+}
+
 // Whether every value of an integer tensor is a class in [0, classes) or the ignored index.
 bool valid_targets(const Tensor& t, const LoweredKernel::ClassTargets& ct) {
   bool ok = true;
@@ -79,7 +91,13 @@ class GeneratedKernel final : public PreparedKernel {
         ref_kernel(OpKind::FusedKernel)(ctx);
         return;
       }
-    // Likewise a loss's target that is no class: its reference kernel reports it.
+    // Likewise a negative integer exponent (0 to a negative power is an error; other bases give 0 or +-1, which
+    // the reference computes) and a loss's target that is no class (its reference kernel reports it).
+    for (int i : lk_.nonnegative_inputs)
+      if (has_negative(ctx.input(size_t(i)))) {
+        ref_kernel(OpKind::FusedKernel)(ctx);
+        return;
+      }
     for (const auto& ct : lk_.class_targets)
       if (!valid_targets(ctx.input(size_t(ct.input)), ct)) {
         ref_kernel(OpKind::FusedKernel)(ctx);

@@ -184,9 +184,16 @@ bool is_integer_divisor(const Node& n, size_t i) {
          !scalar_input(n, 1);
 }
 
+bool is_signed_exponent(const Node& n, size_t i) {
+  if (n.op() != OpKind::Pow || i != 1 || !n.input(0) || !integer(n.input(0)->dtype()) || scalar_input(n, 1))
+    return false;
+  DType e = n.input(1)->dtype();
+  return integer(e) && is_signed(e);
+}
+
 bool must_be_kernel_input(const Node& n, size_t i) {
   return (n.op() == OpKind::Transpose && i == 0) || (n.op() == OpKind::LRN && i == 0) || channel_param(n, i) ||
-         row_param(n, i) || is_integer_divisor(n, i);
+         row_param(n, i) || is_integer_divisor(n, i) || is_signed_exponent(n, i);
 }
 
 namespace {
@@ -339,13 +346,14 @@ bool can_generate(const Node& n, std::string* why) {
       return !(d && *d == 0) || refuse(why, "division by the constant 0");
     }
     case OpKind::Pow: {
-      // Float bases: any exponent. Integer bases (i32, i64): a float exponent, or a constant integer one of at
-      // least 0; an integer exponent tensor may raise 0 to a negative power, which the reference reports.
+      // Float bases: any exponent. Integer bases (i32, i64): a float exponent, a constant integer one of at least
+      // 0, or an integer exponent tensor, which the kernel reads as an input and checks for negative values
+      // first (is_signed_exponent: 0 to a negative power is an error the reference reports).
       if (floating(t0)) return true;
       if (t0 != DType::i32 && t0 != DType::i64) return refuse(why, "base dtype ", dtype_name(t0), " is not generated");
       auto e = scalar_input(n, 1);
-      bool exponent = floating(n.input(1)->dtype()) || (e && *e >= 0 && *e == std::floor(*e));
-      return exponent || refuse(why, "an integer base with an integer exponent that is not a constant of at least 0");
+      bool exponent = floating(n.input(1)->dtype()) || !e || (*e >= 0 && *e == std::floor(*e));
+      return exponent || refuse(why, "an integer base with a negative constant exponent");
     }
     case OpKind::ArgMax: case OpKind::ArgMin:
       if (!numeric(t0)) return refuse(why, "dtype ", dtype_name(t0), " is not generated");
@@ -752,13 +760,27 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
           out[0] = L.cast(c_pow(), tx);
           return true;
         }
-        // a constant exponent of at least 0 (can_generate): by squaring, wrapping as the reference's
-        int r = -1, b = x;  // r: the product so far (-1: none yet, 1)
-        for (auto k = uint64_t(*e); k; k >>= 1) {
-          if (k & 1) r = r < 0 ? b : L.bin(Op::mul, r, b);
-          if (k > 1) b = L.bin(Op::mul, b, b);
+        if (e) {  // a constant exponent of at least 0 (can_generate): by squaring, wrapping as the reference's
+          int r = -1, b = x;  // r: the product so far (-1: none yet, 1)
+          for (auto k = uint64_t(*e); k; k >>= 1) {
+            if (k & 1) r = r < 0 ? b : L.bin(Op::mul, r, b);
+            if (k > 1) b = L.bin(Op::mul, b, b);
+          }
+          out[0] = r < 0 ? L.cst(1, tx) : r;
+          return true;
         }
-        out[0] = r < 0 ? L.cst(1, tx) : r;
+        // An integer exponent tensor, at least 0 (a signed one is checked before the kernel runs): by squaring
+        // over every bit the exponent's type holds, the product taking the base's power where the bit is set.
+        int p = in[1];
+        Scalar te = L.type(p);
+        int bits = te == Scalar::i32 ? 31 : te == Scalar::i64 ? 63 : 64;
+        int r = L.cst(1, tx), b = x;
+        for (int k = 0; k < bits; ++k) {
+          int bit = L.bin(Op::irem, L.bin(Op::lshr, p, L.cst(k, te)), L.cst(2, te));
+          r = L.sel(L.cmp(Op::eq, bit, L.cst(0, te)), r, L.bin(Op::mul, r, b));
+          if (k + 1 < bits) b = L.bin(Op::mul, b, b);
+        }
+        out[0] = r;
         return true;
       }
       // A float exponent, or a constant one f32 holds exactly, meets an f32 base in the emitter's pow; anything
@@ -1230,6 +1252,14 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       int idx = int(at - ins.begin());
       if (std::find(lk.nonzero_inputs.begin(), lk.nonzero_inputs.end(), idx) == lk.nonzero_inputs.end())
         lk.nonzero_inputs.push_back(idx);
+    }
+    // A signed integer exponent: the prepared kernel checks it for negative values before running.
+    if (is_signed_exponent(*n, 1)) {
+      auto at = std::find(ins.begin(), ins.end(), n->input(1));
+      if (at == ins.end()) return no(n->describe(), ": an integer exponent computed in the kernel");
+      int idx = int(at - ins.begin());
+      if (std::find(lk.nonnegative_inputs.begin(), lk.nonnegative_inputs.end(), idx) == lk.nonnegative_inputs.end())
+        lk.nonnegative_inputs.push_back(idx);
     }
     // A loss's targets: each must be a class or the ignored index, which the prepared kernel checks before running
     // (a constant one here).

@@ -49,10 +49,15 @@ constexpr int kMaxGeneratedTopK = 16;
 // inputs, which it checks for zeros before running (a value computed inside the kernel cannot be).
 bool is_integer_divisor(const Node& n, size_t i);
 
+// Whether input i of n is a signed integer exponent tensor of an integer Pow: the kernel must read it as one of
+// its inputs, which it checks for negative values before running (0 to a negative power is an error the
+// reference reports; the body then runs op by op).
+bool is_signed_exponent(const Node& n, size_t i);
+
 // Whether input i of n must be one of the kernel's inputs, never a value computed inside the kernel: what is read
 // through other strides than the iteration space's (a Transpose's input, LRN's window over the channels,
 // per-channel parameters, a loss's targets and class weights) or checked before the kernel runs (integer
-// divisors, a loss's targets). Fusion keeps the producers of such inputs out of the reader's group.
+// divisors, signed integer exponents, a loss's targets). Fusion keeps the producers of such inputs out of the reader's group.
 bool must_be_kernel_input(const Node& n, size_t i);
 
 // A kernel with what it runs over: the iteration dims after merging (dims.size() == kernel.rank) and, per operand,
@@ -71,6 +76,8 @@ struct LoweredKernel {
   // Kernel inputs that divide integers: a zero among them must not reach the kernel (the reference reports it;
   // the prepared kernel checks and runs the body op by op instead).
   std::vector<int> nonzero_inputs;
+  // Kernel inputs holding signed integer exponents: a negative one runs the body op by op (is_signed_exponent).
+  std::vector<int> nonnegative_inputs;
   // Kernel inputs holding a loss's targets: each must be a class in [0, classes) or the ignored index. The
   // reference reports any other value, which the kernel would silently skip: the prepared kernel checks first
   // and runs the body op by op instead.
