@@ -77,16 +77,16 @@ struct Case {
     return p;
   }
 
-  Tensor run_ref() const {
+  Tensor run_ref(size_t output = 0) const {
     std::vector<Tensor> outs = fresh_outputs();
     KernelContext ctx(*one.node, in_ptrs(ins), &outs, nullptr);
     ref_kernel(one.node->op())(ctx);
-    return outs[0];
+    return outs[output];
   }
 
   // Runs the prepared kernel (twice, to check that a kernel can run again); `inplace_input` >= 0 makes output 0
-  // share that input's buffer (a copy of it).
-  Tensor run_fast(PreparedKernel& k, int inplace_input = -1) const {
+  // share that input's buffer (a copy of it). Returns output `output`.
+  Tensor run_fast(PreparedKernel& k, int inplace_input = -1, size_t output = 0) const {
     std::vector<Tensor> in = ins;
     std::vector<Tensor> outs = fresh_outputs();
     if (inplace_input >= 0) {
@@ -101,7 +101,7 @@ struct Case {
     }
     KernelContext ctx(*one.node, in_ptrs(in), &outs, nullptr);
     k.run(ctx);
-    return outs[0].clone();
+    return outs[output].clone();
   }
 };
 
@@ -528,6 +528,56 @@ TEST(CpuKernels, ReduceSumMean) {
   Tensor x = random_f32({2, 3, 4}, 1);
   EXPECT_EQ(Case(OpKind::ReduceSum, {input(x), constant(vec<int64_t>({0, 2}))}).prepare(), nullptr);
   EXPECT_EQ(Case(OpKind::ReduceSum, {input(x), input(vec<int64_t>({2}))}).prepare(), nullptr);
+}
+
+// ---- selection
+
+// TopK (the K that generated kernels do not hold in registers, and any other): the reference's values and
+// positions exactly, over rows and columns, K from 1 to the whole axis, largest and smallest, with many ties
+// (equal values keep position order) and NaN (first among the largest, last among the smallest), every dtype
+// family; slices enough to split between the threads.
+TEST(CpuKernels, TopKMatchesReference) {
+  struct T {
+    Ints shape;
+    int64_t axis;
+    std::vector<int64_t> ks;
+  };
+  uint32_t seed = 500;
+  for (const T& t : std::vector<T>{{{3, 1000}, -1, {1, 17, 64, 1000}},
+                                   {{1, 50000}, 1, {100, 256}},
+                                   {{4, 300, 9}, 1, {5, 40, 300}},
+                                   {{40, 7}, 0, {33, 40}},
+                                   {{256, 1000}, 1, {50}},
+                                   {{8, 1000, 64}, 1, {32}}}) {
+    for (int64_t k : t.ks)
+      for (int64_t largest : {1, 0})
+        for (DType dt : {DType::f32, DType::i32, DType::f16, DType::u64, DType::f64}) {
+          // Values on a coarse grid (ties), NaN and infinities among the floats.
+          Tensor x = random_f32(t.shape, seed++, -3, 3, true);
+          Tensor xt = Tensor::zeros(dt, t.shape);
+          for (int64_t i = 0; i < x.numel(); ++i) {
+            float v = x.data<float>()[i];
+            float grid = std::isfinite(v) ? std::round(v * 4) / 4 : v;
+            visit_dtype(dt, [&]<class E>() {
+              if constexpr (std::is_integral_v<E>) {
+                if constexpr (!std::is_same_v<E, bool>) xt.data<E>()[i] = E(std::isfinite(v) ? int64_t(grid * 4) : 7);
+              } else {
+                xt.data<E>()[i] = E(grid);
+              }
+            });
+          }
+          std::string what = "TopK " + std::string(dtype_name(dt)) + " " + str(t.shape) + " axis " +
+                             std::to_string(t.axis) + " K " + std::to_string(k) + (largest ? " largest" : " smallest");
+          Case c(OpKind::TopK, {input(xt), constant(vec<int64_t>({k}))}, {{"axis", t.axis}, {"largest", largest}}, 2);
+          auto kern = c.prepare();
+          ASSERT_NE(kern, nullptr) << what;
+          EXPECT_EQ(kern->impl_name(), "cpu:topk:heap");
+          for (size_t o : {size_t(0), size_t(1)})
+            expect_match(c.run_fast(*kern, -1, o), c.run_ref(o), kExact, what + " output " + std::to_string(o));
+        }
+  }
+  // K only known at run time: no fast kernel.
+  EXPECT_EQ(Case(OpKind::TopK, {input(random_f32({4, 9}, 1)), input(vec<int64_t>({3}))}, {}, 2).prepare(), nullptr);
 }
 
 // ---- what stays on the reference kernels
