@@ -379,10 +379,10 @@ bool can_generate(const Node& n, std::string* why) {
       if (!float_only) return refuse(why, "generated only for floats");
       return reduced_block(n).has_value() || refuse(why, "the normalized axes are not known");
     case OpKind::NegativeLogLikelihoodLoss: {
-      // The loss per element; sums and means over them are a second reduction, which decompose-losses writes
+      // The loss per element; sums and means over them are a second reduction, which decompose-ops writes
       // out as its own node. (Input dtypes: the schema's.)
       const std::string& red = AttrReader(n).s("reduction");
-      if (red != "none") return refuse(why, "reduction '", red, "' is not generated (decompose-losses writes it out)");
+      if (red != "none") return refuse(why, "reduction '", red, "' is not generated (decompose-ops writes it out)");
       auto ignore = ignored_target(n);
       if (ignore && !immediate_int(*ignore)) return refuse(why, "ignore_index ", *ignore, " is beyond 2^53");
       return reduced_block(n).has_value() || refuse(why, "input rank below 2");

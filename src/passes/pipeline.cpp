@@ -35,7 +35,7 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   // Leftover transposes that only move size-1 dims (after global pooling) become reshapes.
   step(SimplifyIdentitiesPass());
   // The classification losses become their loss per element, which generates, and the sums over it.
-  step(DecomposeLossesPass());
+  step(DecomposeOpsPass());
   // Reductions over scattered axes become chains of reductions over one block each, which generate.
   step(SplitReductionsPass());
   // What remains between the heavy ops (element-wise chains, casts, Softmax, LayerNorm, reductions) becomes

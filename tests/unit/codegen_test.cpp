@@ -1112,15 +1112,15 @@ TEST(Codegen, NegativeLogLikelihoodLossPerElement) {
       EXPECT_NE(std::string(e.what()).find("node_under_test"), std::string::npos) << e.what();
     }
   }
-  // A sum over the losses is a second reduction, which decompose-losses writes out.
+  // A sum over the losses is a second reduction, which decompose-ops writes out.
   std::string why;
   OneOp mean = build_op(OpKind::NegativeLogLikelihoodLoss, {input(random_tensor(DType::f32, {4, 6}, 5)),
                                                             input(loss_targets(DType::i64, {4}, 6, std::nullopt, 6))});
   EXPECT_FALSE(can_generate(*mean.node, &why));
-  EXPECT_NE(why.find("decompose-losses"), std::string::npos) << why;
+  EXPECT_NE(why.find("decompose-ops"), std::string::npos) << why;
 }
 
-// The losses through the optimizing pipeline: decompose-losses writes SoftmaxCrossEntropyLoss and the sums and
+// The losses through the optimizing pipeline: decompose-ops writes SoftmaxCrossEntropyLoss and the sums and
 // means as LogSoftmax, the loss per element and reductions, which fuse into generated kernels (only a weighted
 // mean's Gather of the weights is left to its own kernel). Against the reference kernels on the original graph:
 // every reduction, weights, ignore_index, the log_prob output, f32, f64 and f16 (computed in f32), rows and
@@ -1213,6 +1213,55 @@ TEST(Codegen, ClassificationLossesGenerate) {
       EXPECT_NE(std::string(e.what()).find("loss_"), std::string::npos) << e.what();
     }
   }
+}
+
+// BatchNormalization in training mode through the optimizing pipeline: decompose-ops writes out its batch
+// statistics, split-reductions splits their means over (0, 2, 3), and everything but the [C] parameters'
+// reshapes runs in generated kernels. Y and the running statistics against the reference's: batch 1 (one block),
+// batch 3 (split), [N, C], f16, with and without the running statistics.
+TEST(Codegen, TrainingBatchNormalizationGenerates) {
+  uint32_t seed = 2000;
+  for (Ints shape : {Ints{3, 16, 33, 17}, Ints{1, 8, 10, 10}, Ints{64, 10}, Ints{2, 5, 7}})
+    for (DType dt : {DType::f32, DType::f16})
+      for (size_t outs : {size_t(1), size_t(3)}) {
+        std::string what = "BatchNormalization training " + std::string(dtype_name(dt)) + " " +
+                           Shape::of(shape).str() + " outputs " + std::to_string(outs);
+        SCOPED_TRACE(what);
+        int64_t c = shape[1];
+        std::vector<Tensor> feeds{random_tensor(dt, shape, seed++, false, -2, 5),
+                                  random_tensor(DType::f32, {c}, seed++, false, 0.5f, 2.0f),
+                                  random_tensor(DType::f32, {c}, seed++, false),
+                                  random_tensor(DType::f32, {c}, seed++, false),
+                                  random_tensor(DType::f32, {c}, seed++, false, 0.5f, 2.0f)};
+        auto build = [&]() {
+          auto g = std::make_shared<Graph>();
+          std::vector<Value*> ins;
+          for (size_t i = 0; i < feeds.size(); ++i)
+            ins.push_back(g->add_input("in" + std::to_string(i), {feeds[i].dtype(), Shape::of(feeds[i].shape())}));
+          std::vector<std::string> names{"y", "running_mean", "running_var"};
+          names.resize(outs);
+          Node* n = g->add_node(OpKind::BatchNormalization, ins, names,
+                                {{"training_mode", int64_t(1)}, {"momentum", 0.7}, {"epsilon", 1e-3}});
+          for (Value* v : n->outputs()) g->add_output(v);
+          infer_shapes(*g);
+          return g;
+        };
+        std::vector<Tensor> want = Executor(build(), reference_kernels()).run(feeds);
+        auto g = build();
+        optimize(*g, 1);
+        for (auto& n : g->nodes())
+          EXPECT_TRUE(n->op() == OpKind::FusedKernel || n->op() == OpKind::Unsqueeze || n->op() == OpKind::Reshape)
+              << op_name(n->op()) << " was left out of the generated kernels";
+        Executor ex(g, ExecutorOptions{});
+        for (const NodeTime& t : ex.profile(feeds))
+          if (t.node->op() == OpKind::FusedKernel) {
+            EXPECT_EQ(t.impl.rfind("jit:", 0), 0u) << "ran " << t.impl;
+          }
+        std::vector<Tensor> got = ex.run(feeds);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          expect_close(got[i], want[i], dt == DType::f16 ? 1.0 / 1024 : 2e-5, what + " output " + std::to_string(i));
+      }
 }
 
 // Reductions over axes that stay scattered once those of size 1 are set aside: split-reductions makes them chains of
