@@ -257,6 +257,38 @@ def test_batch_norm_functional_training_mode():
     assert_same(compiled(x, m, v), bn_train(x, m, v))
 
 
+# ---- classification losses
+
+
+def losses(x, t, w):
+    lp = F.log_softmax(x, 1 if x.dim() > 1 else 0)
+    return (F.cross_entropy(x, t), F.cross_entropy(x, t, w, reduction="sum"),
+            F.cross_entropy(x, t, w, ignore_index=1), F.cross_entropy(x, t, reduction="none", ignore_index=2),
+            F.nll_loss(lp, t, w), F.nll_loss(lp, t, reduction="none"))
+
+
+@pytest.mark.parametrize("shape", [(8, 5), (3, 5, 4, 6), (5,)], ids=lambda v: "x".join(map(str, v)))
+def test_classification_losses(shape):
+    x = randn(*shape, seed=3, scale=2.0)
+    t = torch.randint(0, shape[0] if len(shape) == 1 else shape[1], shape[:1] + shape[2:] if len(shape) > 1 else (),
+                      generator=torch.Generator().manual_seed(4))
+    w = torch.rand(shape[0] if len(shape) == 1 else shape[1], generator=torch.Generator().manual_seed(5)) + 0.5
+    check(losses, (x, t, w))
+
+
+@pytest.mark.filterwarnings("ignore::cuvil.CaptureWarning")  # the lambdas are traced
+def test_classification_loss_errors():
+    x, t = randn(4, 5), torch.tensor([0, 1, 2, 3])
+    with pytest.raises(cuvil.CompileError, match="label_smoothing is not supported"):
+        cuvil.compile(lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1), (x, t))
+    with pytest.raises(cuvil.CompileError, match="class probabilities"):
+        cuvil.compile(lambda x, p: F.cross_entropy(x, p), (x, torch.softmax(randn(4, 5), 1)))
+    # A target that is no class: PyTorch raises, and so does the compiled model, naming the loss.
+    compiled = cuvil.compile(lambda x, t: F.cross_entropy(x, t), (x, t))
+    with pytest.raises(RuntimeError, match="NegativeLogLikelihoodLoss.*target value 7 is out of range"):
+        compiled(x, torch.tensor([0, 7, 1, 2]))
+
+
 # ---- pooling
 
 

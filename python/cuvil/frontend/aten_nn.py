@@ -1,5 +1,5 @@
 """CNN-side converters: convolutions, normalizations, pooling, activations, dropout, reductions (mean, amax, max,
-min), clamp and padding.
+min), the classification losses (cross_entropy, nll_loss), clamp and padding.
 
 Argument lists follow the aten schemas (torch 1.13). Window arguments (stride, padding, ...) arrive as int lists;
 a list of one value applies to every spatial dim. Unbatched inputs (no N dim) are unsqueezed and squeezed back,
@@ -655,6 +655,46 @@ converter("aten::min")(_max_min(False))
 @converter("aten::maximum", "aten::minimum")
 def _maximum(ctx: ConvertContext, ins):
     return binary(ctx, "Max" if ctx.node.kind() == "aten::maximum" else "Min", ins[0], ins[1])
+
+
+# ---- classification losses
+
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _class_loss(ctx: ConvertContext, op: str, x, target, w, reduction, ignore_index):
+    """SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss over class indices: input [N, C, d...] or unbatched
+    [C] (target [N, d...] or a scalar), torch's reduction enum and ignore_index (every target equal to it is
+    skipped, as in ONNX when set)."""
+    _expect_float(ctx, x, op)
+    if ctx.dtype_of(target) not in ("i64", "i32"):
+        raise ctx.error(f"{op}: the target must hold class indices (int64); class probabilities "
+                        f"(a {ctx.dtype_of(target)} target) are not supported")
+    red = _REDUCTIONS.get(ctx.const(reduction, "reduction"))
+    if red is None:
+        raise ctx.error(f"{op}: unknown reduction {ctx.const(reduction)}")
+    attrs = {"reduction": red, "ignore_index": int(ctx.const(ignore_index, "ignore_index"))}
+    unbatched = ctx.rank_of(x) == 1
+    if unbatched:  # [C] with a scalar target: a batch of one
+        x = reshape(ctx, x, [1] + shape_of(ctx, x))
+        target = reshape(ctx, target, [1])
+    ins = [x, target] + ([ctx.tensor(w, ctx.dtype_of(x))] if w is not None else [])
+    y = ctx.emit(op, ins, attrs)
+    return reshape(ctx, y, []) if unbatched and red == "none" else y
+
+
+@converter("aten::cross_entropy_loss")
+def _cross_entropy(ctx: ConvertContext, ins):
+    x, target, w, reduction, ignore_index, smoothing = (list(ins) + [None, 1, -100, 0.0][len(ins) - 2:])[:6]
+    if _float_const(ctx, smoothing, "label_smoothing") != 0:
+        raise ctx.error("cross_entropy with label_smoothing is not supported")
+    return _class_loss(ctx, "SoftmaxCrossEntropyLoss", x, target, w, reduction, ignore_index)
+
+
+@converter("aten::nll_loss", "aten::nll_loss2d", "aten::nll_loss_nd")
+def _nll_loss(ctx: ConvertContext, ins):
+    x, target, w, reduction, ignore_index = (list(ins) + [None, 1, -100][len(ins) - 2:])[:5]
+    return _class_loss(ctx, "NegativeLogLikelihoodLoss", x, target, w, reduction, ignore_index)
 
 
 # ---- clamp
