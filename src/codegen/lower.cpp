@@ -180,8 +180,13 @@ bool is_axes_input(const Node& n, size_t i) {
 }
 
 bool is_integer_divisor(const Node& n, size_t i) {
-  return (n.op() == OpKind::Div || n.op() == OpKind::Mod) && i == 1 && n.input(0) && integer(n.input(0)->dtype()) &&
-         !scalar_input(n, 1);
+  if (!n.input(0) || !integer(n.input(0)->dtype())) return false;
+  if (n.op() == OpKind::Div || n.op() == OpKind::Mod) return i == 1 && !scalar_input(n, 1);
+  if (n.op() == OpKind::Pow && i == 0 && !scalar_input(n, 0) && !floating(n.input(1)->dtype())) {
+    auto e = scalar_input(n, 1);  // x^-k = 1 / x^k
+    return e && *e < 0;
+  }
+  return false;
 }
 
 bool is_signed_exponent(const Node& n, size_t i) {
@@ -346,14 +351,16 @@ bool can_generate(const Node& n, std::string* why) {
       return !(d && *d == 0) || refuse(why, "division by the constant 0");
     }
     case OpKind::Pow: {
-      // Float bases: any exponent. Integer bases (i32, i64): a float exponent, a constant integer one of at least
-      // 0, or an integer exponent tensor, which the kernel reads as an input and checks for negative values
-      // first (is_signed_exponent: 0 to a negative power is an error the reference reports).
+      // Float bases: any exponent. Integer bases (i32, i64): a float exponent, a constant integer one, or an
+      // integer exponent tensor. 0 to a negative power is an error the reference reports: the kernel checks a
+      // signed exponent tensor for negative values (is_signed_exponent), and the base of a negative constant
+      // exponent for zeros (is_integer_divisor: x^-k = 1 / x^k), before it runs.
       if (floating(t0)) return true;
       if (t0 != DType::i32 && t0 != DType::i64) return refuse(why, "base dtype ", dtype_name(t0), " is not generated");
       auto e = scalar_input(n, 1);
-      bool exponent = floating(n.input(1)->dtype()) || !e || (*e >= 0 && *e == std::floor(*e));
-      return exponent || refuse(why, "an integer base with a negative constant exponent");
+      if (e && !floating(n.input(1)->dtype()) && *e < 0 && scalar_input(n, 0) && *scalar_input(n, 0) == 0)
+        return refuse(why, "0 to a negative power");  // (the reference reports it)
+      return true;
     }
     case OpKind::ArgMax: case OpKind::ArgMin:
       if (!numeric(t0)) return refuse(why, "dtype ", dtype_name(t0), " is not generated");
@@ -760,7 +767,14 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
           out[0] = L.cast(c_pow(), tx);
           return true;
         }
-        if (e) {  // a constant exponent of at least 0 (can_generate): by squaring, wrapping as the reference's
+        if (e && *e < 0) {  // 1 / x^k, truncated: 1 for 1, +-1 for -1, 0 otherwise (x is checked for zeros)
+          int one = L.cst(1, tx), minus_one = L.cst(-1, tx);
+          bool odd = std::fmod(-*e, 2) == 1;
+          out[0] = L.sel(L.cmp(Op::eq, x, one), one,
+                         L.sel(L.cmp(Op::eq, x, minus_one), odd ? minus_one : one, L.cst(0, tx)));
+          return true;
+        }
+        if (e) {  // a constant exponent of at least 0: by squaring, wrapping as the reference's
           int r = -1, b = x;  // r: the product so far (-1: none yet, 1)
           for (auto k = uint64_t(*e); k; k >>= 1) {
             if (k & 1) r = r < 0 ? b : L.bin(Op::mul, r, b);
@@ -1246,8 +1260,9 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
     }
     // An integer division by a tensor: the tensor must be a kernel input, which the prepared kernel checks for
     // zeros before running.
-    if (is_integer_divisor(*n, 1)) {
-      auto at = std::find(ins.begin(), ins.end(), n->input(1));
+    for (size_t i = 0; i < n->num_inputs(); ++i) {
+      if (!is_integer_divisor(*n, i)) continue;
+      auto at = std::find(ins.begin(), ins.end(), n->input(i));
       if (at == ins.end()) return no(n->describe(), ": divides integers by a value computed in the kernel");
       int idx = int(at - ins.begin());
       if (std::find(lk.nonzero_inputs.begin(), lk.nonzero_inputs.end(), idx) == lk.nonzero_inputs.end())

@@ -45,8 +45,9 @@ bool is_axes_input(const Node& n, size_t i);
 // The largest K a generated TopK takes: each lane keeps its K best pairs in registers.
 constexpr int kMaxGeneratedTopK = 16;
 
-// Whether input i of n divides integers and is not a constant scalar: the kernel must read it as one of its
-// inputs, which it checks for zeros before running (a value computed inside the kernel cannot be).
+// Whether input i of n divides integers (Div's and Mod's divisor; the base of an integer Pow with a negative
+// constant exponent, x^-k = 1 / x^k) and is not a constant scalar: the kernel must read it as one of its inputs,
+// which it checks for zeros before running (a value computed inside the kernel cannot be).
 bool is_integer_divisor(const Node& n, size_t i);
 
 // Whether input i of n is a signed integer exponent tensor of an integer Pow: the kernel must read it as one of

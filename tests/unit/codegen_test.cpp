@@ -727,7 +727,7 @@ TEST(Codegen, IntegerDivisionByTensors) {
 // wrapping as the reference's. Bases 0, +-1, +-2 and ones whose powers overflow; exponents of every integer
 // dtype from 0 up to their type's largest, broadcast either way. A signed exponent tensor is checked before the
 // kernel runs: a negative one runs the body op by op (0, +-1 as the reference), and 0 to a negative power is the
-// reference's error, naming the node.
+// reference's error, naming the node. Negative constant exponents generate, their bases checked for zeros.
 TEST(Codegen, IntegerPowerOfIntegerTensors) {
   Ints bases;
   for (int64_t i = 0; i < 37; ++i) bases.push_back(i < 5 ? i - 2 : (i - 20) * 977 + i % 3);
@@ -753,6 +753,16 @@ TEST(Codegen, IntegerPowerOfIntegerTensors) {
     Tensor neg = narrow_tensor(DType::i64, {1, 4}, {-1, -2, 5, -63});
     Tensor nonzero = narrow_tensor(bt, {5, 1}, {-2, -1, 1, 2, 977});
     check_op(OpKind::Pow, {input(nonzero), input(neg)}, {}, 0, std::string(dtype_name(bt)) + " ^ negative");
+    // A negative constant exponent generates (1, +-1 or 0); the base is checked for zeros.
+    for (int64_t e : {int64_t(-1), int64_t(-2), int64_t(-63), std::numeric_limits<int64_t>::min()})
+      check_op(OpKind::Pow, {input(nonzero), constant(Tensor::scalar<int64_t>(e))}, {}, 0,
+               std::string(dtype_name(bt)) + " ^ " + std::to_string(e));
+    OneOp zero_base = build_op(OpKind::Pow, {input(narrow_tensor(bt, {12}, {1, 2, 3, 4, 5, 0})),
+                                             constant(Tensor::scalar<int64_t>(-3))});
+    PassContext zctx;
+    run_pass(*create_pass("fuse-elementwise"), *zero_base.g, zctx);
+    ASSERT_EQ(zero_base.g->nodes().front()->op(), OpKind::FusedKernel);
+    EXPECT_THROW(Executor(zero_base.g, ExecutorOptions{}).run(zero_base.feeds), Error);
     OneOp zero = build_op(OpKind::Pow, {input(narrow_tensor(bt, {3, 1}, {1, 0, 2})), input(neg)});
     PassContext ctx;
     run_pass(*create_pass("fuse-elementwise"), *zero.g, ctx);
@@ -2095,11 +2105,11 @@ TEST(Codegen, RefusalsAreExplained) {
   std::string why;
   EXPECT_FALSE(can_generate(*one.node, &why));
   EXPECT_NE(why.find("one block"), std::string::npos) << why;
-  // 0 raised to a negative integer power is an error the reference reports: no kernel for a negative constant
-  // exponent (exponent tensors are checked before the kernel runs).
-  OneOp pn = build_op(OpKind::Pow, {input(random_tensor(DType::i32, {3}, 1)), constant(Tensor::scalar<int64_t>(-2))});
+  // 0 raised to a negative integer power is an error the reference reports (bases and exponent tensors are
+  // checked before the kernel runs; constants here).
+  OneOp pn = build_op(OpKind::Pow, {constant(Tensor::scalar<int32_t>(0)), constant(Tensor::scalar<int64_t>(-2))});
   EXPECT_FALSE(can_generate(*pn.node, &why));
-  EXPECT_NE(why.find("negative constant exponent"), std::string::npos) << why;
+  EXPECT_NE(why.find("0 to a negative power"), std::string::npos) << why;
 }
 
 }  // namespace
