@@ -51,7 +51,7 @@ bool f64_capable(OpKind op) {
     case OpKind::ReduceLogSum: case OpKind::ReduceLogSumExp: case OpKind::Elu: case OpKind::Celu:
     case OpKind::Selu: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asin: case OpKind::Acos:
     case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh: case OpKind::CumSum: case OpKind::LRN:
-    case OpKind::TopK: case OpKind::NegativeLogLikelihoodLoss:
+    case OpKind::TopK: case OpKind::NegativeLogLikelihoodLoss: case OpKind::QuantizeLinear: case OpKind::Expand:
       return true;
     default: return false;
   }
@@ -120,14 +120,27 @@ int64_t input_rank(const Node& n, size_t i) {
   return v && v->shape().rank_known() ? int64_t(v->shape().rank()) : -1;
 }
 
-// Inputs of n read per channel (dim 1 of input 0), whatever their own rank: InstanceNormalization's scale and B,
-// BatchNormalization's scale, B, mean and var, NegativeLogLikelihoodLoss's class weights.
-bool channel_param(const Node& n, size_t i) {
-  if (n.op() == OpKind::InstanceNormalization) return i == 1 || i == 2;
-  if (n.op() == OpKind::BatchNormalization) return i >= 1 && i <= 4;
-  if (n.op() == OpKind::NegativeLogLikelihoodLoss) return i == 2;
-  return false;
+// The dim of input 0 along which input i of n holds one value per position, whatever its own rank:
+// InstanceNormalization's scale and B, BatchNormalization's scale, B, mean and var, NegativeLogLikelihoodLoss's
+// class weights (all along dim 1, the channels), a per-axis scale and zero point of (De)QuantizeLinear (along
+// `axis`; a per-tensor one, of rank 0, broadcasts as it is). nullopt for other inputs.
+std::optional<int64_t> param_axis(const Node& n, size_t i) {
+  switch (n.op()) {
+    case OpKind::InstanceNormalization: return i == 1 || i == 2 ? std::optional<int64_t>(1) : std::nullopt;
+    case OpKind::BatchNormalization: return i >= 1 && i <= 4 ? std::optional<int64_t>(1) : std::nullopt;
+    case OpKind::NegativeLogLikelihoodLoss: return i == 2 ? std::optional<int64_t>(1) : std::nullopt;
+    case OpKind::QuantizeLinear:
+    case OpKind::DequantizeLinear: {
+      if ((i != 1 && i != 2) || !n.input(i) || !n.input(i)->shape().rank_known() || n.input(i)->shape().rank() != 1)
+        return std::nullopt;
+      int64_t r = input_rank(n, 0);
+      auto axis = r > 0 ? normalized_axes({AttrReader(n).i("axis")}, r) : std::nullopt;
+      return axis ? std::optional<int64_t>(axis->front()) : std::nullopt;
+    }
+    default: return std::nullopt;
+  }
 }
+bool channel_param(const Node& n, size_t i) { return param_axis(n, i).has_value(); }
 
 // Inputs of n holding one value per row, in the shape of the space without the reduced dims:
 // NegativeLogLikelihoodLoss's targets ([N, d1, ...] against the input's [N, C, d1, ...]).
@@ -176,7 +189,8 @@ std::optional<std::vector<int64_t>> reduced_axes(const Node& n) {
 }
 
 bool is_axes_input(const Node& n, size_t i) {
-  return i == 1 && (is_reduce_op(n.op()) || n.op() == OpKind::CumSum || n.op() == OpKind::TopK);
+  return i == 1 && (is_reduce_op(n.op()) || n.op() == OpKind::CumSum || n.op() == OpKind::TopK ||
+                    n.op() == OpKind::Expand);
 }
 
 bool is_integer_divisor(const Node& n, size_t i) {
@@ -321,6 +335,17 @@ bool can_generate(const Node& n, std::string* why) {
     case OpKind::Equal: return true;
     case OpKind::And: case OpKind::Or: case OpKind::Xor: case OpKind::Not: return true;  // bool by the schema
     case OpKind::Where: case OpKind::Cast: case OpKind::Identity: return true;
+    case OpKind::Expand:  // a broadcast of its input to a shape known at compile time
+      return (n.input(1) && n.input(1)->is_constant()) || refuse(why, "the shape is not a constant");
+    case OpKind::QuantizeLinear:  // (the schema's dtypes: f32, f16, bf16, f64 or i32 to u8 or i8)
+    case OpKind::DequantizeLinear:  // (u8, i8 or i32 to f32)
+      for (size_t i : {size_t(1), size_t(2)}) {
+        const Value* p = n.num_inputs() > i ? n.input(i) : nullptr;
+        if (p && (!p->shape().rank_known() || p->shape().rank() > 1))
+          return refuse(why, "a scale or zero point of rank above 1");
+        if (p && p->shape().rank() == 1 && !param_axis(n, i)) return refuse(why, "the axis is out of range");
+      }
+      return true;
     case OpKind::Dropout: {  // the identity, and a mask of trues, unless training with a ratio above 0 (random)
       auto training = scalar_input(n, 2), ratio = scalar_input(n, 1);
       bool identity = !n.input(2) || (training && *training == 0) || (ratio && *ratio == 0);
@@ -562,6 +587,26 @@ bool lower_node(Lowering& L, const Node& n, const std::vector<int>& in, std::vec
   }
   switch (n.op()) {
     case OpKind::Identity: out[0] = x; return true;
+    case OpKind::Expand: out[0] = x; return true;  // (the broadcast is the iteration space's)
+    case OpKind::QuantizeLinear: {
+      // x / scale (f32 for f32 and 16-bit x, f64 for f64 and i32, as the reference divides), rounded half to
+      // even (NaN to 0), plus the zero point, saturated to the output's range. in[1], in[2]: scale and zero point
+      // (per axis: views along the axis).
+      Scalar t = tx == Scalar::f32 ? Scalar::f32 : Scalar::f64;
+      int q = L.bin(Op::div, L.cast(x, t), L.cast(in[1], t));
+      int r = L.sel(L.add(Op::is_nan, Scalar::i1, q), L.cst(0, t), L.un(Op::round, q));
+      if (in.size() > 2 && in[2] >= 0) r = L.bin(Op::add, r, L.cast(in[2], t));
+      bool u8 = n.output(0)->dtype() == DType::u8;
+      int lo = L.cst(u8 ? 0 : -128, t), hi = L.cst(u8 ? 255 : 127, t);
+      out[0] = L.cast(L.sel(L.cmp(Op::lt, r, lo), lo, L.sel(L.cmp(Op::gt, r, hi), hi, r)), Scalar::i32);
+      return true;
+    }
+    case OpKind::DequantizeLinear: {  // (x - zero point) in i64, as f32, times the scale (per axis: views)
+      int d = L.cast(x, Scalar::i64);
+      if (in.size() > 2 && in[2] >= 0) d = L.bin(Op::sub, d, L.cast(in[2], Scalar::i64));
+      out[0] = L.bin(Op::mul, L.cast(d, Scalar::f32), L.cast(in[1], Scalar::f32));
+      return true;
+    }
     case OpKind::Dropout:  // inference (can_generate): the input, and a mask of trues
       out[0] = x;
       if (out.size() > 1) out[1] = L.cst(1, Scalar::i1);
@@ -1134,10 +1179,11 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
         continue;
       }
       std::vector<int64_t> x = dims_of(n->input(0)), p = dims_of(n->input(j));
-      if (x.size() < 2 || p.size() != 1 || p[0] != x[1])
-        return no(n->describe(), ": input ", j, " is not one value per channel");
+      size_t axis = size_t(*param_axis(*n, j));
+      if (axis >= x.size() || p.size() != 1 || (p[0] != x[axis] && p[0] != 1))
+        return no(n->describe(), ": input ", j, " is not one value per position of dim ", axis);
       std::vector<int64_t> strides(space.size(), 0);
-      strides[space.size() - x.size() + 1] = x[1] == 1 ? 0 : 1;
+      strides[space.size() - x.size() + axis] = p[0] == 1 ? 0 : 1;
       if (!add_view(*n, j, strides)) return no(n->describe(), ": input ", j, " is computed in the kernel");
     }
   }

@@ -17,6 +17,10 @@
 // input_mean * momentum + mean * (1 - momentum) (the same for the variance), as the reference computes them.
 // split-reductions then splits the means over (0, 2, 3, ...) into chains that generate.
 //
+// DynamicQuantizeLinear: the range [min(x, 0), max(x, 0)] (NaN skipped) by two reductions, scale = range / 255,
+// the zero point QuantizeLinear(-min / scale) and y = QuantizeLinear(x, scale, zero point) (the zero point where
+// the scale is 0), as the reference computes them.
+//
 // 16-bit floats compute in f32 and round once at the end, as the reference computes in double (a loss per
 // element is exact in f32: a product of two 16-bit floats).
 #include <optional>
@@ -120,9 +124,10 @@ std::optional<std::vector<Value*>> expand_batch_norm_training(NodeInserter& in, 
   TensorType stat{t, mean->shape()};
   Value* d = in.add(OpKind::Sub, {x, mean}, full);
   Value* var = in.reduce(OpKind::ReduceMean, in.add(OpKind::Mul, {d, d}, full), axes, true);
-  Value* sd = in.add(OpKind::Sqrt, {in.add(OpKind::Add, {var, in.scalar("epsilon", at.f("epsilon"), t)}, stat)}, stat);
-  Value* inv = in.add(OpKind::Div, {in.scalar("one", 1, t), sd}, stat);
-  Value* y = in.add(OpKind::Mul, {in.add(OpKind::Mul, {d, inv}, full), per_channel(in, n.input(1), t, rank)}, full);
+  Value* var_eps = in.add(OpKind::Add, {var, in.scalar("epsilon", at.f("epsilon"), t)}, stat);
+  Value* inv = in.add(OpKind::Div, {in.scalar("one", 1, t), in.add(OpKind::Sqrt, {var_eps}, stat)}, stat);
+  Value* y = in.add(OpKind::Mul, {d, inv}, full);
+  y = in.add(OpKind::Mul, {y, per_channel(in, n.input(1), t, rank)}, full);
   y = in.add(OpKind::Add, {y, per_channel(in, n.input(2), t, rank)}, full);
   std::vector<Value*> r{in.cast(y, out)};
   // The running statistics: [C] blends of the inputs' and the batch's.
@@ -130,13 +135,36 @@ std::optional<std::vector<Value*>> expand_batch_norm_training(NodeInserter& in, 
   for (size_t o = 1; o < n.num_outputs(); ++o) {
     Value* prior = n.input(2 + o);  // input_mean, input_var
     TensorType ct{t, prior->shape()};
-    Value* batch = in.add(OpKind::Reshape, {o == 1 ? mean : var, in.constant(in.base + "_shape", Tensor::from_vector<int64_t>({-1}, {1}))}, ct);
-    Value* blend = in.add(OpKind::Add, {in.add(OpKind::Mul, {in.cast(prior, t), in.scalar("momentum", momentum, t)}, ct),
-                                        in.add(OpKind::Mul, {batch, in.scalar("rest", 1 - momentum, t)}, ct)},
-                          ct);
+    Value* flat = in.constant(in.base + "_shape", Tensor::from_vector<int64_t>({-1}, {1}));
+    Value* batch = in.add(OpKind::Reshape, {o == 1 ? mean : var, flat}, ct);
+    Value* kept = in.add(OpKind::Mul, {in.cast(prior, t), in.scalar("momentum", momentum, t)}, ct);
+    Value* added = in.add(OpKind::Mul, {batch, in.scalar("rest", 1 - momentum, t)}, ct);
+    Value* blend = in.add(OpKind::Add, {kept, added}, ct);
     r.push_back(in.cast(blend, n.output(o)->dtype()));
   }
   return r;
+}
+
+// DynamicQuantizeLinear written out: its outputs' replacements.
+std::vector<Value*> expand_dynamic_quantize(NodeInserter& in, const Node& n) {
+  Value* x = n.input(0);
+  TensorType f32_scalar{DType::f32, Shape()}, u8_scalar{DType::u8, Shape()};
+  Value* zero = in.scalar("zero", 0, DType::f32);
+  Value* nan = in.add(OpKind::IsNaN, {x}, {DType::boolean, x->shape()});
+  Value* numbers = in.add(OpKind::Where, {nan, zero, x}, x->type());
+  Value* lo = in.add(OpKind::Min, {in.reduce(OpKind::ReduceMin, numbers, {}, false), zero}, f32_scalar);
+  Value* hi = in.add(OpKind::Max, {in.reduce(OpKind::ReduceMax, numbers, {}, false), zero}, f32_scalar);
+  Value* range = in.add(OpKind::Sub, {hi, lo}, f32_scalar);
+  Value* scale = in.add(OpKind::Div, {range, in.scalar("levels", 255, DType::f32)}, f32_scalar);
+  // 0 - lo / scale, quantized as it is (a scale of 0 makes it NaN, which quantizes to 0).
+  Value* shift = in.add(OpKind::Sub, {zero, in.add(OpKind::Div, {lo, scale}, f32_scalar)}, f32_scalar);
+  Value* zp = in.add(OpKind::QuantizeLinear,
+                     {shift, in.scalar("one", 1, DType::f32), in.constant(in.base + "_zp0", Tensor::scalar<uint8_t>(0))},
+                     u8_scalar);
+  Value* q = in.add(OpKind::QuantizeLinear, {x, scale, zp}, n.output(0)->type());
+  Value* flat = in.add(OpKind::Equal, {scale, zero}, {DType::boolean, Shape()});
+  Value* y = in.add(OpKind::Where, {flat, zp, q}, n.output(0)->type());
+  return {y, scale, zp};
 }
 
 bool decompose(Graph& g) {
@@ -144,10 +172,13 @@ bool decompose(Graph& g) {
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* n = g.nodes()[i].get();
     bool loss = n->op() == OpKind::NegativeLogLikelihoodLoss || n->op() == OpKind::SoftmaxCrossEntropyLoss;
-    if (!(loss || n->op() == OpKind::BatchNormalization) || !n->input(0) || !n->input(0)->shape().rank_known())
-      continue;
+    bool bn = n->op() == OpKind::BatchNormalization, dq = n->op() == OpKind::DynamicQuantizeLinear;
+    if (!(loss || bn || dq) || !n->input(0) || !n->input(0)->shape().rank_known()) continue;
     NodeInserter in(g, i, n->output(0)->name(), n->loc());
-    auto r = loss ? expand_loss(in, *n) : expand_batch_norm_training(in, *n);
+    std::optional<std::vector<Value*>> r;
+    if (loss) r = expand_loss(in, *n);
+    else if (bn) r = expand_batch_norm_training(in, *n);
+    else r = expand_dynamic_quantize(in, *n);
     bool ok = r.has_value();
     for (size_t o = 0; ok && o < r->size(); ++o) ok = (*r)[o]->type() == n->output(o)->type();
     if (!ok) {

@@ -1274,6 +1274,114 @@ TEST(Codegen, TrainingBatchNormalizationGenerates) {
       }
 }
 
+// QuantizeLinear and DequantizeLinear generate, with the reference's bits: x / scale as the reference divides
+// (f32 for f32 and f16, f64 for f64 and i32), rounded half to even (NaN to 0), plus the zero point, saturated;
+// (x - zero point) * scale. Scales per tensor (an immediate, a rank-0 input) and per axis (views along axis 0, 1
+// or the last), zero points u8 and i8 or absent, a zero scale, specials; and the QDQ pattern Dequantize -> Relu
+// -> Quantize as one kernel.
+TEST(Codegen, QuantizeDequantizeGenerate) {
+  uint32_t seed = 2100;
+  Ints shape{4, 7, 33};
+  for (int64_t axis : {int64_t(0), int64_t(1), int64_t(-1)}) {
+    int64_t c = shape[size_t(axis < 0 ? axis + 3 : axis)];
+    Tensor scale = random_tensor(DType::f32, {c}, seed++, false, 0.01f, 0.5f);
+    scale.data<float>()[0] = 0;  // x / 0: infinities saturate, 0 / 0 quantizes to the zero point
+    for (DType q : {DType::u8, DType::i8}) {
+      Tensor zp = random_tensor(q, {c}, seed++);
+      std::string what = std::string(dtype_name(q)) + " axis " + std::to_string(axis);
+      for (DType xt : {DType::f32, DType::f16, DType::f64, DType::i32}) {
+        Tensor x = random_tensor(xt, shape, seed++, true, -40, 40);
+        check_op(OpKind::QuantizeLinear, {input(x), input(scale), input(zp)}, {{"axis", axis}}, 0,
+                 std::string(dtype_name(xt)) + " per axis " + what);
+      }
+      check_op(OpKind::DequantizeLinear, {input(random_tensor(q, shape, seed++)), input(scale), input(zp)},
+               {{"axis", axis}}, 0, "per axis " + what);
+    }
+  }
+  for (DType q : {DType::u8, DType::i8}) {
+    Tensor x = random_tensor(DType::f32, shape, seed++, true, -40, 40);
+    Tensor zp = q == DType::u8 ? Tensor::scalar<uint8_t>(128) : Tensor::scalar<int8_t>(-3);
+    std::string name(dtype_name(q));
+    check_op(OpKind::QuantizeLinear, {input(x), constant(Tensor::scalar<float>(0.25f)), constant(zp)}, {}, 0,
+             name + " per tensor, constants");
+    check_op(OpKind::QuantizeLinear, {input(x), input(Tensor::scalar<float>(0.1f)), input(zp)}, {}, 0,
+             name + " per tensor, inputs");
+    check_op(OpKind::DequantizeLinear, {input(random_tensor(q, shape, seed++)), input(Tensor::scalar<float>(0.1f)),
+                                        input(zp)}, {}, 0, name + " dequantize per tensor");
+  }
+  check_op(OpKind::QuantizeLinear, {input(random_tensor(DType::f32, shape, seed++)), constant(Tensor::scalar<float>(0.5f))},
+           {}, 0, "no zero point (u8)");
+  check_op(OpKind::DequantizeLinear, {input(random_tensor(DType::i32, shape, seed++)), constant(Tensor::scalar<float>(3e-5f))},
+           {}, 0, "i32 dequantize");
+  // Dequantize -> Relu -> Quantize: one kernel, u8 in and out.
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::u8, Shape::of({16, 64})});
+  Value* s = g->add_constant("s", Tensor::scalar<float>(0.05f));
+  Value* z = g->add_constant("z", Tensor::scalar<uint8_t>(100));
+  Value* d = g->add_node(OpKind::DequantizeLinear, {x, s, z}, {"d"})->output(0);
+  Value* r = g->add_node(OpKind::Relu, {d}, {"r"})->output(0);
+  g->add_output(g->add_node(OpKind::QuantizeLinear, {r, g->add_constant("s2", Tensor::scalar<float>(0.02f)), z}, {"y"})
+                    ->output(0));
+  infer_shapes(*g);
+  check_fused_graph(g, {random_tensor(DType::u8, {16, 64}, seed++)}, 0, "QDQ", 1);
+}
+
+// DynamicQuantizeLinear through the optimizing pipeline (decompose-ops): its range by two reductions, then
+// generated quantization. Random values, a range that excludes 0 on one side, NaNs (skipped by the range),
+// and all zeros (scale 0: y is the zero point).
+TEST(Codegen, DynamicQuantizeLinearGenerates) {
+  uint32_t seed = 2200;
+  std::vector<Tensor> cases{random_tensor(DType::f32, {64, 77}, seed++, false, -3, 5),
+                            random_tensor(DType::f32, {3, 5, 7}, seed++, false, 0.5f, 9),
+                            random_tensor(DType::f32, {1000}, seed++, false, -7, -1),
+                            Tensor::zeros(DType::f32, {4, 9})};
+  cases.push_back(random_tensor(DType::f32, {6, 11}, seed++, false));
+  cases.back().data<float>()[5] = kNaN;
+  for (const Tensor& x : cases) {
+    std::string what = "DynamicQuantizeLinear " + Shape::of(x.shape()).str();
+    auto build = [&]() {
+      auto g = std::make_shared<Graph>();
+      Value* v = g->add_input("x", {DType::f32, Shape::of(x.shape())});
+      Node* n = g->add_node(OpKind::DynamicQuantizeLinear, {v}, {"y", "scale", "zp"});
+      for (Value* o : n->outputs()) g->add_output(o);
+      infer_shapes(*g);
+      return g;
+    };
+    std::vector<Tensor> want = Executor(build(), reference_kernels()).run({x});
+    auto g = build();
+    optimize(*g, 1);
+    for (auto& n : g->nodes()) {
+      bool small_int = is_integer(n->output(0)->dtype()) && n->output(0)->shape().rank() == 0;
+      EXPECT_TRUE(n->op() == OpKind::FusedKernel || small_int) << what << ": " << op_name(n->op()) << " left out";
+    }
+    std::vector<Tensor> got = Executor(g, ExecutorOptions{}).run({x});
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], 0, what + " output " + std::to_string(i));
+  }
+}
+
+// Expand is the broadcast of the iteration space: alone a generated copy, and fused into its consumers without a
+// copy. Shapes whose 1s keep the input's dims, a rank-raising shape, integers and bools.
+TEST(Codegen, ExpandGenerates) {
+  uint32_t seed = 2300;
+  check_op(OpKind::Expand, {input(random_tensor(DType::f32, {3, 1, 5}, seed++)), constant(vec<int64_t>({2, 3, 4, 5}))},
+           {}, 0, "f32 [3, 1, 5] to [2, 3, 4, 5]");
+  check_op(OpKind::Expand, {input(random_tensor(DType::f32, {3, 1, 5}, seed++)), constant(vec<int64_t>({1, 6, 1}))},
+           {}, 0, "f32 [3, 1, 5] by [1, 6, 1]");
+  check_op(OpKind::Expand, {input(random_tensor(DType::i64, {1, 40}, seed++)), constant(vec<int64_t>({7, 1}))}, {}, 0,
+           "i64");
+  check_op(OpKind::Expand, {input(random_tensor(DType::boolean, {5, 1}, seed++)), constant(vec<int64_t>({5, 9}))}, {},
+           0, "bool");
+  // A mask expanded and added: one kernel.
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::f32, Shape::of({2, 4, 16, 16})});
+  Value* m = g->add_input("m", {DType::f32, Shape::of({2, 1, 1, 16})});
+  Value* e = g->add_node(OpKind::Expand, {m, g->add_constant("shape", vec<int64_t>({2, 4, 16, 16}))}, {"e"})->output(0);
+  g->add_output(g->add_node(OpKind::Add, {x, e}, {"y"})->output(0));
+  infer_shapes(*g);
+  check_fused_graph(g, {random_tensor(DType::f32, {2, 4, 16, 16}, seed++), random_tensor(DType::f32, {2, 1, 1, 16}, seed++)},
+                    0, "Expand-Add", 1);
+}
+
 // Reductions over axes that stay scattered once those of size 1 are set aside: split-reductions makes them chains of
 // one-block reductions, each generated (every node after fusion is a generated kernel), matching the reference's
 // one pass; keepdims both ways, 16-bit floats, f32 products that overflow f32 midway, integers, specials, and

@@ -2,12 +2,13 @@
 // constant: X seen as [outer, n, inner], each of the outer * inner slices (a row, or a column when inner > 1)
 // selected on its own, slices split between the threads.
 //
-// Per slice, a binary heap keeps the K best elements met so far (ranked as integers, below) with the worst on top. The first K
-// elements fill it; a later element enters only when it ranks strictly before the top (it comes later, so an
-// equal value loses), replacing the top, which sifts down. Once the heap holds good values most elements of a long
-// slice are rejected by that one comparison: random data inserts about K ln(n / K) times. The heap is sorted
-// at the end, best first. The order is the reference's: NaN above every number for largest (below, for smallest),
-// equal values by position. The reference sorts every slice's positions instead (partial_sort over all n).
+// Per slice, a binary heap keeps the K best elements met so far (ranked as integers, below) with the worst on
+// top. The first K elements fill it; a later element enters only when it ranks strictly before the top (it comes
+// later, so an equal value loses), replacing the top, which sifts down. Once the heap holds good values most
+// elements of a long slice are rejected by that one comparison: random data inserts about K ln(n / K) times. The
+// heap is sorted at the end, best first. The order is the reference's: NaN above every number for largest
+// (below, for smallest), equal values by position. The reference sorts every slice's positions instead
+// (partial_sort over all n).
 #include <algorithm>
 #include <bit>
 #include <functional>
