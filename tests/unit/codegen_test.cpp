@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -148,6 +149,53 @@ void check_fused_graph(const std::shared_ptr<Graph>& g, const std::vector<Tensor
 void check_op(OpKind op, const std::vector<OpArg>& args, AttrMap attrs, double tol, const std::string& what) {
   OneOp one = build_op(op, args, attrs);
   check_fused_graph(one.g, one.feeds, tol, what + " " + std::string(op_name(op)), 1);
+}
+
+// Runs the graph `build` makes through the -O1 pipeline on the fast kernels, against the reference kernels on the
+// graph as built: every node left must be a generated kernel (which runs as jit code) or one `allowed` accepts.
+void check_optimized(const std::function<std::shared_ptr<Graph>()>& build, const std::vector<Tensor>& feeds,
+                     double tol, const std::string& what, const std::function<bool(const Node&)>& allowed) {
+  std::vector<Tensor> want = Executor(build(), reference_kernels()).run(feeds);
+  auto g = build();
+  PassContext ctx;
+  ctx.verify_each = true;
+  optimize(*g, 1, ctx);
+  int kernels = 0;
+  for (auto& n : g->nodes()) {
+    kernels += n->op() == OpKind::FusedKernel;
+    EXPECT_TRUE(n->op() == OpKind::FusedKernel || allowed(*n)) << what << ": " << op_name(n->op()) << " left out";
+  }
+  EXPECT_GT(kernels, 0) << what;
+  Executor ex(g, ExecutorOptions{});
+  for (const NodeTime& t : ex.profile(feeds))
+    if (t.node->op() == OpKind::FusedKernel) {
+      EXPECT_EQ(t.impl.rfind("jit:", 0), 0u) << what << ": ran " << t.impl;
+    }
+  std::vector<Tensor> got = ex.run(feeds);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], tol, what + " output " + std::to_string(i));
+}
+
+// Integer results of at most 8 elements: shape arithmetic, which fusion leaves to the op-by-op kernels.
+bool small_integer_result(const Node& n) {
+  const Value* v = n.output(0);
+  return is_integer(v->dtype()) && v->shape().is_static() && shape_numel(v->shape().static_dims()) <= 8;
+}
+
+// Fuses `one` into a generated kernel and runs it on inputs the kernel checks before running (a zero divisor, a
+// target that is no class, ...): the body runs op by op, and the reference's error names the node and says
+// `message`.
+void expect_reported(OneOp& one, const std::string& message, const std::string& what) {
+  PassContext ctx;
+  run_pass(*create_pass("fuse-elementwise"), *one.g, ctx);
+  ASSERT_EQ(one.g->nodes().front()->op(), OpKind::FusedKernel) << what;
+  try {
+    Executor(one.g, ExecutorOptions{}).run(one.feeds);
+    ADD_FAILURE() << what << " was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("node_under_test"), std::string::npos) << e.what();
+  }
 }
 
 // Integer results of a few elements are shape arithmetic: left to the op-by-op kernels; larger ones generate.
@@ -697,16 +745,7 @@ TEST(Codegen, IntegerDivisionByTensors) {
   // A zero divisor: the reference's error, naming the node.
   OneOp zero = build_op(OpKind::Div, {input(random_tensor(DType::i64, {2, 300}, seed++)),
                                       input(Tensor::zeros(DType::i64, {300}))});
-  PassContext ctx;
-  run_pass(*create_pass("fuse-elementwise"), *zero.g, ctx);
-  ASSERT_EQ(zero.g->nodes().front()->op(), OpKind::FusedKernel);
-  try {
-    Executor(zero.g, ExecutorOptions{}).run(zero.feeds);
-    ADD_FAILURE() << "a zero divisor was not reported";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("integer division by zero"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("node_under_test"), std::string::npos) << e.what();
-  }
+  expect_reported(zero, "integer division by zero", "a zero divisor");
   // A divisor computed in the kernel is not lowered, so the fusion pass leaves the division out of its
   // divisor's group: a / |b| + 1 is two kernels, |b| and (a / that) + 1.
   auto g = std::make_shared<Graph>("computed_divisor");
@@ -759,21 +798,9 @@ TEST(Codegen, IntegerPowerOfIntegerTensors) {
                std::string(dtype_name(bt)) + " ^ " + std::to_string(e));
     OneOp zero_base = build_op(OpKind::Pow, {input(narrow_tensor(bt, {12}, {1, 2, 3, 4, 5, 0})),
                                              constant(Tensor::scalar<int64_t>(-3))});
-    PassContext zctx;
-    run_pass(*create_pass("fuse-elementwise"), *zero_base.g, zctx);
-    ASSERT_EQ(zero_base.g->nodes().front()->op(), OpKind::FusedKernel);
-    EXPECT_THROW(Executor(zero_base.g, ExecutorOptions{}).run(zero_base.feeds), Error);
+    expect_reported(zero_base, "negative integer power", "0 to the constant -3");
     OneOp zero = build_op(OpKind::Pow, {input(narrow_tensor(bt, {3, 1}, {1, 0, 2})), input(neg)});
-    PassContext ctx;
-    run_pass(*create_pass("fuse-elementwise"), *zero.g, ctx);
-    ASSERT_EQ(zero.g->nodes().front()->op(), OpKind::FusedKernel);
-    try {
-      Executor(zero.g, ExecutorOptions{}).run(zero.feeds);
-      ADD_FAILURE() << "0 to a negative power was not reported";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("negative integer power"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("node_under_test"), std::string::npos) << e.what();
-    }
+    expect_reported(zero, "negative integer power", "0 to a negative power");
   }
 }
 
@@ -1111,16 +1138,7 @@ TEST(Codegen, NegativeLogLikelihoodLossPerElement) {
     t.data<int64_t>()[7] = bad;
     OneOp one = build_op(OpKind::NegativeLogLikelihoodLoss,
                          {input(random_tensor(DType::f32, {4, 6, 3}, 4)), input(t)}, {{"reduction", std::string("none")}});
-    PassContext ctx;
-    run_pass(*create_pass("fuse-elementwise"), *one.g, ctx);
-    ASSERT_EQ(one.g->nodes().front()->op(), OpKind::FusedKernel);
-    try {
-      Executor(one.g, ExecutorOptions{}).run(one.feeds);
-      ADD_FAILURE() << "target " << bad << " was not reported";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("node_under_test"), std::string::npos) << e.what();
-    }
+    expect_reported(one, "out of range", "target " + std::to_string(bad));
   }
   // A sum over the losses is a second reduction, which decompose-ops writes out.
   std::string why;
@@ -1177,31 +1195,11 @@ TEST(Codegen, ClassificationLossesGenerate) {
             infer_shapes(*g);
             return g;
           };
-          std::vector<Tensor> want = Executor(build(), reference_kernels()).run(feeds);
-          auto g = build();
-          PassContext ctx;
-          ctx.verify_each = true;
-          optimize(*g, 1, ctx);
-          int kernels = 0;
-          for (auto& n : g->nodes()) {
-            kernels += n->op() == OpKind::FusedKernel;
-            // (Integer results of at most 8 elements are shape arithmetic, left to the op-by-op kernels: the
-            // choice of the class to gather where the target is ignored, at batch 6.)
-            bool small_int = is_integer(n->output(0)->dtype()) && n->output(0)->shape().is_static() &&
-                             shape_numel(n->output(0)->shape().static_dims()) <= 8;
-            EXPECT_TRUE(n->op() == OpKind::FusedKernel || n->op() == OpKind::Gather || small_int)
-                << op_name(n->op()) << " was left out of the generated kernels";
-          }
-          EXPECT_GT(kernels, 0);
-          Executor ex(g, ExecutorOptions{});
-          for (const NodeTime& t : ex.profile(feeds))
-            if (t.node->op() == OpKind::FusedKernel) {
-              EXPECT_EQ(t.impl.rfind("jit:", 0), 0u) << "ran " << t.impl;
-            }
-          std::vector<Tensor> got = ex.run(feeds);
-          ASSERT_EQ(got.size(), want.size());
           double tol = cs.dt == DType::f64 ? 1e-13 : cs.dt == DType::f16 ? 1.0 / 1024 : 2e-6;
-          for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], tol, what + " output " + std::to_string(i));
+          // (Left out: the Gather of the weights, and the choice of the class to gather where the target is
+          // ignored at batch 6, shape arithmetic.)
+          check_optimized(build, feeds, tol, what,
+                          [](const Node& n) { return n.op() == OpKind::Gather || small_integer_result(n); });
         }
   }
   // Targets that are no class: the error names the loss and what is wrong, whichever kernel meets them first.
@@ -1256,21 +1254,9 @@ TEST(Codegen, TrainingBatchNormalizationGenerates) {
           infer_shapes(*g);
           return g;
         };
-        std::vector<Tensor> want = Executor(build(), reference_kernels()).run(feeds);
-        auto g = build();
-        optimize(*g, 1);
-        for (auto& n : g->nodes())
-          EXPECT_TRUE(n->op() == OpKind::FusedKernel || n->op() == OpKind::Unsqueeze || n->op() == OpKind::Reshape)
-              << op_name(n->op()) << " was left out of the generated kernels";
-        Executor ex(g, ExecutorOptions{});
-        for (const NodeTime& t : ex.profile(feeds))
-          if (t.node->op() == OpKind::FusedKernel) {
-            EXPECT_EQ(t.impl.rfind("jit:", 0), 0u) << "ran " << t.impl;
-          }
-        std::vector<Tensor> got = ex.run(feeds);
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t i = 0; i < got.size(); ++i)
-          expect_close(got[i], want[i], dt == DType::f16 ? 1.0 / 1024 : 2e-5, what + " output " + std::to_string(i));
+        check_optimized(build, feeds, dt == DType::f16 ? 1.0 / 1024 : 2e-5, what, [](const Node& n) {
+          return n.op() == OpKind::Unsqueeze || n.op() == OpKind::Reshape;  // the [C] parameters' and statistics'
+        });
       }
 }
 
@@ -1347,15 +1333,7 @@ TEST(Codegen, DynamicQuantizeLinearGenerates) {
       infer_shapes(*g);
       return g;
     };
-    std::vector<Tensor> want = Executor(build(), reference_kernels()).run({x});
-    auto g = build();
-    optimize(*g, 1);
-    for (auto& n : g->nodes()) {
-      bool small_int = is_integer(n->output(0)->dtype()) && n->output(0)->shape().rank() == 0;
-      EXPECT_TRUE(n->op() == OpKind::FusedKernel || small_int) << what << ": " << op_name(n->op()) << " left out";
-    }
-    std::vector<Tensor> got = Executor(g, ExecutorOptions{}).run({x});
-    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], 0, what + " output " + std::to_string(i));
+    check_optimized(build, {x}, 0, what, small_integer_result);  // (the u8 zero point: shape arithmetic)
   }
 }
 
