@@ -2,9 +2,10 @@
 //
 // A kernel runs over an iteration space of `rank` dims whose sizes arrive at run time (kernels are shape-generic:
 // a new batch or sequence length reuses the compiled code). Its operands are the fused group's inputs and outputs
-// (and views: inputs read through other strides, a Transpose's permuted or a [C] parameter's per channel), each
-// addressed through per-dim element strides that also arrive at run time; only how an operand moves along the
-// innermost dim (contiguous, broadcast or strided) is fixed at compile time, because the vector loop depends on it.
+// (and views: inputs read through other strides, a Transpose's permuted, a [C] parameter's along its axis or a
+// loss's targets once per row), each addressed through per-dim element strides that also arrive at run time; only
+// how an operand moves along the innermost dim (contiguous, broadcast or strided) is fixed at compile time,
+// because the vector loop depends on it.
 //
 // The computation is a DAG of scalar expressions in SSA order: loads, constants, element-wise math and row
 // reductions (sum/max/min/prod over a row, the value being the same for the whole row). A row is the innermost

@@ -57,8 +57,9 @@ bool is_signed_exponent(const Node& n, size_t i);
 
 // Whether input i of n must be one of the kernel's inputs, never a value computed inside the kernel: what is read
 // through other strides than the iteration space's (a Transpose's input, LRN's window over the channels,
-// per-channel parameters, a loss's targets and class weights) or checked before the kernel runs (integer
-// divisors, signed integer exponents, a loss's targets). Fusion keeps the producers of such inputs out of the reader's group.
+// per-axis parameters, a loss's targets and class weights) or checked before the kernel runs (integer divisors,
+// signed integer exponents, a loss's targets). Fusion keeps the producers of such inputs out of the reader's
+// group.
 bool must_be_kernel_input(const Node& n, size_t i);
 
 // A kernel with what it runs over: the iteration dims after merging (dims.size() == kernel.rank) and, per operand,
@@ -71,8 +72,9 @@ struct LoweredKernel {
   int64_t reduced = 1;  // columns kernels: the reduced dim (rank-2)
   int64_t inner = 1;    // the innermost dim
   std::string ops;    // the body's ops, "Add+Softmax", for profiles
-  // Operands after the outputs: Transposes of kernel inputs, read through permuted strides; each entry names
-  // the input whose buffer the operand reads.
+  // Operands after the outputs: kernel inputs read through other strides (a Transpose's permuted, a [C]
+  // parameter's along its axis, a loss's targets once per row); each entry names the input whose buffer the
+  // operand reads.
   std::vector<int> views;
   // Kernel inputs that divide integers: a zero among them must not reach the kernel (the reference reports it;
   // the prepared kernel checks and runs the body op by op instead).

@@ -162,8 +162,8 @@ std::vector<Value*> expand_dynamic_quantize(NodeInserter& in, const Node& n) {
                      {shift, in.scalar("one", 1, DType::f32), in.constant(in.base + "_zp0", Tensor::scalar<uint8_t>(0))},
                      u8_scalar);
   Value* q = in.add(OpKind::QuantizeLinear, {x, scale, zp}, n.output(0)->type());
-  Value* flat = in.add(OpKind::Equal, {scale, zero}, {DType::boolean, Shape()});
-  Value* y = in.add(OpKind::Where, {flat, zp, q}, n.output(0)->type());
+  Value* no_range = in.add(OpKind::Equal, {scale, zero}, {DType::boolean, Shape()});
+  Value* y = in.add(OpKind::Where, {no_range, zp, q}, n.output(0)->type());
   return {y, scale, zp};
 }
 
