@@ -13,45 +13,38 @@ namespace cuvil::codegen {
 
 namespace {
 
-// Whether an integer tensor holds a 0.
-bool has_zero(const Tensor& t) {
-  bool zero = false;
+// Whether an integer tensor holds a value for which pred holds (false for other dtypes).
+template <class Pred>
+bool any_integer(const Tensor& t, Pred pred) {
+  bool any = false;
   visit_dtype(t.dtype(), [&]<class T>() {
     if constexpr (std::is_integral_v<T>) {
       const T* p = t.data<T>();
-      zero = std::find(p, p + t.numel(), T(0)) != p + t.numel();
+      any = std::any_of(p, p + t.numel(), pred);
     }
   });
-  return zero;
+  return any;
 }
 
-// Whether an integer tensor holds a negative value.
-bool has_negative(const Tensor& t) {
-  bool negative = false;
-  visit_dtype(t.dtype(), [&]<class T>() {
-    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-      const T* p = t.data<T>();
-      negative = std::any_of(p, p + t.numel(), [](T v) { return v < 0; });
-    }
-  });
-  return negative;
-}
-
-// Whether every value of an integer tensor is a class in [0, classes) or the ignored index.
-bool valid_targets(const Tensor& t, const LoweredKernel::ClassTargets& ct) {
-  bool ok = true;
-  visit_dtype(t.dtype(), [&]<class T>() {
-    if constexpr (std::is_integral_v<T>) {
-      const T* p = t.data<T>();
-      for (int64_t i = 0; i < t.numel() && ok; ++i) {
-        int64_t v = int64_t(p[i]);
-        ok = (v >= 0 && v < ct.classes) || (ct.ignore && v == *ct.ignore);
-      }
-    } else {
-      ok = false;
-    }
-  });
-  return ok;
+// The inputs the kernel must not meet: a zero integer divisor (the reference reports it), a negative integer
+// exponent (0 to a negative power is an error; other bases give 0 or +-1), a loss's target that is no class
+// (the reference reports it). With any of them the body runs op by op instead.
+bool needs_reference(const LoweredKernel& lk, const KernelContext& ctx) {
+  for (int i : lk.nonzero_inputs)
+    if (any_integer(ctx.input(size_t(i)), [](auto v) { return v == 0; })) return true;
+  for (int i : lk.nonnegative_inputs)
+    if (any_integer(ctx.input(size_t(i)), [](auto v) {
+          if constexpr (std::is_signed_v<decltype(v)>) return v < 0;
+          else return false;
+        }))
+      return true;
+  for (const auto& ct : lk.class_targets)
+    if (any_integer(ctx.input(size_t(ct.input)), [&](auto v) {
+          int64_t t = int64_t(v);
+          return !((t >= 0 && t < ct.classes) || (ct.ignore && t == *ct.ignore));
+        }))
+      return true;
+  return false;
 }
 
 // Expressions computed per element (not once per row) whose math costs several times a load and a store.
@@ -85,24 +78,10 @@ class GeneratedKernel final : public PreparedKernel {
   static constexpr int64_t kMinWorkAsleep = int64_t(1) << 20, kMinWorkSpinning = int64_t(1) << 16;
 
   void run(KernelContext& ctx) override {
-    // A zero integer divisor: the body runs op by op, and the reference kernel of its Div or Mod reports it.
-    for (int i : lk_.nonzero_inputs)
-      if (has_zero(ctx.input(size_t(i)))) {
-        ref_kernel(OpKind::FusedKernel)(ctx);
-        return;
-      }
-    // Likewise a negative integer exponent (0 to a negative power is an error; other bases give 0 or +-1, which
-    // the reference computes) and a loss's target that is no class (its reference kernel reports it).
-    for (int i : lk_.nonnegative_inputs)
-      if (has_negative(ctx.input(size_t(i)))) {
-        ref_kernel(OpKind::FusedKernel)(ctx);
-        return;
-      }
-    for (const auto& ct : lk_.class_targets)
-      if (!valid_targets(ctx.input(size_t(ct.input)), ct)) {
-        ref_kernel(OpKind::FusedKernel)(ctx);
-        return;
-      }
+    if (needs_reference(lk_, ctx)) {
+      ref_kernel(OpKind::FusedKernel)(ctx);
+      return;
+    }
     // ptrs_ is sized at prepare; a prepared kernel runs one call at a time (its executor is not shared).
     size_t k = 0;
     for (size_t i = 0; i < ctx.num_inputs(); ++i) ptrs_[k++] = const_cast<void*>(ctx.input(i).raw());

@@ -65,19 +65,21 @@ bool refuse(std::string* why, const Args&... args) {
 
 // The value of a one-element tensor as a kernel immediate (a double): nullopt for an integer beyond what a double
 // holds exactly (2^53 and up, unless representable), which the kernel cannot carry.
+constexpr double kTwo63 = 9223372036854775808.0;
+std::optional<double> immediate_i64(int64_t v) {
+  double d = double(v);
+  if (d < kTwo63 && int64_t(d) == v) return d;
+  return std::nullopt;
+}
 std::optional<double> immediate(const Tensor& t) {
   if (is_float(t.dtype())) return t.get_f64(0);
-  constexpr double two63 = 9223372036854775808.0;
   if (t.dtype() == DType::u64) {
     uint64_t v = t.data<uint64_t>()[0];
     double d = double(v);
-    if (d < 2 * two63 && uint64_t(d) == v) return d;
+    if (d < 2 * kTwo63 && uint64_t(d) == v) return d;
     return std::nullopt;
   }
-  int64_t v = t.get_i64(0);
-  double d = double(v);
-  if (d < two63 && int64_t(d) == v) return d;
-  return std::nullopt;
+  return immediate_i64(t.get_i64(0));
 }
 
 // The constant scalar value of input i, when it has one a kernel immediate holds.
@@ -165,8 +167,6 @@ std::optional<int64_t> ignored_target(const Node& n) {
   if (!at.has("ignore_index")) return std::nullopt;
   return at.i("ignore_index");
 }
-// Whether a kernel immediate (a double) holds integer v exactly.
-bool immediate_int(int64_t v) { return v >= -(int64_t(1) << 53) && v <= int64_t(1) << 53; }
 
 }  // namespace
 
@@ -416,7 +416,7 @@ bool can_generate(const Node& n, std::string* why) {
       const std::string& red = AttrReader(n).s("reduction");
       if (red != "none") return refuse(why, "reduction '", red, "' is not generated (decompose-ops writes it out)");
       auto ignore = ignored_target(n);
-      if (ignore && !immediate_int(*ignore)) return refuse(why, "ignore_index ", *ignore, " is beyond 2^53");
+      if (ignore && !immediate_i64(*ignore)) return refuse(why, "ignore_index ", *ignore, " is no kernel immediate");
       return reduced_block(n).has_value() || refuse(why, "input rank below 2");
     }
     case OpKind::ReduceSum: case OpKind::ReduceMean: case OpKind::ReduceMax: case OpKind::ReduceMin:
@@ -1304,36 +1304,34 @@ std::optional<LoweredKernel> lower_body(const Graph& body, const std::vector<std
       L.k.exprs.push_back(e);
       in[v.slot] = int(L.k.exprs.size()) - 1;
     }
-    // An integer division by a tensor: the tensor must be a kernel input, which the prepared kernel checks for
-    // zeros before running.
+    // Inputs the prepared kernel checks before running: integer divisors (for zeros), signed integer exponents
+    // (for negative values), a loss's targets (each a class or the ignored index; a constant one here). Each
+    // must be a kernel input, listed once.
+    auto input_index = [&](const Value* v) {
+      auto at = std::find(ins.begin(), ins.end(), v);
+      return at == ins.end() ? -1 : int(at - ins.begin());
+    };
+    auto add_once = [](auto& list, const auto& entry) {
+      if (std::find(list.begin(), list.end(), entry) == list.end()) list.push_back(entry);
+    };
     for (size_t i = 0; i < n->num_inputs(); ++i) {
-      if (!is_integer_divisor(*n, i)) continue;
-      auto at = std::find(ins.begin(), ins.end(), n->input(i));
-      if (at == ins.end()) return no(n->describe(), ": divides integers by a value computed in the kernel");
-      int idx = int(at - ins.begin());
-      if (std::find(lk.nonzero_inputs.begin(), lk.nonzero_inputs.end(), idx) == lk.nonzero_inputs.end())
-        lk.nonzero_inputs.push_back(idx);
+      bool divisor = is_integer_divisor(*n, i), exponent = is_signed_exponent(*n, i);
+      if (!divisor && !exponent) continue;
+      int idx = input_index(n->input(i));
+      if (idx < 0) return no(n->describe(), ": input ", i, " is checked before the run but computed in the kernel");
+      add_once(divisor ? lk.nonzero_inputs : lk.nonnegative_inputs, idx);
     }
-    // A signed integer exponent: the prepared kernel checks it for negative values before running.
-    if (is_signed_exponent(*n, 1)) {
-      auto at = std::find(ins.begin(), ins.end(), n->input(1));
-      if (at == ins.end()) return no(n->describe(), ": an integer exponent computed in the kernel");
-      int idx = int(at - ins.begin());
-      if (std::find(lk.nonnegative_inputs.begin(), lk.nonnegative_inputs.end(), idx) == lk.nonnegative_inputs.end())
-        lk.nonnegative_inputs.push_back(idx);
-    }
-    // A loss's targets: each must be a class or the ignored index, which the prepared kernel checks before running
-    // (a constant one here).
     if (n->op() == OpKind::NegativeLogLikelihoodLoss) {
       LoweredKernel::ClassTargets ct{-1, dims_of(n->input(0))[1], ignored_target(*n)};
-      auto valid = [&](int64_t t) { return (t >= 0 && t < ct.classes) || (ct.ignore && t == *ct.ignore); };
       const Value* tv = n->input(1);
       if (tv->is_constant()) {
-        if (!valid(tv->constant().get_i64(0))) return no(n->describe(), ": its constant target is not a class");
+        int64_t t = tv->constant().get_i64(0);
+        if (!((t >= 0 && t < ct.classes) || (ct.ignore && t == *ct.ignore)))
+          return no(n->describe(), ": its constant target is not a class");
       } else {
-        ct.input = int(std::find(ins.begin(), ins.end(), tv) - ins.begin());
-        if (std::find(lk.class_targets.begin(), lk.class_targets.end(), ct) == lk.class_targets.end())
-          lk.class_targets.push_back(ct);
+        ct.input = input_index(tv);
+        if (ct.input < 0) return no(n->describe(), ": its targets are computed in the kernel");
+        add_once(lk.class_targets, ct);
       }
     }
     std::vector<int> out(n->num_outputs(), -1);

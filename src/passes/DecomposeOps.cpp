@@ -35,6 +35,9 @@ namespace {
 
 using rewrite::NodeInserter;
 
+// The dtype the written-out graph computes in: f32 for 16-bit floats (rounded once at the end), else t.
+DType compute_dtype(DType t) { return t == DType::f16 || t == DType::bf16 ? DType::f32 : t; }
+
 // The loss of node n (NegativeLogLikelihoodLoss or SoftmaxCrossEntropyLoss) written out from `log_prob` (of the
 // compute dtype `t`), in `t`; sets *per_element to its loss per element.
 Value* loss_of(NodeInserter& in, const Node& n, Value* log_prob, DType t, Node** per_element) {
@@ -83,7 +86,7 @@ std::optional<std::vector<Value*>> expand_loss(NodeInserter& in, const Node& n) 
   bool softmax = n.op() == OpKind::SoftmaxCrossEntropyLoss;
   if (!softmax && AttrReader(n).s("reduction") == "none") return std::nullopt;  // generated as it is
   DType out = n.output(0)->dtype();
-  DType t = out == DType::f16 || out == DType::bf16 ? DType::f32 : out;
+  DType t = compute_dtype(out);
   Value* x = in.cast(n.input(0), t);
   Value* log_prob = x;
   if (softmax) log_prob = in.add(OpKind::LogSoftmax, {x}, {t, x->shape()}, {{"axis", Attribute(int64_t(1))}});
@@ -115,7 +118,7 @@ std::optional<std::vector<Value*>> expand_batch_norm_training(NodeInserter& in, 
   size_t rank = n.input(0)->shape().rank();
   if (rank < 2) return std::nullopt;
   DType out = n.output(0)->dtype();
-  DType t = out == DType::f16 || out == DType::bf16 ? DType::f32 : out;
+  DType t = compute_dtype(out);
   Value* x = in.cast(n.input(0), t);
   TensorType full{t, x->shape()};
   std::vector<int64_t> axes{0};

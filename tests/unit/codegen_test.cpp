@@ -151,10 +151,22 @@ void check_op(OpKind op, const std::vector<OpArg>& args, AttrMap attrs, double t
   check_fused_graph(one.g, one.feeds, tol, what + " " + std::string(op_name(op)), 1);
 }
 
-// Runs the graph `build` makes through the -O1 pipeline on the fast kernels, against the reference kernels on the
-// graph as built: every node left must be a generated kernel (which runs as jit code) or one `allowed` accepts.
-void check_optimized(const std::function<std::shared_ptr<Graph>()>& build, const std::vector<Tensor>& feeds,
-                     double tol, const std::string& what, const std::function<bool(const Node&)>& allowed) {
+// Runs one `op` node (reading `feeds`, its outputs named `outs`) through the -O1 pipeline on the fast kernels,
+// against the reference kernels on the node as it is: every node left must be a generated kernel (which runs as
+// jit code) or one `allowed` accepts.
+void check_optimized(OpKind op, const std::vector<Tensor>& feeds, const AttrMap& attrs,
+                     const std::vector<std::string>& outs, double tol, const std::string& what,
+                     const std::function<bool(const Node&)>& allowed) {
+  auto build = [&]() {
+    auto g = std::make_shared<Graph>();
+    std::vector<Value*> ins;
+    for (size_t i = 0; i < feeds.size(); ++i)
+      ins.push_back(g->add_input("in" + std::to_string(i), {feeds[i].dtype(), Shape::of(feeds[i].shape())}));
+    Node* n = g->add_node(op, ins, outs, attrs);
+    for (Value* v : n->outputs()) g->add_output(v);
+    infer_shapes(*g);
+    return g;
+  };
   std::vector<Tensor> want = Executor(build(), reference_kernels()).run(feeds);
   auto g = build();
   PassContext ctx;
@@ -1180,25 +1192,14 @@ TEST(Codegen, ClassificationLossesGenerate) {
           std::vector<Tensor> feeds{random_tensor(cs.dt, cs.shape, seed++, false, nll ? -6 : -3, nll ? 0 : 3),
                                     loss_targets(DType::i64, target_shape(cs.shape), c, ignore, seed++)};
           if (weighted) feeds.push_back(random_tensor(cs.dt, {c}, seed++, false, 0.5f, 2.0f));
-          auto build = [&]() {
-            auto g = std::make_shared<Graph>();
-            std::vector<Value*> ins;
-            for (size_t i = 0; i < feeds.size(); ++i)
-              ins.push_back(g->add_input("in" + std::to_string(i),
-                                         {feeds[i].dtype(), Shape::of(feeds[i].shape())}));
-            AttrMap attrs{{"reduction", std::string(red)}};
-            if (ignore) attrs["ignore_index"] = *ignore;
-            std::vector<std::string> outs{"loss"};
-            if (log_prob) outs.push_back("log_prob");
-            Node* n = g->add_node(op, ins, outs, attrs);
-            for (Value* v : n->outputs()) g->add_output(v);
-            infer_shapes(*g);
-            return g;
-          };
+          AttrMap attrs{{"reduction", std::string(red)}};
+          if (ignore) attrs["ignore_index"] = *ignore;
+          std::vector<std::string> outs{"loss"};
+          if (log_prob) outs.push_back("log_prob");
           double tol = cs.dt == DType::f64 ? 1e-13 : cs.dt == DType::f16 ? 1.0 / 1024 : 2e-6;
           // (Left out: the Gather of the weights, and the choice of the class to gather where the target is
           // ignored at batch 6, shape arithmetic.)
-          check_optimized(build, feeds, tol, what,
+          check_optimized(op, feeds, attrs, outs, tol, what,
                           [](const Node& n) { return n.op() == OpKind::Gather || small_integer_result(n); });
         }
   }
@@ -1241,22 +1242,13 @@ TEST(Codegen, TrainingBatchNormalizationGenerates) {
                                   random_tensor(DType::f32, {c}, seed++, false),
                                   random_tensor(DType::f32, {c}, seed++, false),
                                   random_tensor(DType::f32, {c}, seed++, false, 0.5f, 2.0f)};
-        auto build = [&]() {
-          auto g = std::make_shared<Graph>();
-          std::vector<Value*> ins;
-          for (size_t i = 0; i < feeds.size(); ++i)
-            ins.push_back(g->add_input("in" + std::to_string(i), {feeds[i].dtype(), Shape::of(feeds[i].shape())}));
-          std::vector<std::string> names{"y", "running_mean", "running_var"};
-          names.resize(outs);
-          Node* n = g->add_node(OpKind::BatchNormalization, ins, names,
-                                {{"training_mode", int64_t(1)}, {"momentum", 0.7}, {"epsilon", 1e-3}});
-          for (Value* v : n->outputs()) g->add_output(v);
-          infer_shapes(*g);
-          return g;
-        };
-        check_optimized(build, feeds, dt == DType::f16 ? 1.0 / 1024 : 2e-5, what, [](const Node& n) {
-          return n.op() == OpKind::Unsqueeze || n.op() == OpKind::Reshape;  // the [C] parameters' and statistics'
-        });
+        std::vector<std::string> names{"y", "running_mean", "running_var"};
+        names.resize(outs);
+        AttrMap attrs{{"training_mode", int64_t(1)}, {"momentum", 0.7}, {"epsilon", 1e-3}};
+        check_optimized(OpKind::BatchNormalization, feeds, attrs, names, dt == DType::f16 ? 1.0 / 1024 : 2e-5, what,
+                        [](const Node& n) {  // the [C] parameters' and statistics' reshapes
+                          return n.op() == OpKind::Unsqueeze || n.op() == OpKind::Reshape;
+                        });
       }
 }
 
@@ -1325,15 +1317,8 @@ TEST(Codegen, DynamicQuantizeLinearGenerates) {
   cases.back().data<float>()[5] = kNaN;
   for (const Tensor& x : cases) {
     std::string what = "DynamicQuantizeLinear " + Shape::of(x.shape()).str();
-    auto build = [&]() {
-      auto g = std::make_shared<Graph>();
-      Value* v = g->add_input("x", {DType::f32, Shape::of(x.shape())});
-      Node* n = g->add_node(OpKind::DynamicQuantizeLinear, {v}, {"y", "scale", "zp"});
-      for (Value* o : n->outputs()) g->add_output(o);
-      infer_shapes(*g);
-      return g;
-    };
-    check_optimized(build, {x}, 0, what, small_integer_result);  // (the u8 zero point: shape arithmetic)
+    // (Left out: the u8 zero point's nodes, shape arithmetic.)
+    check_optimized(OpKind::DynamicQuantizeLinear, {x}, {}, {"y", "scale", "zp"}, 0, what, small_integer_result);
   }
 }
 
