@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/workers.h"
 #include "runtime/executor.h"
 #include "test_util.h"
 
@@ -60,6 +61,9 @@ std::vector<float> run_gemm(const Case& c, const std::vector<float>& a, const st
   }
   int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
+  // As if a parallel region had just ended: the workers spin, so products of large weights but few FLOPs (batch-1
+  // classifiers) take the threads too.
+  if (threads > 1) cpu::note_parallel_end();
   cpu::gemm(a.data(), c.m, lda, packed, out.data(), ldc, e);
   omp_set_num_threads(saved);
   return out;
@@ -118,6 +122,9 @@ TEST(CpuGemm, MatchesDoublePrecisionProduct) {
   // Enough work for threads: split by panels (many columns) and by rows (few columns)
   check_case({64, 960, 300, false, 1.f, true, false, false, 1.f, {A::Gelu}}, seed++);
   check_case({500, 40, 300, true, 1.f, false, true, false, 1.f, {}}, seed++);
+  // Few FLOPs but weights of 1 MB and more, on the spinning workers: a batch-1 classifier, and three rows
+  check_case({1, 1000, 1280, false, 1.f, true, false, false, 1.f, {}}, seed++);
+  check_case({3, 700, 400, true, 1.f, true, true, false, 1.f, {A::Relu}}, seed++);
 }
 
 // Relu and Clip run in the tile's registers, GELU through the unary loop per tile: bit for bit what the unary
