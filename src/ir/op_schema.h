@@ -32,6 +32,9 @@ struct OpSchema {
   // (input, output) pairs whose buffers may be shared: the kernel reads element i of that input only before
   // writing element i of that output, and they have the same dtype size and element count.
   std::vector<std::pair<int, int>> inplace;
+  // (input, output) pairs where the output is the input's bytes unchanged (a reshape): the output may share the
+  // input's buffer even while the input is still read later. Implies inplace.
+  std::vector<std::pair<int, int>> views;
 
   const AttrSpec* find_attr(const std::string& name) const;
   // Fluent helpers used by the op definitions.
@@ -47,6 +50,10 @@ struct OpSchema {
   }
   OpSchema& infer_with(std::function<void(InferContext&)> f) { infer = std::move(f); return *this; }
   OpSchema& allow_inplace(int in, int out) { inplace.push_back({in, out}); return *this; }
+  OpSchema& output_views_input(int in, int out) {
+    views.push_back({in, out});
+    return allow_inplace(in, out);
+  }
 };
 
 const OpSchema& op_schema(OpKind k);

@@ -224,7 +224,9 @@ Plan build_plan(const Program& p, const SymbolBindings& b) {
   size_t nv = g.num_values();
   plan.offset.assign(nv, -1);
   plan.bytes.assign(nv, 0);
-  // Each arena value maps to a buffer; in-place outputs share their input's buffer.
+  // Each arena value maps to a buffer; in-place outputs share their input's buffer when the input dies there (an
+  // output written in place is never a buffer some other value still reads: the buffer's last use is the latest
+  // of all values in it).
   std::vector<int> buffer_of(nv, -1);
   std::vector<BufferRequest> buffers;
   const auto& nodes = g.nodes();
@@ -239,13 +241,29 @@ Plan build_plan(const Program& p, const SymbolBindings& b) {
       int64_t bytes = *numel * int64_t(dtype_size(out->dtype()));
       plan.bytes[id] = bytes;
       int buf = -1;
+      // A view (a reshape) shares its input's buffer outright: the buffer then lives until both are read.
+      for (auto [in_idx, out_idx] : schema.views) {
+        if (n.output(size_t(out_idx)) != out) continue;
+        Value* in = n.input(size_t(in_idx));
+        if (!in || in->graph() != &g || buffer_of[size_t(in->id())] < 0 || plan.bytes[size_t(in->id())] != bytes)
+          continue;
+        buf = buffer_of[size_t(in->id())];
+        ++plan.inplace;
+        break;
+      }
       for (auto [in_idx, out_idx] : schema.inplace) {
+        if (buf >= 0) break;
         if (n.output(size_t(out_idx)) != out) continue;
         Value* in = n.input(size_t(in_idx));
         if (!in || in->graph() != &g || buffer_of[size_t(in->id())] < 0) continue;
         if (p.last_use[size_t(in->id())] != int(i) || plan.bytes[size_t(in->id())] != bytes) continue;
         int cand = buffer_of[size_t(in->id())];
         if (buffers[size_t(cand)].last != int(i)) continue;  // the buffer is still needed by another value
+        // Nor when another input is a view of the same bytes: the kernel may read it out of element order.
+        bool viewed = false;
+        for (Value* other : n.inputs())
+          viewed = viewed || (other && other != in && other->graph() == &g && buffer_of[size_t(other->id())] == cand);
+        if (viewed) continue;
         buf = cand;
         ++plan.inplace;
         break;

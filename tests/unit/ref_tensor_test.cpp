@@ -100,6 +100,30 @@ TEST(RefTensorReshape, RunsInPlace) {
   EXPECT_EQ(ex.stats().inplace_reuses, 1);
 }
 
+TEST(RefTensorReshape, ViewsABufferStillRead) {
+  // A Reshape's output shares its input's buffer even while the input is read later; the buffer then lives until
+  // both are read, so nothing writes it in place before (the Neg of `a` takes a fresh buffer), and no node writes
+  // in place into a buffer that another of its inputs views (ScatterND would read the updates it overwrote).
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", {DType::f32, Shape::of({2, 2})});
+  Value* a = g->add_node(OpKind::Abs, {x}, {"a"})->output(0);
+  Value* r = g->add_node(OpKind::Reshape, {a, g->add_constant("s4", i64({4}))}, {"r"})->output(0);
+  Value* n = g->add_node(OpKind::Neg, {a}, {"n"})->output(0);
+  Value* n4 = g->add_node(OpKind::Reshape, {n, g->add_constant("s4b", i64({4}))}, {"n4"})->output(0);
+  Value* sum = g->add_node(OpKind::Add, {r, n4}, {"sum"})->output(0);  // |x| - |x| = 0, unless Neg clobbered a
+  Value* idx = g->add_constant("idx", tensor<int64_t>({3, 2, 1, 0}, {4, 1}));
+  Value* rev = g->add_node(OpKind::ScatterND, {r, idx, g->add_node(OpKind::Reshape, {r, g->add_constant("s4c", i64({4}))},
+                                                                   {"u"})->output(0)}, {"rev"})->output(0);
+  g->add_output(sum);
+  g->add_output(g->add_node(OpKind::Neg, {rev}, {"neg_rev"})->output(0));  // rev itself is in the arena
+  infer_shapes(*g);
+  Executor ex(g, reference_kernels());
+  auto out = ex.run({f32({1, -2, 3, -4}, {2, 2})});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_EQ(values<float>(out[1]), (std::vector<float>{-4, -3, -2, -1}));
+  EXPECT_GE(ex.stats().inplace_reuses, 3);  // r, n4 and u are views
+}
+
 TEST(RefTensorFlatten, AxesIncludingNegativeAndEnds) {
   Tensor x = Tensor::zeros(DType::u8, {2, 3, 4});
   EXPECT_EQ(run1(OpKind::Flatten, {I(x)}).shape(), (std::vector<int64_t>{2, 12}));

@@ -1023,7 +1023,7 @@ std::optional<std::vector<int64_t>> transpose_perm(const Node& n, int64_t r) {
 }
 
 CUVIL_DEFINE_OP(Reshape) {
-  s.inputs(2, 2).attr("allowzero", AttrKind::Int, int64_t(0)).infer_with(infer_reshape).allow_inplace(0, 0);
+  s.inputs(2, 2).attr("allowzero", AttrKind::Int, int64_t(0)).infer_with(infer_reshape).output_views_input(0, 0);
 }
 
 CUVIL_DEFINE_OP(Shape) {
@@ -1053,12 +1053,12 @@ CUVIL_DEFINE_OP(Size) {
 }
 
 CUVIL_DEFINE_OP(Flatten) {
-  s.inputs(1, 1).attr("axis", AttrKind::Int, int64_t(1)).infer_with(infer_flatten).allow_inplace(0, 0);
+  s.inputs(1, 1).attr("axis", AttrKind::Int, int64_t(1)).infer_with(infer_flatten).output_views_input(0, 0);
 }
 
-CUVIL_DEFINE_OP(Squeeze) { s.inputs(1, 2).infer_with(infer_squeeze).allow_inplace(0, 0); }
+CUVIL_DEFINE_OP(Squeeze) { s.inputs(1, 2).infer_with(infer_squeeze).output_views_input(0, 0); }
 
-CUVIL_DEFINE_OP(Unsqueeze) { s.inputs(2, 2).infer_with(infer_unsqueeze).allow_inplace(0, 0); }
+CUVIL_DEFINE_OP(Unsqueeze) { s.inputs(2, 2).infer_with(infer_unsqueeze).output_views_input(0, 0); }
 
 CUVIL_DEFINE_OP(Transpose) {
   // `perm` has no default: absent means reversing the axes.
