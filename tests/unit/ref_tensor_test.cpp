@@ -112,8 +112,8 @@ TEST(RefTensorReshape, ViewsABufferStillRead) {
   Value* n4 = g->add_node(OpKind::Reshape, {n, g->add_constant("s4b", i64({4}))}, {"n4"})->output(0);
   Value* sum = g->add_node(OpKind::Add, {r, n4}, {"sum"})->output(0);  // |x| - |x| = 0, unless Neg clobbered a
   Value* idx = g->add_constant("idx", tensor<int64_t>({3, 2, 1, 0}, {4, 1}));
-  Value* rev = g->add_node(OpKind::ScatterND, {r, idx, g->add_node(OpKind::Reshape, {r, g->add_constant("s4c", i64({4}))},
-                                                                   {"u"})->output(0)}, {"rev"})->output(0);
+  Value* u = g->add_node(OpKind::Reshape, {r, g->add_constant("s4c", i64({4}))}, {"u"})->output(0);
+  Value* rev = g->add_node(OpKind::ScatterND, {r, idx, u}, {"rev"})->output(0);  // r reversed
   g->add_output(sum);
   g->add_output(g->add_node(OpKind::Neg, {rev}, {"neg_rev"})->output(0));  // rev itself is in the arena
   infer_shapes(*g);
