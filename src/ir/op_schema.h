@@ -33,7 +33,7 @@ struct OpSchema {
   // writing element i of that output, and they have the same dtype size and element count.
   std::vector<std::pair<int, int>> inplace;
   // (input, output) pairs where the output is the input's bytes unchanged (a reshape): the output may share the
-  // input's buffer even while the input is still read later. Implies inplace.
+  // input's buffer even while the input is still read later (a stronger form of inplace).
   std::vector<std::pair<int, int>> views;
 
   const AttrSpec* find_attr(const std::string& name) const;
@@ -50,10 +50,7 @@ struct OpSchema {
   }
   OpSchema& infer_with(std::function<void(InferContext&)> f) { infer = std::move(f); return *this; }
   OpSchema& allow_inplace(int in, int out) { inplace.push_back({in, out}); return *this; }
-  OpSchema& output_views_input(int in, int out) {
-    views.push_back({in, out});
-    return allow_inplace(in, out);
-  }
+  OpSchema& output_views_input(int in, int out) { views.push_back({in, out}); return *this; }
 };
 
 const OpSchema& op_schema(OpKind k);

@@ -224,9 +224,7 @@ Plan build_plan(const Program& p, const SymbolBindings& b) {
   size_t nv = g.num_values();
   plan.offset.assign(nv, -1);
   plan.bytes.assign(nv, 0);
-  // Each arena value maps to a buffer; in-place outputs share their input's buffer when the input dies there (an
-  // output written in place is never a buffer some other value still reads: the buffer's last use is the latest
-  // of all values in it).
+  // Each arena value maps to a buffer; a buffer's last use is the latest of all values in it.
   std::vector<int> buffer_of(nv, -1);
   std::vector<BufferRequest> buffers;
   const auto& nodes = g.nodes();
@@ -240,35 +238,32 @@ Plan build_plan(const Program& p, const SymbolBindings& b) {
       if (!numel) continue;  // data-dependent size: allocated when produced
       int64_t bytes = *numel * int64_t(dtype_size(out->dtype()));
       plan.bytes[id] = bytes;
+      // The input of an (input, output) pair whose buffer `out` may take: in this graph's arena, the same size.
+      auto pair_input = [&](std::pair<int, int> pair) -> Value* {
+        if (n.output(size_t(pair.second)) != out) return nullptr;
+        Value* in = n.input(size_t(pair.first));
+        if (!in || in->graph() != &g || buffer_of[size_t(in->id())] < 0) return nullptr;
+        return plan.bytes[size_t(in->id())] == bytes ? in : nullptr;
+      };
       int buf = -1;
       // A view (a reshape) shares its input's buffer outright: the buffer then lives until both are read.
-      for (auto [in_idx, out_idx] : schema.views) {
-        if (n.output(size_t(out_idx)) != out) continue;
-        Value* in = n.input(size_t(in_idx));
-        if (!in || in->graph() != &g || buffer_of[size_t(in->id())] < 0 || plan.bytes[size_t(in->id())] != bytes)
-          continue;
-        buf = buffer_of[size_t(in->id())];
-        ++plan.inplace;
-        break;
-      }
-      for (auto [in_idx, out_idx] : schema.inplace) {
-        if (buf >= 0) break;
-        if (n.output(size_t(out_idx)) != out) continue;
-        Value* in = n.input(size_t(in_idx));
-        if (!in || in->graph() != &g || buffer_of[size_t(in->id())] < 0) continue;
-        if (p.last_use[size_t(in->id())] != int(i) || plan.bytes[size_t(in->id())] != bytes) continue;
+      for (auto pair : schema.views)
+        if (Value* in = pair_input(pair); in && buf < 0) buf = buffer_of[size_t(in->id())];
+      // An output written in place takes the buffer of an input that dies here, unless another value still needs
+      // that buffer or another input of the node views it (the kernel may read that one out of element order).
+      for (auto pair : schema.inplace) {
+        Value* in = pair_input(pair);
+        if (buf >= 0 || !in || p.last_use[size_t(in->id())] != int(i)) continue;
         int cand = buffer_of[size_t(in->id())];
-        if (buffers[size_t(cand)].last != int(i)) continue;  // the buffer is still needed by another value
-        // Nor when another input is a view of the same bytes: the kernel may read it out of element order.
+        if (buffers[size_t(cand)].last != int(i)) continue;
         bool viewed = false;
         for (Value* other : n.inputs())
           viewed = viewed || (other && other != in && other->graph() == &g && buffer_of[size_t(other->id())] == cand);
-        if (viewed) continue;
-        buf = cand;
-        ++plan.inplace;
-        break;
+        if (!viewed) buf = cand;
       }
-      if (buf < 0) {
+      if (buf >= 0) {
+        ++plan.inplace;
+      } else {
         buf = int(buffers.size());
         buffers.push_back({bytes, int(i), int(i)});
       }
