@@ -77,7 +77,7 @@ def export_all(out_dir: str) -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 torch.onnx.export(model, x, path, input_names=["input"], output_names=["output"],
-                                  opset_version=14)
+                                  opset_version=14, dynamo=False)
         print(path)
 
 

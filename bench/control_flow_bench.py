@@ -80,7 +80,7 @@ def bench_rnn(iters: int, with_ort: bool) -> None:
         os.makedirs(out, exist_ok=True)
         path = os.path.join(out, "rnn_loop.onnx")
         torch.onnx.export(torch.jit.script(model), (xs, h), path, input_names=["xs", "h"], output_names=["y"],
-                          opset_version=14)
+                          opset_version=14, dynamo=False)
         ort = subprocess.run([os.path.join(ROOT, "scripts", "install_ort.sh")], capture_output=True, text=True)
         lib = ort.stdout.strip().splitlines()[-1] if ort.returncode == 0 else ""
         harness = os.path.join(ROOT, "build", "bin", "cuvil_bench_models")

@@ -19,7 +19,7 @@ model = torch.nn.Sequential(
 with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "cnn.onnx")
     torch.onnx.export(model, torch.randn(1, 1, 28, 28), path, input_names=["image"], output_names=["logits"],
-                      dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13)
+                      dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13, dynamo=False)
     compiled = cuvil.load_onnx(path)
 print(compiled)
 

@@ -40,7 +40,7 @@ def export(name: str, out_dir: str, batch: int = 1, opset: int = 13) -> dict:
     paths = {k: os.path.join(out_dir, f"{name}.{k}") for k in ("onnx", "input.npy", "torch.npy")}
     with torch.no_grad():
         torch.onnx.export(model, x, paths["onnx"], input_names=["input"], output_names=["logits"],
-                          opset_version=opset, dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+                          opset_version=opset, dynamo=False, dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
         ref = model.double()(x.double()).float()
     np.save(paths["input.npy"], x.numpy())
     np.save(paths["torch.npy"], ref.numpy())

@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 # collapse when other work shares the cores (libgomp's default of 300k spins made runs 8x slower then).
 [[ -n "${OMP_WAIT_POLICY:-}" ]] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}
 scripts/setup.sh
-exec /usr/bin/python3 scripts/main_job.py "$@"
+exec "$(scripts/python_env.sh)/bin/python" scripts/main_job.py "$@"

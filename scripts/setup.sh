@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package Cuvil needs, then configures and builds it.
-# Idempotent: re-running only installs what is missing and rebuilds what changed.
+# Installs every Debian package Cuvil needs, creates its Python environment (scripts/python_env.sh: torch 2,
+# ONNX Runtime, OpenVINO, ... pinned by requirements/dev.lock), then configures and builds it, the extension for
+# that environment's interpreter. Idempotent: re-running only installs what is missing and rebuilds what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +14,7 @@ PACKAGES=(
   pybind11-dev python3-dev                # the Python extension: pybind11 and Python.h
   libdnnl-dev ocl-icd-opencl-dev opencl-headers  # oneDNN 2.6 (OpenMP threads); its CMake config needs OpenCL
   llvm-16-dev                             # LLVM 16 ORC JIT for generated kernels (src/codegen)
-  python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-pytest
+  python3 python3-numpy python3-onnx        # onnx 1.12's node-suite generator (scripts/gen_onnx_tests.sh)
 )
 
 missing=()
@@ -26,6 +27,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
+VENV=$(scripts/python_env.sh)
 if [[ "${CUVIL_SKIP_BUILD:-0}" != "1" ]]; then
-  scripts/build.sh
+  CUVIL_PYTHON_EXE=$VENV/bin/python scripts/build.sh
 fi

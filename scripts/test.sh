@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 [[ -n "${OMP_WAIT_POLICY:-}" ]] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}
 export CCACHE_BASEDIR=$PWD
 scripts/setup.sh
+VENV=$(scripts/python_env.sh)  # made by setup.sh: torch 2, ONNX Runtime, ... (requirements/dev.lock)
 
 section() { printf '\n=== %s ===\n' "$*"; }
 
@@ -28,7 +29,7 @@ section "ONNX backend node suite after the -O1 pass pipeline (verifier after eve
 build/bin/cuvil_onnx_conformance build/onnx-node-tests/node --optimize --min-pass-rate 0.85 --total 922
 
 section "Python tests (PyTorch front end, model parity, CLI, examples)"
-PYTHONPATH=$PWD/python /usr/bin/python3 -m pytest -q tests/python
+PYTHONPATH=$PWD/python "$VENV/bin/python" -m pytest -q tests/python
 
 if [[ "${CUVIL_SKIP_SANITIZERS:-0}" != "1" ]]; then
   section "sanitizer build (clang, ASan + UBSan, libFuzzer)"

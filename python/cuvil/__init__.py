@@ -20,9 +20,15 @@ if "OMP_WAIT_POLICY" not in _os.environ:
 from . import _C
 from .errors import CaptureWarning, CompileError, InputError
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx
-from .frontend.torchscript import compile
+from .frontend.capture import compile
 
 __version__: str = _C.__version__
+
+try:  # torch.compile(model, backend="cuvil") also when cuvil is used from a source tree (no entry point)
+    from .dynamo import register as _register_dynamo_backend
+    _register_dynamo_backend()
+except ImportError:  # no torch: ONNX models only
+    pass
 
 __all__ = ["compile", "load_onnx", "CompiledModule", "Profile", "ProfileRow", "CompileError", "InputError",
            "CaptureWarning", "__version__"]

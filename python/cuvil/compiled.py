@@ -74,6 +74,15 @@ def _to_torch(a: np.ndarray, cuvil_type: str):
     return torch.from_numpy(a)
 
 
+class DimBound(NamedTuple):
+    """A range a symbolic input dim must lie in (torch.export.Dim's min/max), checked on every call."""
+    input: int             #: the input's position
+    axis: int
+    symbol: str
+    lo: Optional[int]      #: inclusive; None: no lower bound
+    hi: Optional[int]      #: inclusive; None: no upper bound
+
+
 class ProfileRow(NamedTuple):
     """One kernel's time in a profiled run."""
     op: str        #: Cuvil op name ("Conv", "MatMul", ...)
@@ -157,11 +166,14 @@ class CompiledModule:
     model runs, so several Python threads can run one compiled module at once.
     """
 
-    def __init__(self, model: "_C.Model", output_structure: Any = None):
+    def __init__(self, model: "_C.Model", output_structure: Any = None, *, unflatten=None,
+                 dim_bounds: Sequence[DimBound] = ()):
         self._model = model
         # How the flat outputs nest (see frontend.torchscript._output_structure); None: one output unwrapped,
-        # several as a tuple.
+        # several as a tuple. `unflatten` (flat outputs -> the model's own structure) takes precedence.
         self._structure = output_structure
+        self._unflatten = unflatten
+        self._dim_bounds = tuple(dim_bounds)
         # Cached once: the call path reads them on every call.
         self._input_names = tuple(model.input_names)
         self._input_types = tuple(model.input_types)
@@ -213,6 +225,12 @@ class CompiledModule:
             a, is_torch = _to_array(v, name, t)
             arrays.append(a)
             any_torch |= is_torch
+        for b in self._dim_bounds:
+            n = arrays[b.input].shape[b.axis]
+            if (b.lo is not None and n < b.lo) or (b.hi is not None and n > b.hi):
+                rng = f"[{b.lo if b.lo is not None else ''}..{b.hi if b.hi is not None else ''}]"
+                raise InputError(f"input '{names[b.input]}': dim {b.axis} ({b.symbol}) is {n}, outside the range "
+                                 f"{rng} it was compiled for")
         return arrays, any_torch
 
     def __call__(self, *args, **kwargs):
@@ -224,6 +242,8 @@ class CompiledModule:
         return self._restructure(outs)
 
     def _restructure(self, outs: list):
+        if self._unflatten is not None:
+            return self._unflatten(outs)
         if self._structure is None:
             return outs[0] if len(outs) == 1 else tuple(outs)
         it = iter(outs)

@@ -165,4 +165,4 @@ def test_pow_and_arg_forms():
     np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())  # integer ** integer stays exact
     np.testing.assert_array_equal(np.asarray(got[2]), want[2].numpy())
     assert int(np.asarray(got[3])) == int(want[3])
-    assert np.asarray(got[4]).shape == tuple(want[4].shape) and int(np.asarray(got[4])) == int(want[4])
+    assert np.asarray(got[4]).shape == tuple(want[4].shape) and np.asarray(got[4]).item() == int(want[4])

@@ -22,7 +22,7 @@ import cuvil
 D_MODEL, HEADS, FFN = 64, 4, 128
 
 # Every model here must script: a trace fall-back would freeze PyTorch's no_grad fast paths into the graph.
-pytestmark = pytest.mark.filterwarnings("error::cuvil.CaptureWarning")
+pytestmark = pytest.mark.filterwarnings(r"error:cuvil.compile. torch.jit.script failed:cuvil.CaptureWarning")
 
 
 @pytest.fixture(autouse=True)

@@ -13,3 +13,4 @@ from .torchscript import ConvertContext, converter, _onnx_dtype_id, SCALAR_TYPE_
 from . import aten_core  # noqa: F401,E402
 from . import aten_nn, aten_shape  # noqa: F401,E402
 from . import aten_transformer  # noqa: F401,E402
+from . import aten_export  # noqa: F401,E402

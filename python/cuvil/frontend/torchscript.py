@@ -432,7 +432,7 @@ def _script_failure_reason(e: BaseException) -> str:
     return f"{first} (at {m.group(1)}:{m.group(2)})" if m else first
 
 
-def _capture(model, example_inputs: tuple):
+def _capture(model, example_inputs: tuple, stacklevel: int = 3):
     """TorchScript of the model: scripted if possible (keeps control flow), traced otherwise (with a warning)."""
     if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         return model
@@ -443,7 +443,7 @@ def _capture(model, example_inputs: tuple):
     warnings.warn(f"cuvil.compile: torch.jit.script failed: {reason}. Falling back to torch.jit.trace: "
                   f"data-dependent control flow (Python if/for/while on tensor values) is now frozen to the path the "
                   f"example inputs take, and other inputs will follow that same path. Make forward() scriptable to "
-                  f"keep its control flow.", CaptureWarning, stacklevel=3)
+                  f"keep its control flow.", CaptureWarning, stacklevel=stacklevel)
     try:
         with torch.no_grad():
             return torch.jit.trace(model, example_inputs, check_trace=False)
@@ -579,7 +579,8 @@ def _training_flags(model) -> list:
 
 
 def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, precision: str = "fp32",
-            device: str = "cpu", threads: Optional[int] = None, **options) -> CompiledModule:
+            device: str = "cpu", threads: Optional[int] = None, _stacklevel: int = 1,
+            **options) -> CompiledModule:
     """Compiles a PyTorch model into a :class:`cuvil.CompiledModule` with the same call signature.
 
     model: a torch.nn.Module, a ScriptModule, or a function of tensors. It is captured with torch.jit.script
@@ -616,7 +617,7 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     if isinstance(model, torch.nn.Module):
         model.eval()
     try:
-        scripted = _capture(model, examples)
+        scripted = _capture(model, examples, _stacklevel + 2)  # warnings point at the caller
         try:
             frozen = torch.jit.freeze(scripted.eval()) if isinstance(scripted, torch.jit.ScriptModule) else scripted
         except Exception as e:  # noqa: BLE001

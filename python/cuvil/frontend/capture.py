@@ -1,0 +1,187 @@
+"""cuvil.compile: picks how a PyTorch model is captured (torch.export, or TorchScript where export cannot) and
+compiles the captured graph."""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from ..compiled import CompiledModule, check_options
+from ..errors import CaptureWarning, CompileError
+from . import export as export_frontend
+from . import torchscript
+
+CAPTURES = ("auto", "export", "torchscript")
+
+
+def _as_args(args) -> tuple:
+    if isinstance(args, (torch.Tensor, np.ndarray)):
+        args = (args,)
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"example_inputs must be a tensor or a tuple of tensors (one per forward() argument), got "
+                        f"{type(args).__name__}")
+    return tuple(torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in args)
+
+
+def _check_tensors(args: tuple, kwargs: dict, names: list[str]) -> None:
+    for what, x in [(f"example input {i} ('{names[i]}')", a) for i, a in enumerate(args)] + \
+                   [(f"example input '{k}'", v) for k, v in kwargs.items()]:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{what} is a {type(x).__name__}; cuvil.compile takes tensors only (non-tensor "
+                            f"arguments become constants: bind them in the module, e.g. with functools.partial or "
+                            f"a wrapper module)")
+        if x.dtype not in torchscript.TORCH_TO_CUVIL:
+            raise TypeError(f"{what} has dtype {x.dtype}, which Cuvil does not support (supported: "
+                            f"{', '.join(str(d).replace('torch.', '') for d in torchscript.TORCH_TO_CUVIL)})")
+        if x.device.type != "cpu":
+            raise ValueError(f"{what} is on {x.device}; example inputs must be CPU tensors")
+
+
+def _is_dim(spec) -> bool:
+    """A torch.export.Dim (named, or AUTO/DYNAMIC/STATIC)."""
+    return isinstance(spec, (torch.export.Dim, torch.export.dynamic_shapes._DimHint)) or \
+        type(spec).__name__ in ("Dim", "_Dim", "_DerivedDim", "_StaticDim", "_DimHint")
+
+
+def normalize_dynamic_shapes(dynamic_shapes, names: list[str], values: list) -> Optional[dict]:
+    """dynamic_shapes in any accepted form (a dict by argument name or a tuple by position; per input a dict
+    {axis: spec} or a list per axis; a spec is a torch.export.Dim, a symbol name, or None) as
+    {input name: {axis: spec}}, with clear ValueErrors for the rest."""
+    if dynamic_shapes is None:
+        return None
+    if isinstance(dynamic_shapes, (tuple, list)):
+        if len(dynamic_shapes) != len(names):
+            raise ValueError(f"dynamic_shapes must be a dict by argument name or a tuple with one entry per input "
+                             f"({', '.join(names)}); got {len(dynamic_shapes)} entries")
+        dynamic_shapes = dict(zip(names, dynamic_shapes))
+    if not isinstance(dynamic_shapes, dict):
+        raise ValueError(f"dynamic_shapes must be a dict by argument name like {{'{names[0] if names else 'x'}': "
+                         f"{{0: 'batch'}}}} or a tuple by position, got {type(dynamic_shapes).__name__}")
+    out = {}
+    for key, spec in dynamic_shapes.items():
+        if key not in names:
+            raise ValueError(f"dynamic_shapes names {key!r}, which is not an argument of forward() with an example "
+                             f"input ({', '.join(names)})")
+        if spec is None:
+            continue
+        x = values[names.index(key)]
+        if isinstance(spec, (tuple, list)):
+            if len(spec) != x.dim():
+                raise ValueError(f"dynamic_shapes[{key!r}] lists {len(spec)} dims, but {key!r} has rank {x.dim()}")
+            spec = {i: s for i, s in enumerate(spec) if s is not None}
+        if not isinstance(spec, dict):
+            raise ValueError(f"dynamic_shapes[{key!r}] must be a dict {{axis: 'symbol' or torch.export.Dim}} or a "
+                             f"list per axis, got {spec!r}")
+        axes: dict[int, Any] = {}
+        for axis, sym in spec.items():
+            if isinstance(axis, bool) or not isinstance(axis, int) or not -x.dim() <= axis < x.dim():
+                raise ValueError(f"dynamic_shapes[{key!r}] names dim {axis!r}, but {key!r} has rank {x.dim()} "
+                                 f"(shape {list(x.shape)})")
+            a = axis % x.dim()
+            if a in axes:
+                raise ValueError(f"dynamic_shapes[{key!r}] names dim {a} twice")
+            if sym is None:
+                continue
+            if not (_is_dim(sym) or (isinstance(sym, str) and sym.isidentifier())):
+                raise ValueError(f"dynamic_shapes[{key!r}][{axis}] = {sym!r} is not a valid symbol name (use an "
+                                 f"identifier such as 'batch', or a torch.export.Dim)")
+            axes[a] = sym
+        if axes:
+            out[key] = axes
+    return out
+
+
+def _input_names(model, n_args: int, kwargs: dict) -> list[str]:
+    """The inputs' names (forward()'s parameters for positional examples, then the keywords); a ValueError when
+    an argument without a default has no example."""
+    params = torchscript._parameters(model)
+    if params is not None and kwargs:  # keywords stand in for their parameters
+        params = [(p, has_default or p in kwargs) for p, has_default in params]
+    return torchscript._input_names(params, n_args) + list(kwargs)
+
+
+def compile(model, args=(), kwargs: Optional[dict] = None, *, dynamic_shapes: Any = None,
+            capture: str = "auto", precision: str = "fp32", device: str = "cpu", threads: Optional[int] = None,
+            **options) -> CompiledModule:
+    """Compiles a PyTorch model into a :class:`cuvil.CompiledModule` with the same call signature.
+
+    model: a torch.nn.Module, a function of tensors, a torch.export.ExportedProgram, or a ScriptModule.
+    args, kwargs: example inputs, as ``torch.export.export(model, args, kwargs)`` takes them (a single tensor is
+    taken as ``(tensor,)``; NumPy arrays are accepted); they fix each input's dtype, rank and sizes.
+    dynamic_shapes: as torch.export takes it — a dict by argument name or a tuple by position of
+    ``{axis: torch.export.Dim("batch", min=1, max=64)}`` — where a plain string names a symbol too
+    (``{"x": {0: "batch"}}``). Inputs sharing a symbol must agree on it; a Dim's range is checked on every call.
+    capture: "export" (torch.export: the ATen graph), "torchscript" (torch.jit.script, falling back to trace), or
+    "auto" (the default): export, and TorchScript where export cannot capture the model (data-dependent Python
+    control flow) or Cuvil cannot convert what export produced, with a :class:`cuvil.CaptureWarning` naming the
+    path taken and why.
+    precision: "fp32". device: "cpu". threads: threads for oneDNN and Cuvil's kernels (None: all cores).
+
+    Raises cuvil.CompileError naming an unsupported op, its Python file:line and what is supported instead."""
+    check_options(precision, device, threads, options)
+    if capture not in CAPTURES:
+        raise ValueError(f"capture must be one of {', '.join(CAPTURES)}, got {capture!r}")
+    kwargs = {} if kwargs is None else dict(kwargs)
+    if isinstance(model, torch.export.ExportedProgram):
+        if capture == "torchscript":
+            raise ValueError("an ExportedProgram can only be compiled with capture='export'")
+        compiled = export_frontend.convert_program(export_frontend.functionalize(model), threads=threads)
+        compiled._model.prepare_static()
+        return compiled
+    if not (isinstance(model, torch.nn.Module) or callable(model)):
+        raise TypeError(f"model must be a torch.nn.Module, a function or an ExportedProgram, got "
+                        f"{type(model).__name__}")
+    args = _as_args(args)
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}  # None keywords keep the model's default
+    names = _input_names(model, len(args), kwargs)
+    _check_tensors(args, kwargs, names)
+    dynamic_shapes = normalize_dynamic_shapes(dynamic_shapes, names, list(args) + list(kwargs.values()))
+    scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
+    if capture == "torchscript" or (capture == "auto" and scripted):
+        return _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads)
+    try:
+        ep = export_frontend.export_program(model, args, kwargs, dynamic_shapes)
+        compiled = export_frontend.convert_program(ep, threads=threads)
+        _prepare(compiled, args, kwargs)
+        return compiled
+    except export_frontend.ModelRefused:
+        raise
+    except (export_frontend.ExportFailed, CompileError) as e:
+        if capture == "export":
+            if isinstance(e, export_frontend.ExportFailed):
+                raise CompileError(f"torch.export cannot capture the model: {e}") from None
+            raise
+        reason = e
+    try:
+        compiled = _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads)
+    except (CompileError, TypeError, ValueError) as ts_error:
+        if isinstance(reason, CompileError):
+            raise reason from None
+        raise CompileError(f"torch.export cannot capture the model ({reason}), and TorchScript cannot either: "
+                           f"{ts_error}") from None
+    what = "could not capture the model" if isinstance(reason, export_frontend.ExportFailed) else \
+        "captured the model but Cuvil could not convert it"
+    warnings.warn(f"cuvil.compile: torch.export {what} ({reason}); compiled through TorchScript instead "
+                  f"(capture='torchscript' asks for it directly)", CaptureWarning, stacklevel=2)
+    return compiled
+
+
+def _prepare(compiled: CompiledModule, args: tuple, kwargs: dict) -> None:
+    """Plans and prepares kernels (packing weights) for the example shapes now, so the first call only runs."""
+    shapes = [list(x.shape) for x in list(args) + list(kwargs.values())]
+    try:
+        compiled._model.prepare(shapes)
+    except Exception as e:  # noqa: BLE001 - _C.Error
+        raise CompileError(str(e)) from None
+
+
+def _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads) -> CompiledModule:
+    if kwargs:
+        raise CompileError("keyword example inputs need capture='export' (TorchScript takes positional ones)")
+    if dynamic_shapes:  # TorchScript takes symbol names: a Dim's name, or a fresh one for AUTO/DYNAMIC
+        dynamic_shapes = {k: {a: s if isinstance(s, str) else getattr(s, "__name__", f"{k}_{a}")
+                              for a, s in axes.items()} for k, axes in dynamic_shapes.items()}
+    return torchscript.compile(model, args, dynamic_shapes=dynamic_shapes, precision=precision, device=device,
+                               threads=threads, _stacklevel=3)
