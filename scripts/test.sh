@@ -31,6 +31,24 @@ build/bin/cuvil_onnx_conformance build/onnx-node-tests/node --optimize --min-pas
 section "Python tests (PyTorch front end, model parity, CLI, examples)"
 PYTHONPATH=$PWD/python "$VENV/bin/python" -m pytest -q tests/python
 
+section "Python package: pip wheel, installed apart from the source tree"
+# build-wheel/ sits beside build/, so ccache serves the objects the build above compiled.
+rm -rf build-wheel/dist && "$VENV/bin/pip" wheel --quiet --no-deps -w build-wheel/dist .
+site=$(mktemp -d)
+"$VENV/bin/pip" install --quiet --no-deps --target "$site" build-wheel/dist/cuvil-*.whl
+(cd "$site" && PYTHONPATH="$site" "$VENV/bin/python" - <<'PY'
+import os, subprocess, sys, numpy as np, torch, cuvil
+assert cuvil.__file__.startswith(os.getcwd()), cuvil.__file__  # the installed package, not the source tree
+m = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval()
+x = torch.randn(3, 8)
+assert torch.allclose(cuvil.compile(m, (x,))(x), m(x), atol=1e-6)
+out = subprocess.run([os.path.join(os.getcwd(), "bin", "cuvil"), "--help"], capture_output=True, text=True)
+assert out.returncode == 0 and "inspect" in out.stdout + out.stderr, out
+print("wheel OK:", os.path.basename(os.path.dirname(cuvil.__file__)), cuvil.__version__)
+PY
+)
+rm -rf "$site"
+
 if [[ "${CUVIL_SKIP_SANITIZERS:-0}" != "1" ]]; then
   section "sanitizer build (clang, ASan + UBSan, libFuzzer)"
   CC=clang-14 CXX=clang++-14 CUVIL_BUILD_DIR=build-asan CUVIL_BUILD_TYPE=Release \

@@ -20,7 +20,13 @@ if "OMP_WAIT_POLICY" not in _os.environ:
 from . import _C
 from .errors import CaptureWarning, CompileError, InputError
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx
-from .frontend.capture import compile
+try:
+    from .frontend.capture import compile
+except ImportError as _e:  # no torch: ONNX models only
+    _torch_missing = str(_e)
+
+    def compile(*args, **kwargs):  # noqa: A001 - the public name
+        raise ImportError(f"cuvil.compile needs PyTorch ({_torch_missing})")
 
 __version__: str = _C.__version__
 

@@ -403,12 +403,9 @@ class BranchyUnscriptable(torch.nn.Module):
 
 def test_script_keeps_control_flow():
     x = torch.rand(2, 3) + 0.1
-    # torch.export cannot capture the data-dependent branch: TorchScript takes over, and says so
-    with pytest.warns(cuvil.CaptureWarning, match=r"could not capture.*compiled through TorchScript"):
-        c = cuvil.compile(Branchy(), (x,))
     with warnings.catch_warnings():
         warnings.simplefilter("error", cuvil.CaptureWarning)
-        c = cuvil.compile(Branchy(), (x,), capture="torchscript")  # asked for: no warning
+        c = cuvil.compile(Branchy(), (x,))
     assert torch.allclose(c(x), x * 2) and torch.allclose(c(-x), -x - 1)
     assert "If" in c.ir()
 

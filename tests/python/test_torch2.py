@@ -95,7 +95,7 @@ class MutatesInput(torch.nn.Module):
 def test_input_mutation_is_refused_with_its_line():
     line = next(i for i, s in enumerate(open(__file__), 1) if s.rstrip().endswith("# MUTATION-LINE"))
     with pytest.raises(cuvil.CompileError, match=rf"mutates input 'x' in place \(at .*test_torch2.py:{line}\)"):
-        cuvil.compile(MutatesInput(), (torch.randn(3),))
+        cuvil.compile(MutatesInput(), (torch.randn(3),), capture="export")
 
 
 class DataDependent(torch.nn.Module):
@@ -105,15 +105,31 @@ class DataDependent(torch.nn.Module):
         return x - 1
 
 
-def test_data_dependent_control_flow_falls_back_to_torchscript():
+def test_capture_choice():
     x = torch.rand(4) + 0.1
-    with pytest.warns(cuvil.CaptureWarning, match="torch.export could not capture.*compiled through TorchScript"):
-        c = cuvil.compile(DataDependent(), (x,))
-    assert torch.allclose(c(x), x * 2) and torch.allclose(c(-x), -x - 1)  # both branches kept
+    c = cuvil.compile(DataDependent(), (x,))  # auto: TorchScript keeps the data-dependent branch
+    assert torch.allclose(c(x), x * 2) and torch.allclose(c(-x), -x - 1)
     with pytest.raises(cuvil.CompileError, match="torch.export cannot capture the model"):
         cuvil.compile(DataDependent(), (x,), capture="export")
     with pytest.raises(ValueError, match="capture must be one of"):
         cuvil.compile(DataDependent(), (x,), capture="fx")
+
+
+def test_auto_capture_falls_back_to_export_with_a_warning(monkeypatch):
+    from cuvil.frontend import capture
+
+    def refuse(*args, **kwargs):
+        raise cuvil.CompileError("unsupported op 'aten::made_up' at model.py:1")
+
+    monkeypatch.setattr(capture.torchscript, "compile", refuse)
+    m = torch.nn.Linear(4, 2).eval()
+    x = torch.randn(3, 4)
+    with pytest.warns(cuvil.CaptureWarning, match="TorchScript could not compile.*aten::made_up.*torch.export"):
+        c = cuvil.compile(m, (x,))
+    with torch.no_grad():
+        assert rel_l2(c(x), m(x)) < 1e-5
+    with pytest.raises(cuvil.CompileError, match="aten::made_up"):  # asked for TorchScript: its error
+        cuvil.compile(m, (x,), capture="torchscript")
 
 
 def test_torch_compile_backend_parity_and_no_recompile():

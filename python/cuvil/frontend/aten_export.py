@@ -3,6 +3,8 @@ the functional forms export leaves behind (_to_copy, _native_batch_norm_legit_no
 and tensor indexing (aten::index.Tensor: x[idx], x[mask])."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .aten_transformer import _cast, _dtype_arg
@@ -102,3 +104,54 @@ def _index_select(ctx: ConvertContext, ins):
 def _native_dropout(ctx: ConvertContext, ins):
     x, p, train = ins
     return CONVERTERS["aten::dropout"](ctx, [x, p, train]), None  # (the mask is read only by training)
+
+
+@converter("aten::cumsum")
+def _cumsum(ctx: ConvertContext, ins):
+    x, dim, dtype = ins[:3]
+    dt = _dtype_arg(ctx, dtype)
+    if dt is None and ctx.dtype_of(x) in ("bool", "u8", "i8", "i16", "i32"):
+        dt = "i64"  # torch sums integers and bools in int64
+    if dt is not None and dt != ctx.dtype_of(x):
+        x = _cast(ctx, x, dt)
+    return ctx.emit("CumSum", [x, np.array(ctx.const(dim, "the dim"), np.int64)])
+
+
+@converter("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_for_cpu")
+def _sdpa(ctx: ConvertContext, ins):
+    """softmax(q kᵀ · scale + mask) v, written as the ops fuse-attention recognizes (static shapes become one
+    Attention node). The flash form's second output (the log-sum-exp) is read only by training."""
+    flash = ctx.node.kind() == "aten::_scaled_dot_product_flash_attention_for_cpu"
+    if flash:
+        q, k, v, dropout, causal, mask, scale = ins[:7]
+    else:
+        q, k, v, mask, dropout, causal, scale = ins[:7]
+        if len(ins) > 7 and bool(ctx.const(ins[7], "enable_gqa")):
+            raise ctx.error("grouped-query attention (enable_gqa=True) is not supported")
+    if float(ctx.const(dropout, "dropout_p")) != 0.0:
+        raise ctx.error("attention dropout is random; only dropout_p=0 (evaluation) is supported")
+    q, k, v = ctx.tensor(q), ctx.tensor(k), ctx.tensor(v)
+    r, dt = ctx.rank_of(q), ctx.dtype_of(q)
+    if scale is None:
+        e = q.shape[-1]
+        if not isinstance(e, int):
+            raise ctx.error("attention over a head size that is not static needs an explicit scale")
+        scale = 1.0 / math.sqrt(e)
+    perm = list(range(r))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    scores = ctx.emit("MatMul", [q, ctx.emit("Transpose", [k], {"perm": perm})])
+    scores = ctx.emit("Mul", [scores, ctx.tensor(float(ctx.const(scale, "scale")), dt)])
+    neg_inf = ctx.tensor(float("-inf"), dt)
+    if bool(ctx.const(causal, "is_causal")):
+        size = ctx.emit("Slice", [ctx.emit("Shape", [scores]), np.array([-2], np.int64),
+                                  np.array([np.iinfo(np.int64).max], np.int64)])
+        ones = ctx.emit("Expand", [ctx.tensor(1.0, "f32"), size])
+        keep = ctx.emit("Cast", [ctx.emit("Trilu", [ones], {"upper": 0})], {"to": 9})
+        scores = ctx.emit("Where", [keep, scores, neg_inf])
+    if mask is not None:
+        if ctx.dtype_of(mask) == "bool":
+            scores = ctx.emit("Where", [mask, scores, neg_inf])
+        else:
+            scores = ctx.emit("Add", [scores, ctx.tensor(mask, dt)])
+    out = ctx.emit("MatMul", [ctx.emit("Softmax", [scores], {"axis": -1}), v])
+    return (out, None) if flash else out

@@ -114,9 +114,9 @@ def compile(model, args=(), kwargs: Optional[dict] = None, *, dynamic_shapes: An
     ``{axis: torch.export.Dim("batch", min=1, max=64)}`` — where a plain string names a symbol too
     (``{"x": {0: "batch"}}``). Inputs sharing a symbol must agree on it; a Dim's range is checked on every call.
     capture: "export" (torch.export: the ATen graph), "torchscript" (torch.jit.script, falling back to trace), or
-    "auto" (the default): export, and TorchScript where export cannot capture the model (data-dependent Python
-    control flow) or Cuvil cannot convert what export produced, with a :class:`cuvil.CaptureWarning` naming the
-    path taken and why.
+    "auto" (the default): TorchScript for positional examples (it keeps data-dependent control flow, and its
+    graphs are the ones Cuvil's fusions are tuned on), torch.export for keyword examples, and torch.export
+    where TorchScript cannot compile the model, with a :class:`cuvil.CaptureWarning` naming the path and why.
     precision: "fp32". device: "cpu". threads: threads for oneDNN and Cuvil's kernels (None: all cores).
 
     Raises cuvil.CompileError naming an unsupported op, its Python file:line and what is supported instead."""
@@ -138,33 +138,35 @@ def compile(model, args=(), kwargs: Optional[dict] = None, *, dynamic_shapes: An
     names = _input_names(model, len(args), kwargs)
     _check_tensors(args, kwargs, names)
     dynamic_shapes = normalize_dynamic_shapes(dynamic_shapes, names, list(args) + list(kwargs.values()))
-    scripted = isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
-    if capture == "torchscript" or (capture == "auto" and scripted):
-        return _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads)
+    if capture == "torchscript" or (capture == "auto" and not kwargs):
+        try:
+            return _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads)
+        except CompileError as e:
+            if capture == "torchscript" or isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+                raise
+            reason = e
+    else:
+        reason = None
     try:
-        ep = export_frontend.export_program(model, args, kwargs, dynamic_shapes)
-        compiled = export_frontend.convert_program(ep, threads=threads)
-        _prepare(compiled, args, kwargs)
-        return compiled
+        compiled = _export(model, args, kwargs, dynamic_shapes, threads)
     except export_frontend.ModelRefused:
         raise
     except (export_frontend.ExportFailed, CompileError) as e:
-        if capture == "export":
-            if isinstance(e, export_frontend.ExportFailed):
-                raise CompileError(f"torch.export cannot capture the model: {e}") from None
-            raise
-        reason = e
-    try:
-        compiled = _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads)
-    except (CompileError, TypeError, ValueError) as ts_error:
-        if isinstance(reason, CompileError):
-            raise reason from None
-        raise CompileError(f"torch.export cannot capture the model ({reason}), and TorchScript cannot either: "
-                           f"{ts_error}") from None
-    what = "could not capture the model" if isinstance(reason, export_frontend.ExportFailed) else \
-        "captured the model but Cuvil could not convert it"
-    warnings.warn(f"cuvil.compile: torch.export {what} ({reason}); compiled through TorchScript instead "
-                  f"(capture='torchscript' asks for it directly)", CaptureWarning, stacklevel=2)
+        if reason is not None:  # both failed: TorchScript's error, with export's reason beside it
+            raise CompileError(f"{reason} (torch.export did not help either: {e})") from None
+        if isinstance(e, export_frontend.ExportFailed):
+            raise CompileError(f"torch.export cannot capture the model: {e}") from None
+        raise
+    if reason is not None:
+        warnings.warn(f"cuvil.compile: TorchScript could not compile the model ({reason}); compiled through "
+                      f"torch.export instead (capture='export' asks for it directly)", CaptureWarning, stacklevel=2)
+    return compiled
+
+
+def _export(model, args, kwargs, dynamic_shapes, threads) -> CompiledModule:
+    ep = export_frontend.export_program(model, args, kwargs, dynamic_shapes)
+    compiled = export_frontend.convert_program(ep, threads=threads)
+    _prepare(compiled, args, kwargs)
     return compiled
 
 
