@@ -13,6 +13,11 @@ class CompileError(Exception):
     source line (or ONNX node) and, where there is one, what is supported instead."""
 
 
+class UnsupportedError(CompileError):
+    """What one capture path cannot express (an op without a converter, a model it cannot capture); another
+    path may still compile the model, so cuvil.compile's automatic capture tries it."""
+
+
 class CaptureWarning(UserWarning):
     """cuvil.compile fell back from torch.jit.script to torch.jit.trace: data-dependent control flow in forward()
     is frozen to the path the example inputs took. The message says why scripting failed."""
@@ -23,4 +28,4 @@ InputError.__doc__ = ("A call's inputs do not match the compiled model: wrong co
                       "a static dim, or a symbolic dim bound to two different sizes. A ValueError subclass; the "
                       "message names the input.")
 
-__all__ = ["CaptureWarning", "CompileError", "InputError"]
+__all__ = ["CaptureWarning", "CompileError", "InputError", "UnsupportedError"]

@@ -119,7 +119,7 @@ def test_auto_capture_falls_back_to_export_with_a_warning(monkeypatch):
     from cuvil.frontend import capture
 
     def refuse(*args, **kwargs):
-        raise cuvil.CompileError("unsupported op 'aten::made_up' at model.py:1")
+        raise cuvil.errors.UnsupportedError("unsupported op 'aten::made_up' at model.py:1")
 
     monkeypatch.setattr(capture.torchscript, "compile", refuse)
     m = torch.nn.Linear(4, 2).eval()

@@ -213,6 +213,10 @@ class CausalEncoder(nn.Module):
         return self.encoder(src, mask=mask)
 
 
+@pytest.mark.xfail(strict=True, raises=cuvil.CompileError, reason=(
+    "torch 2's multi_head_attention_forward drops attn_mask (None) when _detect_is_causal_mask finds it causal, a "
+    "test of the mask's values: the mask is a tensor or None at run time, which neither TorchScript's If nor "
+    "torch.export (a data-dependent guard) can express yet. Passed under torch 1.13."))
 def test_encoder_with_causal_mask():
     model = CausalEncoder().eval()
     causal = nn.Transformer.generate_square_subsequent_mask

@@ -155,3 +155,20 @@ def _sdpa(ctx: ConvertContext, ins):
             scores = ctx.emit("Add", [scores, ctx.tensor(mask, dt)])
     out = ctx.emit("MatMul", [ctx.emit("Softmax", [scores], {"axis": -1}), v])
     return (out, None) if flash else out
+
+
+@converter("prim::GetAttr")
+def _get_attr(ctx: ConvertContext, ins):
+    """An attribute read freezing left in place (torch 2 keeps submodule reads that feed fast-path checks):
+    the frozen module's attribute, a compile-time value."""
+    obj = ins[0]
+    name = ctx.node.s("name")
+    if obj is None or not hasattr(obj, name):
+        raise ctx.error(f"cannot read attribute '{name}' while compiling")
+    return getattr(obj, name)
+
+
+@converter("prim::type")
+def _device_type(ctx: ConvertContext, ins):
+    dev = ctx.const(ins[0], "the device")
+    return dev.type if hasattr(dev, "type") else str(dev).split(":")[0]

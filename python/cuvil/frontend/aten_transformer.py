@@ -663,7 +663,7 @@ def _gelu_erf(ctx: ConvertContext, x):
 def _native_attention(ctx: ConvertContext, x_q, x_k, x_v, embed_dim: int, heads: int, qkv_w, qkv_b, proj_w, proj_b,
                       mask, mask_type, need_weights: bool, average: bool):
     """torch._native_multi_head_attention on batch-first [B, T, E] inputs: packed in-projection, q scaled by
-    1/sqrt(head_dim), a bool mask (True = masked out; mask_type 1: key padding [B, S], 0: [T, S]; a fully masked
+    1/sqrt(head_dim), a bool mask (True = masked out) or a float mask (added; mask_type 1: key padding [B, S], 0: [T, S]; a fully masked
     row gives NaN, as PyTorch's CPU masked softmax does), then the out-projection."""
     if ctx.rank_of(x_q) != 3:
         raise ctx.error("the fused attention kernel takes batched [batch, seq, embed] inputs")
@@ -682,15 +682,19 @@ def _native_attention(ctx: ConvertContext, x_q, x_k, x_v, embed_dim: int, heads:
     v = heads_first(x_v, w_v, b_v)
     scores = ctx.emit("MatMul", [q, ctx.emit("Transpose", [k], {"perm": [0, 1, 3, 2]})])
     if mask is not None:
-        if ctx.dtype_of(mask) != "bool":
-            raise ctx.error(f"the fused attention kernel takes a bool mask, got {ctx.dtype_of(mask)}")
+        if ctx.dtype_of(mask) not in ("bool", scores.dtype):
+            raise ctx.error(f"the fused attention kernel takes a bool mask or one of the inputs' dtype, got "
+                            f"{ctx.dtype_of(mask)}")
         if mask_type == 1:
             m = ctx.emit("Unsqueeze", [mask, np.array([1, 2], np.int64)])  # [B, 1, 1, S]
         elif mask_type == 0 and ctx.rank_of(mask) == 2:
             m = mask  # [T, S]
         else:
             raise ctx.error(f"mask_type {mask_type} with a rank-{ctx.rank_of(mask)} mask is not supported")
-        scores = ctx.emit("Where", [m, ctx.tensor(float("-inf"), scores.dtype), scores])
+        if ctx.dtype_of(mask) == "bool":  # True: masked out
+            scores = ctx.emit("Where", [m, ctx.tensor(float("-inf"), scores.dtype), scores])
+        else:  # a float mask is added (torch 2 passes float masks to the fast path)
+            scores = ctx.emit("Add", [scores, m])
     probs = ctx.emit("Softmax", [scores], {"axis": 3})
     out = ctx.emit("Transpose", [ctx.emit("MatMul", [probs, v])], {"perm": [0, 2, 1, 3]})
     out = _linear(ctx, [ctx.emit("Reshape", [out, np.array([0, 0, embed_dim], np.int64)]), proj_w, proj_b])

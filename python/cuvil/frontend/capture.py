@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..compiled import CompiledModule, check_options
-from ..errors import CaptureWarning, CompileError
+from ..errors import CaptureWarning, CompileError, UnsupportedError
 from . import export as export_frontend
 from . import torchscript
 
@@ -141,7 +141,7 @@ def compile(model, args=(), kwargs: Optional[dict] = None, *, dynamic_shapes: An
     if capture == "torchscript" or (capture == "auto" and not kwargs):
         try:
             return _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads)
-        except CompileError as e:
+        except UnsupportedError as e:  # (other CompileErrors are about the model itself: no second try)
             if capture == "torchscript" or isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
                 raise
             reason = e

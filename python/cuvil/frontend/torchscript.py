@@ -21,7 +21,7 @@ import torch
 
 from .. import _C
 from ..compiled import CompiledModule, check_options
-from ..errors import CaptureWarning, CompileError
+from ..errors import CaptureWarning, CompileError, UnsupportedError
 
 # torch dtype <-> Cuvil dtype name
 TORCH_TO_CUVIL = {
@@ -415,7 +415,7 @@ def _unsupported(ctx: ConvertContext, kind: str) -> CompileError:
     close = difflib.get_close_matches(base(kind), list(by_base), n=4, cutoff=0.7)
     hint = (f" Similar supported ops: {', '.join(by_base[c][0] for c in close)}." if close else
             " No similar op is supported.")
-    return CompileError(f"unsupported op '{kind}' at {ctx.where()}: Cuvil has no converter for it.{hint} Rewrite "
+    return UnsupportedError(f"unsupported op '{kind}' at {ctx.where()}: Cuvil has no converter for it.{hint} Rewrite "
                         f"that line with supported ops or compute it outside the compiled model; "
                         f"cuvil.frontend.torchscript.CONVERTERS lists the {len(supported)} supported aten/prim ops.")
 
@@ -448,7 +448,7 @@ def _capture(model, example_inputs: tuple, stacklevel: int = 3):
         with torch.no_grad():
             return torch.jit.trace(model, example_inputs, check_trace=False)
     except Exception as e:  # noqa: BLE001
-        raise CompileError(f"cannot capture the model: torch.jit.script failed ({reason}) and torch.jit.trace "
+        raise UnsupportedError(f"cannot capture the model: torch.jit.script failed ({reason}) and torch.jit.trace "
                            f"failed ({_script_failure_reason(e)})") from None
 
 
@@ -642,7 +642,7 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     conv = _Converter(ctx)
     graph_inputs = list(graph.inputs())
     if has_self:
-        conv.env[graph_inputs[0]] = None
+        conv.env[graph_inputs[0]] = frozen  # for attribute reads freezing left (prim::GetAttr)
         graph_inputs = graph_inputs[1:]
     if len(graph_inputs) != len(examples):
         raise CompileError(f"the captured forward() takes {len(graph_inputs)} tensor input(s), {len(examples)} "
