@@ -91,8 +91,10 @@ def engines(name: str, model, inputs: dict, threads: int, tmp: str):
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(model, args if positional else (), path, kwargs=None if positional else inputs,
-                              input_names=list(inputs), opset_version=17, dynamo=False)
+            if positional:
+                torch.onnx.export(model, args, path, input_names=list(inputs), opset_version=17, dynamo=False)
+            else:  # transformers 5 models export through torch.export only (the file is for the peers alone)
+                torch.onnx.export(model, (), path, kwargs=inputs, dynamo=True, external_data=False)
     except Exception as e:  # noqa: BLE001
         print(f"  ONNX export failed ({type(e).__name__}); ONNX Runtime and OpenVINO left out")
         return out
