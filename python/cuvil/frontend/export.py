@@ -10,7 +10,7 @@ on every call); outputs come back in the model's own structure (tuples, dicts, H
 from __future__ import annotations
 
 import inspect
-from typing import Any, Optional
+from typing import Optional
 
 import sympy
 import torch
@@ -20,9 +20,8 @@ from torch.utils._sympy.numbers import int_oo
 from .. import _C
 from ..compiled import CompiledModule, DimBound
 from ..errors import CompileError
-from .fx_graph import (FxConverter, constant, cuvil_dtype, dims_of, node_kind, set_graph_outputs,
-                       user_frames)
-from .torchscript import CONVERTERS, ConvertContext
+from .fx_graph import FxConverter, constant, cuvil_dtype, dims_of, node_kind, user_frames
+from .torchscript import CONVERTERS, ConvertContext, build_model
 
 _MAX_DECOMPOSITION_ROUNDS = 4
 
@@ -274,16 +273,7 @@ def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int])
     results = conv.run(ep.graph)
     user_outputs = [r for r, s in zip(results, sig.output_specs) if s.kind.name == "USER_OUTPUT"]
     # None outputs (an attention's weights when not asked for) are no tensors: put back when unflattening
-    tensors = [r for r in user_outputs if r is not None]
-    if not tensors:
-        raise CompileError("the model returns no tensors")
-    set_graph_outputs(ctx, tensors)
-    try:
-        model_c = builder.build()
-    except _C.Error as e:
-        raise CompileError(str(e)) from None
-    if threads is not None:
-        model_c.set_threads(threads)
+    model_c = build_model(ctx, [r for r in user_outputs if r is not None], threads)
     out_spec = ep.call_spec.out_spec
     nones = [r is None for r in user_outputs]
 

@@ -20,7 +20,7 @@ import torch
 import torch.fx
 
 from ..errors import CompileError
-from .torchscript import (CONVERTERS, ConvertContext, TORCH_TO_CUVIL, _region_output, _unsupported)
+from .torchscript import CONVERTERS, ConvertContext, TORCH_TO_CUVIL, _unsupported
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -211,11 +211,6 @@ def _attr(module, target: str):
     for part in target.split("."):
         obj = getattr(obj, part)
     return obj
-
-
-def set_graph_outputs(ctx: ConvertContext, results: list) -> None:
-    """Declares the graph's outputs (constants materialized as Values)."""
-    ctx.builder.set_outputs([_region_output(ctx, ctx.builder, r) for r in results])
 
 
 def dims_of(val, symbol_names: Callable[[Any], Any]) -> list:

@@ -390,6 +390,20 @@ def _region_output(ctx: ConvertContext, region, r, dtype: Optional[str] = None):
         ctx.builder = saved
 
 
+def build_model(ctx: ConvertContext, outputs: list, threads: Optional[int]) -> "_C.Model":
+    """Declares the graph's outputs (constants materialized as Values) and builds the model."""
+    if not outputs:
+        raise CompileError("the model returns no tensors")
+    ctx.builder.set_outputs([_region_output(ctx, ctx.builder, r) for r in outputs])
+    try:
+        model_c = ctx.builder.build()
+    except _C.Error as e:
+        raise CompileError(str(e)) from None
+    if threads is not None:
+        model_c.set_threads(threads)
+    return model_c
+
+
 def _constant_value(node):
     out = node.output()
     if not node.hasAttribute("value"):
@@ -653,16 +667,7 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     ctx.node = None
     ret = [conv.value(o) for o in graph.outputs()]
     result = ret[0] if len(ret) == 1 else tuple(ret)
-    flat = _flatten(result)
-    if not flat:
-        raise CompileError("the model returns no tensors")
-    builder.set_outputs([_region_output(ctx, builder, r) for r in flat])
-    try:
-        model_c = builder.build()
-    except _C.Error as e:
-        raise CompileError(str(e)) from None
-    if threads is not None:
-        model_c.set_threads(threads)
+    model_c = build_model(ctx, _flatten(result), threads)
     # Plan and prepare kernels (packing weights) for the example shapes now, so the first call only runs.
     try:
         model_c.prepare([list(x.shape) for x in examples])
