@@ -223,3 +223,44 @@ def test_real_minilm_sentence_embeddings():
     assert torch.all((e * r).sum(1) > 0.99999)
     sim = e @ e.T
     assert sim[0, 1] > sim[0, 2] and sim[0, 1] > sim[0, 3]  # the two eating sentences are the closest pair
+
+
+def test_decorator_on_a_function_compiles_lazily_and_once_per_new_dim():
+    @cuvil.compile
+    def f(x, y):
+        return torch.relu(x @ y) + 1
+
+    assert f.compiled is None  # nothing compiled at decoration
+    x, y = torch.randn(3, 8), torch.randn(8, 5)
+    assert torch.allclose(f(x, y), f.__wrapped__(x, y), atol=1e-5)
+    first = f.compiled
+    assert first is not None and f.recompiles == 0
+    for rows in (4, 9, 1):  # the first new row count makes rows symbolic; the others reuse that plan
+        x = torch.randn(rows, 8)
+        assert torch.allclose(f(x, y), f.__wrapped__(x, y), atol=1e-5)
+    assert f.recompiles == 1 and f.compiled.input_types[0] == "f32[x_0, 8]"
+
+
+def test_decorator_on_a_module_class_eager_and_explicit():
+    @cuvil.compile(args=(torch.randn(2, 6),), dynamic_shapes={"x": {0: "batch"}})
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(6, 3)
+
+        def forward(self, x):
+            return torch.tanh(self.fc(x))
+
+    net = Net().eval()  # compiled at construction (example given)
+    lazy = net.__dict__["_cuvil_lazy"]
+    assert lazy.compiled is not None and lazy.compiled.input_types == ["f32[batch, 6]"]
+    x = torch.randn(5, 6)
+    with torch.no_grad():
+        want = torch.tanh(net.fc(x))
+    assert torch.allclose(net(x), want, atol=1e-6) and lazy.recompiles == 0
+
+    @cuvil.compile
+    def g(x):
+        return x * 2
+
+    assert g.compile(torch.randn(4)).compiled.input_types == ["f32[4]"]  # explicit

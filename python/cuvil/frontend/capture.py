@@ -11,6 +11,7 @@ import torch
 from ..compiled import CompiledModule, check_options
 from ..errors import CaptureWarning, CompileError, UnsupportedError
 from . import export as export_frontend
+from . import lazy
 from . import torchscript
 
 CAPTURES = ("auto", "export", "torchscript")
@@ -102,9 +103,9 @@ def _input_names(model, n_args: int, kwargs: dict) -> list[str]:
     return torchscript._input_names(params, n_args) + list(kwargs)
 
 
-def compile(model, args=(), kwargs: Optional[dict] = None, *, dynamic_shapes: Any = None,
+def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_shapes: Any = None,
             capture: str = "auto", precision: str = "fp32", device: str = "cpu", threads: Optional[int] = None,
-            **options) -> CompiledModule:
+            **options):
     """Compiles a PyTorch model into a :class:`cuvil.CompiledModule` with the same call signature.
 
     model: a torch.nn.Module, a function of tensors, a torch.export.ExportedProgram, or a ScriptModule.
@@ -119,8 +120,21 @@ def compile(model, args=(), kwargs: Optional[dict] = None, *, dynamic_shapes: An
     where TorchScript cannot compile the model, with a :class:`cuvil.CaptureWarning` naming the path and why.
     precision: "fp32". device: "cpu". threads: threads for oneDNN and Cuvil's kernels (None: all cores).
 
+    As a decorator (``@cuvil.compile`` or ``@cuvil.compile(dynamic_shapes=..., args=...)``) on a function of
+    tensors or an nn.Module class, or called without example inputs, it returns an object that compiles at its
+    first call (or at once, given args/kwargs; or at ``.compile(example)``); a later call that changes a dim
+    compiles once more with that dim symbolic (frontend/lazy.py).
+
     Raises cuvil.CompileError naming an unsupported op, its Python file:line and what is supported instead."""
     check_options(precision, device, threads, options)
+    settings = dict(dynamic_shapes=dynamic_shapes, capture=capture, precision=precision, device=device,
+                    threads=threads)
+    if model is None:  # @cuvil.compile(...): the decorator
+        return lambda target: lazy.decorate(target, compile, settings, args, kwargs)
+    if isinstance(model, type) or (args is None and kwargs is None and
+                                   not isinstance(model, torch.export.ExportedProgram)):
+        return lazy.decorate(model, compile, settings, args, kwargs)
+    args = () if args is None else args
     if capture not in CAPTURES:
         raise ValueError(f"capture must be one of {', '.join(CAPTURES)}, got {capture!r}")
     kwargs = {} if kwargs is None else dict(kwargs)
