@@ -20,7 +20,7 @@ from torch.utils._sympy.numbers import int_oo
 from .. import _C
 from ..compiled import CompiledModule, DimBound
 from ..errors import CompileError
-from .fx_graph import FxConverter, constant, cuvil_dtype, dims_of, node_kind, user_frames
+from .fx_graph import NO_OPS, FxConverter, constant, cuvil_dtype, dims_of, node_kind, user_frames
 from .torchscript import CONVERTERS, ConvertContext, build_model
 
 _MAX_DECOMPOSITION_ROUNDS = 4
@@ -209,7 +209,7 @@ def _decompose_missing(ep: torch.export.ExportedProgram) -> torch.export.Exporte
     for _ in range(_MAX_DECOMPOSITION_ROUNDS):
         missing = {n.target for n in ep.graph.nodes if n.op == "call_function"
                    and isinstance(n.target, torch._ops.OpOverload) and node_kind(n) not in CONVERTERS
-                   and node_kind(n) not in _CONVERTED_ELSEWHERE}
+                   and node_kind(n) not in NO_OPS}
         todo = {op: table[op] for op in missing if op in table}
         if not todo:
             return ep
@@ -220,7 +220,6 @@ def _decompose_missing(ep: torch.export.ExportedProgram) -> torch.export.Exporte
     return ep
 
 
-_CONVERTED_ELSEWHERE = frozenset({"aten::_assert_tensor_metadata", "aten::_assert_scalar"})
 
 
 # ---- conversion

@@ -37,7 +37,7 @@ _PY_OPERATORS = {operator.getitem: "aten::__getitem__", operator.add: "aten::add
                  torch.sym_int: "aten::Int"}
 # Checks export inserts about input metadata and value ranges: they hold by construction (the engine checks
 # every call's inputs), so they compute nothing.
-_NO_OPS = frozenset({"aten::_assert_tensor_metadata", "aten::_assert_scalar", "aten::sym_constrain_range",
+NO_OPS = frozenset({"aten::_assert_tensor_metadata", "aten::_assert_scalar", "aten::sym_constrain_range",
                      "aten::sym_constrain_range_for_size", "aten::_assert_async", "aten::_functional_assert_async",
                      "aten::_functional_assert_scalar"})
 
@@ -175,7 +175,7 @@ class FxConverter:
         ctx = self.ctx
         ctx.node = FxNode(node)
         kind = node_kind(node)
-        if kind in _NO_OPS:
+        if kind in NO_OPS:
             self.env[node] = None
             return
         fn = CONVERTERS.get(kind)
