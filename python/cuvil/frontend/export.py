@@ -220,8 +220,6 @@ def _decompose_missing(ep: torch.export.ExportedProgram) -> torch.export.Exporte
     return ep
 
 
-
-
 # ---- conversion
 
 
