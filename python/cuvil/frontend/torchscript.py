@@ -539,31 +539,12 @@ def _example_tensors(example_inputs, names: Optional[list[str]]) -> tuple:
     return tuple(out)
 
 
-_SYMBOL_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _input_dims(name: str, x: torch.Tensor, spec) -> list:
-    """The declared dims of input `name`: the example's sizes, with the dims named in `spec` ({axis: "symbol"})
-    made symbolic."""
+def _input_dims(x: torch.Tensor, spec: Optional[dict]) -> list:
+    """The declared dims of an input: the example's sizes, with the axes of `spec` ({axis: "symbol"}, already
+    validated by capture.normalize_dynamic_shapes) made symbolic."""
     dims: list = list(x.shape)
-    if spec is None:
-        return dims
-    if not isinstance(spec, dict):
-        raise ValueError(f"dynamic_shapes['{name}'] must be a dict {{axis: 'symbol'}}, e.g. {{0: 'batch'}}, got "
-                         f"{spec!r}")
-    seen: dict[int, Any] = {}
-    for axis, sym in spec.items():
-        if isinstance(axis, bool) or not isinstance(axis, int) or not -x.dim() <= axis < x.dim():
-            raise ValueError(f"dynamic_shapes['{name}'] names dim {axis!r}, but '{name}' has rank {x.dim()} "
-                             f"(shape {list(x.shape)})")
-        a = axis % x.dim()
-        if a in seen:
-            raise ValueError(f"dynamic_shapes['{name}'] names dim {a} twice ({seen[a]!r} and {axis!r})")
-        seen[a] = axis
-        if not isinstance(sym, str) or not _SYMBOL_RE.fullmatch(sym):
-            raise ValueError(f"dynamic_shapes['{name}'][{axis}] = {sym!r} is not a valid symbol name (use an "
-                             f"identifier such as 'batch')")
-        dims[a] = sym
+    for axis, sym in (spec or {}).items():
+        dims[axis % x.dim()] = sym
     return dims
 
 
@@ -616,16 +597,8 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     params = _parameters(model)
     examples = _example_tensors(example_inputs, [p for p, _ in params] if params else None)
     names = _input_names(params, len(examples))
-    if dynamic_shapes is None:
-        dynamic_shapes = {}
-    if not isinstance(dynamic_shapes, dict):
-        raise ValueError(f"dynamic_shapes must be a dict like {{'{names[0] if names else 'x'}': {{0: 'batch'}}}}, "
-                         f"got {type(dynamic_shapes).__name__}")
-    for k in dynamic_shapes:
-        if k not in names:
-            raise ValueError(f"dynamic_shapes names {k!r}, which is not an argument of forward() with an example "
-                             f"input ({', '.join(names)})")
-    dims = [_input_dims(n, x, dynamic_shapes.get(n)) for n, x in zip(names, examples)]
+    dynamic_shapes = dynamic_shapes or {}  # validated by capture.normalize_dynamic_shapes
+    dims = [_input_dims(x, dynamic_shapes.get(n)) for n, x in zip(names, examples)]
 
     flags = _training_flags(model)
     if isinstance(model, torch.nn.Module):
