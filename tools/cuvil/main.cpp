@@ -51,6 +51,10 @@ constexpr const char* kUsage =
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
 
+// Names from a model (values, nodes) and paths, with control characters escaped before they reach a terminal.
+// cuvil::Error messages are already escaped (support/error.h); this covers what is printed otherwise.
+std::string printable(const std::string& s) { return escape_for_message(s); }
+
 struct UsageError : Error {
   using Error::Error;
 };
@@ -225,9 +229,9 @@ int cmd_inspect(const Args& a) {
   }
   std::cout << "model: " << a.model << "\n";
   std::cout << "inputs:\n";
-  for (Value* v : g->inputs()) std::cout << "  " << v->name() << ": " << v->type().str() << "\n";
+  for (Value* v : g->inputs()) std::cout << "  " << printable(v->name()) << ": " << v->type().str() << "\n";
   std::cout << "outputs:\n";
-  for (Value* v : g->outputs()) std::cout << "  " << v->name() << ": " << v->type().str() << "\n";
+  for (Value* v : g->outputs()) std::cout << "  " << printable(v->name()) << ": " << v->type().str() << "\n";
   std::cout << "nodes: " << s.nodes << "\n";
   std::cout << "ops:\n";
   std::vector<std::pair<std::string, int64_t>> ops(s.op_counts.begin(), s.op_counts.end());
@@ -320,7 +324,7 @@ int cmd_run(const Args& a) {
     used.insert(name);
     std::string path = (fs::path(a.output_dir) / (name + ".npy")).string();
     write_npy_file(path, outs[i]);
-    std::cout << g->outputs()[i]->name() << ": " << outs[i].type_str() << " -> " << path << "\n";
+    std::cout << printable(g->outputs()[i]->name()) << ": " << outs[i].type_str() << " -> " << printable(path) << "\n";
   }
   return 0;
 }
@@ -468,7 +472,7 @@ int cmd_profile(const Args& a) {
   for (auto& r : rows)
     std::printf("%10.3f %6.1f%% %14s  %-18s %-36s %s\n", r.ms, 100 * r.ms / std::max(total, 1e-12),
                 rate(*r.node, r.ms).c_str(), node_label(*r.node).c_str(), r.impl.c_str(),
-                r.node->describe().c_str());
+                printable(r.node->describe()).c_str());
   std::map<std::string, std::pair<double, int>> per_op;
   for (auto& r : rows) {
     auto& e = per_op[node_label(*r.node)];
@@ -502,10 +506,10 @@ int main(int argc, char** argv) {
     if (a.command == "profile") return cmd_profile(a);
     throw UsageError("unknown command '" + a.command + "'");
   } catch (const UsageError& e) {
-    std::cerr << "cuvil: " << e.what() << "\n" << kUsage;
+    std::cerr << "cuvil: " << printable(e.what()) << "\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "cuvil: error: " << e.what() << "\n";
+    std::cerr << "cuvil: error: " << printable(e.what()) << "\n";
     return 1;
   }
 }
