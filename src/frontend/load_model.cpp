@@ -1,14 +1,16 @@
 #include "frontend/load_model.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
+#include "support/file_io.h"
 
 namespace cuvil {
+
+namespace {
+constexpr uint64_t kMaxTextModelBytes = uint64_t(1) << 31;  // as for ONNX files: larger models keep data apart
+}  // namespace
 
 std::shared_ptr<Graph> load_model(const std::string& path) {
   auto ends_with = [&](const char* ext) {
@@ -16,12 +18,10 @@ std::shared_ptr<Graph> load_model(const std::string& path) {
     return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
   };
   if (ends_with(".cvir")) {
-    std::ifstream f(path);
-    CUVIL_CHECK(f, "cannot open '", path, "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
+    // A regular file (no FIFO, device or directory) of at most 2 GiB, its size checked before reading.
+    std::string text = read_regular_file(path, kMaxTextModelBytes, "model");
     try {
-      auto g = parse_graph(ss.str());
+      auto g = parse_graph(text);
       infer_shapes(*g);
       verify(*g);
       return g;

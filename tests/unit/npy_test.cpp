@@ -67,3 +67,69 @@ TEST(Npy, MalformedFilesGiveClearErrors) {
   EXPECT_CUVIL_ERROR(parse_npy(b.data(), b.size()), "not 0 or 1");
   EXPECT_CUVIL_ERROR(read_npy_file("/nonexistent/x.npy"), "cannot open");
 }
+
+// The header is parsed as the dict it is: keys inside strings, repeated keys, other keys, values of the wrong
+// kind and text after the dict are refused, never read past. (A search for "'shape'" used to find it inside the
+// descr string and take the shape from there.)
+TEST(Npy, HostileHeadersAreRefused) {
+  auto parse = [](const std::string& dict, const std::string& body = std::string(4, '\0')) {
+    std::string b = npy_with_header(dict, body);
+    return parse_npy(b.data(), b.size());
+  };
+  // A key inside another key's string: the search for "'shape'" took (2, 2) from the string and read a 2x2 tensor.
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'x': \"'shape': (2, 2)\", 'shape': (4,)}",
+                           std::string(16, '\0')),
+                     "unexpected header key 'x'");
+  EXPECT_CUVIL_ERROR(parse("{'fortran_order': False, 'x': \"'descr': '<i4'\", 'descr': '<f4', 'shape': (1,)}"),
+                     "unexpected header key 'x'");
+  EXPECT_EQ(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }").shape(), (std::vector<int64_t>{1}));
+  EXPECT_EQ(parse("{\"descr\":\"<f4\",\"fortran_order\":False,\"shape\":(1,)}").shape(), (std::vector<int64_t>{1}));
+  EXPECT_EQ(parse("{'shape': (2, 2), 'fortran_order': False, 'descr': '|u1'}").shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (), }").rank(), 0u);
+
+  // 'shape' inside another value: the descr is not a dtype, and the real shape key is missing.
+  EXPECT_CUVIL_ERROR(parse("{'descr': \"'shape': (1,)\", 'fortran_order': False}"), "bad byte order in descr");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'x': \"'shape': (1,)\"}"),
+                     "unexpected header key 'x'");
+  // A key whose name only contains 'shape'.
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shapes': (1,)}"), "unexpected header key");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False}"), "no 'shape' entry");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'shape': (1,), 'fortran_order': False, 'shape': (2,)}"),
+                     "repeats key 'shape'");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'descr': '<i4', 'fortran_order': False, 'shape': (1,)}"),
+                     "repeats key 'descr'");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} {'shape': (9,)}"),
+                     "unexpected text after the dict");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)"), "malformed header");
+  EXPECT_CUVIL_ERROR(parse("'descr': '<f4', 'fortran_order': False, 'shape': (1,)}"), "malformed header");
+  // Values of the wrong kind.
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': 0, 'shape': (1,)}"), "malformed fortran_order");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': Falsey, 'shape': (1,)}"), "malformed header");
+  EXPECT_CUVIL_ERROR(parse("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}"),
+                     "structured dtypes are not");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': 1}"), "malformed header");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (1)}"), "written '(n,)'");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}"), "malformed shape entry");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (1,,)}"), "malformed shape entry");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (01,)}"), "malformed shape entry");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (1 2,)}"), "malformed header");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (9999999999999999,)}"),
+                     "malformed shape entry");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (1048576, 1048576, 1048576)}"),
+                     "shape too large");
+  // Strings with escapes or control characters, unterminated strings.
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f\\4', 'fortran_order': False, 'shape': (1,)}"), "unsupported character");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4\n', 'fortran_order': False, 'shape': (1,)}"), "unsupported character");
+  EXPECT_CUVIL_ERROR(parse("{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}"), "unsupported dtype");
+  EXPECT_CUVIL_ERROR(parse("{'descr: '<f4'}"), "malformed header");
+  // Too many dims.
+  std::string many = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
+  for (int i = 0; i < 65; ++i) many += "1, ";
+  EXPECT_CUVIL_ERROR(parse(many + ")}"), "more than 64 dims");
+  // Python 2's long literals, in headers old NumPy wrote.
+  EXPECT_EQ(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (1L,), }").shape(), (std::vector<int64_t>{1}));
+  // A header longer than the limit (a version-2 header declaring 16 MiB).
+  std::string v2("\x93NUMPY\x02\x00\x00\x00\x00\x01", 12);
+  v2 += std::string(64, ' ');
+  EXPECT_CUVIL_ERROR(parse_npy(v2.data(), v2.size()), "larger than the limit");
+}

@@ -5,13 +5,13 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <unordered_set>
 
 #include "frontend/onnx/converter.h"
 #include "ir/op_schema.h"
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
+#include "support/file_io.h"
 
 namespace cuvil {
 
@@ -19,18 +19,25 @@ namespace {
 
 constexpr int kMaxOpset = 17;
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  CUVIL_CHECK(f, "cannot open '", path, "': ", std::strerror(errno));
-  f.seekg(0, std::ios::end);
-  auto size = f.tellg();
-  CUVIL_CHECK(size >= 0, "cannot read '", path, "'");
-  std::string data(size_t(size), '\0');
-  f.seekg(0);
-  f.read(data.data(), size);
-  CUVIL_CHECK(f, "cannot read '", path, "'");
-  return data;
+// Protobuf parses at most 2 GiB; a larger file is refused from its size, before any of it is read.
+constexpr uint64_t kMaxOnnxFileBytes = uint64_t(INT32_MAX);
+
+// A model or TensorProto file: a regular file (no FIFO, device or directory) of at most 2 GiB.
+std::string read_onnx_file(const RegularFile& f) {
+  CUVIL_CHECK(f.size() <= kMaxOnnxFileBytes, f.what(), " '", f.path(), "' is ", byte_size_str(f.size()),
+              ": an ONNX file larger than 2 GiB cannot be parsed; store weights as external data");
+  return f.read_all(kMaxOnnxFileBytes);
 }
+
+// Where external data is looked up and where it may really be. Locations are relative to `dir`, the model's
+// directory as named (so a model reached through a symbolic link finds its data next to the link, as ONNX
+// Runtime does); the file they lead to, every symbolic link resolved, must lie under one of `real_roots`: the
+// real path of `dir`, and the real directory of the model file itself (a store of content-addressed blobs that
+// both the model and its data link into, as the Hugging Face cache is). Empty `dir`: external data is refused.
+struct ExternalDataDir {
+  std::string dir;
+  std::vector<std::string> real_roots;  // computed from `dir` when first needed, if empty
+};
 
 // ONNX names may be any string; dim_param names become symbols, which must be identifiers.
 std::string symbol_name(const std::string& s) {
@@ -71,10 +78,12 @@ void copy_field(Tensor& t, const Src& field, const std::string& name) {
   for (int64_t i = 0; i < t.numel(); ++i) out[i] = T(field.Get(int(i)));
 }
 
-// Reads external tensor data, after checking the file really holds the declared bytes (so a corrupt model
-// cannot make us allocate more than the file it points at).
+// Reads external tensor data, after checking that the location stays inside the model's directory (as written
+// and, symbolic links resolved, as it really is), that it names a regular file, and that the file holds the
+// declared bytes (so a corrupt model cannot make us allocate more than the file it points at, nor read a FIFO or
+// a device).
 Tensor load_external(const onnx::TensorProto& tp, DType dtype, const std::vector<int64_t>& dims,
-                     const std::string& base_dir) {
+                     const ExternalDataDir& ext) {
   std::string location;
   int64_t offset = 0, length = -1;
   auto parse_size = [&](const std::string& key, const std::string& v) {
@@ -90,34 +99,52 @@ Tensor load_external(const onnx::TensorProto& tp, DType dtype, const std::vector
     else if (kv.key() == "length") length = parse_size("length", kv.value());
   }
   CUVIL_CHECK(!location.empty(), "tensor '", tp.name(), "': external data without a location");
-  CUVIL_CHECK(!base_dir.empty(), "tensor '", tp.name(), "': external data '", location,
+  CUVIL_CHECK(!ext.dir.empty(), "tensor '", tp.name(), "': external data '", location,
               "' needs the model's directory (load the model from a file)");
+  CUVIL_CHECK(location.find('\0') == std::string::npos, "tensor '", tp.name(), "': external data path '", location,
+              "' holds a NUL byte");
   std::filesystem::path rel(location);
   CUVIL_CHECK(rel.is_relative(), "tensor '", tp.name(), "': external data path '", location, "' must be relative");
   for (const auto& part : rel)
     CUVIL_CHECK(part != "..", "tensor '", tp.name(), "': external data path '", location,
                 "' may not leave the model's directory");
-  std::string path = (std::filesystem::path(base_dir) / rel).string();
-  std::ifstream f(path, std::ios::binary);
-  CUVIL_CHECK(f, "tensor '", tp.name(), "': cannot open external data file '", path, "'");
-  f.seekg(0, std::ios::end);
-  int64_t file_size = f.tellg();
+  std::string path = (std::filesystem::path(ext.dir) / rel).string();
   int64_t want = shape_numel(dims) * int64_t(dtype_size(dtype));
   if (length < 0) length = want;
   CUVIL_CHECK(length == want, "tensor '", tp.name(), "': external data length ", length, " but ",
               dtype_name(dtype), shape_str(dims), " needs ", want, " bytes");
-  CUVIL_CHECK(offset >= 0 && offset + length <= file_size, "tensor '", tp.name(), "': external data [", offset,
-              ", ", offset + length, ") is past the end of '", path, "' (", file_size, " bytes)");
-  Tensor t = Tensor::zeros(dtype, dims);
-  f.seekg(offset);
-  f.read(static_cast<char*>(t.raw()), length);
-  CUVIL_CHECK(f, "tensor '", tp.name(), "': cannot read external data from '", path, "'");
+  Tensor t;
+  try {
+    RegularFile f = RegularFile::open(path, "external data file");
+    // Confinement: the file actually opened, its symbolic links resolved, must be inside the model's directory.
+    std::vector<std::string> roots = ext.real_roots;
+    if (roots.empty()) roots.push_back(real_path_of(ext.dir, "model directory"));
+    std::string real = f.real_path();
+    bool inside = false;
+    for (const auto& r : roots) inside |= path_is_within(real, r);
+    CUVIL_CHECK(inside, "external data '", location,
+                "' leads outside the model's directory (through a symbolic link); refused");
+    int64_t file_size = int64_t(f.size());
+    CUVIL_CHECK(offset <= file_size && length <= file_size - offset, "external data [", offset, ", ",
+                offset + std::min(length, INT64_MAX - offset), ") is past the end of '", path, "' (", file_size,
+                " bytes)");
+    t = Tensor::zeros(dtype, dims);
+    if (length) f.read_at(uint64_t(offset), t.raw(), size_t(length));
+  } catch (const Error& e) {
+    throw Error("tensor '" + tp.name() + "': " + e.what());
+  }
   return t;
 }
 
 }  // namespace
 
+// The public form (converter.h): external data looked up in, and confined to, `base_dir`.
+static Tensor onnx_tensor_to_cuvil(const void* proto, const ExternalDataDir& ext);
 Tensor onnx_tensor_to_cuvil(const void* proto, const std::string& base_dir) {
+  return onnx_tensor_to_cuvil(proto, ExternalDataDir{base_dir, {}});
+}
+
+static Tensor onnx_tensor_to_cuvil(const void* proto, const ExternalDataDir& ext) {
   const auto& tp = *static_cast<const onnx::TensorProto*>(proto);
   const std::string& name = tp.name();
   auto dt = dtype_from_onnx_id(tp.data_type());
@@ -146,7 +173,7 @@ Tensor onnx_tensor_to_cuvil(const void* proto, const std::string& base_dir) {
     CUVIL_CHECK(tp.has_raw_data() || present == bytes, "tensor '", name, "' has ",
                 present / int64_t(dtype_size(*dt)), " values for ", dtype_name(*dt), shape_str(dims));
   }
-  if (tp.data_location() == onnx::TensorProto::EXTERNAL) return load_external(tp, *dt, dims, base_dir);
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL) return load_external(tp, *dt, dims, ext);
   Tensor t = Tensor::zeros(*dt, dims);
   if (tp.has_raw_data()) {
     CUVIL_CHECK(tp.raw_data().size() == t.nbytes(), "tensor '", name, "': raw_data has ", tp.raw_data().size(),
@@ -236,7 +263,7 @@ namespace {
 
 class Importer {
  public:
-  Importer(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+  explicit Importer(ExternalDataDir ext) : base_dir_(std::move(ext)) {}
 
   std::shared_ptr<Graph> import_model(const onnx::ModelProto& m) {
     CUVIL_CHECK(m.has_graph(), "ONNX model has no graph");
@@ -379,7 +406,7 @@ class Importer {
     g.add_constant(outs[0], std::move(t));
   }
 
-  std::string base_dir_;
+  ExternalDataDir base_dir_;  // where external data is read from (onnx_tensor_to_cuvil's overload above)
   int opset_ = 0;
 };
 
@@ -393,21 +420,35 @@ std::shared_ptr<Graph> finish(std::shared_ptr<Graph> g, const OnnxImportOptions&
 
 }  // namespace
 
-std::shared_ptr<Graph> import_onnx_bytes(const void* data, size_t size, const std::string& base_dir,
-                                         const OnnxImportOptions& opts) {
+namespace {
+
+std::shared_ptr<Graph> import_bytes(const void* data, size_t size, ExternalDataDir ext, const OnnxImportOptions& opts) {
   CUVIL_CHECK(size <= size_t(INT32_MAX), "ONNX file is larger than 2 GiB; store weights as external data");
   onnx::ModelProto m;
   CUVIL_CHECK(m.ParseFromArray(data, int(size)),
               "not a valid ONNX model: the protobuf cannot be parsed (truncated or corrupt file?)");
-  return finish(Importer(base_dir).import_model(m), opts);
+  return finish(Importer(std::move(ext)).import_model(m), opts);
+}
+
+}  // namespace
+
+std::shared_ptr<Graph> import_onnx_bytes(const void* data, size_t size, const std::string& base_dir,
+                                         const OnnxImportOptions& opts) {
+  return import_bytes(data, size, ExternalDataDir{base_dir, {}}, opts);
 }
 
 std::shared_ptr<Graph> import_onnx_file(const std::string& path, const OnnxImportOptions& opts) {
-  std::string bytes = read_file(path);
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  RegularFile f = RegularFile::open(path, "model");
+  std::string bytes = read_onnx_file(f);
+  ExternalDataDir ext;
+  ext.dir = std::filesystem::path(path).parent_path().string();
+  if (ext.dir.empty()) ext.dir = ".";
   try {
-    return import_onnx_bytes(bytes.data(), bytes.size(), dir, opts);
+    // The roots external data must really lie under: the directory as named, and the model file's own.
+    ext.real_roots.push_back(real_path_of(ext.dir, "model directory"));
+    std::string model_dir = std::filesystem::path(f.real_path()).parent_path().string();
+    if (model_dir != ext.real_roots[0]) ext.real_roots.push_back(model_dir);
+    return import_bytes(bytes.data(), bytes.size(), std::move(ext), opts);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
@@ -418,7 +459,7 @@ std::shared_ptr<Graph> import_onnx_file(const std::string& path, const OnnxImpor
 namespace cuvil {
 
 Tensor read_onnx_tensor_file(const std::string& path) {
-  std::string bytes = read_file(path);
+  std::string bytes = read_onnx_file(RegularFile::open(path, "TensorProto file"));
   onnx::TensorProto tp;
   CUVIL_CHECK(tp.ParseFromString(bytes), path, ": not a valid serialized TensorProto");
   std::string dir = std::filesystem::path(path).parent_path().string();
