@@ -1,17 +1,22 @@
 #include "codegen/jit.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <iostream>
 #include <mutex>
+#include <random>
 #include <unordered_map>
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <llvm/Config/llvm-config.h>
@@ -27,6 +32,8 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include "support/error.h"
+#include "support/file_io.h"
+#include "support/sha256.h"
 
 #ifndef CUVIL_VERSION
 #define CUVIL_VERSION "dev"
@@ -36,7 +43,10 @@ namespace cuvil::codegen {
 
 namespace {
 
-constexpr char kMagic[8] = {'C', 'U', 'V', 'I', 'L', 'K', '0', '1'};
+// Version 02: SHA-256 of the entry (01 had a 64-bit FNV-1a of the object, which anyone can recompute).
+constexpr char kMagic[8] = {'C', 'U', 'V', 'I', 'L', 'K', '0', '2'};
+constexpr size_t kDigestBytes = 32;
+constexpr uint64_t kMaxEntryBytes = uint64_t(256) << 20;  // an object of a few KB; anything this large is not ours
 
 void library_marker() {}  // an address inside libcuvil, for dladdr
 
@@ -95,17 +105,27 @@ std::string default_cache_dir() {
   return "";
 }
 
-// The most the disk cache may hold, in bytes: CUVIL_CACHE_MAX_MB (default 512). Past it, the entries used
-// least recently are removed until it holds three quarters of that.
+// The most the disk cache may hold, in bytes: CUVIL_CACHE_MAX_MB (default 512; fractions allowed). Past it, the
+// entries used least recently are removed until it holds three quarters of that. A value that is not a
+// non-negative number is an error (raised when the JIT starts: at the first generated kernel), not a silently
+// disabled cache; an empty value means the default.
 uint64_t cache_budget() {
   const char* e = std::getenv("CUVIL_CACHE_MAX_MB");
-  double mb = e ? std::atof(e) : 512.0;
-  return uint64_t(std::max(mb, 0.0) * 1024 * 1024);
+  if (!e || !*e) return uint64_t(512) << 20;
+  std::string v(e);
+  double mb = -1;
+  auto r = std::from_chars(v.data(), v.data() + v.size(), mb, std::chars_format::fixed);
+  CUVIL_CHECK(r.ec == std::errc() && r.ptr == v.data() + v.size() && std::isfinite(mb) && mb >= 0 && mb <= 1e12,
+              "CUVIL_CACHE_MAX_MB='", v, "' is not a size in megabytes (a non-negative number such as 512 or 0.5)");
+  return uint64_t(mb * 1024 * 1024);
 }
+
+// Nanoseconds since the epoch of a file time.
+int64_t ns_of(const struct timespec& t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; }
 
 class Jit {
  public:
-  Jit() {
+  Jit() : budget_(cache_budget()) {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
@@ -128,7 +148,6 @@ class Jit {
     host_ = tm_->getTargetCPU().str() + " " + tm_->getTargetFeatureString().str();
     build_ = build_identity();
     dir_ = default_cache_dir();
-    budget_ = cache_budget();
   }
 
   GeneratedFn get(const Kernel& k, const Schedule& s) {
@@ -141,18 +160,17 @@ class Jit {
     }
     uint64_t h = fnv1a64(key.data(), key.size());
     std::string symbol = "cuvil_kernel_" + hex64(h);
-    std::string path = dir_.empty() ? "" : dir_ + "/" + hex64(h) + ".cuvk";
+    bool disk = open_cache();
+    std::string name = hex64(h) + ".cuvk";  // in the cache directory (dir_fd_)
     std::string object;
-    if (!path.empty() && read_entry(path, key, object)) {
+    if (disk && read_entry(name, key, object)) {
       ++stats_.disk_hits;
-      std::error_code ec;  // used now: the last to be evicted (best effort; a read-only cache stays as it is)
-      std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
     } else {
       auto t0 = std::chrono::steady_clock::now();
       object = compile(k, s, symbol, /*assembly=*/false);
       stats_.compile_ms += ms_since(t0);
       ++stats_.compiled;
-      if (!path.empty()) write_entry(path, key, object);
+      if (disk) write_entry(name, key, object);
     }
     GeneratedFn fn = load(object, symbol);
     loaded_.emplace(std::move(key), fn);
@@ -170,15 +188,16 @@ class Jit {
   }
   std::string dir() {
     std::lock_guard<std::mutex> lock(mu_);
-    return dir_;
+    return open_cache() ? dir_ : "";
   }
   const std::string& host() const { return host_; }
   void reset(const std::string& dir) {
     std::lock_guard<std::mutex> lock(mu_);
     loaded_.clear();
     stats_ = {};
-    dir_ = dir.empty() ? default_cache_dir() : dir;
     budget_ = cache_budget();
+    dir_ = dir.empty() ? default_cache_dir() : dir;
+    close_cache();
     cache_bytes_ = -1;
   }
 
@@ -231,17 +250,97 @@ class Jit {
     return addr.toPtr<GeneratedFn>();
   }
 
-  // Entry layout: magic, u64 key size, key, u64 object size, u64 FNV-1a of the object, object.
-  bool read_entry(const std::string& path, const std::string& key, std::string& object) {
-    std::ifstream f(path, std::ios::binary | std::ios::ate);
-    if (!f) return false;  // a plain miss
-    std::streamoff size = f.tellg();
-    f.seekg(0);
-    std::string data(size_t(std::max<std::streamoff>(size, 0)), '\0');
-    f.read(data.data(), std::streamsize(data.size()));
-    bool ok = bool(f) && parse_entry(data, key, object);
-    if (!ok) ++stats_.rejected_entries;
-    return ok;
+  // ---- the disk cache
+  //
+  // Trust: an entry is native code that runs in this process, so only a directory that no one else can write is
+  // used: owned by this user (the effective uid) and not writable by its group or others, checked on the open
+  // directory when first needed (if the last path component is a symbolic link, the link must be this user's
+  // too). Otherwise the disk cache is off for this process, with one warning on stderr, and kernels are compiled
+  // in memory. Every access then goes through that directory's descriptor (openat, renameat, unlinkat), so a
+  // path renamed or replaced later does not redirect it; entries are opened without following symbolic links
+  // and must be regular files of this user; new entries are created 0600 with O_EXCL under an unpredictable
+  // temporary name and renamed into place. The SHA-256 in each entry detects corruption and a tampered entry —
+  // together with the ownership rule only: whoever can write the directory can also recompute the hash, and the
+  // ownership rule is what keeps everyone else out.
+
+  // Opens (creating it 0700 if missing) and checks the cache directory on first use; false: no disk cache.
+  bool open_cache() {
+    if (cache_state_ == CacheState::usable) return true;
+    if (cache_state_ == CacheState::off) return false;
+    cache_state_ = CacheState::off;
+    std::string d = dir_;
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    if (d.empty()) return false;
+    std::error_code ec;
+    std::filesystem::path parent = std::filesystem::path(d).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) return false;  // cannot be made: simply no disk cache
+    struct stat lst {};
+    if (::lstat(d.c_str(), &lst) != 0) return false;
+    uid_t me = ::geteuid();
+    if (S_ISLNK(lst.st_mode) && lst.st_uid != me)
+      return refuse_cache("is a symbolic link owned by uid " + std::to_string(lst.st_uid) + ", not by this user");
+    int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return refuse_cache(std::string("cannot be opened as a directory: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return refuse_cache(std::string("cannot be examined: ") + std::strerror(errno));
+    }
+    if (st.st_uid != me) {
+      ::close(fd);
+      return refuse_cache("is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+                          std::to_string(me) + ")");
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+      ::close(fd);
+      return refuse_cache(std::string("is writable by its group or others (mode ") + mode + "; chmod go-w fixes it)");
+    }
+    dir_fd_ = fd;
+    cache_state_ = CacheState::usable;
+    return true;
+  }
+  bool refuse_cache(const std::string& why) {
+    std::cerr << escape_for_message("cuvil: warning: the kernel cache directory '" + dir_ + "' " + why +
+                                    "; generated kernels are not cached on disk")
+              << std::endl;
+    ++stats_.refused_cache_dirs;
+    return false;
+  }
+  void close_cache() {
+    if (dir_fd_ >= 0) ::close(dir_fd_);
+    dir_fd_ = -1;
+    cache_state_ = CacheState::unopened;
+  }
+
+  // Entry layout: magic, u64 key size, key, u64 object size, SHA-256 of everything before it and of the object,
+  // object.
+  bool read_entry(const std::string& name, const std::string& key, std::string& object) {
+    std::string data;
+    try {
+      OpenOptions o;
+      o.follow_symlinks = false;
+      o.dir_fd = dir_fd_;
+      std::optional<RegularFile> f = RegularFile::open_if_exists(name, "kernel cache entry", o);
+      if (!f) return false;  // a plain miss
+      const struct stat& st = f->stat();
+      if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        ++stats_.rejected_entries;  // not this user's own entry: never run
+        return false;
+      }
+      data = f->read_all(kMaxEntryBytes);
+      if (!parse_entry(data, key, object)) {
+        ++stats_.rejected_entries;
+        return false;
+      }
+      ::futimens(f->fd(), nullptr);  // used now: the last to be evicted (best effort)
+      return true;
+    } catch (const Error&) {  // a symbolic link, a FIFO, a directory, too large, unreadable
+      ++stats_.rejected_entries;
+      return false;
+    }
   }
   static bool parse_entry(const std::string& d, const std::string& key, std::string& object) {
     size_t at = 0;
@@ -252,85 +351,105 @@ class Jit {
       return true;
     };
     char magic[8];
-    uint64_t key_size = 0, obj_size = 0, sum = 0;
+    uint64_t key_size = 0, obj_size = 0;
+    uint8_t digest[kDigestBytes];
     if (!take(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !take(&key_size, 8)) return false;
     if (key_size != key.size() || d.size() - at < key_size || d.compare(at, key_size, key) != 0) return false;
     at += key_size;
-    if (!take(&obj_size, 8) || !take(&sum, 8) || d.size() - at != obj_size) return false;
-    if (fnv1a64(d.data() + at, obj_size) != sum) return false;
+    if (!take(&obj_size, 8)) return false;
+    size_t hashed = at;
+    if (!take(digest, kDigestBytes) || d.size() - at != obj_size) return false;
+    Sha256::Digest want = Sha256().update(d.data(), hashed).update(d.data() + at, obj_size).finish();
+    if (std::memcmp(want.data(), digest, kDigestBytes) != 0) return false;
     object.assign(d.data() + at, obj_size);
     return true;
   }
-  // Written to a temporary file and renamed, so a reader never sees half an entry. Failure to write is not an
-  // error: the kernel is simply not cached.
-  void write_entry(const std::string& path, const std::string& key, const std::string& object) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(dylibs_);
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      if (!f) return;
-      uint64_t ks = key.size(), os = object.size(), sum = fnv1a64(object.data(), object.size());
-      f.write(kMagic, 8);
-      f.write(reinterpret_cast<const char*>(&ks), 8);
-      f.write(key.data(), std::streamsize(key.size()));
-      f.write(reinterpret_cast<const char*>(&os), 8);
-      f.write(reinterpret_cast<const char*>(&sum), 8);
-      f.write(object.data(), std::streamsize(object.size()));
-      if (!f) {
-        f.close();
-        std::filesystem::remove(tmp, ec);
-        return;
-      }
+  static std::string serialize_entry(const std::string& key, const std::string& object) {
+    uint64_t ks = key.size(), os = object.size();
+    std::string d(kMagic, 8);
+    d.append(reinterpret_cast<const char*>(&ks), 8);
+    d += key;
+    d.append(reinterpret_cast<const char*>(&os), 8);
+    Sha256::Digest sum = Sha256().update(d).update(object).finish();
+    d.append(reinterpret_cast<const char*>(sum.data()), sum.size());
+    d += object;
+    return d;
+  }
+  // Written to a fresh temporary file (O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600, a random name) and renamed, so
+  // a reader never sees half an entry and nothing planted at a temporary name is written through. Failure to
+  // write is not an error: the kernel is simply not cached.
+  void write_entry(const std::string& name, const std::string& key, const std::string& object) {
+    std::string data = serialize_entry(key, object);
+    std::string tmp;
+    int fd = -1;
+    for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+      tmp = name + ".tmp" + std::to_string(::getpid()) + "_" + hex64(rng_());
+      fd = ::openat(dir_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0 && errno != EEXIST) return;
     }
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-      std::filesystem::remove(tmp, ec);
+    if (fd < 0) return;
+    bool ok = ::fchmod(fd, 0600) == 0;  // exactly 0600, whatever the umask
+    for (size_t at = 0; ok && at < data.size();) {
+      ssize_t n = ::write(fd, data.data() + at, data.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) at += size_t(n);
+    }
+    ok = ::close(fd) == 0 && ok;
+    if (!ok || ::renameat(dir_fd_, tmp.c_str(), dir_fd_, name.c_str()) != 0) {
+      ::unlinkat(dir_fd_, tmp.c_str(), 0);
       return;
     }
     // The directory is listed once per process (its first write) and then followed by what this process adds;
     // only when that passes the budget is it listed again to evict.
     if (cache_bytes_ < 0) cache_bytes_ = int64_t(evict(/*remove=*/false));
-    else cache_bytes_ += int64_t(object.size() + key.size() + 32);
+    else cache_bytes_ += int64_t(data.size());
     if (uint64_t(cache_bytes_) > budget_) cache_bytes_ = int64_t(evict(/*remove=*/true));
   }
 
   // The bytes of the directory's entries; with `remove`, past budget_, entries (and temporary files a crashed
   // writer left, after an hour) go least recently used first (a hit refreshes an entry's time) until three
-  // quarters of the budget remain, and the bytes left are returned. Other processes may evict at the same time;
-  // whatever fails to go is left.
+  // quarters of the budget remain, and the bytes left are returned. Only regular files are counted or removed.
+  // Other processes may evict at the same time; whatever fails to go is left.
   uint64_t evict(bool remove) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
     struct Entry {
-      fs::file_time_type used;
+      int64_t used;
       uint64_t bytes;
-      fs::path path;
+      std::string name;
     };
     std::vector<Entry> entries;
     uint64_t total = 0;
-    auto now = fs::file_time_type::clock::now();
-    for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-      std::string name = it->path().filename().string();
+    struct timespec now_ts {};
+    ::clock_gettime(CLOCK_REALTIME, &now_ts);
+    int64_t now = ns_of(now_ts);
+    int dfd = ::dup(dir_fd_);
+    if (dfd < 0) return 0;
+    DIR* dir = ::fdopendir(dfd);
+    if (!dir) {
+      ::close(dfd);
+      return 0;
+    }
+    ::rewinddir(dir);
+    while (struct dirent* e = ::readdir(dir)) {
+      std::string name = e->d_name;
       bool entry = name.ends_with(".cuvk"), stale_tmp = name.find(".cuvk.tmp") != std::string::npos;
       if (!entry && !stale_tmp) continue;
-      std::error_code e2;
-      uint64_t bytes = it->file_size(e2);
-      fs::file_time_type used = it->last_write_time(e2);
-      if (e2) continue;
+      struct stat st {};
+      if (::fstatat(dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+      int64_t used = ns_of(st.st_mtim);
       if (stale_tmp) {
-        if (remove && now - used > std::chrono::hours(1)) fs::remove(it->path(), e2);
+        if (remove && now - used > int64_t(3600) * 1000000000) ::unlinkat(dir_fd_, name.c_str(), 0);
         continue;
       }
-      entries.push_back({used, bytes, it->path()});
-      total += bytes;
+      entries.push_back({used, uint64_t(st.st_size), name});
+      total += uint64_t(st.st_size);
     }
+    ::closedir(dir);
     if (!remove || total <= budget_) return total;
     std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
     for (const Entry& e : entries) {
       if (total <= budget_ / 4 * 3) break;
-      std::error_code e2;
-      if (fs::remove(e.path, e2)) {
+      if (::unlinkat(dir_fd_, e.name.c_str(), 0) == 0) {
         total -= e.bytes;
         ++stats_.evicted_entries;
       }
@@ -344,6 +463,9 @@ class Jit {
   std::string host_;
   std::string build_;
   std::string dir_;
+  enum class CacheState { unopened, usable, off } cache_state_ = CacheState::unopened;
+  int dir_fd_ = -1;  // the checked cache directory, while usable
+  std::mt19937_64 rng_{std::random_device{}()};  // temporary file names
   uint64_t budget_ = 0;
   int64_t cache_bytes_ = -1;  // the directory's entries as this process knows them; -1: not listed yet
   std::unordered_map<std::string, GeneratedFn> loaded_;

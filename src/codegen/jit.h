@@ -4,8 +4,10 @@
 // Cache entries live in $CUVIL_CACHE_DIR, else $XDG_CACHE_HOME/cuvil, else ~/.cache/cuvil (CUVIL_CACHE_DIR=off
 // disables the disk cache). An entry is keyed by the kernel's text, the schedule, the host CPU name and features,
 // the LLVM version, Cuvil's version and the build (the library file's path, size and time); its file repeats the
-// whole key and a checksum of the object, so a stale, truncated or corrupt entry is detected, counted, and rebuilt
-// (never run).
+// whole key and a SHA-256 of the entry, so a stale, truncated or corrupt entry is detected, counted, and rebuilt
+// (never run). The directory is used only if this user owns it and no one else can write it (else a warning and
+// no disk cache); see docs/SECURITY.md. CUVIL_CACHE_MAX_MB (default 512) bounds it; a malformed value is an
+// error.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@ struct JitStats {
   int64_t memory_hits = 0;     // requests served by an already loaded kernel
   int64_t rejected_entries = 0;  // disk entries found stale or corrupt (then rebuilt)
   int64_t evicted_entries = 0;   // disk entries removed to keep the cache within CUVIL_CACHE_MAX_MB
+  int64_t refused_cache_dirs = 0;  // cache directories not used: owned by another user or writable by others
   double compile_ms = 0;       // time in emission + optimization + code generation
   double load_ms = 0;          // time linking objects into the process (cache hits and fresh ones)
 };
