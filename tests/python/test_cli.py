@@ -200,3 +200,111 @@ def test_kernels_correct_when_openmp_grants_fewer_threads(cuvil_bin):
                        env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "PASSED" in r.stdout
+
+
+def test_hostile_paths(cuvil_bin, small_model, tmp_path):
+    """Only regular files are read (docs/SECURITY.md): /dev/zero, a FIFO or a directory as an input or the model
+    is a one-line error, at once (a FIFO used to block, /dev/zero to read until memory ran out); an output is not
+    written through a symbolic link planted at its name."""
+    m, out = small_model["onnx"], str(tmp_path / "o")
+
+    def run_quick(*args):  # a FIFO would block: time out well before the suite does
+        return subprocess.run([cuvil_bin, *args], capture_output=True, text=True, timeout=60)
+
+    expect_one_line_error(run_quick("run", m, "--input", "x=/dev/zero", "--output-dir", out),
+                          "'/dev/zero' is a character device, not a regular file")
+    fifo = str(tmp_path / "x.npy")
+    os.mkfifo(fifo)
+    expect_one_line_error(run_quick("run", m, "--input", f"x={fifo}", "--output-dir", out),
+                          "is a FIFO, not a regular file")
+    os.mkdir(tmp_path / "dir.npy")
+    expect_one_line_error(run_quick("run", m, "--input", f"x={tmp_path / 'dir.npy'}", "--output-dir", out),
+                          "is a directory, not a regular file")
+    model_fifo = str(tmp_path / "fifo.onnx")
+    os.mkfifo(model_fifo)
+    expect_one_line_error(run_quick("inspect", model_fifo), "is a FIFO, not a regular file")
+    os.mkdir(tmp_path / "dir.onnx")
+    expect_one_line_error(run_quick("inspect", str(tmp_path / "dir.onnx")), "is a directory, not a regular file")
+
+    os.mkdir(out)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    os.symlink(victim, os.path.join(out, "y.npy"))
+    expect_one_line_error(run_quick("run", m, "--input", f"x={small_model['x']}", "--output-dir", out),
+                          "symbolic link")
+    assert victim.read_text() == "precious"
+
+
+def test_external_data_symlink_out_of_the_model_directory(cuvil_bin, tmp_path):
+    """External data reached through a symbolic link that leaves the model's directory is refused."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(np.arange(3, dtype=np.float32).tobytes())
+    d = tmp_path / "model"
+    d.mkdir()
+    os.symlink(outside, d / "weights")
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3], [0, 0, 0])
+    w.ClearField("float_data")
+    w.data_location = TensorProto.EXTERNAL
+    w.external_data.add(key="location", value="weights/secret")
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], [w])
+    path = str(d / "m.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    expect_one_line_error(run(cuvil_bin, "inspect", path), "leads outside the model's directory")
+
+
+def test_error_messages_escape_control_characters(cuvil_bin, tmp_path):
+    """A name holding a newline and terminal escapes stays on the error's one line, escaped."""
+    evil = "x\n\x1b[2J\x1b]0;pwned\x07"
+    g = helper.make_graph([helper.make_node("Relu", [evil], ["y"], name="relu\r\n")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = str(tmp_path / "evil.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    r = run(cuvil_bin, "inspect", path)
+    expect_one_line_error(r, "input 'x\\n\\x1b[2J\\x1b]0;pwned\\x07' is not defined")
+    assert "\x1b" not in r.stderr and "\x07" not in r.stderr and "\r" not in r.stderr
+
+
+def _softmax_model(tmp_path):
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=1)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 5, 5])])
+    path = str(tmp_path / "softmax.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_kernel_cache_rules(cuvil_bin, tmp_path):
+    """The kernel cache: a directory its group can write is not used (one warning, the run still succeeds); a
+    directory the cache makes is 0700 and its entries 0600; a malformed CUVIL_CACHE_MAX_MB is a one-line error."""
+    model = _softmax_model(tmp_path)
+    args = ["bench", model, "--iters", "1", "--warmup", "0", "--json"]
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o775)
+    env = dict(os.environ, CUVIL_CACHE_DIR=str(shared))
+    r = subprocess.run([cuvil_bin, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    warnings = [line for line in r.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "is writable by its group or others" in warnings[0], r.stderr
+    assert os.listdir(shared) == []
+    assert json.loads(r.stdout)["kernels_compiled"] >= 1
+
+    fresh = tmp_path / "fresh" / "cache"
+    env = dict(os.environ, CUVIL_CACHE_DIR=str(fresh))
+    r = subprocess.run([cuvil_bin, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    assert os.stat(fresh).st_mode & 0o777 == 0o700
+    entries = [e for e in os.listdir(fresh) if e.endswith(".cuvk")]
+    assert entries and all(os.stat(fresh / e).st_mode & 0o777 == 0o600 for e in entries)
+    r = subprocess.run([cuvil_bin, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and json.loads(r.stdout)["kernels_from_disk"] >= 1, r.stdout + r.stderr
+
+    env = dict(os.environ, CUVIL_CACHE_DIR=str(fresh), CUVIL_CACHE_MAX_MB="abc")
+    r = subprocess.run([cuvil_bin, *args], env=env, capture_output=True, text=True, timeout=300)
+    expect_one_line_error(r, "CUVIL_CACHE_MAX_MB='abc' is not a size in megabytes")
