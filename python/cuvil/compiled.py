@@ -304,4 +304,12 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         model.prepare_static()
         return CompiledModule(model)
     except _C.Error as e:
-        raise CompileError(f"{path}: {e}") from None
+        raise CompileError(_with_path(path, str(e))) from None
+
+
+def _with_path(path: str, message: str) -> str:
+    """The message of an error about the model file at `path`, naming the path once: the importer already
+    starts its messages with it (and file errors quote it); later stages (verification, planning) do not."""
+    if message.startswith(f"{path}:") or f"'{path}'" in message:
+        return message
+    return f"{path}: {message}"
