@@ -125,7 +125,12 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     first call (or at once, given args/kwargs; or at ``.compile(example)``); a later call that changes a dim
     compiles once more with that dim symbolic (frontend/lazy.py).
 
-    Raises cuvil.CompileError naming an unsupported op, its Python file:line and what is supported instead."""
+    Raises cuvil.CompileError naming an unsupported op, its Python file:line and what is supported instead. A
+    forward() that writes in place to its inputs, parameters or buffers (``x.add_(1)``, ``x[0] = 0``, ``out=x``)
+    is refused by every capture: eager PyTorch changes the caller's tensors, and a compiled model never writes
+    to its inputs. In-place ops on intermediate tensors compile as eager computes them. A guard on tensor values
+    (``if x.max() > 1: raise ...``, ``torch._check`` on an ``.item()``) is refused where the capture would drop
+    it: Cuvil has no run-time check."""
     check_options(precision, device, threads, options)
     settings = dict(dynamic_shapes=dynamic_shapes, capture=capture, precision=precision, device=device,
                     threads=threads)

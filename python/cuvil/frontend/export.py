@@ -21,14 +21,10 @@ from .. import _C
 from ..compiled import CompiledModule, DimBound
 from ..errors import CompileError
 from .fx_graph import NO_OPS, FxConverter, constant, cuvil_dtype, dims_of, node_kind, user_frames
+from .mutation import ModelRefused  # noqa: F401 - capture.py reads it from here
 from .torchscript import CONVERTERS, ConvertContext, build_model
 
 _MAX_DECOMPOSITION_ROUNDS = 4
-
-
-class ModelRefused(CompileError):
-    """The model does something a compiled model cannot reproduce (it mutates its inputs or state): no other
-    capture path may compile it either, since TorchScript would silently drop the mutation."""
 
 
 class ExportFailed(Exception):
@@ -158,8 +154,11 @@ def functionalize(ep: torch.export.ExportedProgram) -> torch.export.ExportedProg
     fails (seen on GPT-2: a view of merged attention heads its fake strides cannot prove contiguous), the
     program as exported serves when every in-place op writes a tensor nothing reads afterwards, so converting it
     as the pure op computes the same."""
+    writes = _input_writes(ep)
     try:
-        return ep.run_decompositions({})
+        out = ep.run_decompositions({})
+        out._cuvil_input_writes = writes
+        return out
     except Exception:  # noqa: BLE001
         order = {n: i for i, n in enumerate(ep.graph.nodes)}
         for n in ep.graph.nodes:
@@ -169,7 +168,56 @@ def functionalize(ep: torch.export.ExportedProgram) -> torch.export.ExportedProg
                 if not isinstance(target, torch.fx.Node) or target.op == "placeholder" or \
                         any(order[u] > order[n] for u in target.users if u is not n):
                     raise
+        ep._cuvil_input_writes = writes
         return ep
+
+
+def _input_writes(ep: torch.export.ExportedProgram) -> list[tuple[str, str, str, str]]:
+    """The in-place ops (and out= arguments) of a program not yet functionalized that write to a user input,
+    parameter or buffer, directly or through views: (what, op, file:line, " on a view of it (aten::select)"), in
+    graph order, for ModelRefused's message (functionalized, the write is an aten::add or a select_scatter)."""
+    labels = {}
+    for spec in ep.graph_signature.input_specs:
+        kind = spec.kind.name
+        name = getattr(spec.arg, "name", None)
+        if name is None:
+            continue
+        if kind == "USER_INPUT":
+            labels[name] = f"input '{name}'"
+        elif kind in ("PARAMETER", "BUFFER"):
+            labels[name] = f"{kind.lower()} '{spec.target}'"
+    out = []
+    for n in ep.graph.nodes:
+        t = n.target
+        if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload) or not t._schema.is_mutable:
+            continue
+        args = [(a, n.args[i] if not a.kwarg_only and i < len(n.args) else n.kwargs.get(a.name))
+                for i, a in enumerate(t._schema.arguments)]
+        for a, v in args:
+            if a.alias_info is None or not a.alias_info.is_write or not isinstance(v, torch.fx.Node):
+                continue
+            views = []
+            while v.op == "call_function" and isinstance(v.target, torch._ops.OpOverload) and v.args and \
+                    _is_view(v.target) and isinstance(v.args[0], torch.fx.Node):
+                views.append(node_kind(v))
+                v = v.args[0]
+            if v.op == "placeholder" and v.name in labels:
+                frames = user_frames(n)
+                where = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "<unknown location>"
+                how = f" on a view of it ({', '.join(reversed(views))})" if views else ""
+                op = node_kind(n) + (" (its out= argument)" if a.kwarg_only else "")
+                out.append((labels[v.name], op, where, how))
+    return out
+
+
+def _is_view(op) -> bool:
+    """An op whose output shares memory with its first input (view, select, slice, transpose, ...)."""
+    rets = op._schema.returns
+    args = op._schema.arguments
+    if len(rets) != 1 or rets[0].alias_info is None or rets[0].alias_info.is_write or not args:
+        return False
+    first = args[0].alias_info
+    return first is not None and bool(set(first.before_set) & set(rets[0].alias_info.before_set))
 
 
 def _spec_by_parameter(model, ds: dict, n_args: int, kw: list[str]):
@@ -229,12 +277,18 @@ def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int])
     from . import aten_ops  # noqa: F401 - registers the converters
 
     dim_names = getattr(ep, "_cuvil_dim_names", {})
+    writes = getattr(ep, "_cuvil_input_writes", None)
     ep = _decompose_missing(ep)
     sig = ep.graph_signature
     mutated = [s for s in sig.output_specs if s.kind.name in ("BUFFER_MUTATION", "USER_INPUT_MUTATION")]
     if mutated:
         what = ", ".join(f"{'input' if s.kind.name == 'USER_INPUT_MUTATION' else 'buffer'} '{s.target}'"
                          for s in mutated)
+        if writes:  # the same message as TorchScript's path (mutation.py)
+            _, op, where, how = writes[0]
+            raise ModelRefused(f"forward() mutates {what} in place (at {where}) with {op}{how}; a compiled model "
+                               f"never writes to its inputs or state: return the new value instead (e.g. "
+                               f"`y = x.add(1)` for `x.add_(1)`)")
         raise ModelRefused(f"forward() mutates {what} in place{_where(mutated, ep)}; a compiled model never writes to its inputs or "
                            f"state: return the new value instead")
     builder = _C.GraphBuilder("main")
@@ -262,6 +316,9 @@ def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int])
             t = ep.state_dict[s.target] if s.target in ep.state_dict else ep.constants[s.target]
         elif s.kind.name == "CONSTANT_TENSOR":
             t = ep.constants[s.target]
+        elif s.kind.name == "TOKEN":  # orders ops with side effects; the op itself is refused where it is
+            conv.env[node] = None
+            continue
         else:
             raise CompileError(f"unsupported exported input kind {s.kind.name} ('{s.arg.name}')")
         if not isinstance(t, torch.Tensor):

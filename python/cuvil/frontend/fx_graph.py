@@ -42,6 +42,33 @@ NO_OPS = frozenset({"aten::_assert_tensor_metadata", "aten::_assert_scalar", "at
                      "aten::_functional_assert_scalar"})
 
 
+# Checks on values read from tensor data (torch._check on an .item(), torch._assert_async): they hold only for
+# some inputs, and Cuvil's IR has no run-time check to keep them.
+_DATA_CHECKS = frozenset({"aten::_assert_scalar", "aten::_assert_async", "aten::_functional_assert_async"})
+_DATA_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+
+
+def _checks_data(node: torch.fx.Node) -> Optional[torch.fx.Node]:
+    """The node reading tensor data (aten::item) that a run-time check depends on, or None when it checks only
+    sizes (which hold by construction: every call's inputs are checked against the program's dims)."""
+    if node_kind(node) != "aten::_assert_scalar":
+        return node
+    todo, seen = [a for a in node.args[:1] if isinstance(a, torch.fx.Node)], set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op != "call_function":
+            continue
+        if node_kind(n) in _DATA_READS:
+            return n
+        if isinstance(n.meta.get("val"), torch.Tensor):
+            continue  # (sizes of tensors are no data)
+        todo.extend(a for a in n.all_input_nodes)
+    return None
+
+
 def node_kind(node: torch.fx.Node) -> str:
     """The TorchScript-style kind of an FX call ("aten::conv2d", "aten::__getitem__", ...)."""
     t = node.target
@@ -104,6 +131,23 @@ class FxNode:
             return ""
         f, ln, fn = frames[-1]
         return f'File "{f}", line {ln}, in {fn}'
+
+    def origin(self) -> Optional[str]:
+        """The op the user's code called when torch made this node of another one (a decomposition:
+        aten::_unsafe_index from aten::upsample_bicubic2d), for messages; None otherwise."""
+        sources, target = self.fx.meta.get("from_node") or [], None
+        for _ in range(64):  # to the first node of the chain: what the user's code called
+            if not sources:
+                break
+            t = getattr(sources[0], "target", None)
+            target = t if isinstance(t, str) and t.startswith("aten.") else target
+            sources = getattr(sources[0], "from_node", None) or []
+        if target is None:
+            return None
+        name = target.split(".")[1]
+        if name.rstrip("_") == self.kind().split("::")[-1].rstrip("_"):
+            return None  # the same op (made pure: add from add_)
+        return f"aten::{name}"
 
     def getModuleHierarchy(self) -> str:
         stack = self.fx.meta.get("nn_module_stack") or {}
@@ -175,11 +219,23 @@ class FxConverter:
         ctx = self.ctx
         ctx.node = FxNode(node)
         kind = node_kind(node)
+        if kind in _DATA_CHECKS:
+            reads = _checks_data(node)
+            if reads is not None:
+                what = node.args[1] if len(node.args) > 1 and isinstance(node.args[1], str) else ""
+                what = what.replace("Runtime assertion failed for expression ", "").split(" on node ")[0]
+                raise ctx.error(f"a run-time check on tensor values ({'torch._check(' + what + ')' if what else kind}"
+                                f"{', on ' + node_kind(reads) if reads is not node else ''}) cannot be kept: "
+                                f"Cuvil's IR has no run-time check. Move the check out of forward() (test the "
+                                f"inputs before calling the compiled model), or remove it")
         if kind in NO_OPS:
             self.env[node] = None
             return
         fn = CONVERTERS.get(kind)
         if fn is None:
+            if kind == "higher_order::with_effects" and len(node.args) > 1 and \
+                    isinstance(node.args[1], torch._ops.OpOverload):
+                kind = node.args[1]._schema.name  # an op with side effects: name the op
             raise _unsupported(ctx, kind)
         result = fn(ctx, self.inputs(node))
         val = node.meta.get("val")

@@ -1,9 +1,12 @@
 """PyTorch front end: TorchScript capture, then a direct aten::/prim:: -> Cuvil IR conversion (no ONNX round trip).
 
 Capture: torch.jit.script first (keeps Python if/for/while on tensor values), torch.jit.trace as the fall-back
-with a warning; then freeze (parameters become constants, attribute reads disappear) and inline. Each TorchScript
-node converts through the table in aten_ops.py; prim::If / prim::Loop become IR regions. Every node keeps its
-Python file:line as its Location.
+with a warning (refused where the trace would drop a `raise` guarded by a condition on tensor values:
+trace_guards.py); then freeze (parameters become constants, attribute reads disappear) and inline. In-place ops
+TorchScript's mutation removal leaves are analysed first (mutation.py): writes to inputs or state are refused,
+writes to intermediates are converted as the new value of the written tensor (and of the views taken of it).
+Each TorchScript node converts through the table in aten_ops.py; prim::If / prim::Loop become IR regions. Every
+node keeps its Python file:line as its Location (a traced node: its innermost frame outside torch).
 
 Values while converting: a TorchScript value maps to a cuvil Value (tensors, and ints/floats/bools computed at run
 time, as 0-d tensors), a Python constant (ints, floats, lists, None, dtypes, devices, constant tensors), or a list
@@ -12,6 +15,7 @@ or tuple of those.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import warnings
 from typing import Any, Callable, Optional
@@ -22,6 +26,7 @@ import torch
 from .. import _C
 from ..compiled import CompiledModule, check_options
 from ..errors import CaptureWarning, CompileError, UnsupportedError
+from . import mutation, trace_guards
 
 # torch dtype <-> Cuvil dtype name
 TORCH_TO_CUVIL = {
@@ -51,11 +56,23 @@ def converter(*kinds: str):
 
 
 _LOC_RE = re.compile(r'File "([^"]+)", line (\d+)')
+_TRACE_FRAME_RE = re.compile(r"^(.+)\((\d+)\): \S+$", re.M)
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 def _location(node) -> tuple[str, int]:
-    m = _LOC_RE.search(node.sourceRange() or "")
-    return (m.group(1), int(m.group(2))) if m else ("", 0)
+    """A node's Python file and line: a scripted node's source range names one; a traced node's is the stack
+    that ran the op (innermost first), whose innermost frame outside torch is the line to point at (the model's,
+    not torch/nn/functional.py)."""
+    text = node.sourceRange() or ""
+    m = _LOC_RE.search(text)
+    if m:
+        return m.group(1), int(m.group(2))
+    frames = _TRACE_FRAME_RE.findall(text)
+    for file, line in frames:
+        if not file.startswith(_TORCH_DIR):
+            return file, int(line)
+    return (frames[0][0], int(frames[0][1])) if frames else ("", 0)
 
 
 class ConvertContext:
@@ -72,8 +89,14 @@ class ConvertContext:
         return f"{file}:{line}" if file else "<unknown location>"
 
     def error(self, msg: str) -> CompileError:
-        kind = self.node.kind() if self.node is not None else "?"
-        return CompileError(f"{kind} at {self.where()}: {msg}")
+        return CompileError(f"{self.op()} at {self.where()}: {msg}")
+
+    def op(self, kind: Optional[str] = None) -> str:
+        """The node's op for messages, with the op the user called when torch made it of another one."""
+        kind = kind or (self.node.kind() if self.node is not None else "?")
+        origin = getattr(self.node, "origin", None)
+        origin = origin() if origin is not None else None
+        return f"{kind} (from {origin})" if origin else kind
 
     # ---- emitting nodes
     def emit(self, op: str, inputs: list, attrs: Optional[dict] = None, num_outputs: int = 1):
@@ -84,7 +107,8 @@ class ConvertContext:
         try:
             outs = self.builder.add_node(op, ins, num_outputs, attrs or {}, file, line, self._module_path())
         except (_C.Error, ValueError) as e:
-            raise self.error(str(e)) from None
+            # The core names the node with its location ("MatMul at model.py:12: ..."): say the location once.
+            raise self.error(str(e).replace(f" at {file}:{line}", "", 1) if file else str(e)) from None
         return outs[0] if num_outputs == 1 else outs
 
     def _module_path(self) -> str:
@@ -191,9 +215,10 @@ def _onnx_dtype_id(d: str) -> int:
 
 
 class _Converter:
-    def __init__(self, ctx: ConvertContext):
+    def __init__(self, ctx: ConvertContext, writes: Optional["mutation.Analysis"] = None):
         self.ctx = ctx
         self.env: dict[Any, Any] = {}
+        self.writes = writes if writes is not None else mutation.Analysis()
 
     def value(self, v):
         if v in self.env:
@@ -219,6 +244,9 @@ class _Converter:
         if fn is None:
             raise _unsupported(ctx, kind)
         inputs = [self.value(i) for i in node.inputs()]
+        write = self.writes.writes.get(node)
+        if write is not None:
+            return self.write(node, fn, inputs, write)
         result = fn(ctx, inputs)
         outs = list(node.outputs())
         if len(outs) == 1:
@@ -228,6 +256,26 @@ class _Converter:
                 raise ctx.error(f"internal error: converter returned {type(result).__name__} for {len(outs)} outputs")
             for o, r in zip(outs, result):
                 self.env[o] = r
+
+    def write(self, node, fn, inputs: list, write: "mutation.Write") -> None:
+        """An in-place op on an intermediate tensor (mutation.py refused the others): its result is the tensor's
+        new value for every later reader, in the tensor's own dtype, and the views taken of it are taken again."""
+        ctx = self.ctx
+        target = inputs[write.written]
+        args = [x for k, x in enumerate(inputs) if not (write.out_argument and k == write.written)]
+        result = fn(ctx, args)
+        if not write.metadata:
+            result = _in_dtype_of(ctx, result, target)
+        for v in list(write.rebind) + list(node.outputs()):
+            self.env[v] = result
+        for v, chain in write.views:
+            cur = result
+            for view in chain:
+                ctx.node = view
+                ins = [self.value(i) for i in view.inputs()]
+                cur = CONVERTERS[view.kind()](ctx, [cur] + ins[1:])
+            self.env[v] = cur
+        ctx.node = node
 
     def sub_block(self, block, builder, inputs: list) -> list:
         """Converts a TorchScript block into the region `builder`; `inputs` are the region's Values for the
@@ -254,12 +302,18 @@ class _Converter:
             for o, r in zip(outs, results):
                 self.env[o] = r
             return
+        # Tensors defined outside and written in place inside a branch: the If outputs their new values.
+        written = self.writes.outer_writes.get(node, [])
+        before = [self.value(v) for v in written]
         regions, branch_results = [], []
         for name, blk in (("then_branch", blocks[0]), ("else_branch", blocks[1])):
             region = ctx.builder.new_region(name)
-            branch_results.append(self.sub_block(blk, region, []))
+            branch_results.append(self.sub_block(blk, region, []) + [self.env[v] for v in written])
+            for v, b in zip(written, before):
+                self.env[v] = b
             regions.append(region)
         ctx.node = node
+        outs = outs + written
         # TorchScript's exit transforms (break, continue) yield prim::Uninitialized from the branch that never
         # defines a value. A slot uninitialized in both branches stays so; in one, it gets a zero placeholder of
         # the other branch's type there (never read: the flags TorchScript carries along guard every use).
@@ -295,13 +349,19 @@ class _Converter:
         if any(_is_uninitialized(c) for c in carried):
             raise ctx.error("a `return` inside a loop is not supported (TorchScript carries the returned value as an "
                             "uninitialized tensor of unknown dtype and shape); assign the result and `break` instead")
-        init = [ctx.tensor(c) for c in carried]
+        # Tensors defined outside and written in place in the body: the loop carries them too.
+        written = self.writes.outer_writes.get(node, [])
+        init = [ctx.tensor(c) for c in carried + [self.value(v) for v in written]]
         region = ctx.builder.new_region("body")
         it = region.add_input("iter", "i64", [])
         cond_in = region.add_input("cond", "bool", [])
         params = [region.add_input("carried", v.dtype, v.shape) for v in init]
-        results = self.sub_block(block, region, [it] + params)
+        for v, p in zip(written, params[len(carried):]):
+            self.env[v] = p
+        results = self.sub_block(block, region, [it] + params[:len(carried)])
+        results = results + [self.env[v] for v in written]
         ctx.node = node
+        outs = outs + written
         region.set_outputs([_region_output(ctx, region, r, dtype=("bool" if k == 0 else init[k - 1].dtype))
                             for k, r in enumerate(results)])
         _ = cond_in
@@ -351,6 +411,21 @@ def _unroll(self, node, block, trip, cond, carried) -> bool:
 
 
 _Converter.try_unroll = _unroll
+
+
+_KIND_RANK = {"bool": 0, "u8": 1, "i8": 1, "i16": 1, "i32": 1, "i64": 1, "f16": 2, "bf16": 2, "f32": 2, "f64": 2}
+
+
+def _in_dtype_of(ctx: ConvertContext, result, target):
+    """An in-place op's result in the written tensor's dtype, as PyTorch casts it (a float result into an integer
+    tensor is PyTorch's error too)."""
+    want, got = ctx.dtype_of(target), ctx.dtype_of(result)
+    if got == want:
+        return result
+    if _KIND_RANK.get(got, 2) > _KIND_RANK.get(want, 2):
+        raise ctx.error(f"the result's dtype {got} cannot be written into a tensor of dtype {want} (PyTorch "
+                        f"refuses this in-place op too)")
+    return ctx.tensor(result, want)
 
 
 def _is_uninitialized(x) -> bool:
@@ -429,7 +504,9 @@ def _unsupported(ctx: ConvertContext, kind: str) -> CompileError:
     close = difflib.get_close_matches(base(kind), list(by_base), n=4, cutoff=0.7)
     hint = (f" Similar supported ops: {', '.join(by_base[c][0] for c in close)}." if close else
             " No similar op is supported.")
-    return UnsupportedError(f"unsupported op '{kind}' at {ctx.where()}: Cuvil has no converter for it.{hint} Rewrite "
+    op = ctx.op(kind)
+    op = f"'{kind}'{op[len(kind):]}"
+    return UnsupportedError(f"unsupported op {op} at {ctx.where()}: Cuvil has no converter for it.{hint} Rewrite "
                         f"that line with supported ops or compute it outside the compiled model; "
                         f"cuvil.frontend.torchscript.CONVERTERS lists the {len(supported)} supported aten/prim ops.")
 
@@ -459,11 +536,23 @@ def _capture(model, example_inputs: tuple, stacklevel: int = 3):
                   f"example inputs take, and other inputs will follow that same path. Make forward() scriptable to "
                   f"keep its control flow.", CaptureWarning, stacklevel=stacklevel)
     try:
-        with torch.no_grad():
-            return torch.jit.trace(model, example_inputs, check_trace=False)
+        with trace_guards.RecordWarnings() as seen, torch.no_grad():
+            traced = torch.jit.trace(model, example_inputs, check_trace=False)
     except Exception as e:  # noqa: BLE001
         raise UnsupportedError(f"cannot capture the model: torch.jit.script failed ({reason}) and torch.jit.trace "
                            f"failed ({_script_failure_reason(e)})") from None
+    dropped = trace_guards.dropped_guards(seen)
+    if dropped:
+        g = dropped[0]
+        where = (f"{g.caller[0]}:{g.caller[1]} (in {g.raise_file}:{g.raise_line})" if g.caller else
+                 f"{g.raise_file}:{g.raise_line}")
+        raise UnsupportedError(
+            f"forward() has `{g.what}` at {where} under a condition on tensor values (read at "
+            f"{g.guard_file}:{g.guard_line}), which torch.jit.trace (the fall-back: torch.jit.script failed, {reason}) cannot "
+            f"keep: the compiled model would return a value where eager PyTorch raises. Cuvil's IR has no run-time "
+            f"check, so the model is not compiled: move the check out of forward() (test the inputs before calling "
+            f"the compiled model), or remove it")
+    return traced
 
 
 def _parameters(model) -> Optional[list[tuple[str, bool]]]:
@@ -569,6 +658,14 @@ def _flatten(x) -> list:
     return [x]
 
 
+def _state_label(model) -> Callable[[str], str]:
+    """How messages name a module attribute read in forward(): "parameter 'fc.weight'", "buffer 'bn.running_mean'"."""
+    params = {n for n, _ in model.named_parameters()} if isinstance(model, torch.nn.Module) else set()
+    buffers = {n for n, _ in model.named_buffers()} if isinstance(model, torch.nn.Module) else set()
+    return lambda path: (f"parameter '{path}'" if path in params else f"buffer '{path}'" if path in buffers
+                         else f"attribute '{path}'")
+
+
 def _training_flags(model) -> list:
     return [(m, m.training) for m in model.modules()] if isinstance(model, torch.nn.Module) else []
 
@@ -589,7 +686,9 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     kernels (None: all cores).
 
     Raises cuvil.CompileError naming an unsupported aten op (or argument value), its Python file:line and what is
-    supported instead; TypeError/ValueError for bad arguments (unknown options, non-tensor example inputs, bad
+    supported instead; also for a forward() that writes in place to its inputs or state (eager PyTorch would
+    change the caller's tensors; a compiled model never writes to its inputs) and for a trace that would drop a
+    `raise` on tensor values; TypeError/ValueError for bad arguments (unknown options, non-tensor example inputs, bad
     dynamic_shapes)."""
     check_options(precision, device, threads, options)
     if not (isinstance(model, torch.nn.Module) or callable(model)):
@@ -626,14 +725,17 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
 
     builder = _C.GraphBuilder("main")
     ctx = ConvertContext(builder)
-    conv = _Converter(ctx)
     graph_inputs = list(graph.inputs())
+    if len(graph_inputs) - has_self != len(examples):
+        raise CompileError(f"the captured forward() takes {len(graph_inputs) - has_self} tensor input(s), "
+                           f"{len(examples)} example input(s) given")
+    # In-place writes TorchScript left: to inputs or state refused, to intermediates planned (mutation.py).
+    writes = mutation.analyse(graph, [None] * has_self + [f"input '{n}'" for n in names], _state_label(model),
+                              [None] * has_self + [x.dtype for x in examples])
+    conv = _Converter(ctx, writes)
     if has_self:
         conv.env[graph_inputs[0]] = frozen  # for attribute reads freezing left (prim::GetAttr)
         graph_inputs = graph_inputs[1:]
-    if len(graph_inputs) != len(examples):
-        raise CompileError(f"the captured forward() takes {len(graph_inputs)} tensor input(s), {len(examples)} "
-                           f"example input(s) given")
     for name, tv, x, d in zip(names, graph_inputs, examples, dims):
         conv.env[tv] = builder.add_input(name, TORCH_TO_CUVIL[x.dtype], d)
     conv.block(graph.block())
