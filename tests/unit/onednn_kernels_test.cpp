@@ -103,6 +103,10 @@ TEST(OnednnKernels, SmallConvolutionThreadedOnlyWhileWorkersSpin) {
 // 3x3 stride-1 convolutions with enough channels run Winograd in a blocked layout: check it is chosen and
 // matches, with the residual sum (reordered into the blocked layout first) and an activation.
 TEST(OnednnKernels, WinogradConvolutionMatchesReference) {
+  // oneDNN 2.6 has Winograd kernels for AVX-512 only (a CPU without it runs the direct kernels).
+  auto isa = unsigned(dnnl::get_effective_cpu_isa()), avx512 = unsigned(dnnl::cpu_isa::avx512_core);
+  if ((isa & avx512) != avx512)
+    GTEST_SKIP() << "oneDNN has no Winograd convolution for this CPU (no AVX-512)";
   Tensor x = random_tensor({1, 14, 12, 32}, 31);  // NHWC
   Tensor w = random_tensor({64, 32, 3, 3}, 32), b = random_tensor({64}, 33);
   Tensor sum = random_tensor({1, 14, 12, 64}, 34);
@@ -163,6 +167,54 @@ TEST(OnednnKernels, PoolsMatchReference) {
   expect_matches_reference(OpKind::GlobalAveragePool, {input(x)}, {}, "GlobalAveragePool");
   expect_matches_reference(OpKind::GlobalAveragePool, {input(random_tensor({2, 7, 5, 3}, 22))},
                            {{"channels_last", Attribute(int64_t(1))}}, "GlobalAveragePool NHWC");
+}
+
+// oneDNN's max pool keeps the other operand of an ordered compare, so a NaN in a window vanished (one NaN pixel
+// into ResNet-18 gave finite logits). Every pool must give the reference's NaN and infinities, wherever they sit.
+TEST(OnednnKernels, PoolsPropagateNanAndInfinity) {
+  AttrMap mp{{"kernel_shape", Attribute(Ints{3, 3})}, {"strides", Attribute(Ints{2, 2})},
+             {"pads", Attribute(Ints{1, 1, 1, 1})}};
+  AttrMap mp_nhwc = mp;
+  mp_nhwc["channels_last"] = Attribute(int64_t(1));
+  AttrMap ap{{"kernel_shape", Attribute(Ints{2, 3})}};
+  struct Case {
+    OpKind op;
+    AttrMap attrs;
+    const char* what;
+  };
+  std::vector<Case> cases = {{OpKind::MaxPool, mp, "MaxPool"},
+                             {OpKind::MaxPool, mp_nhwc, "MaxPool NHWC"},
+                             {OpKind::GlobalMaxPool, {}, "GlobalMaxPool"},
+                             {OpKind::AveragePool, ap, "AveragePool"},
+                             {OpKind::GlobalAveragePool, {}, "GlobalAveragePool"}};
+  for (const Case& c : cases) {
+    for (int64_t at : {int64_t(0), int64_t(77), int64_t(2 * 5 * 13 * 11 - 1)}) {
+      for (float special : {std::nanf(""), INFINITY, -INFINITY}) {
+        SCOPED_TRACE(std::string(c.what) + " special value at " + std::to_string(at) + ": " + std::to_string(special));
+        Tensor x = random_tensor({2, 5, 13, 11}, 23);
+        x.data<float>()[at] = special;
+        OneOp one = build_op(c.op, {input(x)}, c.attrs);
+        Executor fast(one.g), ref(one.g, reference_kernels());
+        ASSERT_EQ(fast.profile(one.feeds)[0].impl.rfind("onednn:", 0), 0u);
+        Tensor got = fast.run(one.feeds)[0], want = ref.run(one.feeds)[0];
+        int64_t specials = 0;
+        for (int64_t i = 0; i < want.numel(); ++i) {
+          float g = got.data<float>()[i], w = want.data<float>()[i];
+          if (std::isnan(w)) {
+            ASSERT_TRUE(std::isnan(g)) << "element " << i << ": got " << g << ", expected NaN";
+          } else if (std::isinf(w)) {
+            ASSERT_EQ(g, w) << "element " << i;
+          } else {
+            ASSERT_NEAR(g, w, 1e-5 * (1 + std::fabs(w))) << "element " << i;
+            continue;
+          }
+          ++specials;
+        }
+        // The special value reached the output, unless a max pool's window holds something larger (-Inf).
+        if (!(special < 0 && (c.op == OpKind::MaxPool || c.op == OpKind::GlobalMaxPool))) EXPECT_GT(specials, 0);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ class ConvKernel final : public PrimitiveKernel {
     dnnl::post_ops po;
     if (has_sum_) po.append_sum(1.f);
     if (!append_activation(po, act)) return false;
-    dnnl::primitive_attr pattr;
+    dnnl::primitive_attr pattr = thread_safe_attr();
     pattr.set_post_ops(po);
     flops_ = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(w.shape[0], 1));
     if (single || flops_ < kSpinningThreadFlops) threads_ = 1;
@@ -86,9 +86,9 @@ class ConvKernel final : public PrimitiveKernel {
         y_blocked_ = memory(pd.dst_desc(), cpu_engine());
         x_user_ = memory(x_md, cpu_engine(), DNNL_MEMORY_NONE);
         y_user_ = memory(y_md, cpu_engine(), DNNL_MEMORY_NONE);
-        to_blocked_ = dnnl::reorder(x_user_, x_blocked_);
-        from_blocked_ = dnnl::reorder(y_blocked_, y_user_);
-        if (has_sum_) sum_to_blocked_ = dnnl::reorder(y_user_, y_blocked_);
+        to_blocked_ = Reorder(x_user_, x_blocked_);
+        from_blocked_ = Reorder(y_blocked_, y_user_);
+        if (has_sum_) sum_to_blocked_ = Reorder(y_user_, y_blocked_);
       }
     }
     if (!pd) pd = make_pd(dnnl::algorithm::convolution_direct, x_md, y_md);
@@ -117,17 +117,16 @@ class ConvKernel final : public PrimitiveKernel {
     Tensor& y = ctx.output(0);
     if (blocked_) {
       ScopedThreads t(threads_);
-      auto& st = thread_stream();
       x_user_.set_data_handle(const_cast<void*>(ctx.input(0).raw()));
-      to_blocked_.execute(st, x_user_, x_blocked_);
+      to_blocked_.execute(x_user_, x_blocked_);
       if (has_sum_) {
         y_user_.set_data_handle(const_cast<void*>(ctx.input(3).raw()));
-        sum_to_blocked_.execute(st, y_user_, y_blocked_);
+        sum_to_blocked_.execute(y_user_, y_blocked_);
       }
       if (bind_bias_) bind(DNNL_ARG_BIAS, ctx.input(2).raw());
       execute();
       y_user_.set_data_handle(y.raw());
-      from_blocked_.execute(st, y_blocked_, y_user_);
+      from_blocked_.execute(y_blocked_, y_user_);
       return;
     }
     if (has_sum_ && ctx.input(3).raw() != y.raw()) std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
@@ -144,7 +143,7 @@ class ConvKernel final : public PrimitiveKernel {
   // Winograd: the primitive's own blocked activations and the reorders to and from the dense tensors.
   bool blocked_ = false;
   memory x_blocked_, y_blocked_, x_user_, y_user_;
-  dnnl::reorder to_blocked_, from_blocked_, sum_to_blocked_;
+  Reorder to_blocked_, from_blocked_, sum_to_blocked_;
 };
 
 }  // namespace

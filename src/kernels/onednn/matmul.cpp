@@ -65,7 +65,7 @@ class MatMulKernel final : public PrimitiveKernel {
     if (s.alpha != 1.f && !in[1].value) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, s.alpha, 0.f);
     if (s.sum_input >= 0) po.append_sum(s.sum_scale);
     if (!append_activation(po, s.act)) return false;
-    dnnl::primitive_attr pattr;
+    dnnl::primitive_attr pattr = thread_safe_attr();
     pattr.set_post_ops(po);
     dnnl::matmul::desc d = s.bias_input >= 0 ? dnnl::matmul::desc(a_md, b_md, bias_md, y_md)
                                              : dnnl::matmul::desc(a_md, b_md, y_md);
@@ -156,7 +156,7 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
       memory::desc bias_md = dense_md({1, n_}, dt_);
       if (s.sum_input >= 0) po.append_sum(s.sum_scale);
       if (!append_activation(po, s.act)) return false;
-      dnnl::primitive_attr attr;
+      dnnl::primitive_attr attr = thread_safe_attr();
       attr.set_post_ops(po);
       auto d = s.bias_input >= 0 ? dnnl::matmul::desc(a_md, b_any, bias_md, y_md) : dnnl::matmul::desc(a_md, b_any, y_md);
       dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
@@ -183,7 +183,7 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
     if (s.alpha != 1.f) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, s.alpha, 0.f);
     if (s.sum_input >= 0) po.append_sum(s.sum_scale);
     if (!append_activation(po, s.act)) return false;
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = thread_safe_attr();
     attr.set_post_ops(po);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, y_md), attr, cpu_engine());
     if (is_reference(pd)) return false;
@@ -219,6 +219,7 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
       args[DNNL_ARG_DST] = memory(dense_md(yd, dt_), cpu_engine(), y.data());
       if (!linear_) args[DNNL_ARG_WEIGHTS] = memory(weights_md(bd), cpu_engine(), b.data());
       if (bind_bias_) args[DNNL_ARG_BIAS] = memory(dense_md({1, n_}, dt_), cpu_engine(), bias.data());
+      bind_scratchpad(args);
       prim_.execute(thread_stream(), args);
       thread_stream().wait();
     }

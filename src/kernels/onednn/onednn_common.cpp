@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <new>
 #include <mutex>
 
 namespace cuvil::onednn {
@@ -91,7 +93,55 @@ std::string primitive_created(const dnnl::primitive_desc_base& pd) {
   return "onednn:" + std::string(pd.impl_info_str());
 }
 
-void PrimitiveKernel::set_name(const dnnl::primitive_desc_base& pd) { name_ = primitive_created(pd); }
+void PrimitiveKernel::set_name(const dnnl::primitive_desc_base& pd) {
+  CUVIL_CHECK(pd.get_primitive_attr().get_scratchpad_mode() == dnnl::scratchpad_mode::user,
+              "internal error: oneDNN primitive ", pd.impl_info_str(), " not created with thread_safe_attr()");
+  name_ = primitive_created(pd);
+  memory::desc scratch = pd.scratchpad_desc();
+  if (scratch.get_size() > 0) args_[DNNL_ARG_SCRATCHPAD] = memory(scratch, cpu_engine(), DNNL_MEMORY_NONE);
+  arguments_changed();
+}
+
+void PrimitiveKernel::bind_scratchpad(std::unordered_map<int, memory>& args) const {
+  auto it = args.find(DNNL_ARG_SCRATCHPAD);
+  if (it != args.end()) it->second.set_data_handle(thread_scratchpad(it->second.get_desc().get_size()));
+}
+
+dnnl::primitive_attr thread_safe_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void* thread_scratchpad(size_t bytes) {
+  struct Scratch {
+    void* data = nullptr;
+    size_t size = 0;
+    ~Scratch() { std::free(data); }
+  };
+  thread_local Scratch s;
+  if (bytes > s.size) {
+    size_t size = (bytes + 63) / 64 * 64;
+    void* grown = std::aligned_alloc(64, size);
+    if (!grown) throw std::bad_alloc();
+    std::free(s.data);
+    s.data = grown;
+    s.size = size;
+  }
+  return s.data;
+}
+
+Reorder::Reorder(const memory& from, const memory& to) {
+  dnnl::reorder::primitive_desc pd(from, to, thread_safe_attr());
+  prim_ = dnnl::reorder(pd);
+  scratch_ = pd.scratchpad_desc();
+}
+
+void Reorder::execute(memory& from, memory& to) {
+  std::unordered_map<int, memory> args{{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+  if (size_t n = scratch_.get_size()) args[DNNL_ARG_SCRATCHPAD] = memory(scratch_, cpu_engine(), thread_scratchpad(n));
+  prim_.execute(thread_stream(), args);
+}
 
 int64_t primitives_created() { return g_primitives_created.load(std::memory_order_relaxed); }
 

@@ -86,6 +86,29 @@ std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, 
 // Live entries in pack_shared's cache (for tests).
 size_t packed_constants_live();
 
+// Attributes for a primitive that runs on whichever thread calls it: the caller passes the scratchpad at
+// execution (user mode). oneDNN's default (library mode) keeps one scratchpad per creating thread, so a
+// primitive prepared on one thread and run on another wrote through a null or too-small buffer (a Winograd
+// convolution prepared on the loading thread and run from a serving thread crashed).
+dnnl::primitive_attr thread_safe_attr();
+
+// At least `bytes` of 64-byte aligned scratch owned by the calling thread, for one primitive's execution at a
+// time (grown as needed, freed when the thread exits).
+void* thread_scratchpad(size_t bytes);
+
+// A reorder created with thread_safe_attr(), executed with the calling thread's scratchpad.
+class Reorder {
+ public:
+  Reorder() = default;
+  Reorder(const memory& from, const memory& to);
+  void execute(memory& from, memory& to);
+  explicit operator bool() const { return bool(prim_); }
+
+ private:
+  dnnl::reorder prim_;
+  memory::desc scratch_;
+};
+
 // A primitive plus its arguments, built once: run() only points the memories at this call's tensors.
 class PrimitiveKernel : public PreparedKernel {
  public:
@@ -100,8 +123,11 @@ class PrimitiveKernel : public PreparedKernel {
   std::vector<std::shared_ptr<const PackedConstant>> keep_alive_;
   int threads_ = 0;  // 1 for small work (see kSingleThreadFlops); 0: the runtime's thread count
 
-  // Called once per primitive created: names the kernel and counts the creation.
+  // Called once per primitive created (from a primitive_desc made with thread_safe_attr()): names the kernel,
+  // counts the creation and adds the scratchpad argument that execute() points at the thread's scratchpad.
   void set_name(const dnnl::primitive_desc_base& pd);
+  // args_ (or a copy of it) with the scratchpad pointed at the calling thread's; for executions outside execute().
+  void bind_scratchpad(std::unordered_map<int, memory>& args) const;
   // A constant argument in layout `to`: shared with every other kernel that packed the same constant the same
   // way (see pack_shared), and kept alive as long as this kernel.
   memory packed(const Tensor& t, float scale, const memory::desc& from, const memory::desc& to) {
@@ -117,6 +143,7 @@ class PrimitiveKernel : public PreparedKernel {
     if (c_args_.empty())
       for (auto& [arg, mem] : args_) c_args_.push_back({arg, mem.get()});
     ScopedThreads t(threads_);
+    bind_scratchpad(args_);
     dnnl::error::wrap_c_api(dnnl_primitive_execute(prim_.get(), thread_stream().get(), int(c_args_.size()),
                                                    c_args_.data()),
                             "could not execute a primitive");

@@ -2,8 +2,10 @@
 // (channels-first or channels-last).
 #include "ir/ops/layout.h"
 #include "ir/ops/nn_window.h"
+#include "kernels/cpu/nan_scan.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_ops.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace cuvil::onednn {
 
@@ -24,7 +26,8 @@ class PoolKernel final : public PrimitiveKernel {
     dnnl::algorithm alg;
     bool global = n.op() == OpKind::GlobalAveragePool || n.op() == OpKind::GlobalMaxPool;
     if (global) {
-      alg = n.op() == OpKind::GlobalMaxPool ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg;
+      max_ = n.op() == OpKind::GlobalMaxPool;
+      alg = max_ ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg;
       kernel = Dims(xd.begin() + 2, xd.end());
       strides = Dims(S, 1);
       dil = pl = pr = Dims(S, 0);
@@ -36,6 +39,7 @@ class PoolKernel final : public PrimitiveKernel {
       nn::Window win = nn::read_window(attrs, S, which);
       if (n.op() == OpKind::MaxPool) {
         alg = dnnl::algorithm::pooling_max;
+        max_ = true;
       } else {
         bool include_pad = attrs.i("count_include_pad") != 0;
         // With ceil_mode the last window may reach past the explicit padding; ONNX and oneDNN count such
@@ -63,7 +67,7 @@ class PoolKernel final : public PrimitiveKernel {
     if (work < kSingleThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, x_md, y_md, strides, kernel, dil, pl, pr);
-    dnnl::pooling_v2_forward::primitive_desc pd(d, cpu_engine());
+    dnnl::pooling_v2_forward::primitive_desc pd(d, thread_safe_attr(), cpu_engine());
     prim_ = dnnl::pooling_v2_forward(pd);
     set_name(pd);
     args_[DNNL_ARG_SRC] = memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
@@ -72,10 +76,20 @@ class PoolKernel final : public PrimitiveKernel {
   }
 
   void run(KernelContext& ctx) override {
+    // oneDNN's max drops NaN (an ordered compare keeps the other operand); the reference propagates it, as
+    // PyTorch does. Reading the input once more costs far less than the pool.
+    const Tensor& x = ctx.input(0);
+    if (max_ && cpu::any_nan(x.data<float>(), x.numel())) {
+      ref_kernel(ctx.node().op())(ctx);
+      return;
+    }
     bind(DNNL_ARG_SRC, ctx.input(0).raw());
     bind(DNNL_ARG_DST, ctx.output(0).raw());
     execute();
   }
+
+ private:
+  bool max_ = false;
 };
 
 }  // namespace

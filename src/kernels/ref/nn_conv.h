@@ -76,6 +76,31 @@ void for_each_tap(const Geom& g, const int64_t (&limit)[3], const int64_t (&exte
   }
 }
 
+// Zero padding is an input of zeros: a tap whose weight is NaN or infinite adds w * 0 = NaN at every output where
+// it reads the padding, as PyTorch, ONNX's reference implementation and ONNX Runtime compute it (the tap loops of
+// conv_forward skip the padding, which is exact for finite weights only).
+template <class A>
+void add_padding_products(const Geom& g, const A* wp, A* yp) {
+  for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+    for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+      for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+        const A wv = wp[(k0 * g.k[1] + k1) * g.k[2] + k2];
+        if (std::isfinite(wv)) continue;
+        const int64_t k[3] = {k0, k1, k2};
+        int64_t o[3], at = 0;
+        for (o[0] = 0; o[0] < g.out[0]; ++o[0])
+          for (o[1] = 0; o[1] < g.out[1]; ++o[1])
+            for (o[2] = 0; o[2] < g.out[2]; ++o[2], ++at) {
+              bool in_padding = false;
+              for (int a = 0; a < 3; ++a) {
+                int64_t i = o[a] * g.s[a] + k[a] * g.d[a] - g.pb[a];
+                in_padding |= i < 0 || i >= g.in[a];
+              }
+              if (in_padding) yp[at] += wv * A(0);
+            }
+      }
+}
+
 // Forward convolution: y[n, m, o] = bias[m] + sum over ci, k of x[n, grp*Cg + ci, o*s + k*d - pb] * w[m, ci, k].
 // x: [N, C, in], w: [M, C/group, k], y: [N, M, out], all contiguous and of the accumulation type A.
 template <class A>
@@ -101,6 +126,7 @@ void conv_forward(const Geom& g, const A* x, const A* w, const A* bias, A* y) {
         }
       }
     });
+    if constexpr (std::is_floating_point_v<A>) add_padding_products(g, wp, yp);
   });
 }
 
