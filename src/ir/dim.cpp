@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 
+#include "ir/dim_overflow.h"
 #include "support/error.h"
 
 namespace cuvil {
@@ -27,13 +28,15 @@ const char* atom_fn_name(AtomKind k) {
 // Dims come from untrusted models: arithmetic that leaves int64 is an error, never undefined behaviour.
 int64_t checked_add(int64_t a, int64_t b) {
   int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) fail("dimension arithmetic overflows int64 (", a, " + ", b, ")");
+  if (__builtin_add_overflow(a, b, &r))
+    throw DimOverflow(str_cat("dimension arithmetic overflows int64 (", a, " + ", b, ")"));
   return r;
 }
 
 int64_t checked_mul(int64_t a, int64_t b) {
   int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) fail("dimension arithmetic overflows int64 (", a, " * ", b, ")");
+  if (__builtin_mul_overflow(a, b, &r))
+    throw DimOverflow(str_cat("dimension arithmetic overflows int64 (", a, " * ", b, ")"));
   return r;
 }
 

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/op_schema.h"
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
+#include "passes/pipeline.h"
 #include "runtime/executor.h"
 #include "onnx_test_util.h"
 #include "test_util.h"
@@ -688,4 +690,54 @@ TEST(RefElementwiseOnnx, LegacyClipCastAndDropout) {
   a->set_s("int64");
   auto graph0 = import(m0);
   EXPECT_EQ(values<int64_t>(Executor(graph0, reference_kernels()).run({vec<float>({1.5f, -2.5f})})[0]), (std::vector<int64_t>{1, -2}));
+}
+
+// Integer tensors wrap as ONNX's integer arithmetic does, however short: shape inference tracks the values of
+// small integer tensors as dims, and an overflow there is no error (it stops tracking), where it once made
+// "dimension arithmetic overflows int64" of a short tensor while a long one wrapped. Every backend and the -O1
+// pipeline (constant folding included) agree.
+TEST(RefElementwise, IntegerOverflowWrapsInEveryPathAndLength) {
+  const int64_t big = int64_t(1) << 32, max = std::numeric_limits<int64_t>::max();
+  for (int64_t n : {int64_t(2), int64_t(3), int64_t(40)}) {
+    SCOPED_TRACE("length " + std::to_string(n));
+    std::string a = "[", b = "[";
+    for (int64_t i = 0; i < n; ++i) {
+      a += (i ? ", " : "") + std::to_string(i % 2 ? big : max);
+      b += (i ? ", " : "") + std::to_string(i % 2 ? big : int64_t(1));
+    }
+    a += "]", b += "]";
+    std::string len = std::to_string(n);
+    std::string text = "graph @main(%x: i64[" + len + "]) {\n  %a: i64[" + len + "] = constant " + a +
+                       "\n  %b: i64[" + len + "] = constant " + b + "\n  %s: i64[" + len +
+                       "] = Add(%a, %b)\n  %p: i64[" + len + "] = Mul(%a, %b)\n  %two: i64[] = constant [2]\n" +
+                       "  %q: i64[" + len + "] = Pow(%b, %two)\n  %y: i64[" + len + "] = Add(%p, %x)\n" +
+                       "  return %s, %p, %q, %y\n}\n";
+    std::shared_ptr<Graph> g = parse_checked(text);  // inference must not refuse the values
+    std::vector<int64_t> s(static_cast<size_t>(n)), p(s), q(s), y(s);
+    auto wrap_add = [](int64_t u, int64_t v) { return int64_t(uint64_t(u) + uint64_t(v)); };
+    auto wrap_mul = [](int64_t u, int64_t v) { return int64_t(uint64_t(u) * uint64_t(v)); };
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t ai = i % 2 ? big : max, bi = i % 2 ? big : 1;
+      s[size_t(i)] = wrap_add(ai, bi);  // max + 1 wraps to min
+      p[size_t(i)] = wrap_mul(ai, bi);  // 2^32 * 2^32 wraps to 0
+      q[size_t(i)] = wrap_mul(bi, bi);
+      y[size_t(i)] = wrap_add(p[size_t(i)], 5);
+    }
+    Tensor x = Tensor::zeros(DType::i64, {n});
+    for (int64_t i = 0; i < n; ++i) x.data<int64_t>()[i] = 5;
+    std::shared_ptr<Graph> opt = parse_checked(text);
+    optimize(*opt, 1);
+    for (auto [graph, options, what] : {std::tuple{g, reference_kernels(), "reference"},
+                                        std::tuple{g, ExecutorOptions{}, "fast"},
+                                        std::tuple{opt, ExecutorOptions{}, "-O1"}}) {
+      SCOPED_TRACE(what);
+      Executor e(graph, options);
+      std::vector<Tensor> out = e.run({x});
+      ASSERT_EQ(out.size(), 4u);
+      EXPECT_EQ(out[0].to_i64_vector(), s);
+      EXPECT_EQ(out[1].to_i64_vector(), p);
+      EXPECT_EQ(out[2].to_i64_vector(), q);
+      EXPECT_EQ(out[3].to_i64_vector(), y);
+    }
+  }
 }

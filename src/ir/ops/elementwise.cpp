@@ -7,6 +7,7 @@
 //   - Dropout is inference-only: in training mode with a ratio > 0 its kernel fails (the result is random).
 #include <algorithm>
 
+#include "ir/dim_overflow.h"
 #include "ir/ops/infer_util.h"
 
 namespace cuvil {
@@ -66,10 +67,14 @@ void propagate_dims2(InferContext& c, Fn fn, bool any_dtype = false) {
   size_t n = std::max(a->size(), b->size());
   if ((a->size() != n && a->size() != 1) || (b->size() != n && b->size() != 1)) return;
   std::vector<Dim> out;
-  for (size_t k = 0; k < n; ++k) {
-    std::optional<Dim> d = fn((*a)[a->size() == 1 ? 0 : k], (*b)[b->size() == 1 ? 0 : k]);
-    if (!d) return;
-    out.push_back(*d);
+  try {
+    for (size_t k = 0; k < n; ++k) {
+      std::optional<Dim> d = fn((*a)[a->size() == 1 ? 0 : k], (*b)[b->size() == 1 ? 0 : k]);
+      if (!d) return;
+      out.push_back(*d);
+    }
+  } catch (const DimOverflow&) {
+    return;  // the values wrap at run time (ONNX integer arithmetic); they are no dims to track
   }
   c.set_output_dims_value(0, std::move(out));
 }
@@ -152,7 +157,11 @@ void propagate_dims_fold(InferContext& c, Dim (*fn)(const Dim&, const Dim&)) {
     size_t n = std::max(acc.size(), v->size());
     if ((acc.size() != n && acc.size() != 1) || (v->size() != n && v->size() != 1)) return;
     std::vector<Dim> next;
-    for (size_t k = 0; k < n; ++k) next.push_back(fn(acc[acc.size() == 1 ? 0 : k], (*v)[v->size() == 1 ? 0 : k]));
+    try {
+      for (size_t k = 0; k < n; ++k) next.push_back(fn(acc[acc.size() == 1 ? 0 : k], (*v)[v->size() == 1 ? 0 : k]));
+    } catch (const DimOverflow&) {
+      return;  // see propagate_dims2
+    }
     acc = std::move(next);
   }
   c.set_output_dims_value(0, std::move(acc));
