@@ -124,6 +124,33 @@ TEST(OnnxImport, MalformedGraphsGiveClearErrors) {
   EXPECT_CUVIL_ERROR(import(m), "Add node 'add_1'");
 }
 
+// Declared types are the model's contract: a graph output or value_info whose element type differs from what
+// the nodes compute, or a graph output of another rank or static dims, is refused (they were ignored).
+// value_info shapes are not held to: exporters leave them stale, and ONNX Runtime merges them leniently.
+TEST(OnnxImport, DeclaredTypesMustMatchInference) {
+  auto m = relu_add_model();
+  auto retype_output = [](onnx::ModelProto& m, int elem, std::vector<std::string> dims) {
+    m.mutable_graph()->mutable_output(0)->Clear();
+    set_symbolic_type(m.mutable_graph()->mutable_output(0), "y", elem, std::move(dims));
+  };
+  retype_output(m, onnx::TensorProto::INT64, {"batch", "3"});
+  EXPECT_CUVIL_ERROR(import(m), "graph output 'y' is declared i64 but the model computes f32[batch, 3]");
+  m = relu_add_model();
+  retype_output(m, onnx::TensorProto::FLOAT, {"batch", "4"});
+  EXPECT_CUVIL_ERROR(import(m), "graph output 'y' is declared with dim 1 = 4");
+  m = relu_add_model();
+  retype_output(m, onnx::TensorProto::FLOAT, {"3"});
+  EXPECT_CUVIL_ERROR(import(m), "graph output 'y' is declared with rank 1");
+  m = relu_add_model();
+  set_symbolic_type(m.mutable_graph()->add_value_info(), "r", onnx::TensorProto::DOUBLE, {"batch", "3"});
+  EXPECT_CUVIL_ERROR(import(m), "value 'r' is declared f64");
+  // Accepted: symbolic or absent dims, and a stale value_info shape.
+  m = relu_add_model();
+  retype_output(m, onnx::TensorProto::FLOAT, {"n", ""});
+  set_symbolic_type(m.mutable_graph()->add_value_info(), "r", onnx::TensorProto::FLOAT, {"7", "7", "7"});
+  EXPECT_NO_THROW(import(m));
+}
+
 TEST(OnnxImport, ExternalDataIsReadAndConfined) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / "cuvil_ext_test";

@@ -307,8 +307,48 @@ class Importer {
       Value* v = g.lookup(out.name());
       CUVIL_CHECK(v, "graph '", gp.name(), "' output '", out.name(), "' is not produced by any node");
       g.add_output(v);
+      if (!is_region && out.has_type()) declared_.push_back({v, &out.type(), /*output=*/true});
+    }
+    if (!is_region)
+      for (const auto& vi : gp.value_info())
+        if (Value* v = g.lookup(vi.name()); v && vi.has_type()) declared_.push_back({v, &vi.type(), false});
+  }
+
+ public:
+  // The main graph's declared types against what inference found: an element type that differs is an error
+  // (as in ONNX Runtime), and so are a graph output's rank and static dims; value_info shapes, which exporters
+  // leave stale after graph surgery, are not held to (ONNX Runtime merges them leniently too).
+  void check_declared_types() const {
+    for (const Declared& d : declared_) {
+      if (!d.type->has_tensor_type()) continue;
+      const auto& tt = d.type->tensor_type();
+      const TensorType& got = d.value->type();
+      std::string what = std::string(d.output ? "graph output '" : "value '") + d.value->name() + "'";
+      std::string by = d.value->producer() ? " (computed by " + d.value->producer()->describe() + ")" : "";
+      if (tt.elem_type() != onnx::TensorProto::UNDEFINED) {
+        auto dt = dtype_from_onnx_id(tt.elem_type());
+        CUVIL_CHECK(!dt || *dt == got.dtype, what, " is declared ", dtype_name(*dt), " but the model computes ",
+                    got.str(), by);
+      }
+      if (!d.output || !tt.has_shape() || !got.shape.rank_known()) continue;
+      CUVIL_CHECK(size_t(tt.shape().dim_size()) == got.shape.rank(), what, " is declared with rank ",
+                  tt.shape().dim_size(), " but the model computes ", got.str(), by);
+      for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const auto& dim = tt.shape().dim(i);
+        const Dim& g = got.shape.dims()[size_t(i)];
+        CUVIL_CHECK(!dim.has_dim_value() || !g.is_const() || g.value() == dim.dim_value(), what,
+                    " is declared with dim ", i, " = ", dim.dim_value(), " but the model computes ", got.str(), by);
+      }
     }
   }
+
+ private:
+  struct Declared {
+    const Value* value;
+    const onnx::TypeProto* type;  // in the ModelProto, which outlives the check
+    bool output;
+  };
+  std::vector<Declared> declared_;
 
   Attribute convert_attr(const onnx::AttributeProto& a, Graph& g, const std::string& where) {
     switch (a.type()) {
@@ -427,7 +467,10 @@ std::shared_ptr<Graph> import_bytes(const void* data, size_t size, ExternalDataD
   onnx::ModelProto m;
   CUVIL_CHECK(m.ParseFromArray(data, int(size)),
               "not a valid ONNX model: the protobuf cannot be parsed (truncated or corrupt file?)");
-  return finish(Importer(std::move(ext)).import_model(m), opts);
+  Importer importer(std::move(ext));
+  std::shared_ptr<Graph> g = finish(importer.import_model(m), opts);
+  if (opts.infer_and_verify) importer.check_declared_types();
+  return g;
 }
 
 }  // namespace
