@@ -453,9 +453,9 @@ struct Executor::Impl : RegionRunner {
       CUVIL_CHECK(t && t->defined(), "internal error: graph output '", v->name(), "' has no value");
       // Outputs never alias constants, inputs or the arena: the caller owns them.
       bool owned = j < borrowed || (v->graph() == &g && v->producer() && !(plan && plan->offset[size_t(v->id())] >= 0));
-      if (!owned) result.push_back(t->clone());
-      else if (p.output_movable[j]) result.push_back(std::move(*t));
-      else result.push_back(*t);
+      // A value listed twice as an output is returned as separate tensors: the caller may write one of them.
+      if (!owned || !p.output_movable[j]) result.push_back(t->clone());
+      else result.push_back(std::move(*t));
     }
   }
 

@@ -157,6 +157,32 @@ TEST_P(BufferRecycling, GraphOutputsAreReusedOnlyOnceReleased) {
   EXPECT_TRUE(second[0].same_bytes(Executor(g, options()).run({input(300, 3)})[0]));
 }
 
+// A graph listing one value twice among its outputs, an input and a constant as outputs: every result is the
+// caller's own tensor (two aliased arrays let a write to one change the other; a returned constant written by
+// the caller would change the model).
+TEST_P(BufferRecycling, RepeatedInputAndConstantOutputsNeverAlias) {
+  auto g = parse_checked(R"(graph @main(%x: f32[3]) {
+  %c: f32[3] = constant [1, 2, 3]
+  %y: f32[3] = Add(%x, %c)
+  return %y, %y, %x, %c, %y
+}
+)");
+  Executor ex(g, options());
+  Tensor x = tensor<float>({10, 20, 30}, {3});
+  for (int run = 0; run < 2; ++run) {
+    std::vector<Tensor> out = ex.run({x});
+    ASSERT_EQ(out.size(), 5u);
+    for (size_t a = 0; a < out.size(); ++a)
+      for (size_t b = a + 1; b < out.size(); ++b) EXPECT_NE(out[a].raw(), out[b].raw()) << a << " and " << b;
+    EXPECT_NE(out[2].raw(), x.raw());
+    for (Tensor& t : out) t.data<float>()[0] = -1;  // the caller writes every result
+    EXPECT_EQ(x.data<float>()[0], 10);
+  }
+  std::vector<Tensor> again = ex.run({x});
+  expect_values(again[0], {11, 22, 33});
+  expect_values(again[3], {1, 2, 3});
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, BufferRecycling, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "fast" : "reference"; });
 
