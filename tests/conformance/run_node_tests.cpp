@@ -29,6 +29,23 @@ namespace {
 
 // --optimize: run the -O1 pass pipeline (with the verifier after every pass) after import.
 bool g_optimize = false;
+// --special-values: NaN, +Inf and -Inf written into every floating-point input, and the outputs of the fast
+// kernels compared with the reference kernels' on those inputs (instead of the data set's outputs): every fast
+// path must propagate special values as the reference does, and fail where it fails.
+bool g_special_values = false;
+
+// Overwrites three elements of a floating-point tensor (first, middle, last) with NaN, +Inf and -Inf.
+Tensor with_special_values(const Tensor& t) {
+  if (!is_float(t.dtype()) || t.numel() == 0) return t;
+  Tensor r = t.clone();
+  const float special[] = {std::nanf(""), INFINITY, -INFINITY};
+  const int64_t at[] = {0, r.numel() / 2, r.numel() - 1};
+  visit_dtype(r.dtype(), [&]<class T>() {
+    if constexpr (is_float_v<T>)
+      for (int k = 0; k < 3; ++k) static_cast<T*>(r.raw())[at[k]] = T(special[k]);
+  });
+  return r;
+}
 
 // Ops outside the op table, by the reason they are out of scope.
 std::string out_of_scope_reason(const std::string& op) {
@@ -164,6 +181,12 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
   }
   try {
     auto graph = import_onnx_file((dir / "model.onnx").string());
+    std::unique_ptr<Executor> reference;
+    if (g_special_values) {
+      ExecutorOptions ref_options;
+      ref_options.kernels.fast = false;
+      reference = std::make_unique<Executor>(import_onnx_file((dir / "model.onnx").string()), ref_options);
+    }
     if (g_optimize) {
       PassContext ctx;
       ctx.verify_each = true;
@@ -192,6 +215,38 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
         why = "data set has " + std::to_string(inputs.size()) + " inputs, graph " +
               std::to_string(graph->inputs().size());
         return Result::Fail;
+      }
+      if (g_special_values) {
+        for (Tensor& t : inputs) t = with_special_values(t);
+        std::vector<Tensor> want;
+        std::string ref_error;
+        try {
+          want = reference->run(inputs);
+        } catch (const Error& e) {
+          ref_error = e.what();
+        }
+        std::vector<Tensor> got;
+        try {
+          got = exec.run(inputs);
+        } catch (const Error& e) {
+          if (!ref_error.empty()) continue;  // both refuse these inputs
+          why = ds.path().filename().string() + ": the fast kernels raised '" + e.what() +
+                "' where the reference ran";
+          return Result::Fail;
+        }
+        if (!ref_error.empty()) {
+          why = ds.path().filename().string() + ": the reference raised '" + ref_error + "' where the fast kernels ran";
+          return Result::Fail;
+        }
+        for (size_t k = 0; k < got.size(); ++k) {
+          std::string diff = compare(got[k], want[k], 1e-3, 1e-7);
+          if (!diff.empty()) {
+            why = ds.path().filename().string() + " output " + std::to_string(k) + " ('" +
+                  graph->outputs()[k]->name() + "') with NaN/Inf inputs, against the reference: " + diff;
+            return Result::Fail;
+          }
+        }
+        continue;
       }
       auto outputs = exec.run(inputs);
       auto expected = sorted_files(ds.path(), "output_");
@@ -222,7 +277,7 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: cuvil_onnx_conformance NODE_TEST_DIR [--filter S] [--verbose] [--min-pass-rate R] [--optimize] "
-                 "[--total N]\n";
+                 "[--special-values] [--total N]\n";
     return 2;
   }
   fs::path root = argv[1];
@@ -234,6 +289,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--optimize") g_optimize = true;
+    else if (a == "--special-values") g_special_values = true;
     else if (a == "--verbose") verbose = true;
     else if (a == "--min-pass-rate" && i + 1 < argc) min_rate = std::stod(argv[++i]);
     else if (a == "--total" && i + 1 < argc) total_cases = std::stoll(argv[++i]);
