@@ -741,22 +741,52 @@ class Emitter {
   }
 
   // ---- values
+  // The operand expressions expression e reads at element level (row-uniform values come from uval): up to 3.
+  int element_operands(int e, int (&deps)[3]) const {
+    const Expr& x = K.exprs[size_t(e)];
+    if (uniform[size_t(e)] || x.op == Op::load || x.op == Op::row_index) return 0;
+    if (x.op == Op::scan_sum) {
+      deps[0] = x.a;
+      return 1;
+    }
+    deps[0] = x.a, deps[1] = x.b, deps[2] = x.c;
+    return 3;
+  }
+  // Expression e at these lanes (memo: the values computed so far at them). Iterative, with an explicit stack:
+  // a fused chain of 50,000 element-wise ops is an expression 50,000 deep, which recursion would have to hold
+  // on the machine stack. Operands are emitted a, b, c, each before its user, as a recursion would.
   Value* elem(int e, const Lanes& l, std::vector<Value*>& memo) {
     if (memo[size_t(e)]) return memo[size_t(e)];
-    const Expr& x = K.exprs[size_t(e)];
-    Value* r;
-    if (uniform[size_t(e)]) r = K.columns ? uval[size_t(e)] : splat(uval[size_t(e)], l.w);
-    else if (x.op == Op::load) r = x.imm != 0 ? shifted_load(x, l) : load(x, l);
-    else if (x.op == Op::row_index) r = K.columns ? splat_i64(column_pos, l.w) : positions(l.j, l.w);
-    else if (x.op == Op::scan_sum) r = scan(e, elem(x.a, l, memo), l);
-    else {
-      Value* a = x.a >= 0 ? elem(x.a, l, memo) : nullptr;
-      Value* b = x.b >= 0 ? elem(x.b, l, memo) : nullptr;
-      Value* c = x.c >= 0 ? elem(x.c, l, memo) : nullptr;
-      r = compute(x, a, b, c, l.w);
+    struct Visit {
+      int expr;
+      int next;  // the operand slot to look at next
+    };
+    std::vector<Visit> stack{{e, 0}};
+    while (!stack.empty()) {
+      int x = stack.back().expr;
+      int deps[3] = {-1, -1, -1};
+      int nd = element_operands(x, deps);
+      int& next = stack.back().next;
+      while (next < nd && (deps[next] < 0 || memo[size_t(deps[next])])) ++next;
+      if (next < nd) {
+        int d = deps[next++];
+        stack.push_back({d, 0});  // (invalidates `next`)
+        continue;
+      }
+      stack.pop_back();
+      if (!memo[size_t(x)]) memo[size_t(x)] = elem_at(x, l, memo);
     }
-    memo[size_t(e)] = r;
-    return r;
+    return memo[size_t(e)];
+  }
+  // Expression e at these lanes, its element-level operands already in memo.
+  Value* elem_at(int e, const Lanes& l, const std::vector<Value*>& memo) {
+    const Expr& x = K.exprs[size_t(e)];
+    auto operand = [&](int a) { return a >= 0 ? memo[size_t(a)] : nullptr; };
+    if (uniform[size_t(e)]) return K.columns ? uval[size_t(e)] : splat(uval[size_t(e)], l.w);
+    if (x.op == Op::load) return x.imm != 0 ? shifted_load(x, l) : load(x, l);
+    if (x.op == Op::row_index) return K.columns ? splat_i64(column_pos, l.w) : positions(l.j, l.w);
+    if (x.op == Op::scan_sum) return scan(e, operand(x.a), l);
+    return compute(x, operand(x.a), operand(x.b), operand(x.c), l.w);
   }
 
   // The elements x.imm positions further along the row (down the columns), 0 beyond the row's ends.
