@@ -4,6 +4,7 @@
 
 #include "ir/op_schema.h"
 #include "ir/text_format.h"
+#include "ir/verifier.h"
 
 namespace cuvil {
 
@@ -256,6 +257,13 @@ class Parser {
 
   std::shared_ptr<Graph> graph(Graph* parent) {
     if (!eat_keyword("graph")) error("expected 'graph'");
+    // Each level of regions is a level of recursion here: bounded as verify and infer_shapes bound it (one level
+    // more for a FusedKernel's body, which they check).
+    int depth = 0;
+    for (const Graph* p = parent; p; p = p->parent()) ++depth;
+    if (depth > kMaxRegionDepth + 1)
+      error("regions nest " + std::to_string(depth) + " levels deep here, more than the limit of " +
+            std::to_string(kMaxRegionDepth));
     auto g = std::make_shared<Graph>(name_after('@'));
     g->set_parent(parent);
     expect('(');

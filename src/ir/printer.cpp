@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "ir/text_format.h"
+#include "ir/verifier.h"
 
 namespace cuvil {
 
@@ -120,6 +121,9 @@ class Printer {
     for (size_t i = 0; i < n.num_inputs(); ++i) os_ << (i ? ", " : "") << value_ref(n.input(i));
     os_ << ")";
     if (!n.attrs().empty()) {
+      // Regions print recursively, one level of recursion per level of nesting: bounded (verifier.h).
+      bool regions = !n.regions().empty();
+      if (regions) check_region_depth(n, ++depth_);
       os_ << " {";
       bool first = true;
       for (auto& [name, a] : n.attrs()) {
@@ -128,6 +132,7 @@ class Printer {
         first = false;
       }
       os_ << "}";
+      depth_ -= regions;
     }
     const Location& l = n.loc();
     if (!l.empty()) {
@@ -165,6 +170,7 @@ class Printer {
 
   const PrintOptions& opts_;
   std::ostringstream os_;
+  int depth_ = 0;  // regions being printed around the current node
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "ir/op_schema.h"
+#include "ir/verifier.h"
 
 namespace cuvil {
 
@@ -33,10 +34,17 @@ struct IncrementalShapeInference::Impl {
       dims_values.push_back(it != dims_values_.end() ? &it->second : nullptr);
     }
     InferContext ctx(n, std::move(types), std::move(values), std::move(dims_values), &fresh_);
-    ctx.region_inferrer = [this](Graph& region, const std::vector<TensorType>& in) {
+    ctx.region_inferrer = [this, &n](Graph& region, const std::vector<TensorType>& in) {
       CUVIL_CHECK(in.size() == region.inputs().size(), "region '", region.name(), "' takes ",
                   region.inputs().size(), " inputs, given ", in.size());
+      // Each level of regions is one level of recursion here: bounded (verifier.h).
+      check_region_depth(n, depth_ + 1);
       for (size_t i = 0; i < in.size(); ++i) region.inputs()[i]->set_type(in[i]);
+      struct Level {
+        int& depth;
+        explicit Level(int& d) : depth(d) { ++depth; }
+        ~Level() { --depth; }
+      } level(depth_);
       run(region);
       std::vector<TensorType> out;
       for (Value* v : region.outputs()) out.push_back(v->type());
@@ -55,6 +63,7 @@ struct IncrementalShapeInference::Impl {
 
   std::unordered_map<const Value*, std::vector<Dim>> dims_values_;
   int64_t fresh_ = 0;
+  int depth_ = 0;  // nesting level of the region being inferred (0: the graph infer_shapes was given)
 };
 
 IncrementalShapeInference::IncrementalShapeInference() : impl_(std::make_unique<Impl>()) {}

@@ -30,8 +30,8 @@ bool types_match(const TensorType& inferred, const TensorType& recorded) {
 class Verifier {
  public:
   void graph(const Graph& g) {
-    for (Value* v : g.inputs()) defined_.insert(v);
-    for (Value* c : g.constants()) defined_.insert(c);
+    for (Value* v : g.inputs()) define(v);
+    for (Value* c : g.constants()) define(c);
     for (auto& n : g.nodes()) node(*n);
     for (Value* v : g.outputs()) {
       CUVIL_CHECK(v, "graph '", g.name(), "' has a null output");
@@ -59,17 +59,27 @@ class Verifier {
       CUVIL_CHECK(defined_.count(v), where, ": input ", i, " '", v->name(),
                   "' is used before it is defined (or outside its scope)");
     }
-    // Regions see everything defined so far; their own values go out of scope after them.
-    for (Graph* r : n.regions()) {
-      auto saved = defined_;
+    // Regions see everything defined so far; their own values go out of scope after them (undone through the
+    // trail, so a graph of many small regions costs no copy of everything defined before each).
+    std::vector<Graph*> regions = n.regions();
+    if (!regions.empty()) check_region_depth(n, depth_ + 1);
+    for (Graph* r : regions) {
+      size_t mark = trail_.size();
+      ++depth_;
       graph(*r);
-      defined_ = std::move(saved);
+      --depth_;
+      for (size_t k = trail_.size(); k-- > mark;) defined_.erase(trail_[k]);
+      trail_.resize(mark);
     }
     check_types(n);
     for (Value* v : n.outputs()) {
       CUVIL_CHECK(v && v->producer() == &n, where, ": output bookkeeping is inconsistent");
-      defined_.insert(v);
+      define(v);
     }
+  }
+
+  void define(const Value* v) {
+    if (defined_.insert(v).second) trail_.push_back(v);
   }
 
   void check_types(const Node& n) {
@@ -99,10 +109,20 @@ class Verifier {
   }
 
   std::unordered_set<const Value*> defined_;
+  std::vector<const Value*> trail_;  // defined_'s values in the order they were defined
+  int depth_ = 0;                    // nesting level of the graph being verified (0: the top-level graph)
   int64_t fresh_ = 1000000;
 };
 
 }  // namespace
+
+void check_region_depth(const Node& n, int depth) {
+  // A FusedKernel's body is a kernel's definition and holds no regions (infer_region_types refuses them): one
+  // level more at most, so fusion may wrap the innermost ops of the deepest region allowed.
+  if (n.op() == OpKind::FusedKernel) --depth;
+  CUVIL_CHECK(depth <= kMaxRegionDepth, n.describe(), ": regions nest ", depth,
+              " levels deep here, more than the limit of ", kMaxRegionDepth);
+}
 
 void verify(const Graph& g) {
   Verifier().graph(g);
