@@ -14,10 +14,16 @@
 // op). A Transpose nothing joins stays as it is. LRN starts a group too: its window reads neighbouring channels
 // of its input from memory.
 //
+// A group holds at most kMaxGroupNodes nodes; a longer chain continues in the next group (kernel). LLVM's
+// scheduling of one kernel's loop body grows with the square of its length (a 50,000-op chain compiled for
+// minutes), while one more pass over memory per few hundred ops costs little; equal pieces of a long chain also
+// compile once.
+//
 // Runs last in the pipeline: convolutions and matrix products have already taken their epilogues as oneDNN
 // post-ops, and layouts are fixed (a group works on the shapes the IR states).
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/lower.h"
 #include "ir/ops/transpose.h"
@@ -26,6 +32,8 @@
 
 namespace cuvil {
 namespace {
+
+constexpr size_t kMaxGroupNodes = 256;
 
 struct Group {
   std::vector<Node*> nodes;
@@ -96,6 +104,7 @@ struct Grouping {
       if (!v || !v->producer()) continue;
       auto it = group_of.find(v->producer());
       if (it == group_of.end() || std::find(cand.begin(), cand.end(), it->second) != cand.end()) continue;
+      if (groups[it->second].nodes.size() >= kMaxGroupNodes) continue;  // full: n starts the next group
       if (groups[it->second].fits(space, red)) cand.push_back(it->second);
     }
     return cand;
@@ -186,7 +195,10 @@ std::vector<Group> find_groups(Graph& g) {
     // Producers in several groups (a Where of three branches): all of them and n become one group if they can;
     // else n joins the first of them it can.
     std::optional<size_t> joined;
-    if (cand.size() > 1 && gr.can_join(*n, space, red, cand)) joined = gr.merge(cand);
+    size_t merged_size = 1;
+    for (size_t c : cand) merged_size += gr.groups[c].nodes.size();
+    if (cand.size() > 1 && merged_size <= kMaxGroupNodes && gr.can_join(*n, space, red, cand))
+      joined = gr.merge(cand);
     for (size_t c : cand)
       if (!joined && gr.can_join(*n, space, red, {c})) joined = c;
     if (!joined) {
@@ -201,15 +213,45 @@ std::vector<Group> find_groups(Graph& g) {
   return std::move(gr.groups);
 }
 
+// Who reads each value of the graph being fused, kept current while groups are outlined (a FusedKernel made
+// for a later group reads what its members read), so that a group's results are redirected to its FusedKernel by
+// visiting their readers rather than every node of the graph.
+struct Readers {
+  const rewrite::UseMap& uses;  // as before fusion: graph outputs and values read in regions (pinned)
+  std::unordered_map<const Value*, std::vector<Node*>> extra;  // readers added since: FusedKernels
+
+  bool pinned(const Value* v) const { return uses.pinned(v); }
+  template <class F>
+  void each(const Value* v, F f) const {
+    for (Node* u : uses.users(v)) f(u);
+    if (auto it = extra.find(v); it != extra.end())
+      for (Node* u : it->second) f(u);
+  }
+  // Every use of `from` (a value of g) now reads `to`, which takes over from's readers.
+  void replace(Graph& g, Value* from, Value* to) {
+    if (pinned(from)) {  // a graph output or read inside a region: the full walk
+      g.replace_all_uses(from, to);
+      return;
+    }
+    std::vector<Node*>& moved = extra[to];
+    each(from, [&](Node* u) {
+      for (size_t i = 0; i < u->num_inputs(); ++i)
+        if (u->input(i) == from) u->set_input(i, to);
+      moved.push_back(u);
+    });
+  }
+};
+
 // Outlines one group into a FusedKernel placed at the group's first node; returns the members to erase (none
 // when no member's result is read outside the group).
-std::vector<Node*> outline(Graph& g, const Group& grp, const rewrite::UseMap& uses, int id) {
+std::vector<Node*> outline(Graph& g, const Group& grp, Readers& readers, int id,
+                           std::unordered_set<std::string>& taken) {
   std::unordered_set<const Node*> members(grp.nodes.begin(), grp.nodes.end());
   auto read_outside = [&](const Value* v) {
-    if (uses.pinned(v)) return true;
-    for (const Node* u : uses.users(v))
-      if (!members.count(u)) return true;
-    return false;
+    if (readers.pinned(v)) return true;
+    bool outside = false;
+    readers.each(v, [&](const Node* u) { outside = outside || !members.count(u); });
+    return outside;
   };
   std::vector<Value*> outs;
   for (Node* n : grp.nodes)
@@ -222,7 +264,13 @@ std::vector<Node*> outline(Graph& g, const Group& grp, const rewrite::UseMap& us
   std::unordered_map<const Value*, Value*> inner;  // outer value -> body value
   std::vector<Value*> node_inputs;
   // Names stay unique across all regions (the text format requires it): the suffix carries the kernel's number.
-  auto body_name = [&](const Value* v) { return body->unique_name(v->name() + "_k" + std::to_string(id)); };
+  // (Kernels are numbered per graph, so `taken`, every name of the whole tree, keeps two regions' kernels apart.)
+  auto body_name = [&](const Value* v) {
+    std::string base = v->name() + "_k" + std::to_string(id), name = body->unique_name(base);
+    for (int k = 1; taken.count(name); ++k) name = body->unique_name(base + "_" + std::to_string(k));
+    taken.insert(name);
+    return name;
+  };
   for (Node* n : grp.nodes)
     for (size_t i = 0; i < n->num_inputs(); ++i) {
       Value* v = n->input(i);
@@ -256,24 +304,26 @@ std::vector<Node*> outline(Graph& g, const Group& grp, const rewrite::UseMap& us
   AttrMap attrs;
   attrs["body"] = Attribute(GraphPtr(body));
   Node* fused = g.insert_node(grp.first, OpKind::FusedKernel, node_inputs, out_names, attrs, grp.nodes.front()->loc());
+  for (Value* v : node_inputs) readers.extra[v].push_back(fused);
   for (size_t k = 0; k < outs.size(); ++k) {
     fused->output(k)->set_type(outs[k]->type());
-    g.replace_all_uses(outs[k], fused->output(k));
+    readers.replace(g, outs[k], fused->output(k));
   }
   return grp.nodes;
 }
 
-bool fuse(Graph& g) {
+bool fuse(Graph& g, std::unordered_set<std::string>& taken) {
   std::vector<Group> groups = find_groups(g);
   if (groups.empty()) return false;
   rewrite::UseMap uses(g);
+  Readers readers{uses, {}};
   std::vector<Node*> dead;
   std::erase_if(groups, [](const Group& grp) { return grp.nodes.empty(); });  // merged into others
   // From the last group back, so inserting a node does not move the positions of the groups still to come.
   for (size_t i = groups.size(); i-- > 0;) {
     // A Transpose that nothing joined stays a Transpose: the blocked CPU transpose beats strided vector reads.
     if (groups[i].nodes.size() == 1 && groups[i].nodes[0]->op() == OpKind::Transpose) continue;
-    std::vector<Node*> gone = outline(g, groups[i], uses, int(i));
+    std::vector<Node*> gone = outline(g, groups[i], readers, int(i), taken);
     dead.insert(dead.end(), gone.begin(), gone.end());
   }
   g.erase_nodes(dead);
@@ -282,6 +332,21 @@ bool fuse(Graph& g) {
 
 }  // namespace
 
-bool FuseElementwisePass::run(Graph& g, PassContext&) { return rewrite::for_each_graph_postorder(g, fuse); }
+bool FuseElementwisePass::run(Graph& g, PassContext&) {
+  // Every value name of the tree, FusedKernel bodies included (an explicit stack, no recursion).
+  std::unordered_set<std::string> taken;
+  std::vector<const Graph*> pending{&g};
+  while (!pending.empty()) {
+    const Graph& sub = *pending.back();
+    pending.pop_back();
+    for (const Value* v : sub.inputs()) taken.insert(v->name());
+    for (const Value* v : sub.constants()) taken.insert(v->name());
+    for (auto& n : sub.nodes()) {
+      for (const Value* v : n->outputs()) taken.insert(v->name());
+      for (const Graph* r : n->regions()) pending.push_back(r);
+    }
+  }
+  return rewrite::for_each_graph_postorder(g, [&](Graph& sub) { return fuse(sub, taken); });
+}
 
 }  // namespace cuvil

@@ -13,12 +13,18 @@
 namespace cuvil {
 namespace {
 
-void collect_names(const Graph& g, std::unordered_set<std::string>& names) {
-  for (const Value* v : g.inputs()) names.insert(v->name());
-  for (const Value* v : g.constants()) names.insert(v->name());
-  for (auto& n : g.nodes()) {
-    for (const Value* v : n->outputs()) names.insert(v->name());
-    for (const Graph* r : n->regions()) collect_names(*r, names);
+// The names of g's values and its regions' (any depth; an explicit stack, no recursion).
+void collect_names(const Graph& top, std::unordered_set<std::string>& names) {
+  std::vector<const Graph*> pending{&top};
+  while (!pending.empty()) {
+    const Graph& g = *pending.back();
+    pending.pop_back();
+    for (const Value* v : g.inputs()) names.insert(v->name());
+    for (const Value* v : g.constants()) names.insert(v->name());
+    for (auto& n : g.nodes()) {
+      for (const Value* v : n->outputs()) names.insert(v->name());
+      for (const Graph* r : n->regions()) pending.push_back(r);
+    }
   }
 }
 

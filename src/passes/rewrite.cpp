@@ -6,20 +6,52 @@
 namespace cuvil::rewrite {
 
 bool for_each_graph_postorder(Graph& g, const std::function<bool(Graph&)>& f) {
+  // The recursive walk's order (each node's regions in turn, depth first, then the graph), with an explicit stack:
+  // nothing here grows the machine stack with the nesting.
+  struct Frame {
+    explicit Frame(Graph* g) : graph(g) {}
+    Graph* graph;
+    size_t node = 0;              // the next node whose regions to visit
+    std::vector<Graph*> regions;  // regions of the node before it, still to visit from `region` on
+    size_t region = 0;
+  };
   bool changed = false;
-  for (auto& n : g.nodes()) {
-    if (n->op() == OpKind::FusedKernel) continue;  // a generated kernel's body is not rewritten on its own
-    for (Graph* r : n->regions()) changed |= for_each_graph_postorder(*r, f);
+  std::vector<Frame> stack;
+  stack.emplace_back(&g);
+  while (!stack.empty()) {
+    Frame& top = stack.back();
+    while (top.region == top.regions.size() && top.node < top.graph->nodes().size()) {
+      const Node& n = *top.graph->nodes()[top.node++];
+      top.regions.clear();
+      top.region = 0;
+      if (n.op() == OpKind::FusedKernel) continue;  // a generated kernel's body is not rewritten on its own
+      top.regions = n.regions();
+    }
+    if (top.region < top.regions.size()) {
+      Graph* r = top.regions[top.region++];
+      stack.emplace_back(r);  // (invalidates `top`)
+      continue;
+    }
+    Graph* done = top.graph;
+    stack.pop_back();
+    changed |= f(*done);
   }
-  changed |= f(g);
   return changed;
 }
 
 void add_uses_of_node(const Node& n, std::unordered_set<const Value*>& out) {
   for (Value* v : n.inputs())
     if (v) out.insert(v);
-  for (Graph* r : n.regions()) {
-    for (auto& m : r->nodes()) add_uses_of_node(*m, out);
+  std::vector<const Graph*> pending;  // regions at any depth, without recursion
+  for (Graph* r : n.regions()) pending.push_back(r);
+  while (!pending.empty()) {
+    const Graph* r = pending.back();
+    pending.pop_back();
+    for (auto& m : r->nodes()) {
+      for (Value* v : m->inputs())
+        if (v) out.insert(v);
+      for (Graph* inner : m->regions()) pending.push_back(inner);
+    }
     for (Value* v : r->outputs()) out.insert(v);
   }
 }
