@@ -25,6 +25,9 @@ class RegionRunner {
     run_region(region, inputs, outputs, 0);
     return outputs;
   }
+  // Called by a loop (Loop, Scan) before each iteration, numbered from 0: the runtime checks its run control
+  // there (cancellation, time and iteration limits) and throws to stop the run.
+  virtual void loop_iteration(const Node& loop, int64_t iteration) {}
 };
 
 class KernelContext : public AttrReader {

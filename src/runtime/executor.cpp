@@ -12,8 +12,10 @@
 #include <new>
 
 #include <sys/mman.h>
+#include <time.h>
 
 #include "ir/op_schema.h"
+#include "ir/verifier.h"
 #include "runtime/memory_plan.h"
 #include "runtime/strided_copy.h"
 
@@ -179,14 +181,21 @@ struct Program {
                                                                    outs[j]) == outs.end());
   }
 
-  void mark_captures(const Graph& region, const Graph& owner, int node_index) {
-    for (auto& n : region.nodes()) {
-      for (Value* v : n->inputs())
-        if (v && v->graph() == &owner) last_use[size_t(v->id())] = std::max(last_use[size_t(v->id())], node_index);
-      for (Graph* r : n->regions()) mark_captures(*r, owner, node_index);
+  // Values of `owner` read in `top` or in regions inside it (any depth: an explicit stack, no recursion).
+  void mark_captures(const Graph& top, const Graph& owner, int node_index) {
+    auto use = [&](const Value* v) {
+      if (v && v->graph() == &owner) last_use[size_t(v->id())] = std::max(last_use[size_t(v->id())], node_index);
+    };
+    std::vector<const Graph*> pending{&top};
+    while (!pending.empty()) {
+      const Graph& region = *pending.back();
+      pending.pop_back();
+      for (auto& n : region.nodes()) {
+        for (Value* v : n->inputs()) use(v);
+        for (Graph* r : n->regions()) pending.push_back(r);
+      }
+      for (Value* v : region.outputs()) use(v);
     }
-    for (Value* v : region.outputs())
-      if (v->graph() == &owner) last_use[size_t(v->id())] = std::max(last_use[size_t(v->id())], node_index);
   }
 };
 
@@ -298,6 +307,49 @@ std::string signature_key(const SymbolBindings& b) {
 
 }  // namespace
 
+// The monotonic clock at its coarse resolution (the last tick, a few ms): read from the vDSO without the
+// time-stamp counter, the cheapest clock there is, precise enough for deadlines and polling.
+int64_t coarse_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// One run's RunControl, armed when the run starts. A run without one pays one predictable branch per check.
+struct Watch {
+  const RunControl* control = nullptr;
+  bool active = false;  // anything to check
+  bool timed = false;   // a deadline or a poll: the clock is read at each check
+  int64_t deadline_ns = std::numeric_limits<int64_t>::max();
+  int64_t next_poll_ns = std::numeric_limits<int64_t>::max();
+
+  void arm(const RunControl& c) {
+    control = &c;
+    int64_t now = c.timeout.count() > 0 || c.poll ? coarse_now_ns() : 0;
+    deadline_ns = c.timeout.count() > 0 ? now + c.timeout.count() : std::numeric_limits<int64_t>::max();
+    next_poll_ns = c.poll ? now + std::max<int64_t>(c.poll_interval.count(), 0) : std::numeric_limits<int64_t>::max();
+    timed = c.timeout.count() > 0 || bool(c.poll);
+    active = timed || c.cancel != nullptr;
+  }
+  // Before node n runs (or loop n's next iteration).
+  void check(const Node& n) {
+    if (active) [[unlikely]] check_now(n);
+  }
+  [[gnu::noinline]] void check_now(const Node& n) {
+    if (control->cancel && control->cancel->cancelled())
+      throw RunCancelled(str_cat(n.describe(), ": the run was cancelled"));
+    if (!timed) return;
+    int64_t now = coarse_now_ns();
+    if (now >= deadline_ns)
+      throw RunLimitExceeded(str_cat(n.describe(), ": the run exceeded its time limit of ",
+                                     double(control->timeout.count()) / 1e6, " ms (RunControl::timeout)"));
+    if (now >= next_poll_ns) {
+      next_poll_ns = now + std::max<int64_t>(control->poll_interval.count(), 0);
+      control->poll();
+    }
+  }
+};
+
 struct Executor::Impl : RegionRunner {
   // Values of one graph during one execution; regions look up captured values through `parent`.
   struct Frame {
@@ -332,6 +384,8 @@ struct Executor::Impl : RegionRunner {
       ++stats->kernels_prepared;
     }
   }
+  Watch watch;  // the running run's control
+  int region_depth = 0;  // regions being run inside one another now
   std::vector<NodeTime>* profile = nullptr;  // set while profiling
   const std::vector<Tensor>* bound = nullptr;  // run_into: the caller's buffers for the main graph's outputs
   std::unordered_map<const Graph*, std::unique_ptr<Program>> programs;
@@ -415,6 +469,7 @@ struct Executor::Impl : RegionRunner {
     std::vector<Tensor>& outs = p.outs;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = *nodes[i];
+      watch.check(n);
       ins.clear();
       for (Value* v : n.inputs()) {
         if (!v) {
@@ -584,7 +639,23 @@ struct Executor::Impl : RegionRunner {
                   size_t borrowed) override {
     CUVIL_CHECK(inputs.size() == region.inputs().size(), "region '", region.name(), "' takes ",
                 region.inputs().size(), " inputs, given ", inputs.size());
+    // A region inside a region is a recursion through its node's kernel: as deep as the verifier allows.
+    CUVIL_CHECK(region_depth < kMaxRegionDepth, "region '", region.name(), "' runs inside ", region_depth,
+                " other regions, more than the limit of ", kMaxRegionDepth);
+    struct Level {
+      int& depth;
+      explicit Level(int& d) : depth(d) { ++depth; }
+      ~Level() { --depth; }
+    } level(region_depth);
     execute(region, inputs, current, nullptr, nullptr, outputs, borrowed);
+  }
+
+  void loop_iteration(const Node& loop, int64_t iteration) override {
+    int64_t limit = options->control.max_loop_iterations;
+    if (limit > 0 && iteration >= limit)
+      throw RunLimitExceeded(str_cat(loop.describe(), ": the loop reached the limit of ", limit,
+                                     " iterations (RunControl::max_loop_iterations)"));
+    watch.check(loop);
   }
 };
 
@@ -601,6 +672,8 @@ Executor::Executor(std::shared_ptr<const Graph> graph, ExecutorOptions options)
 }
 
 Executor::~Executor() = default;
+
+void Executor::set_control(RunControl control) { options_.control = std::move(control); }
 
 std::vector<NodeTime> Executor::profile(const std::vector<Tensor>& inputs) {
   std::vector<NodeTime> times;
@@ -660,6 +733,7 @@ std::vector<Tensor> Executor::Impl::run_with_plan(Plan& plan, const std::vector<
   stats->dynamic_bytes = 0;
   uint8_t* base = arena(plan.arena_bytes);
   std::vector<Tensor> result;
+  watch.arm(options->control);
   execute(*graph, inputs, nullptr, &plan, base, result);
   return result;
 }

@@ -8,6 +8,9 @@
 // last use. Inputs are validated first: count, names, dtypes, ranks, static dims and consistent symbol values.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +19,7 @@
 
 #include "ir/graph.h"
 #include "kernels/prepared_kernel.h"
+#include "support/error.h"
 
 namespace cuvil {
 
@@ -48,6 +52,51 @@ struct NodeTime {
   std::string impl;  // the kernel that ran: "onednn:brgconv:avx512_core", "cpu:softmax", "ref:Conv"
 };
 
+// Stops runs from another thread: after cancel(), every run watching this token throws RunCancelled at its next
+// check (before each node, and before each Loop/Scan iteration, inside regions too). It stays cancelled, so runs
+// that start later stop at once, until reset().
+class CancelToken {
+ public:
+  void cancel() noexcept { cancelled_.store(true, std::memory_order_relaxed); }
+  void reset() noexcept { cancelled_.store(false, std::memory_order_relaxed); }
+  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> cancelled_{false};
+};
+
+// A run stopped by its RunControl; the message names the node that was about to run (or the loop) and why.
+class RunInterrupted : public Error {
+ public:
+  using Error::Error;
+};
+// ... because its CancelToken was cancelled.
+class RunCancelled : public RunInterrupted {
+ public:
+  using RunInterrupted::RunInterrupted;
+};
+// ... because it ran past RunControl::timeout, or a loop past RunControl::max_loop_iterations.
+class RunLimitExceeded : public RunInterrupted {
+ public:
+  using RunInterrupted::RunInterrupted;
+};
+
+// What a run watches besides its work, checked between nodes and between Loop/Scan iterations (regions
+// included; a single kernel is never interrupted). Nothing set: one predictable branch per node. A token or a
+// limit: a relaxed atomic load and/or a read of the coarse monotonic clock (a few ms resolution) per check.
+struct RunControl {
+  std::shared_ptr<CancelToken> cancel;  // cancel() from any thread stops the run (RunCancelled)
+  // Iterations one execution of a Loop or Scan node may run; the next one throws RunLimitExceeded. 0: no limit.
+  int64_t max_loop_iterations = 0;
+  // Wall-clock time one run may take (from its start; RunLimitExceeded at the first check past it). 0: no limit.
+  std::chrono::nanoseconds timeout{0};
+  // Called on the running thread at checks at least `poll_interval` apart (the first one `poll_interval` after
+  // the run starts); it stops the run by throwing, and that exception leaves run() as it is. The Python binding
+  // uses it to turn a pending Ctrl-C into KeyboardInterrupt.
+  std::function<void()> poll;
+  std::chrono::nanoseconds poll_interval = std::chrono::milliseconds(20);
+};
+
 struct ExecutorOptions {
   KernelOptions kernels;  // fast kernels on (default) or reference only
   int threads = 0;        // threads for oneDNN and Cuvil's parallel loops; 0 = the machine's cores
@@ -55,6 +104,8 @@ struct ExecutorOptions {
   // shape signature, least recently used dropped first; and, per node inside regions, kernels per input shapes.
   size_t max_plans = 64;
   size_t max_region_kernels = 8;
+  // Cancellation, limits and polling for every run (set_control changes it between runs).
+  RunControl control;
 };
 
 // Not thread-safe: one run at a time per Executor (the Python layer keeps a pool of them).
@@ -85,6 +136,8 @@ class Executor {
   const Graph& graph() const { return *graph_; }
   const RunStats& stats() const { return stats_; }
   const ExecutorOptions& options() const { return options_; }
+  // Replaces options().control for the runs that follow (not during a run).
+  void set_control(RunControl control);
 
  private:
   struct Impl;

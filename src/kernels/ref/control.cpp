@@ -1,5 +1,6 @@
 // Reference kernels of the control family: they run their regions through the executor (ctx.regions()) and hand
-// the region results over as outputs. Data is moved as bytes, so every dtype is handled alike.
+// the region results over as outputs. Data is moved as bytes, so every dtype is handled alike. Loops tell the
+// executor about each iteration first (RegionRunner::loop_iteration), where it checks cancellation and limits.
 #include <cstring>
 
 #include "kernels/ref/ref_kernels.h"
@@ -172,6 +173,7 @@ CUVIL_REF_KERNEL(Loop) {
   std::vector<ScanAccumulator> scans(k_outs);
   int64_t iter = 0;
   for (; (!has_m || iter < max_trips) && (!has_cond || cond); ++iter) {
+    ctx.regions().loop_iteration(ctx.node(), iter);  // cancellation, time and iteration limits
     set_scalar<int64_t>(in[0], iter);
     set_scalar<bool>(in[1], cond);
     run_body(ctx, body, in, 1 + n + k_outs, out, /*borrowed=*/1);
@@ -243,6 +245,7 @@ CUVIL_REF_KERNEL(Scan) {
   for (size_t k = 0; k < n; ++k) states.push_back(ctx.input(k));
   std::vector<ScanAccumulator> scans(k_outs);
   for (int64_t t = 0; t < len; ++t) {
+    ctx.regions().loop_iteration(ctx.node(), t);  // cancellation, time and iteration limits
     std::vector<Tensor> in = states;
     for (size_t j = 0; j < num_scan; ++j)
       in.push_back(take_along(ctx.input(n + j), axes[j], in_dirs[j] ? len - 1 - t : t));
