@@ -18,7 +18,7 @@ if "OMP_WAIT_POLICY" not in _os.environ:
     _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from . import _C
-from .errors import CaptureWarning, CompileError, InputError
+from .errors import CaptureWarning, CompileError, InputError, RunCancelled, RunLimitExceeded
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx
 try:
     from .frontend.capture import compile
@@ -37,4 +37,4 @@ except ImportError:  # no torch: ONNX models only
     pass
 
 __all__ = ["compile", "load_onnx", "CompiledModule", "Profile", "ProfileRow", "CompileError", "InputError",
-           "CaptureWarning", "__version__"]
+           "RunCancelled", "RunLimitExceeded", "CaptureWarning", "__version__"]

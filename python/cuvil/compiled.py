@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from . import _C
-from .errors import CompileError, InputError
+from .errors import CompileError, InputError, RunCancelled, RunLimitExceeded  # noqa: F401 (documented here)
 
 try:  # torch is optional: ONNX models run without it
     import torch
@@ -22,17 +22,30 @@ _PLAIN_TORCH_DTYPES = frozenset() if torch is None else frozenset({
     torch.bool})
 
 
-def check_options(precision: str, device: str, threads: Optional[int], unknown: dict) -> None:
-    """Validates the compile options shared by cuvil.compile and cuvil.load_onnx."""
+def check_options(precision: str, device: str, threads: Optional[int], unknown: dict,
+                  names: str = "precision, device, threads") -> None:
+    """Validates the compile options shared by cuvil.compile and cuvil.load_onnx (`names`: the caller's options,
+    for the message about unknown ones)."""
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))} "
-                        f"(the options are precision, device, threads)")
+                        f"(the options are {names})")
     if precision != "fp32":
         raise ValueError(f"precision {precision!r} is not available yet (only 'fp32')")
     if device != "cpu":
         raise ValueError(f"device {device!r} is not available yet (only 'cpu')")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+
+
+def _check_limits(timeout: Optional[float], max_loop_iterations: Optional[int]) -> tuple[float, int]:
+    """The run limits as the core takes them (0: none), validated."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0 or timeout > 1e9):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    if max_loop_iterations is not None and (isinstance(max_loop_iterations, bool)
+                                            or not isinstance(max_loop_iterations, int) or max_loop_iterations < 1):
+        raise ValueError(f"max_loop_iterations must be a positive int or None, got {max_loop_iterations!r}")
+    return float(timeout or 0.0), int(max_loop_iterations or 0)
 
 
 def _to_array(x: Any, name: str, expected_type: str) -> tuple[np.ndarray, bool]:
@@ -164,6 +177,12 @@ class CompiledModule:
 
     Thread-safe: concurrent calls each run on their own executor from a pool, and the GIL is released while the
     model runs, so several Python threads can run one compiled module at once.
+
+    Long calls can be stopped: Ctrl-C (any signal whose Python handler raises) interrupts a call made on the main
+    thread within a few tens of milliseconds, between nodes or loop iterations, as that exception
+    (KeyboardInterrupt); :meth:`cancel` stops the calls in progress from another thread
+    (:class:`cuvil.RunCancelled`); :meth:`set_limits` bounds each call's time and its loops' iterations
+    (:class:`cuvil.RunLimitExceeded`). A single kernel is not interrupted: the check comes when it returns.
     """
 
     def __init__(self, model: "_C.Model", output_structure: Any = None, *, unflatten=None,
@@ -202,6 +221,19 @@ class CompiledModule:
     def ir(self, elide_large_constants: bool = True) -> str:
         """The compiled graph as Cuvil IR text; large constants (weights) are elided unless asked for."""
         return self._model.ir(elide_large_constants)
+
+    def set_limits(self, *, timeout: Optional[float] = None, max_loop_iterations: Optional[int] = None) -> None:
+        """Bounds every later call (None: no limit; each call replaces both limits). `timeout`: seconds of wall-clock
+        time one call may take. `max_loop_iterations`: iterations one execution of a Loop or Scan node may run (a
+        loop whose trip count or condition comes from the data can otherwise run practically forever). A call past
+        a limit stops at the next node or loop iteration with :class:`cuvil.RunLimitExceeded`, whose message names
+        the node and the limit; the module stays usable."""
+        self._model.set_limits(*_check_limits(timeout, max_loop_iterations))
+
+    def cancel(self) -> None:
+        """Stops every call of this module running at this moment (made from other threads): each raises
+        :class:`cuvil.RunCancelled` at its next node or loop iteration. Calls that start afterwards run normally."""
+        self._model.cancel()
 
     def _arrays(self, args: Sequence[Any], kwargs: dict) -> tuple[list[np.ndarray], bool]:
         names = self._input_names
@@ -285,14 +317,19 @@ class CompiledModule:
 
 
 def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str = "cpu",
-              threads: Optional[int] = None, **options) -> CompiledModule:
+              threads: Optional[int] = None, timeout: Optional[float] = None,
+              max_loop_iterations: Optional[int] = None, **options) -> CompiledModule:
     """Compiles an ONNX model file into a :class:`CompiledModule`, called with the ONNX graph's inputs in order
     (or by name) and returning its outputs (one array/tensor, or a tuple of them).
 
     Options are those of :func:`cuvil.compile`: ``precision`` ("fp32"), ``device`` ("cpu"), ``threads`` (threads of
-    oneDNN and Cuvil's kernels; None: all cores). Symbolic dims come from the ONNX model's input shapes. Raises
-    FileNotFoundError for a missing file and cuvil.CompileError for an unreadable or unsupported model."""
-    check_options(precision, device, threads, options)
+    oneDNN and Cuvil's kernels; None: all cores); and the run limits of :meth:`CompiledModule.set_limits`:
+    ``timeout`` (seconds per call) and ``max_loop_iterations`` (per execution of a Loop/Scan node), None for no
+    limit. Symbolic dims come from the ONNX model's input shapes. Raises FileNotFoundError for a missing file and
+    cuvil.CompileError for an unreadable or unsupported model."""
+    check_options(precision, device, threads, options,
+                  names="precision, device, threads, timeout, max_loop_iterations")
+    limits = _check_limits(timeout, max_loop_iterations)
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such ONNX file: {path}")
@@ -300,6 +337,7 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         model = _C.load_onnx(path)
         if threads is not None:
             model.set_threads(threads)
+        model.set_limits(*limits)
         # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
         model.prepare_static()
         return CompiledModule(model)

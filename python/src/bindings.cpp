@@ -257,6 +257,23 @@ class GraphBuilder {
   std::shared_ptr<std::unordered_set<std::string>> taken_;
 };
 
+// ---- run control
+
+// The interpreter's main thread: the only one on which Python runs signal handlers.
+unsigned long main_thread_ident = 0;
+
+// RunControl::poll for a run started from Python's main thread: with the GIL taken for a moment, runs the Python
+// signal handlers of signals that arrived meanwhile (Ctrl-C's raises KeyboardInterrupt), and stops the run with
+// the exception one raised; it leaves run() and reaches the caller as that exception.
+void check_python_signals() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+// How often a run on the main thread looks for signals: Ctrl-C interrupts within about this (plus the node or
+// loop iteration in progress).
+constexpr auto kSignalPollInterval = std::chrono::milliseconds(20);
+
 // ---- compiled models
 
 class Model {
@@ -305,15 +322,30 @@ class Model {
     return print_graph(*graph_, o);
   }
 
+  // Limits of every later call (0: none): wall-clock time per call, iterations per execution of a Loop/Scan node.
+  void set_limits(double timeout_s, int64_t max_loop_iterations) {
+    if (!(timeout_s >= 0) || timeout_s > 1e9) throw Error("timeout must be a number of seconds >= 0");
+    if (max_loop_iterations < 0) throw Error("max_loop_iterations must be >= 0");
+    std::lock_guard<std::mutex> lock(mu_);
+    timeout_ = std::chrono::nanoseconds(int64_t(timeout_s * 1e9));
+    max_loop_iterations_ = max_loop_iterations;
+  }
+  // Stops the calls running now (RunCancelled); calls that start later run normally.
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (CancelToken* t : running_) t->cancel();
+  }
+
   // `bf16_inputs[i]`: input i's array holds bf16 bits as uint16.
   // Inputs may be strided views: the executor copies a non-contiguous one once, into its plan's buffer.
   std::vector<py::array> run(const std::vector<py::array>& inputs) {
     std::vector<StridedInput> ins;
     for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(strided_view(inputs[i], bf16_bits(i, inputs[i])));
     std::vector<Tensor> outs;
+    bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
     {
       py::gil_scoped_release nogil;
-      Lease lease(*this);
+      Lease lease(*this, on_main_thread);
       outs = lease.exec->run_strided(ins);
     }
     std::vector<py::array> result;
@@ -325,9 +357,10 @@ class Model {
   std::vector<std::tuple<std::string, std::string, double>> profile(const std::vector<py::array>& inputs) {
     std::vector<Tensor> ins = views(inputs);
     std::vector<NodeTime> times;
+    bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
     {
       py::gil_scoped_release nogil;
-      Lease lease(*this);
+      Lease lease(*this, on_main_thread);
       times = lease.exec->profile(ins);
     }
     std::vector<std::tuple<std::string, std::string, double>> r;
@@ -355,12 +388,32 @@ class Model {
   }
 
  private:
-  // Executors are not thread-safe; concurrent callers each lease their own from a pool.
+  // Executors are not thread-safe; concurrent callers each lease their own from a pool. A lease for a call also
+  // sets the executor's run control: the model's limits, a fresh cancellation token that cancel() reaches while
+  // the call runs, and on Python's main thread the signal poll.
   struct Lease {
     Model& m;
     std::unique_ptr<Executor> exec;
+    std::shared_ptr<CancelToken> token;
     explicit Lease(Model& model) : m(model) {
       std::lock_guard<std::mutex> lock(m.mu_);
+      take();
+    }
+    Lease(Model& model, bool poll_signals) : m(model), token(std::make_shared<CancelToken>()) {
+      std::lock_guard<std::mutex> lock(m.mu_);
+      take();
+      RunControl c;
+      c.cancel = token;
+      c.timeout = m.timeout_;
+      c.max_loop_iterations = m.max_loop_iterations_;
+      if (poll_signals) {
+        c.poll = check_python_signals;
+        c.poll_interval = kSignalPollInterval;
+      }
+      exec->set_control(std::move(c));
+      m.running_.insert(token.get());
+    }
+    void take() {
       if (!m.pool_.empty()) {
         exec = std::move(m.pool_.back());
         m.pool_.pop_back();
@@ -373,6 +426,7 @@ class Model {
     }
     ~Lease() {
       std::lock_guard<std::mutex> lock(m.mu_);
+      if (token) m.running_.erase(token.get());
       m.pool_.push_back(std::move(exec));
     }
   };
@@ -407,6 +461,9 @@ class Model {
   std::vector<std::unique_ptr<Executor>> pool_;
   int threads_ = 0;  // for executors created from now on; 0 = all cores
   int64_t created_ = 0;
+  std::chrono::nanoseconds timeout_{0};  // per call; 0: none
+  int64_t max_loop_iterations_ = 0;      // per Loop/Scan execution; 0: none
+  std::unordered_set<CancelToken*> running_;  // the tokens of the calls running now
 };
 
 }  // namespace
@@ -416,15 +473,22 @@ PYBIND11_MODULE(_C, m) {
   m.attr("__version__") = CUVIL_VERSION;
   static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
   static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
+  static py::exception<RunCancelled> run_cancelled(m, "RunCancelled", error.ptr());
+  static py::exception<RunLimitExceeded> run_limit_exceeded(m, "RunLimitExceeded", error.ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const InputError& e) {
       input_error(e.what());
+    } catch (const RunCancelled& e) {
+      run_cancelled(e.what());
+    } catch (const RunLimitExceeded& e) {
+      run_limit_exceeded(e.what());
     } catch (const Error& e) {
       error(e.what());
     }
   });
+  main_thread_ident = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 
   py::class_<PyValue>(m, "Value")
       .def_property_readonly("name", &PyValue::name)
@@ -457,6 +521,8 @@ PYBIND11_MODULE(_C, m) {
       .def("set_threads", &Model::set_threads)
       .def("prepare", &Model::prepare)
       .def("prepare_static", &Model::prepare_static)
+      .def("set_limits", &Model::set_limits, py::arg("timeout_s"), py::arg("max_loop_iterations"))
+      .def("cancel", &Model::cancel)
       .def("run", &Model::run)
       .def("profile", &Model::profile)
       .def("stats", &Model::stats);
