@@ -9,7 +9,9 @@ RUNS=${CUVIL_FUZZ_RUNS:-150000}
 CORPUS=out/fuzz
 mkdir -p "$CORPUS"/{onnx,ir,npy}
 # Seeds: a few small node-suite models and their tensors.
-for c in test_relu test_add_bcast test_if test_loop11 test_reshape_negative_dim test_conv_with_strides_padding; do
+for c in test_relu test_add_bcast test_if test_loop11 test_reshape_negative_dim test_conv_with_strides_padding \
+         test_maxpool_2d_default test_lstm_defaults test_gemm_default_matrix_bias test_softmax_example test_scan9_sum \
+         test_gather_0 test_top_k test_resize_upsample_scales_nearest; do
   d=build/onnx-node-tests/node/$c
   [[ -f $d/model.onnx ]] && cp "$d/model.onnx" "$CORPUS/onnx/$c.onnx"
 done
@@ -40,6 +42,10 @@ run() {
 status=0
 # Past crashers (tests/fuzz/regressions/<kind>) seed each run too.
 run fuzz_onnx_loader "$CORPUS/onnx" tests/fuzz/regressions/onnx || status=1
+# Whole models mutated and run (fast and reference kernels), from the same seeds in a corpus of their own.
+mkdir -p "$CORPUS/onnx_run" tests/fuzz/regressions/onnx_run
+cp -n "$CORPUS"/onnx/*.onnx "$CORPUS/onnx_run/" 2>/dev/null || true
+run fuzz_onnx_run "$CORPUS/onnx_run" tests/fuzz/regressions/onnx_run || status=1
 run fuzz_ir_parser "$CORPUS/ir" tests/fuzz/regressions/ir || status=1
 run fuzz_npy "$CORPUS/npy" tests/fuzz/regressions/npy || status=1
 exit $status

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh Debian 12 machine and runs every test:
 #   1. unit tests (gtest, incl. pass tests on text IR)  4. unit tests and the node suite under ASan + UBSan (clang)
-#   2. the ONNX backend node suite, plain and -O1        5. libFuzzer targets for every parser, bounded
+#   2. the ONNX backend node suite, plain and -O1, and    5. libFuzzer targets for every parser and whole models
+#      with NaN/Inf inputs against the reference kernels     (mutated, then run), bounded
 #   3. Python tests: PyTorch front end, model parity with PyTorch, CLI on good and bad input, examples
+#   6. the thread-safety tests under ThreadSanitizer (clang)
 # Environment: CUVIL_FUZZ_SECONDS (cap per target, default 60), CUVIL_FUZZ_RUNS (default 150000),
-# CUVIL_SKIP_SANITIZERS=1 to skip 4 and 5.
+# CUVIL_SKIP_SANITIZERS=1 to skip 4, 5 and 6.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # OpenMP workers spin only briefly (10k spins) before sleeping: as fast as spinning on an idle machine, and no
@@ -27,6 +29,9 @@ section "ONNX backend node suite"
 build/bin/cuvil_onnx_conformance build/onnx-node-tests/node --min-pass-rate 0.85 --total 922
 section "ONNX backend node suite after the -O1 pass pipeline (verifier after every pass)"
 build/bin/cuvil_onnx_conformance build/onnx-node-tests/node --optimize --min-pass-rate 0.85 --total 922
+section "ONNX node suite with NaN, +Inf and -Inf in every float input: the fast kernels (plain and -O1) against the reference"
+build/bin/cuvil_onnx_conformance build/onnx-node-tests/node --special-values
+build/bin/cuvil_onnx_conformance build/onnx-node-tests/node --special-values --optimize
 
 section "Python tests (PyTorch front end, model parity, CLI, examples)"
 PYTHONPATH=$PWD/python "$VENV/bin/python" -m pytest -q tests/python
@@ -59,5 +64,12 @@ if [[ "${CUVIL_SKIP_SANITIZERS:-0}" != "1" ]]; then
   ASAN_OPTIONS=detect_leaks=1 build-asan/bin/cuvil_onnx_conformance build/onnx-node-tests/node
   section "fuzzing (${CUVIL_FUZZ_SECONDS:-60} s per target)"
   scripts/fuzz.sh "${CUVIL_FUZZ_SECONDS:-60}"
+  section "thread-safety tests under ThreadSanitizer (clang)"
+  # One OpenMP thread per executor: Debian's oneDNN and libgomp are not instrumented, so their own teams would be
+  # reported falsely; the races that matter are between the caller's threads.
+  CC=clang-14 CXX=clang++-14 CUVIL_BUILD_DIR=build-tsan CUVIL_BUILD_TYPE=Release \
+    CUVIL_CMAKE_ARGS="-DCUVIL_TSAN=ON -DCUVIL_BUILD_PYTHON=OFF -DCUVIL_BUILD_BENCH=OFF" scripts/build.sh
+  TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 suppressions=$PWD/tests/tsan.supp" \
+    build-tsan/bin/cuvil_unit_tests --gtest_brief=1 --gtest_filter='*ThreadSafety*OneThreadEach*'
 fi
 section "all tests passed"
