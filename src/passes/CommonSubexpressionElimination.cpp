@@ -4,6 +4,8 @@
 // constants (same dtype, shape and bytes) are merged the same way. Each graph and region is handled on its own:
 // nothing is merged across a region boundary. The dead duplicates are removed here.
 #include <map>
+#include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "passes/pass.h"
@@ -24,35 +26,44 @@ struct Key {
 };
 
 // Replaces all of dup's outputs by orig's; false (and nothing changed) when a graph output cannot be moved.
-bool merge_into(Graph& g, const std::vector<Value*>& dup, const std::vector<Value*>& orig) {
+bool merge_into(Graph& g, rewrite::Redirects& redirects, const std::vector<Value*>& dup,
+                const std::vector<Value*>& orig) {
   for (size_t i = 0; i < dup.size(); ++i)
     if (rewrite::is_graph_output(g, dup[i]) &&
         (orig[i]->is_graph_input() || rewrite::is_graph_output(g, orig[i]) || orig[i]->graph() != &g))
       return false;
-  for (size_t i = 0; i < dup.size(); ++i) rewrite::replace_value(g, dup[i], orig[i]);
+  for (size_t i = 0; i < dup.size(); ++i) redirects.replace_value(dup[i], orig[i]);
   return true;
 }
 
 bool eliminate(Graph& g) {
   bool changed = false;
-  // Constants first, so nodes reading equal constants become equal.
-  std::map<std::pair<DType, std::vector<int64_t>>, std::vector<Value*>> by_type;
+  // Uses are redirected as the sweep reaches them (a node reading merged values then matches its twin), in one
+  // walk however many merges.
+  rewrite::Redirects redirects(g);
+  // Constants first, so nodes reading equal constants become equal. Candidates share dtype, shape and a hash of
+  // the bytes (thousands of distinct constants of one shape, as folding a long chain leaves, would otherwise
+  // compare every pair).
+  std::map<std::tuple<DType, std::vector<int64_t>, size_t>, std::vector<Value*>> by_type;
   std::vector<Value*> dead_constants;
   for (Value* c : std::vector<Value*>(g.constants())) {
-    auto& same = by_type[{c->dtype(), c->constant().shape()}];
+    const Tensor& t = c->constant();
+    size_t hash = std::hash<std::string_view>()(std::string_view(static_cast<const char*>(t.raw()), t.nbytes()));
+    auto& same = by_type[{c->dtype(), t.shape(), hash}];
     Value* orig = nullptr;
     for (Value* o : same)
       if (o->constant().same_bytes(c->constant())) {
         orig = o;
         break;
       }
-    if (orig && merge_into(g, {c}, {orig})) dead_constants.push_back(c);
+    if (orig && merge_into(g, redirects, {c}, {orig})) dead_constants.push_back(c);
     else if (!orig) same.push_back(c);
   }
   std::map<Key, std::vector<Node*>> seen;
   std::vector<Node*> dead;
   for (auto& up : g.nodes()) {
     Node* n = up.get();
+    redirects.apply(*n);
     if (!n->regions().empty()) continue;
     Key k{n->op(), std::vector<const Value*>(n->inputs().begin(), n->inputs().end()), n->num_outputs()};
     auto& cands = seen[k];
@@ -62,9 +73,10 @@ bool eliminate(Graph& g) {
         orig = m;
         break;
       }
-    if (orig && merge_into(g, n->outputs(), orig->outputs())) dead.push_back(n);
+    if (orig && merge_into(g, redirects, n->outputs(), orig->outputs())) dead.push_back(n);
     else if (!orig) cands.push_back(n);
   }
+  redirects.finish();
   g.erase_nodes(dead);
   g.erase_constants(dead_constants);
   changed = !dead.empty() || !dead_constants.empty();

@@ -69,8 +69,10 @@ std::optional<std::vector<Tensor>> shape_query(const Node& n) {
 
 bool fold(Graph& g, int64_t max_elements) {
   std::vector<Node*> dead;
+  rewrite::Redirects redirects(g);  // (a chain of constant nodes folds in one walk)
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* n = g.nodes()[i].get();
+    redirects.apply(*n);
     auto result = shape_query(*n);
     if (!result && foldable(*n, max_elements)) result = evaluate(*n, max_elements);
     if (!result) continue;
@@ -78,10 +80,11 @@ bool fold(Graph& g, int64_t max_elements) {
       Value* old = n->output(k);
       std::string name = rewrite::free_name(g, old);
       Value* c = g.add_constant(name, (*result)[k]);
-      g.replace_all_uses(old, c);
+      redirects.replace_all_uses(old, c);
     }
     dead.push_back(n);
   }
+  redirects.finish();
   g.erase_nodes(dead);
   return !dead.empty();
 }

@@ -14,10 +14,10 @@
 // op). A Transpose nothing joins stays as it is. LRN starts a group too: its window reads neighbouring channels
 // of its input from memory.
 //
-// A group holds at most kMaxGroupNodes nodes; a longer chain continues in the next group (kernel). LLVM's
-// scheduling of one kernel's loop body grows with the square of its length (a 50,000-op chain compiled for
-// minutes), while one more pass over memory per few hundred ops costs little; equal pieces of a long chain also
-// compile once.
+// A group weighs at most kMaxGroupWeight (compile_weight: 1 per op, 8 per op whose code is a polynomial or a call,
+// such as tanh); a longer chain continues in the next group (kernel). LLVM's time on one kernel grows faster than
+// its length (a 50,000-op chain compiled for minutes, 256 Tanh 16 s, 32 Tanh 0.7 s), while one more pass over
+// memory per few dozen such ops costs little; equal pieces of a long chain also compile once.
 //
 // Runs last in the pipeline: convolutions and matrix products have already taken their epilogues as oneDNN
 // post-ops, and layouts are fixed (a group works on the shapes the IR states).
@@ -33,10 +33,26 @@
 namespace cuvil {
 namespace {
 
-constexpr size_t kMaxGroupNodes = 256;
+constexpr int kMaxGroupWeight = 256;
+
+// What a node's generated code costs LLVM, relative to one arithmetic op: 8 for the ops that emit a polynomial
+// (exp, log, tanh, erf and their compositions) or call the C library per lane.
+int compile_weight(const Node& n) {
+  switch (n.op()) {
+    case OpKind::Exp: case OpKind::Log: case OpKind::Tanh: case OpKind::Erf: case OpKind::Sigmoid:
+    case OpKind::Softplus: case OpKind::Gelu: case OpKind::Elu: case OpKind::Selu: case OpKind::Celu:
+    case OpKind::Sin: case OpKind::Cos: case OpKind::Tan: case OpKind::Atan: case OpKind::Asin: case OpKind::Acos:
+    case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
+    case OpKind::Pow: case OpKind::Mod: case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::ReduceLogSum:
+    case OpKind::ReduceLogSumExp: case OpKind::ReduceL2: case OpKind::LRN:
+      return 8;
+    default: return 1;
+  }
+}
 
 struct Group {
   std::vector<Node*> nodes;
+  int weight = 0;  // the members' compile_weight
   Shape space;
   codegen::ReducedBlock red;  // the reduced dims (count 0: element-wise only)
   size_t first = 0;  // index of the first member in the graph
@@ -98,13 +114,13 @@ struct Grouping {
 
   // The groups of n's producers that n fits, in input order, each once.
   std::vector<size_t> candidates(const std::vector<Value*>& producers, const Shape& space,
-                                 const codegen::ReducedBlock& red) const {
+                                 const codegen::ReducedBlock& red, int weight) const {
     std::vector<size_t> cand;
     for (const Value* v : producers) {
       if (!v || !v->producer()) continue;
       auto it = group_of.find(v->producer());
       if (it == group_of.end() || std::find(cand.begin(), cand.end(), it->second) != cand.end()) continue;
-      if (groups[it->second].nodes.size() >= kMaxGroupNodes) continue;  // full: n starts the next group
+      if (groups[it->second].weight + weight > kMaxGroupWeight) continue;  // full: n starts the next group
       if (groups[it->second].fits(space, red)) cand.push_back(it->second);
     }
     return cand;
@@ -171,6 +187,8 @@ struct Grouping {
         group_of[m] = into;
       }
       if (groups[c].red.count > 0) target.red = groups[c].red;
+      target.weight += groups[c].weight;
+      groups[c].weight = 0;
       groups[c].nodes.clear();
     }
     std::sort(target.nodes.begin(), target.nodes.end(),
@@ -191,22 +209,24 @@ std::vector<Group> find_groups(Graph& g) {
     // A Transpose is a strided read of a kernel input, LRN's window a read of neighbouring channels: each starts
     // a group, never reads a member's result.
     bool reads_input = n->op() == OpKind::Transpose || n->op() == OpKind::LRN;
-    std::vector<size_t> cand = gr.candidates(reads_input ? kNone : n->inputs(), space, red);
+    int weight = compile_weight(*n);
+    std::vector<size_t> cand = gr.candidates(reads_input ? kNone : n->inputs(), space, red, weight);
     // Producers in several groups (a Where of three branches): all of them and n become one group if they can;
     // else n joins the first of them it can.
     std::optional<size_t> joined;
-    size_t merged_size = 1;
-    for (size_t c : cand) merged_size += gr.groups[c].nodes.size();
-    if (cand.size() > 1 && merged_size <= kMaxGroupNodes && gr.can_join(*n, space, red, cand))
+    int merged_weight = weight;
+    for (size_t c : cand) merged_weight += gr.groups[c].weight;
+    if (cand.size() > 1 && merged_weight <= kMaxGroupWeight && gr.can_join(*n, space, red, cand))
       joined = gr.merge(cand);
     for (size_t c : cand)
       if (!joined && gr.can_join(*n, space, red, {c})) joined = c;
     if (!joined) {
-      gr.groups.push_back({{}, space, {}, i});
+      gr.groups.push_back({{}, 0, space, {}, i});
       joined = gr.groups.size() - 1;
     }
     Group& grp = gr.groups[*joined];
     grp.nodes.push_back(n);
+    grp.weight += weight;
     if (red.count > 0) grp.red = red;
     gr.group_of[n] = *joined;
   }

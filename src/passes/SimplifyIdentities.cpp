@@ -79,10 +79,12 @@ Value* passthrough(const Graph& g, const Node& n, const std::unordered_set<const
 bool simplify_once(Graph& g) {
   std::unordered_set<const Value*> used = rewrite::used_values(g);
   std::vector<Node*> dead;
+  rewrite::Redirects redirects(g);  // (one walk per sweep, however many nodes go)
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* n = g.nodes()[i].get();
+    redirects.apply(*n);
     if (Value* x = passthrough(g, *n, used)) {
-      if (rewrite::replace_value(g, n->output(0), x)) dead.push_back(n);
+      if (redirects.replace_value(n->output(0), x)) dead.push_back(n);
       continue;
     }
     if (n->op() == OpKind::CastLike && n->input(1)) {
@@ -108,10 +110,11 @@ bool simplify_once(Graph& g) {
                                   Tensor::from_vector<int64_t>(dims, {int64_t(dims.size())}));
     Node* r = g.insert_node(i, OpKind::Reshape, {src, shape}, {name}, {}, n->loc());
     r->output(0)->set_type(y->type());
-    g.replace_all_uses(y, r->output(0));
+    redirects.replace_all_uses(y, r->output(0));
     dead.push_back(n);
     ++i;  // skip over n, now one position later
   }
+  redirects.finish();
   g.erase_nodes(dead);
   return !dead.empty();
 }

@@ -86,6 +86,50 @@ bool replace_value(Graph& g, Value* old, Value* repl) {
   return true;
 }
 
+bool Redirects::replace_value(Value* from, Value* to) {
+  if (from == to) return false;
+  if (is_graph_output(g_, from)) return rewrite::replace_value(g_, from, to);
+  to_[from] = to;
+  return true;
+}
+
+void Redirects::replace_all_uses(Value* from, Value* to) {
+  if (from == to) return;
+  if (is_graph_output(g_, from)) g_.replace_all_uses(from, to);
+  else to_[from] = to;
+}
+
+Value* Redirects::resolve(Value* v) const {
+  for (auto it = v ? to_.find(v) : to_.end(); it != to_.end(); it = to_.find(v)) v = it->second;
+  return v;
+}
+
+void Redirects::apply(Node& n) const {
+  if (to_.empty()) return;
+  for (size_t k = 0; k < n.num_inputs(); ++k)
+    if (Value* v = n.input(k); v && to_.count(v)) n.set_input(k, resolve(v));
+}
+
+void Redirects::finish() const {
+  if (to_.empty()) return;
+  std::vector<Graph*> pending;
+  for (auto& n : g_.nodes())
+    for (Graph* r : n->regions()) pending.push_back(r);
+  while (!pending.empty()) {
+    Graph* r = pending.back();
+    pending.pop_back();
+    for (auto& m : r->nodes()) {
+      apply(*m);
+      for (Graph* inner : m->regions()) pending.push_back(inner);
+    }
+    std::vector<Value*> outs = r->outputs();
+    bool changed = false;
+    for (Value*& v : outs)
+      if (Value* w = resolve(v); w != v) v = w, changed = true;
+    if (changed) r->set_outputs(std::move(outs));
+  }
+}
+
 UseMap::UseMap(const Graph& g) {
   for (auto& n : g.nodes()) {
     for (Value* v : n->inputs())

@@ -26,6 +26,31 @@ bool is_graph_output(const Graph& g, const Value* v);
 // result is false (the caller keeps `old`).
 bool replace_value(Graph& g, Value* old, Value* repl);
 
+// Replacements of values of one graph made during one forward sweep over its nodes, applied lazily: a node's
+// inputs are redirected when the sweep reaches it (apply; its readers all come after it in topological order) and
+// the uses inside regions at the end (finish). One walk of the graph per sweep, where a Graph::replace_all_uses per
+// rewrite walks all of it each time (quadratic: a chain of 20,000 Identities took 4 s). Graph outputs are replaced
+// at once (they are few, and keep their names).
+class Redirects {
+ public:
+  explicit Redirects(Graph& g) : g_(g) {}
+  // Like rewrite::replace_value: every use of `from` (a value of g) reads `to`; false (and nothing changed) when
+  // `from` is a graph output that `to` cannot stand in for.
+  bool replace_value(Value* from, Value* to);
+  // Like Graph::replace_all_uses (a graph output is redirected as it is; its name is the caller's business).
+  void replace_all_uses(Value* from, Value* to);
+  // What v stands for now.
+  Value* resolve(Value* v) const;
+  // Redirects n's inputs: call on each node as the sweep reaches it, before looking at its inputs.
+  void apply(Node& n) const;
+  // Redirects the uses inside the regions of g's nodes, at any depth (captures and region outputs).
+  void finish() const;
+
+ private:
+  Graph& g_;
+  std::unordered_map<const Value*, Value*> to_;
+};
+
 // Renames v (a value of g) out of the way ("<name>_dead"), so a replacement can take its name; returns the name.
 std::string free_name(Graph& g, Value* v);
 
