@@ -223,3 +223,52 @@ TEST(Executor, PlansOneArenaWithReuse) {
   EXPECT_EQ(exec.stats().planned_bytes, 64 * 64 * 4);
   EXPECT_EQ(exec.stats().arena_bytes, 64 * 64 * 4);
 }
+
+namespace {
+
+// If(cond) nested `depth` levels: each then-branch holds the next If, each else-branch and the innermost
+// then-branch an Identity of the outer x.
+onnx::ModelProto nested_ifs(int depth) {
+  onnx::ModelProto m = onnx_model(8, 13);
+  auto* g = m.mutable_graph();
+  set_type(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
+  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2});
+  auto identity_graph = [](onnx::GraphProto* b, const std::string& out) {
+    b->set_name(out + "_g");
+    auto* n = b->add_node();
+    n->set_op_type("Identity");
+    n->add_input("x");
+    n->add_output(out);
+    b->add_output()->set_name(out);
+  };
+  onnx::GraphProto* at = g;
+  for (int d = 0; d < depth; ++d) {
+    std::string out = "y" + std::to_string(d);
+    auto* n = at->add_node();
+    n->set_op_type("If");
+    n->add_input("cond");
+    n->add_output(out);
+    if (d == 0) set_type(at->add_output(), out, onnx::TensorProto::FLOAT, {2});
+    else at->add_output()->set_name(out);
+    auto* els = n->add_attribute();
+    els->set_name("else_branch");
+    els->set_type(onnx::AttributeProto::GRAPH);
+    identity_graph(els->mutable_g(), out + "_e");
+    auto* then = n->add_attribute();
+    then->set_name("then_branch");
+    then->set_type(onnx::AttributeProto::GRAPH);
+    then->mutable_g()->set_name(out + "_t");
+    at = then->mutable_g();
+  }
+  identity_graph(at, "leaf");
+  return m;
+}
+
+}  // namespace
+
+// protobuf's default recursion limit (100 messages) made 33 nested Ifs "cannot be parsed"; now nesting up to
+// Cuvil's limit imports, and past it the error names the limit.
+TEST(OnnxImport, DeeplyNestedRegionsParseUpToTheNestingLimit) {
+  EXPECT_NO_THROW(import(nested_ifs(40)));
+  EXPECT_CUVIL_ERROR(import(nested_ifs(70)), "limit of 64");
+}

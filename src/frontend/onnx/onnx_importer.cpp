@@ -1,5 +1,7 @@
 #include "frontend/onnx/onnx_importer.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 
 #include <charconv>
@@ -465,8 +467,15 @@ namespace {
 std::shared_ptr<Graph> import_bytes(const void* data, size_t size, ExternalDataDir ext, const OnnxImportOptions& opts) {
   CUVIL_CHECK(size <= size_t(INT32_MAX), "ONNX file is larger than 2 GiB; store weights as external data");
   onnx::ModelProto m;
-  CUVIL_CHECK(m.ParseFromArray(data, int(size)),
-              "not a valid ONNX model: the protobuf cannot be parsed (truncated or corrupt file?)");
+  // Each level of region nesting is three protobuf messages deep (GraphProto > NodeProto > AttributeProto), so
+  // protobuf's default limit of 100 refused 33 nested Ifs as unparsable: room for Cuvil's own nesting limit
+  // (kMaxRegionDepth, whose error names the node) and a few levels more.
+  google::protobuf::io::ArrayInputStream bytes(data, int(size));
+  google::protobuf::io::CodedInputStream in(&bytes);
+  in.SetRecursionLimit(3 * (kMaxRegionDepth + 2) + 8);
+  CUVIL_CHECK(m.ParseFromCodedStream(&in) && in.ConsumedEntireMessage(),
+              "not a valid ONNX model: the protobuf cannot be parsed (truncated or corrupt file, or regions nested ",
+              "far deeper than the limit of ", kMaxRegionDepth, "?)");
   Importer importer(std::move(ext));
   std::shared_ptr<Graph> g = finish(importer.import_model(m), opts);
   if (opts.infer_and_verify) importer.check_declared_types();
