@@ -42,6 +42,7 @@ bool hoistable(const Node& m) { return m.regions().empty() && m.op() != OpKind::
 bool hoist_from(Graph& g, Node* loop, Graph& body, std::unordered_set<std::string>& taken) {
   std::unordered_map<const Value*, Value*> outer;  // body value -> the outer value that replaces it
   std::vector<Node*> moved;
+  size_t at = rewrite::node_index(g, loop);  // where the next hoisted node goes: right before the loop
   for (auto& node : body.nodes()) {
     Node* m = node.get();
     if (!hoistable(*m)) continue;
@@ -63,7 +64,7 @@ bool hoist_from(Graph& g, Node* loop, Graph& body, std::unordered_set<std::strin
     }
     std::vector<std::string> names;
     for (Value* o : m->outputs()) names.push_back(fresh_name(taken, o->name() + "_inv"));
-    Node* h = g.insert_node(rewrite::node_index(g, loop), m->op(), ins, names, m->attrs(), m->loc());
+    Node* h = g.insert_node(at++, m->op(), ins, names, m->attrs(), m->loc());
     for (size_t k = 0; k < m->num_outputs(); ++k) {
       h->output(k)->set_type(m->output(k)->type());
       outer[m->output(k)] = h->output(k);
@@ -71,8 +72,12 @@ bool hoist_from(Graph& g, Node* loop, Graph& body, std::unordered_set<std::strin
     moved.push_back(m);
   }
   if (moved.empty()) return false;
+  // The body's uses of moved results read the hoisted ones: one walk of the body for all of them.
+  rewrite::Redirects redirects(body);
   for (Node* m : moved)
-    for (Value* o : m->outputs()) body.replace_all_uses(o, outer[o]);
+    for (Value* o : m->outputs()) redirects.replace_all_uses(o, outer[o]);
+  for (auto& node : body.nodes()) redirects.apply(*node);
+  redirects.finish();
   body.erase_nodes(moved);
   return true;
 }

@@ -250,12 +250,22 @@ TEST(DeepGraph, LoopBodyWithALongChain) {
   Value* c = body->add_input("c", {DType::boolean, Shape()});
   Value* v = body->add_input("xi", f32({8}));
   for (int k = 0; k < kChain; ++k) v = unary(*body, k % 2 ? OpKind::Neg : OpKind::Relu, v, k);
-  body->set_outputs({c, v});
+  // ... and a 50,000-node chain on an outer value, which hoist-loop-invariants moves in front of the loop.
+  Value* w = x;
+  for (int k = 0; k < kChain; ++k) w = unary(*body, k % 2 ? OpKind::Neg : OpKind::Relu, w, kChain + k);
+  Value* sum = body->add_node(OpKind::Add, {v, w}, {"sum"})->output(0);
+  body->set_outputs({c, sum});
   Node* loop = g->add_node(OpKind::Loop, {m, nullptr, x}, {"y"}, {{"body", Attribute(GraphPtr(body))}});
   g->add_output(loop->output(0));
   infer_shapes(*g);
   verify(*g);
-  optimize_and_compare(g, {ramp({8})});
+  double seconds = 0;
+  auto opt = optimize_and_compare(g, {ramp({8})}, 1e-5, &seconds);
+  EXPECT_LT(seconds, 60.0);
+  const Graph& opt_body = *opt->nodes().back()->attr("body").g();
+  int in_body = 0;
+  for (int n : kernel_sizes(opt_body)) in_body += n;
+  EXPECT_EQ(in_body, kChain + 1) << "the invariant chain should have left the body";
 }
 
 // ---- the memory plan of many buffers
