@@ -15,6 +15,10 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev opencl-headers  # oneDNN 2.6 (OpenMP threads); its CMake config needs OpenCL
   llvm-16-dev                             # LLVM 16 ORC JIT for generated kernels (src/codegen)
   python3 python3-numpy python3-onnx        # onnx 1.12's node-suite generator (scripts/gen_onnx_tests.sh)
+  liblld-16-dev lld-16                    # generated kernels linked into the .cuv artifact (lld as a library)
+  libcpp-httplib-dev libgrpc++-dev protobuf-compiler-grpc libsimdjson-dev nlohmann-json3-dev \
+    prometheus-cpp-dev wrk                # cuvil serve (KServe v2 over REST and gRPC) and its load test
+  chromium linux-perf                     # the HTML profile tested in a real browser; perf's view of kernels
 )
 
 missing=()
