@@ -14,7 +14,7 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "codegen/jit.h"
+#include "codegen/llvm/jit.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/graph_stats.h"
 #include "ir/op_schema.h"

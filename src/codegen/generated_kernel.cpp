@@ -1,9 +1,8 @@
 #include "codegen/generated_kernel.h"
 
-#include "codegen/jit.h"
+#include "codegen/kernel_code.h"
 #include "codegen/lower.h"
-#include "kernels/cpu/cpu_util.h"
-#include "kernels/cpu/workers.h"
+#include "kernels/parallel.h"
 #include "kernels/ref/ref_kernels.h"
 #include <algorithm>
 #include <cstdlib>
@@ -60,8 +59,8 @@ int64_t costly_exprs(const Kernel& k) {
 
 class GeneratedKernel final : public PreparedKernel {
  public:
-  GeneratedKernel(LoweredKernel lk, Schedule s, GeneratedFn fn)
-      : lk_(std::move(lk)), s_(s), fn_(fn), ptrs_(lk_.kernel.operands.size()) {
+  GeneratedKernel(LoweredKernel lk, Schedule s, GeneratedFn fn, std::shared_ptr<KernelCodeSource> code)
+      : lk_(std::move(lk)), s_(s), fn_(fn), code_(std::move(code)), ptrs_(lk_.kernel.operands.size()) {
     // The thread split. Row kernels split by rows (a row reads its elements once per reduction); columns kernels
     // by positions of the innermost dim (a column each); element kernels by elements, at whole vectors. Work per
     // item: transcendental math costs several times a load and a store.
@@ -106,6 +105,7 @@ class GeneratedKernel final : public PreparedKernel {
   LoweredKernel lk_;
   Schedule s_;
   GeneratedFn fn_;
+  std::shared_ptr<KernelCodeSource> code_;  // keeps fn_'s code mapped
   std::vector<void*> ptrs_;  // operand base pointers of the current call
   int64_t items_ = 0, item_cost_ = 1, align_ = 1;  // the thread split (constructor)
   std::string name_;
@@ -186,7 +186,8 @@ Schedule choose_schedule(const LoweredKernel& lk) {
 }
 
 std::unique_ptr<PreparedKernel> prepare_generated_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
-                                                         const KernelOptions& options) {
+                                                         const KernelOptions& options,
+                                                         const std::shared_ptr<KernelCodeSource>& code) {
   if (!options.codegen || n.op() != OpKind::FusedKernel) return nullptr;
   const Graph& body = *AttrReader(n).g("body");
   if (body_disabled(body, options)) return nullptr;
@@ -199,8 +200,15 @@ std::unique_ptr<PreparedKernel> prepare_generated_kernel(const Node& n, const st
   std::optional<LoweredKernel> lk = lower_body(body, shapes, &why);
   if (!lk) return nullptr;
   Schedule s = choose_schedule(*lk);
-  GeneratedFn fn = jit_kernel(lk->kernel, s);
-  return std::make_unique<GeneratedKernel>(std::move(*lk), s, fn);
+  GeneratedFn fn = code ? code->find(lk->kernel, s) : nullptr;
+  std::shared_ptr<KernelCodeSource> keep = code;
+  if (!fn)
+    if (KernelCodeSource* compiler = process_compiler()) {
+      fn = compiler->find(lk->kernel, s);
+      keep = nullptr;  // the process's compiler lives as long as the process
+    }
+  if (!fn) return nullptr;
+  return std::make_unique<GeneratedKernel>(std::move(*lk), s, fn, std::move(keep));
 }
 
 }  // namespace cuvil::codegen

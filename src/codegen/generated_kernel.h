@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "codegen/kernel_code.h"
 #include "codegen/lower.h"
 #include "codegen/schedule.h"
 #include "kernels/prepared_kernel.h"
@@ -14,9 +15,11 @@ namespace cuvil::codegen {
 // The schedule a lowered kernel runs with (vector width, unrolling, streaming stores).
 Schedule choose_schedule(const LoweredKernel& lk);
 
-// Null when code generation is off for this node (KernelOptions) or its body falls outside what the generator
-// handles at these shapes; the caller then runs the body op by op.
+// Null when code generation is off for this node (KernelOptions), its body falls outside what the generator
+// handles at these shapes, or no code is to be had: `code` (an artifact's kernels; may be null) is asked first,
+// then the process's compiler (kernel_code.h), absent without LLVM. The caller then runs the body op by op.
 std::unique_ptr<PreparedKernel> prepare_generated_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
-                                                         const KernelOptions& options);
+                                                         const KernelOptions& options,
+                                                         const std::shared_ptr<KernelCodeSource>& code = nullptr);
 
 }  // namespace cuvil::codegen

@@ -1,9 +1,11 @@
 // A kernel prepared for one node at one set of concrete input types (dtypes and shapes).
 //
-// The executor asks prepare_kernel() once per node and shape signature, keeps the result, and afterwards only calls
-// run() with the tensors of that signature: whatever depends on shapes alone (oneDNN primitives, packed weights,
-// loop bounds, tiling) is decided in prepare, so run() does only the arithmetic. Fast kernels never change a
-// result beyond floating-point reassociation; the reference kernels (src/kernels/ref) are their oracle.
+// The executor asks prepare_kernel() (runtime/kernel_selection.h) once per node and shape signature, keeps the
+// result, and afterwards only calls run() with the tensors of that signature: whatever depends on shapes alone
+// (oneDNN primitives, packed weights, loop bounds, tiling) is decided in prepare, so run() does only the
+// arithmetic. Fast kernels never change a result beyond floating-point reassociation; the reference kernels
+// (src/kernels/ref) are their oracle. This header, kernel_context.h and the other files directly in src/kernels/
+// are the layer every kernel family (ref/, cpu/, onednn/, src/codegen) builds on; they know no family.
 #pragma once
 
 #include <memory>
@@ -48,17 +50,6 @@ struct PrepareInput {
   const Tensor* value = nullptr;
   bool present = false;
 };
-
-// The fastest available kernel for `n` at these input types; the reference kernel when nothing faster applies.
-std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
-                                               const KernelOptions& options);
-
-// A kernel that serves every input shape the node's IR types allow, prepared once per node, or null when there is
-// none (or the node's shapes are static, where a kernel per shape is faster). Used for matrix products whose
-// rows or batch vary: a new batch or sequence length then prepares nothing for them (a shape-specific oneDNN
-// primitive costs 0.3-1 ms to create), at a steady-state cost of about -15..+25 % on those products. Off with
-// KernelOptions::shape_generic = false.
-std::unique_ptr<PreparedKernel> prepare_shape_generic_kernel(const Node& n, const KernelOptions& options);
 
 // The outputs' dims that inference gives `n` at these input types (empty for a data-dependent output).
 std::vector<std::vector<int64_t>> infer_output_dims(const Node& n, const std::vector<PrepareInput>& inputs);

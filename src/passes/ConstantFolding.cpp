@@ -11,9 +11,9 @@
 #include "ir/op_schema.h"
 #include "ir/ops/tensor_helpers.h"
 #include "ir/shape_inference.h"
+#include "kernels/ref/ref_interpreter.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
-#include "runtime/executor.h"
 
 namespace cuvil {
 namespace {
@@ -31,22 +31,17 @@ bool foldable(const Node& n, int64_t max_elements) {
   return true;
 }
 
-// Evaluates n on its constant inputs in a one-node graph; nullopt when it fails or the result is too large.
+// Evaluates n on its constant inputs with the reference kernels; nullopt when it fails or the result is too large.
 std::optional<std::vector<Tensor>> evaluate(const Node& n, int64_t max_elements) {
   try {
-    auto g = std::make_shared<Graph>("fold");
-    std::vector<Value*> ins;
-    for (size_t i = 0; i < n.num_inputs(); ++i)
-      ins.push_back(n.input(i) ? g->add_constant("in" + std::to_string(i), n.input(i)->constant()) : nullptr);
-    std::vector<std::string> outs;
-    for (size_t i = 0; i < n.num_outputs(); ++i) outs.push_back("out" + std::to_string(i));
-    Node* m = g->add_node(n.op(), ins, outs, n.attrs(), n.loc());
-    g->set_outputs(m->outputs());
-    infer_shapes(*g);
-    Executor exec(g);
-    std::vector<Tensor> result = exec.run({});
+    std::vector<const Tensor*> ins;
+    for (const Value* v : n.inputs()) ins.push_back(v ? &v->constant() : nullptr);
+    std::vector<Tensor> result = run_reference_node(n, ins);
     int64_t total = 0;
-    for (const Tensor& t : result) total += t.numel();
+    for (const Tensor& t : result) {
+      if (!t.defined()) return std::nullopt;
+      total += t.numel();
+    }
     if (total > max_elements) return std::nullopt;
     return result;
   } catch (const Error&) {

@@ -16,6 +16,7 @@
 
 #include "ir/op_schema.h"
 #include "ir/verifier.h"
+#include "runtime/kernel_selection.h"
 #include "runtime/memory_plan.h"
 #include "runtime/strided_copy.h"
 
@@ -380,7 +381,7 @@ struct Executor::Impl : RegionRunner {
         for (const Dim& d : n.input(k)->shape().dims()) dims.push_back(*d.eval(b));
         pin[k] = prepare_input(*n.input(k), std::move(dims));
       }
-      plan.kernels[i] = prepare_kernel(n, pin, options->kernels);
+      plan.kernels[i] = prepare_kernel(n, pin, options->kernels, options->kernel_code);
       ++stats->kernels_prepared;
     }
   }
@@ -546,7 +547,7 @@ struct Executor::Impl : RegionRunner {
     for (size_t k = 0; k < ins.size(); ++k)
       if (ins[k]) pin[k] = prepare_input(*n.input(k), ins[k]->shape());
     ++stats->kernels_prepared;
-    return prepare_kernel(n, pin, options->kernels);
+    return prepare_kernel(n, pin, options->kernels, options->kernel_code);
   }
 
   // Allocates each output of node n (index i) that its shape inference can size: in the arena when the plan

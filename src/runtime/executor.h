@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "codegen/kernel_code.h"
 #include "kernels/prepared_kernel.h"
 #include "support/error.h"
 
@@ -99,6 +100,8 @@ struct RunControl {
 
 struct ExecutorOptions {
   KernelOptions kernels;  // fast kernels on (default) or reference only
+  // Machine code for generated kernels (an artifact's), asked before the process's compiler; may be null.
+  std::shared_ptr<codegen::KernelCodeSource> kernel_code;
   int threads = 0;        // threads for oneDNN and Cuvil's parallel loops; 0 = the machine's cores
   // Bounds that keep memory flat when many distinct shapes arrive: plans (arena layout, prepared kernels) per
   // shape signature, least recently used dropped first; and, per node inside regions, kernels per input shapes.

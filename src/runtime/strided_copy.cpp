@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "kernels/cpu/cpu_util.h"
+#include "kernels/parallel.h"
 #include "support/error.h"
 
 namespace cuvil {

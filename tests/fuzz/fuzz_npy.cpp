@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "support/npy.h"
+#include "ir/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -15,7 +15,7 @@
 
 #include <unistd.h>
 
-#include "codegen/jit.h"
+#include "codegen/llvm/jit.h"
 #include "codegen/lower.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/prepared_kernel.h"

@@ -13,7 +13,7 @@
 
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/workers.h"
+#include "kernels/workers.h"
 #include "runtime/executor.h"
 #include "test_util.h"
 

@@ -15,7 +15,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
-#include "kernels/cpu/workers.h"
+#include "kernels/workers.h"
 #include "kernels/ref/ref_kernels.h"
 #include "support/half.h"
 #include "test_util.h"

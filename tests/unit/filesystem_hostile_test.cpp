@@ -18,11 +18,11 @@
 #include <functional>
 #include <future>
 
-#include "codegen/jit.h"
+#include "codegen/llvm/jit.h"
 #include "frontend/load_model.h"
 #include "onnx_test_util.h"
 #include "support/file_io.h"
-#include "support/npy.h"
+#include "ir/npy.h"
 #include "support/sha256.h"
 #include "test_util.h"
 

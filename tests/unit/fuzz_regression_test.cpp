@@ -10,7 +10,7 @@
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
-#include "support/npy.h"
+#include "ir/npy.h"
 
 using namespace cuvil;
 namespace fs = std::filesystem;

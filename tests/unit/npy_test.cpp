@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "support/npy.h"
+#include "ir/npy.h"
 #include "test_util.h"
 
 using namespace cuvil;

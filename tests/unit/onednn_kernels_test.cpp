@@ -6,9 +6,10 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/cpu/workers.h"
+#include "kernels/workers.h"
 #include "kernels/onednn/onednn_common.h"
 #include "runtime/executor.h"
+#include "runtime/kernel_selection.h"
 #include "test_util.h"
 
 using namespace cuvil;

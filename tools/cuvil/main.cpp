@@ -29,11 +29,11 @@
 #include "frontend/load_model.h"
 #include "passes/pipeline.h"
 #include "codegen/generated_kernel.h"
-#include "codegen/jit.h"
+#include "codegen/llvm/jit.h"
 #include "ir/graph_stats.h"
 #include "ir/text_format.h"
 #include "runtime/executor.h"
-#include "support/npy.h"
+#include "ir/npy.h"
 
 using namespace cuvil;
 namespace fs = std::filesystem;

@@ -18,7 +18,7 @@
 #include <sys/mman.h>
 
 #include "kernels/cpu/cpu_util.h"
-#include "kernels/cpu/workers.h"
+#include "kernels/workers.h"
 
 namespace cuvil::cpu {
 

@@ -21,7 +21,7 @@
 #include "ir/ops/attention.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/cpu/workers.h"
+#include "kernels/workers.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_ops.h"
 #include "kernels/ref/indexing.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ir/ops/activation.h"
-#include "kernels/cpu/workers.h"
+#include "kernels/workers.h"
 #include "kernels/prepared_kernel.h"
 
 namespace cuvil::onednn {

@@ -1,4 +1,4 @@
-#include "codegen/jit.h"
+#include "codegen/llvm/jit.h"
 
 #include <algorithm>
 #include <charconv>
@@ -486,5 +486,22 @@ std::string jit_cache_dir() { return jit().dir(); }
 std::string jit_host_description() { return jit().host(); }
 std::string kernel_assembly(const Kernel& k, const Schedule& s) { return jit().assembly(k, s); }
 void jit_reset_for_testing(const std::string& cache_dir) { jit().reset(cache_dir); }
+
+namespace {
+
+// The JIT as the process's compiler (kernel_code.h): installed while this library loads, so a process that holds
+// the compiler library compiles the kernels an artifact lacks; the runtime library alone never does.
+class JitSource final : public KernelCodeSource {
+ public:
+  GeneratedFn find(const Kernel& k, const Schedule& s) override { return jit_kernel(k, s); }
+};
+
+[[maybe_unused]] const bool g_jit_installed = [] {
+  static JitSource source;
+  set_process_compiler(&source);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace cuvil::codegen

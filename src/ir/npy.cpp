@@ -1,4 +1,4 @@
-#include "support/npy.h"
+#include "ir/npy.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

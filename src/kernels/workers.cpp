@@ -1,4 +1,4 @@
-#include "kernels/cpu/workers.h"
+#include "kernels/workers.h"
 
 #include <cstdlib>
 #include <strings.h>

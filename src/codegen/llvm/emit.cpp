@@ -10,7 +10,7 @@
 // over/underflows to inf/0; log(0) = -inf, log(<0) = NaN; sin/cos/tan(+-inf) = NaN.
 // f64 math and fmod (any float type) call the C library per lane instead (call_per_lane): the reference kernels'
 // own results, bit for bit.
-#include "codegen/emit.h"
+#include "codegen/llvm/emit.h"
 
 #include <cmath>
 #include <cstdlib>
