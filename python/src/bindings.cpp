@@ -24,6 +24,7 @@
 #include "kernels/onednn/onednn_kernels.h"
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
+#include "support/check_failed.h"
 
 namespace py = pybind11;
 using namespace cuvil;
@@ -475,9 +476,17 @@ PYBIND11_MODULE(_C, m) {
   static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
   static py::exception<RunCancelled> run_cancelled(m, "RunCancelled", error.ptr());
   static py::exception<RunLimitExceeded> run_limit_exceeded(m, "RunLimitExceeded", error.ptr());
+  // A failed run-time check (Assert): the Python layer raises the model's own exception from its attributes.
+  static py::exception<CheckFailed> check_failed(m, "CheckFailed", error.ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const CheckFailed& e) {
+      py::object exc = py::reinterpret_borrow<py::object>(check_failed.ptr())(e.what());
+      exc.attr("exception_type") = e.exception_type();
+      exc.attr("message") = e.message();
+      exc.attr("location") = e.location();
+      PyErr_SetObject(check_failed.ptr(), exc.ptr());
     } catch (const InputError& e) {
       input_error(e.what());
     } catch (const RunCancelled& e) {
@@ -542,6 +551,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("op_names", []() {
     std::vector<std::string> r;
     for (int i = 0; i < kNumOps; ++i) r.emplace_back(op_name(OpKind(i)));
+    return r;
+  });
+  // The element types (ir/dtype.h's list), for the Python layer's one dtype table: (name, bytes, ONNX id, kind
+  // 'f'/'i'/'u'/'b', the NumPy dtype its arrays cross as: bf16 as uint16 bits).
+  m.def("dtypes", []() {
+    std::vector<py::tuple> r;
+    for (DType t : {
+#define CUVIL_X(e, ty, s, o) DType::e,
+           CUVIL_DTYPES(CUVIL_X)
+#undef CUVIL_X
+         }) {
+      std::string kind = t == DType::boolean ? "b" : is_float(t) ? "f" : is_signed(t) ? "i" : "u";
+      r.push_back(py::make_tuple(std::string(dtype_name(t)), dtype_size(t), dtype_onnx_id(t), kind, numpy_dtype(t)));
+    }
     return r;
   });
 }

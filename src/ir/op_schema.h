@@ -35,6 +35,9 @@ struct OpSchema {
   // (input, output) pairs where the output is the input's bytes unchanged (a reshape): the output may share the
   // input's buffer even while the input is still read later (a stronger form of inplace).
   std::vector<std::pair<int, int>> views;
+  // The op does more than compute its outputs (Assert fails the run): passes keep it though nothing reads its
+  // outputs, never fold, merge or hoist it, and keep the nodes whose regions hold it.
+  bool side_effects = false;
 
   const AttrSpec* find_attr(const std::string& name) const;
   // Fluent helpers used by the op definitions.
@@ -51,6 +54,7 @@ struct OpSchema {
   OpSchema& infer_with(std::function<void(InferContext&)> f) { infer = std::move(f); return *this; }
   OpSchema& allow_inplace(int in, int out) { inplace.push_back({in, out}); return *this; }
   OpSchema& output_views_input(int in, int out) { views.push_back({in, out}); return *this; }
+  OpSchema& has_side_effects() { side_effects = true; return *this; }
 };
 
 const OpSchema& op_schema(OpKind k);

@@ -296,13 +296,16 @@ class Parser {
 
   void statement(Graph& g) {
     std::vector<std::pair<std::string, TensorType>> outs;
-    do {
-      std::string n = name_after('%');
-      if (g.lookup(n)) error("redefinition of %" + n);
-      expect(':');
-      outs.push_back({n, type()});
-    } while (eat(','));
-    expect('=');
+    if (peek() == '%') {  // (a node without outputs, such as Assert, starts with its op)
+      do {
+        std::string n = name_after('%');
+        if (g.lookup(n)) error("redefinition of %" + n);
+        expect(':');
+        outs.push_back({n, type()});
+      } while (eat(','));
+      expect('=');
+    }
+    if (outs.size() == 0 && at_keyword("constant")) error("a constant defines one value");
     if (eat_keyword("constant")) {
       if (outs.size() != 1) error("a constant defines one value");
       g.add_constant(outs[0].first, tensor_data(outs[0].second));

@@ -1,7 +1,7 @@
 // dead-code-elimination: removes nodes none of whose outputs is used, and constants nobody uses, in the graph
-// and in every region. No op in the table has side effects (random ops are out of scope), so a node is dead
-// exactly when its outputs are unused (rewrite::erase_dead_nodes is where such ops would be kept). Graph inputs are
-// never removed (they are the graph's signature), and a node with some used outputs is kept whole.
+// and in every region. A node is dead when its outputs are unused and it has no side effects: a run-time check
+// (Assert), and a node whose regions hold one, stays (rewrite::erase_dead_nodes). Graph inputs are never removed
+// (they are the graph's signature), and a node with some used outputs is kept whole.
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 

@@ -36,7 +36,10 @@ std::string fresh_name(std::unordered_set<std::string>& taken, const std::string
   return name;
 }
 
-bool hoistable(const Node& m) { return m.regions().empty() && m.op() != OpKind::Dropout; }
+// (A check must not move: the loop may run zero times, and it would then fail where the source does not.)
+bool hoistable(const Node& m) {
+  return m.regions().empty() && m.op() != OpKind::Dropout && !rewrite::has_side_effects(m);
+}
 
 // Hoists the invariant nodes of `body` (a region of `loop`, which is a node of g) in front of `loop`.
 bool hoist_from(Graph& g, Node* loop, Graph& body, std::unordered_set<std::string>& taken) {

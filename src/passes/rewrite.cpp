@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ir/op_schema.h"
+
 namespace cuvil::rewrite {
 
 bool for_each_graph_postorder(Graph& g, const std::function<bool(Graph&)>& f) {
@@ -61,6 +63,21 @@ std::unordered_set<const Value*> used_values(const Graph& g) {
   for (auto& n : g.nodes()) add_uses_of_node(*n, used);
   for (Value* v : g.outputs()) used.insert(v);
   return used;
+}
+
+bool has_side_effects(const Node& n) {
+  if (op_schema(n.op()).side_effects) return true;
+  std::vector<const Graph*> pending;  // regions at any depth, without recursion
+  for (Graph* r : n.regions()) pending.push_back(r);
+  while (!pending.empty()) {
+    const Graph* r = pending.back();
+    pending.pop_back();
+    for (auto& m : r->nodes()) {
+      if (op_schema(m->op()).side_effects) return true;
+      for (Graph* inner : m->regions()) pending.push_back(inner);
+    }
+  }
+  return false;
 }
 
 bool is_graph_output(const Graph& g, const Value* v) {
@@ -174,7 +191,7 @@ std::unordered_set<const Value*> erase_dead_nodes(Graph& g, bool* changed) {
   std::vector<Node*> dead;
   for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
     Node& n = **it;
-    bool used = false;
+    bool used = has_side_effects(n);
     for (Value* v : n.outputs()) used |= live.count(v) != 0;
     if (used) add_uses_of_node(n, live);
     else dead.push_back(&n);

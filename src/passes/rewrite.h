@@ -21,6 +21,10 @@ void add_uses_of_node(const Node& n, std::unordered_set<const Value*>& out);
 
 bool is_graph_output(const Graph& g, const Value* v);
 
+// Whether running n does more than compute its outputs: its op has side effects (Assert), or a node in its regions
+// (any depth) has. Such a node stays though nothing reads its outputs, and does not move.
+bool has_side_effects(const Node& n);
+
 // Replaces every use of `old` (a value of g) by `repl`. A graph output keeps its name: `repl` is renamed to it
 // when it is a value of g that is neither a graph input nor already an output; otherwise nothing changes and the
 // result is false (the caller keeps `old`).

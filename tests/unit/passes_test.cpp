@@ -12,6 +12,7 @@
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/text_format.h"
 #include "passes/pipeline.h"
+#include "support/check_failed.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -108,7 +109,21 @@ void check_pass_on(const std::string& text, const std::string& pass, const std::
   Executor ea(ref, test::reference_kernels()), eb(opt);
   for (uint32_t seed : {1u, 2u}) {
     auto ins = random_inputs(*ref, seed);
-    expect_same_outputs(ea.run(ins), eb.run(ins), what);
+    // A run-time check (Assert) that fails must fail alike after the pass: same exception, message and line.
+    std::string fail_a, fail_b;
+    std::vector<Tensor> out_a, out_b;
+    try {
+      out_a = ea.run(ins);
+    } catch (const CheckFailed& e) {
+      fail_a = e.what();
+    }
+    try {
+      out_b = eb.run(ins);
+    } catch (const CheckFailed& e) {
+      fail_b = e.what();
+    }
+    EXPECT_EQ(fail_b, fail_a) << what << " seed " << seed;
+    if (fail_a.empty() && fail_b.empty()) expect_same_outputs(out_a, out_b, what);
   }
   std::string once = print_graph(*opt);
   EXPECT_FALSE(run_pass(*p, *opt, ctx)) << "second run of " << pass << " changed:\n" << print_graph(*opt);

@@ -1,4 +1,4 @@
-// Op definitions (arity, attributes, shape inference) of the control family: If, Loop, Scan.
+// Op definitions (arity, attributes, shape inference) of the control family: If, Loop, Scan, Assert.
 //
 // Their regions are typed at compile time through InferContext::infer_region; at run time the executor does not
 // infer these nodes but runs their kernels, which execute the regions and hand the results over.
@@ -262,6 +262,19 @@ CUVIL_DEFINE_OP(Scan) {
       .attr("scan_output_axes", AttrKind::Ints, std::vector<int64_t>{})
       .attr("scan_output_directions", AttrKind::Ints, std::vector<int64_t>{})
       .infer_with(infer_scan);
+}
+
+// A run-time check: the run fails with CheckFailed (the model's own exception: `exception`, a Python qualified
+// class name, and `message`; the node's location names the source line) unless every element of `cond` is true.
+// Not an ONNX op. It has no outputs and side effects: passes keep it, and fold it away only when `cond` is a
+// constant that holds (a constant false one stays and fails every run that reaches it).
+CUVIL_DEFINE_OP(Assert) {
+  s.inputs(1, 1)
+      .outputs(0, 0)
+      .attr("message", AttrKind::String, std::string())
+      .attr("exception", AttrKind::String, std::string("builtins.AssertionError"))
+      .has_side_effects()
+      .infer_with([](InferContext& c) { infer::expect_dtype(c, 0, {DType::boolean}); });
 }
 
 }  // namespace cuvil

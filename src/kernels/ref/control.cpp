@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/ref/ref_kernels.h"
+#include "support/check_failed.h"
 
 namespace cuvil {
 
@@ -285,6 +286,18 @@ CUVIL_REF_KERNEL(Scan) {
     check_output(ctx, i, t);
     ctx.set_output(i, std::move(t));
   }
+}
+
+CUVIL_REF_KERNEL(Assert) {
+  const Tensor& cond = ctx.input(0);
+  if (cond.dtype() != DType::boolean) ctx.error("cond must be bool, got ", cond.type_str());
+  const bool* p = cond.data<bool>();
+  for (int64_t i = 0, n = cond.numel(); i < n; ++i)
+    if (!p[i]) {
+      const Location& loc = ctx.node().loc();
+      std::string where = loc.file.empty() ? loc.name : loc.file + ":" + std::to_string(loc.line);
+      throw CheckFailed(ctx.s("exception"), ctx.s("message"), where);
+    }
 }
 
 }  // namespace cuvil
