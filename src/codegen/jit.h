@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "codegen/emit.h"
+#include "codegen/llvm/emit.h"
 
 namespace cuvil::codegen {
 

@@ -1,4 +1,5 @@
-// Kernel IR -> LLVM IR. The only place besides jit.cpp that includes LLVM headers (they cost seconds per TU).
+// Kernel IR -> LLVM IR (the emitter: emitter.h lists its parts). src/codegen/llvm and jit.cpp are the only places
+// that include LLVM headers (they cost seconds per TU).
 //
 // The generated function has the C signature
 //   void kernel(const int64_t* dims, const int64_t* strides, void* const* ptrs, int64_t begin, int64_t end)
