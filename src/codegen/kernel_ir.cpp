@@ -29,43 +29,31 @@ const char* access_name(Access a) {
   return "?";
 }
 
-const char* op_name(Op op) {
-  switch (op) {
-#define CASE(x) \
-  case Op::x: return #x;
-    CASE(load) CASE(constant) CASE(row_size) CASE(neg) CASE(abs) CASE(exp) CASE(log) CASE(sqrt) CASE(tanh) CASE(erf)
-    CASE(floor) CASE(ceil) CASE(round) CASE(recip) CASE(logical_not) CASE(is_nan) CASE(is_inf) CASE(add) CASE(sub)
-    CASE(mul) CASE(div) CASE(max) CASE(min) CASE(lt) CASE(le) CASE(gt) CASE(ge) CASE(eq) CASE(logical_and)
-    CASE(logical_or) CASE(logical_xor) CASE(select) CASE(cast) CASE(row_sum) CASE(row_max) CASE(row_min)
-    CASE(sin) CASE(cos) CASE(tan) CASE(atan) CASE(pow) CASE(idiv) CASE(irem) CASE(shl) CASE(lshr) CASE(wrap_s) CASE(wrap_u) CASE(row_prod)
-    CASE(round_bf16) CASE(trunc_bf16) CASE(round_f16) CASE(row_index) CASE(row_argmax) CASE(row_argmin)
-    CASE(row_max_num) CASE(fmod) CASE(expm1) CASE(sinh) CASE(cosh) CASE(asin) CASE(acos) CASE(asinh) CASE(acosh)
-    CASE(atanh) CASE(scan_sum) CASE(row_topk) CASE(row_topk_index)
-#undef CASE
-  }
-  return "?";
-}
+namespace {
 
-bool is_row_reduction(Op op) {
-  return op == Op::row_sum || op == Op::row_max || op == Op::row_min || op == Op::row_prod || op == Op::row_argmax ||
-         op == Op::row_argmin || op == Op::row_max_num || op == Op::row_topk || op == Op::row_topk_index;
-}
-bool is_transcendental(Op op) {
-  switch (op) {
-    case Op::exp: case Op::log: case Op::tanh: case Op::erf: case Op::sin: case Op::cos: case Op::tan: case Op::atan:
-    case Op::pow: case Op::fmod:
-      return true;
-    default: return f64_only(op);
-  }
-}
-bool f64_only(Op op) {
-  switch (op) {
-    case Op::expm1: case Op::sinh: case Op::cosh: case Op::asin: case Op::acos: case Op::asinh: case Op::acosh:
-    case Op::atanh:
-      return true;
-    default: return false;
-  }
-}
+// What kernel_ops.def says of each op, indexed by Op.
+enum class Kind : uint8_t { plain, math, libm, row, scan };
+enum class Rule : uint8_t { same, floats, f64, f32, compare, logical, test, select, any, leaf, own };
+struct OpInfo {
+  const char* name;
+  int arity;
+  Kind kind;
+  Rule rule;
+};
+constexpr OpInfo kOps[] = {
+#define CUVIL_KERNEL_OP(name, arity, kind, rule) {#name, arity, Kind::kind, Rule::rule},
+#include "codegen/kernel_ops.def"
+#undef CUVIL_KERNEL_OP
+};
+const OpInfo& info(Op op) { return kOps[size_t(op)]; }
+
+}  // namespace
+
+const char* op_name(Op op) { return size_t(op) < std::size(kOps) ? info(op).name : "?"; }
+int arity(Op op) { return info(op).arity; }
+bool is_row_reduction(Op op) { return info(op).kind == Kind::row; }
+bool is_transcendental(Op op) { return info(op).kind == Kind::math || info(op).kind == Kind::libm; }
+bool f64_only(Op op) { return info(op).kind == Kind::libm; }
 
 Scalar scalar_of(DType storage) {
   switch (storage) {
@@ -178,15 +166,110 @@ int64_t Kernel::output_pass_costly_exprs() const {
 
 namespace {
 
-int arity(Op op) {
-  switch (op) {
-    case Op::load: case Op::constant: case Op::row_size: case Op::row_index: return 0;
-    case Op::add: case Op::sub: case Op::mul: case Op::div: case Op::max: case Op::min: case Op::lt: case Op::le:
-    case Op::gt: case Op::ge: case Op::eq: case Op::logical_and: case Op::logical_or: case Op::logical_xor:
-    case Op::pow: case Op::idiv: case Op::irem: case Op::shl: case Op::lshr: case Op::fmod:
-      return 2;
-    case Op::select: return 3;
-    default: return 1;
+// The checks of an expression whose rule in kernel_ops.def is `own`: ops where `imm` means something, or whose
+// types follow a rule of their own.
+void check_own_rule(const Kernel& k, size_t i) {
+  const Expr& e = k.exprs[i];
+  auto type_of = [&](int a) { return k.exprs[size_t(a)].type; };
+  switch (e.op) {
+    case Op::load: {
+      CUVIL_CHECK(e.operand >= 0 && e.operand < int(k.operands.size()) && !k.operands[size_t(e.operand)].is_output,
+                  "kernel IR: %", i, " loads operand ", e.operand, ", which is not an input");
+      const Operand& o = k.operands[size_t(e.operand)];
+      CUVIL_CHECK(scalar_of(o.dtype) == e.type, "kernel IR: %", i, " loads as ", scalar_name(e.type),
+                  " an operand stored as ", dtype_name(o.dtype));
+      if (e.imm != 0)
+        CUVIL_CHECK(e.imm == double(int64_t(e.imm)) && (k.columns ? !o.column_broadcast : o.inner != Access::broadcast),
+                    "kernel IR: %", i, " shifts along a row its operand does not run along, or not by a whole number");
+      break;
+    }
+    case Op::row_size: CUVIL_CHECK(is_float(e.type), "kernel IR: row_size is a float"); break;
+    case Op::idiv: case Op::irem:
+      CUVIL_CHECK(is_integer(e.type) && type_of(e.a) == e.type && type_of(e.b) == e.type, "kernel IR: %", i,
+                  " divides non-integers");
+      CUVIL_CHECK(k.exprs[size_t(e.b)].op != Op::constant || k.exprs[size_t(e.b)].imm != 0, "kernel IR: %", i,
+                  " divides by the constant 0");
+      break;
+    case Op::shl: case Op::lshr:
+      CUVIL_CHECK(is_integer(e.type) && type_of(e.a) == e.type && type_of(e.b) == e.type, "kernel IR: %", i,
+                  " shifts non-integers");
+      break;
+    case Op::wrap_s: case Op::wrap_u: {
+      int bits = e.type == Scalar::i32 ? 32 : 64;
+      CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(e.a) == e.type &&
+                      (e.imm == 8 || e.imm == 16 || e.imm == 32) && e.imm < bits,
+                  "kernel IR: %", i, " wraps to ", e.imm, " bits of ", scalar_name(e.type));
+      break;
+    }
+    case Op::row_index:
+      CUVIL_CHECK(e.type == Scalar::i64 && k.has_rows(), "kernel IR: row_index is i64, in a row kernel");
+      break;
+    case Op::row_topk:
+      CUVIL_CHECK(e.type == type_of(e.a) && e.type != Scalar::i1 && e.imm != 0 && e.imm == double(int64_t(e.imm)),
+                  "kernel IR: %", i, " (row_topk) needs a number and a count");
+      break;
+    case Op::row_topk_index:
+      CUVIL_CHECK(e.type == Scalar::i64 && k.exprs[size_t(e.a)].op == Op::row_topk, "kernel IR: %", i,
+                  " takes the positions of a row_topk");
+      break;
+    case Op::scan_sum:
+      CUVIL_CHECK(e.type != Scalar::i1 && type_of(e.a) == e.type && e.imm >= 0 && e.imm <= 3, "kernel IR: %", i,
+                  " scans a non-number or has unknown flags");
+      CUVIL_CHECK(((int(e.imm) & kScanReverse) != 0) == k.scans_reverse(), "kernel IR: %", i,
+                  " scans in another direction than the kernel's first scan");
+      break;
+    case Op::row_argmax: case Op::row_argmin:
+      CUVIL_CHECK(e.type == Scalar::i64 && type_of(e.a) != Scalar::i1, "kernel IR: %", i,
+                  " takes the position of a number and is i64");
+      break;
+    default: fail("internal error: kernel IR op ", op_name(e.op), " has no rule of its own");
+  }
+}
+
+// The types expression i must have by its op's rule in kernel_ops.def.
+void check_types(const Kernel& k, size_t i) {
+  const Expr& e = k.exprs[i];
+  int n = arity(e.op);
+  const int args[3] = {e.a, e.b, e.c};
+  auto type_of = [&](int a) { return k.exprs[size_t(args[a])].type; };
+  auto all_operands = [&](Scalar t) {
+    for (int a = 0; a < n; ++a)
+      if (type_of(a) != t) return false;
+    return true;
+  };
+  switch (info(e.op).rule) {
+    case Rule::own: check_own_rule(k, i); break;
+    case Rule::leaf: case Rule::any: break;
+    case Rule::compare:
+      CUVIL_CHECK(e.type == Scalar::i1 && type_of(0) == type_of(1), "kernel IR: %", i, " compares mixed types");
+      break;
+    case Rule::logical:
+      CUVIL_CHECK(e.type == Scalar::i1 && all_operands(Scalar::i1), "kernel IR: %", i,
+                  " is a logical op on non-i1 values");
+      break;
+    case Rule::test:
+      CUVIL_CHECK(e.type == Scalar::i1 && is_float(type_of(0)), "kernel IR: %", i, " tests a non-float");
+      break;
+    case Rule::select:
+      CUVIL_CHECK(type_of(0) == Scalar::i1 && type_of(1) == e.type && type_of(2) == e.type, "kernel IR: %", i,
+                  " selects between mismatched types");
+      break;
+    case Rule::floats:
+      CUVIL_CHECK(is_float(e.type) && all_operands(e.type), "kernel IR: %", i, " (", op_name(e.op),
+                  ") is only defined on floats of one type");
+      break;
+    case Rule::f64:
+      CUVIL_CHECK(e.type == Scalar::f64 && all_operands(Scalar::f64), "kernel IR: %", i, " (", op_name(e.op),
+                  ") is only defined on f64");
+      break;
+    case Rule::f32:
+      CUVIL_CHECK(e.type == Scalar::f32 && all_operands(Scalar::f32), "kernel IR: %", i, " (", op_name(e.op),
+                  ") is only defined on f32");
+      break;
+    case Rule::same:
+      CUVIL_CHECK(all_operands(e.type), "kernel IR: %", i, " (", op_name(e.op), ") mixes operand types");
+      CUVIL_CHECK(e.type != Scalar::i1, "kernel IR: %", i, " does arithmetic on i1");
+      break;
   }
 }
 
@@ -203,94 +286,7 @@ void Kernel::validate() const {
       CUVIL_CHECK(want == (args[k] >= 0), "kernel IR: %", i, " (", op_name(e.op), ") has a wrong operand count");
       if (want) CUVIL_CHECK(args[k] < int(i), "kernel IR: %", i, " uses %", args[k], ", which does not precede it");
     }
-    auto type_of = [&](int k) { return exprs[size_t(args[k])].type; };
-    switch (e.op) {
-      case Op::load: {
-        CUVIL_CHECK(e.operand >= 0 && e.operand < int(operands.size()) && !operands[size_t(e.operand)].is_output,
-                    "kernel IR: %", i, " loads operand ", e.operand, ", which is not an input");
-        CUVIL_CHECK(scalar_of(operands[size_t(e.operand)].dtype) == e.type, "kernel IR: %", i, " loads as ",
-                    scalar_name(e.type), " an operand stored as ", dtype_name(operands[size_t(e.operand)].dtype));
-        if (e.imm != 0) {
-          const Operand& o = operands[size_t(e.operand)];
-          CUVIL_CHECK(e.imm == double(int64_t(e.imm)) && (columns ? !o.column_broadcast : o.inner != Access::broadcast),
-                      "kernel IR: %", i, " shifts along a row its operand does not run along, or not by a whole number");
-        }
-        break;
-      }
-      case Op::row_size: CUVIL_CHECK(is_float(e.type), "kernel IR: row_size is a float"); break;
-      case Op::idiv: case Op::irem:
-        CUVIL_CHECK(is_integer(e.type) && type_of(0) == e.type && type_of(1) == e.type, "kernel IR: %", i,
-                    " divides non-integers");
-        CUVIL_CHECK(exprs[size_t(e.b)].op != Op::constant || exprs[size_t(e.b)].imm != 0, "kernel IR: %", i,
-                    " divides by the constant 0");
-        break;
-      case Op::shl: case Op::lshr:
-        CUVIL_CHECK(is_integer(e.type) && type_of(0) == e.type && type_of(1) == e.type, "kernel IR: %", i,
-                    " shifts non-integers");
-        break;
-      case Op::wrap_s: case Op::wrap_u: {
-        int bits = e.type == Scalar::i32 ? 32 : 64;
-        CUVIL_CHECK((e.type == Scalar::i32 || e.type == Scalar::i64) && type_of(0) == e.type &&
-                        (e.imm == 8 || e.imm == 16 || e.imm == 32) && e.imm < bits,
-                    "kernel IR: %", i, " wraps to ", e.imm, " bits of ", scalar_name(e.type));
-        break;
-      }
-      case Op::row_index:
-        CUVIL_CHECK(e.type == Scalar::i64 && has_rows(), "kernel IR: row_index is i64, in a row kernel");
-        break;
-      case Op::row_topk:
-        CUVIL_CHECK(e.type == type_of(0) && e.type != Scalar::i1 && e.imm != 0 && e.imm == double(int64_t(e.imm)),
-                    "kernel IR: %", i, " (row_topk) needs a number and a count");
-        break;
-      case Op::row_topk_index:
-        CUVIL_CHECK(e.type == Scalar::i64 && exprs[size_t(e.a)].op == Op::row_topk, "kernel IR: %", i,
-                    " takes the positions of a row_topk");
-        break;
-      case Op::scan_sum:
-        CUVIL_CHECK(e.type != Scalar::i1 && type_of(0) == e.type && e.imm >= 0 && e.imm <= 3, "kernel IR: %", i,
-                    " scans a non-number or has unknown flags");
-        CUVIL_CHECK(((int(e.imm) & kScanReverse) != 0) == scans_reverse(), "kernel IR: %", i,
-                    " scans in another direction than the kernel's first scan");
-        break;
-      case Op::row_argmax: case Op::row_argmin:
-        CUVIL_CHECK(e.type == Scalar::i64 && type_of(0) != Scalar::i1, "kernel IR: %", i,
-                    " takes the position of a number and is i64");
-        break;
-      case Op::lt: case Op::le: case Op::gt: case Op::ge: case Op::eq:
-        CUVIL_CHECK(e.type == Scalar::i1 && type_of(0) == type_of(1), "kernel IR: %", i, " compares mixed types");
-        break;
-      case Op::logical_and: case Op::logical_or: case Op::logical_xor: case Op::logical_not:
-        CUVIL_CHECK(e.type == Scalar::i1 && type_of(0) == Scalar::i1 && (n < 2 || type_of(1) == Scalar::i1),
-                    "kernel IR: %", i, " is a logical op on non-i1 values");
-        break;
-      case Op::is_nan: case Op::is_inf:
-        CUVIL_CHECK(e.type == Scalar::i1 && is_float(type_of(0)), "kernel IR: %", i, " tests a non-float");
-        break;
-      case Op::select:
-        CUVIL_CHECK(type_of(0) == Scalar::i1 && type_of(1) == e.type && type_of(2) == e.type, "kernel IR: %", i,
-                    " selects between mismatched types");
-        break;
-      case Op::cast: break;
-      case Op::sqrt: case Op::floor: case Op::ceil: case Op::round: case Op::recip: case Op::div: case Op::fmod:
-      case Op::exp: case Op::log: case Op::tanh: case Op::erf: case Op::pow: case Op::sin: case Op::cos:
-      case Op::tan: case Op::atan:
-        CUVIL_CHECK(is_float(e.type) && type_of(0) == e.type && (n < 2 || type_of(1) == e.type), "kernel IR: %", i,
-                    " (", op_name(e.op), ") is only defined on floats of one type");
-        break;
-      case Op::expm1: case Op::sinh: case Op::cosh: case Op::asin: case Op::acos: case Op::asinh: case Op::acosh:
-      case Op::atanh:
-        CUVIL_CHECK(e.type == Scalar::f64 && type_of(0) == Scalar::f64, "kernel IR: %", i, " (", op_name(e.op),
-                    ") is only defined on f64");
-        break;
-      case Op::round_bf16: case Op::trunc_bf16: case Op::round_f16:
-        CUVIL_CHECK(e.type == Scalar::f32 && type_of(0) == Scalar::f32, "kernel IR: %", i, " (", op_name(e.op),
-                    ") is only defined on f32");
-        break;
-      default:
-        for (int k = 0; k < n; ++k)
-          CUVIL_CHECK(type_of(k) == e.type, "kernel IR: %", i, " (", op_name(e.op), ") mixes operand types");
-        CUVIL_CHECK(e.type != Scalar::i1 || e.op == Op::constant, "kernel IR: %", i, " does arithmetic on i1");
-    }
+    check_types(*this, i);
   }
   // No row reduction may read a scan: the reductions' passes carry no running sums.
   std::vector<bool> scanned(exprs.size(), false);

@@ -55,61 +55,17 @@ struct Operand {
                     // along the row (along the reduced dim, columns kernels)
 };
 
+// The ops, one row each in kernel_ops.def (what each computes, its arity, cost and type rule).
 enum class Op : uint8_t {
-  // leaves
-  load,       // operand `operand`; `imm` != 0 (row kernels): the element `imm` positions further along the row,
-              // 0 beyond the row's ends (LRN's window over the channels)
-  constant,   // `imm`
-  row_size,   // the size of a row as f32 (LayerNorm's and ReduceMean's divisor)
-  row_index,  // i64: the element's position within its row (Hardmax's one-hot)
-  // unary
-  neg, abs, exp, log, sqrt, tanh, erf, floor, ceil, round, recip, logical_not, is_nan, is_inf,
-  sin, cos, tan, atan,  // computed in f64 from the f32 argument (sin/cos/tan reduce by pi/2 exactly)
-  // f32 -> f32 rounded to a 16-bit float's precision: what storing into an f16/bf16 tensor and reading it back
-  // gives (to nearest even; trunc_bf16 drops the low bits, as Cast to bf16 does). NaN stays NaN.
-  round_bf16, trunc_bf16, round_f16,
-  // binary (same operand types; comparisons give i1). max/min propagate NaN (a NaN operand wins, `a` first) and
-  // otherwise pick as `a < b ? b : a` / `b < a ? b : a`, as the reference kernels do.
-  add, sub, mul, div, max, min, lt, le, gt, ge, eq, logical_and, logical_or, logical_xor,
-  pow,     // f32 a^b as C's pow, computed in f64 (f64: C's pow)
-  fmod,    // a - trunc(a / b) b, exact, as C's fmod (NaN when b is 0): a call to the C library per lane
-  // f64 only: the C library's functions per lane (the reference's own results). f32 composes these from the ops
-  // above (lower.cpp), accurate to f32.
-  expm1, sinh, cosh, asin, acos, asinh, acosh, atanh,
-  // integer a / b truncated toward zero, and its remainder; b == -1 gives -a wrapping (and 0), b == 0 gives a and
-  // 0, which nothing stores: the lowering divides by constants other than 0, or by a kernel input that the
-  // prepared kernel checks for zeros first (LoweredKernel::nonzero_inputs)
-  idiv, irem,
-  shl, lshr,   // integer a shifted by b (0 <= b < the type's bits; the lowering selects 0 beyond)
-  // integer: the low `imm` bits (8, 16 or 32) of a, sign- or zero-extended: what storing into a narrower integer
-  // tensor and reading it back gives (i8/u8/i16/u16 compute in i32, u32 in i64)
-  wrap_s, wrap_u,
-  select,  // a ? b : c (a is i1)
-  cast,    // to `type` (float -> int saturates, NaN -> 0; nonzero -> true)
-  // row reductions of `a` over the innermost dim
-  row_sum, row_max, row_min, row_prod,
-  // the row's largest number, NaN elements skipped (-inf when there is none): Softmax's shift, where a NaN element
-  // still reaches every output through the row's sum, so the NaN bookkeeping of row_max would be wasted work
-  row_max_num,
-  // i64: the position of the row's largest / smallest `a` (NaN beats every number; ties keep the first position,
-  // or the last when `imm` is 1), as ArgMax/ArgMin
-  row_argmax, row_argmin,
-  // per element: the sum of `a` over the row's elements up to and including this one (CumSum). `imm` bit 0
-  // (kScanExclusive): up to but excluding it; bit 1 (kScanReverse): from the row's end. Every scan of a kernel
-  // runs in one direction, and no row reduction reads one (reductions run in passes before the scans' pass).
-  // One association order, whatever the schedule: along a row, blocks of kScanLanes elements from the row's
-  // start, each summed by log2(kScanLanes) shifted adds and added to the sum of the blocks before (after); down a
-  // column (columns kernels), element after element.
-  scan_sum,
-  // the K best elements of the row (each lane's column), best first (TopK), stored only into an output with
-  // `entries` K. `imm` K > 0: the largest (a NaN before every number); -K: the smallest (a NaN after every
-  // number). Equal values keep the earlier position first.
-  row_topk,
-  row_topk_index,  // i64: the positions in the column of row_topk `a`'s elements
+#define CUVIL_KERNEL_OP(name, arity, kind, rule) name,
+#include "codegen/kernel_ops.def"
+#undef CUVIL_KERNEL_OP
 };
 constexpr int kScanExclusive = 1, kScanReverse = 2;
 constexpr int kScanLanes = 16;
 const char* op_name(Op op);
+// How many operand expressions (a, b, c) the op reads.
+int arity(Op op);
 bool is_row_reduction(Op op);
 // exp, log, tanh, erf, sin, cos, tan, atan, pow: polynomial code (or calls) several times the cost of a load and a
 // store; fmod and the f64-only functions: calls.

@@ -25,7 +25,6 @@
 // element is exact in f32: a product of two 16-bit floats).
 #include <optional>
 
-#include "codegen/lower.h"
 #include "ir/op_schema.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -82,7 +81,7 @@ Value* loss_of(NodeInserter& in, const Node& n, Value* log_prob, DType t, Node**
 
 // SoftmaxCrossEntropyLoss, or NegativeLogLikelihoodLoss with a sum or mean, written out: its outputs'
 // replacements, or nothing when it stays as it is.
-std::optional<std::vector<Value*>> expand_loss(NodeInserter& in, const Node& n) {
+std::optional<std::vector<Value*>> expand_loss(const FusionFacts& facts, NodeInserter& in, const Node& n) {
   bool softmax = n.op() == OpKind::SoftmaxCrossEntropyLoss;
   if (!softmax && AttrReader(n).s("reduction") == "none") return std::nullopt;  // generated as it is
   DType out = n.output(0)->dtype();
@@ -94,7 +93,7 @@ std::optional<std::vector<Value*>> expand_loss(NodeInserter& in, const Node& n) 
   std::vector<Value*> r{in.cast(loss_of(in, n, log_prob, t, &per_element), out)};
   if (softmax && n.num_outputs() > 1) r.push_back(in.cast(log_prob, out));
   // The per-element loss must generate: its kernel checks the targets.
-  if (!codegen::can_generate(*per_element)) return std::nullopt;
+  if (!facts.can_generate(*per_element)) return std::nullopt;
   return r;
 }
 
@@ -170,7 +169,7 @@ std::vector<Value*> expand_dynamic_quantize(NodeInserter& in, const Node& n) {
   return {y, scale, zp};
 }
 
-bool decompose(Graph& g) {
+bool decompose(const FusionFacts& facts, Graph& g) {
   bool changed = false;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* n = g.nodes()[i].get();
@@ -179,7 +178,7 @@ bool decompose(Graph& g) {
     if (!(loss || bn || dq) || !n->input(0) || !n->input(0)->shape().rank_known()) continue;
     NodeInserter in(g, i, n->output(0)->name(), n->loc());
     std::optional<std::vector<Value*>> r;
-    if (loss) r = expand_loss(in, *n);
+    if (loss) r = expand_loss(facts, in, *n);
     else if (bn) r = expand_batch_norm_training(in, *n);
     else r = expand_dynamic_quantize(in, *n);
     bool ok = r.has_value();
@@ -201,6 +200,8 @@ bool decompose(Graph& g) {
 
 }  // namespace
 
-bool DecomposeOpsPass::run(Graph& g, PassContext&) { return rewrite::for_each_graph_postorder(g, decompose); }
+bool DecomposeOpsPass::run(Graph& g, PassContext& ctx) {
+  return rewrite::for_each_graph_postorder(g, [&](Graph& sub) { return decompose(*ctx.fusion, sub); });
+}
 
 }  // namespace cuvil

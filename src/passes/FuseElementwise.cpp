@@ -25,8 +25,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "codegen/lower.h"
-#include "ir/ops/transpose.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 
@@ -35,33 +33,18 @@ namespace {
 
 constexpr int kMaxGroupWeight = 256;
 
-// What a node's generated code costs LLVM, relative to one arithmetic op: 8 for the ops that emit a polynomial
-// (exp, log, tanh, erf and their compositions) or call the C library per lane.
-int compile_weight(const Node& n) {
-  switch (n.op()) {
-    case OpKind::Exp: case OpKind::Log: case OpKind::Tanh: case OpKind::Erf: case OpKind::Sigmoid:
-    case OpKind::Softplus: case OpKind::Gelu: case OpKind::Elu: case OpKind::Selu: case OpKind::Celu:
-    case OpKind::Sin: case OpKind::Cos: case OpKind::Tan: case OpKind::Atan: case OpKind::Asin: case OpKind::Acos:
-    case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
-    case OpKind::Pow: case OpKind::Mod: case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::ReduceLogSum:
-    case OpKind::ReduceLogSumExp: case OpKind::ReduceL2: case OpKind::LRN:
-      return 8;
-    default: return 1;
-  }
-}
-
 struct Group {
   std::vector<Node*> nodes;
   int weight = 0;  // the members' compile_weight
   Shape space;
-  codegen::ReducedBlock red;  // the reduced dims (count 0: element-wise only)
+  ReducedBlock red;  // the reduced dims (count 0: element-wise only)
   size_t first = 0;  // index of the first member in the graph
 
   // Whether a node over `s` reducing `r` fits: the same space and reduced block, or element-wise work on values
   // of one per row (the space with the reduced dims at 1).
-  bool fits(const Shape& s, const codegen::ReducedBlock& r) const {
+  bool fits(const Shape& s, const ReducedBlock& r) const {
     if (s == space) return r.count == 0 || red.count == 0 || r == red;
-    if (r.count > 0 || red.count == 0 || red.kind != codegen::ReducedBlock::Kind::reduce || !space.rank_known() ||
+    if (r.count > 0 || red.count == 0 || red.kind != ReducedBlock::Kind::reduce || !space.rank_known() ||
         !s.rank_known() || s.rank() != space.rank())
       return false;
     size_t hi = space.rank() - size_t(red.after), lo = hi - size_t(red.count);
@@ -73,8 +56,8 @@ struct Group {
 
 // A scalar constant the body can hold itself (compiled into the kernel as an immediate). Reductions' axes
 // also stay constants in the body (the kernel's shape depends on them).
-bool inline_constant(const Value* v) {
-  return v->is_constant() && v->constant().numel() == 1 && codegen::storable_dtype(v->dtype());
+bool inline_constant(const FusionFacts& facts, const Value* v) {
+  return v->is_constant() && v->constant().numel() == 1 && facts.storable(v->dtype());
 }
 
 // Shape arithmetic: an integer result of a few elements (a dim, a Reshape target). Shape inference follows such
@@ -90,23 +73,35 @@ bool is_shape_arithmetic(const Node& n) {
 }
 
 // The shape a node iterates over (its input for reductions), or nullopt when the node cannot take part.
-std::optional<std::pair<Shape, codegen::ReducedBlock>> node_space(const Node& n) {
-  if (!codegen::can_generate(n) || is_shape_arithmetic(n)) return std::nullopt;
-  // Only Transposes that keep the innermost dim read contiguous vectors; moving it would read each vector from
-  // 16 rows (Transpose to NHWC + Add over 64 MB: 21 ms strided, against ONNX Runtime's 12 ms with a copy).
-  if (n.op() == OpKind::Transpose) {
-    auto perm = transpose_perm(n, n.input(0)->shape().rank_known() ? int64_t(n.input(0)->shape().rank()) : -1);
-    if (!perm || perm->back() != int64_t(perm->size()) - 1) return std::nullopt;
-  }
-  std::optional<codegen::ReducedBlock> red = codegen::reduced_block(n);
+std::optional<std::pair<Shape, ReducedBlock>> node_space(const FusionFacts& facts, const Node& n) {
+  if (!facts.can_generate(n) || is_shape_arithmetic(n)) return std::nullopt;
+  // (A Transpose that moves the innermost dim would be read as gathered vectors: its own kernel is faster.)
+  if (facts.gathers(n)) return std::nullopt;
+  std::optional<ReducedBlock> red = facts.reduced_block(n);
   if (!red) return std::nullopt;
   const Shape& s = red->count > 0 ? n.input(0)->shape() : n.output(0)->shape();
   if (!s.rank_known()) return std::nullopt;
   return std::make_pair(s, *red);
 }
 
+// Whether input i of n is read from memory in the kernel (a Transpose's input, LRN's window): such a node starts
+// a group and never reads a member's result.
+bool reads_memory(const FusionFacts& facts, const Node& n, size_t i) {
+  InputRole r = facts.input_role(n, i);
+  return r == InputRole::permuted || r == InputRole::window;
+}
+
+// Whether some output of n holds K values per row (TopK's): no element of a kernel's space, so nothing in its
+// kernel reads them.
+bool has_entries(const FusionFacts& facts, const Node& n) {
+  for (size_t o = 0; o < n.num_outputs(); ++o)
+    if (facts.output_role(n, o) == OutputRole::entries) return true;
+  return false;
+}
+
 // Groups, state and graph positions while find_groups walks the graph.
 struct Grouping {
+  const FusionFacts& facts;
   Graph& g;
   std::unordered_map<const Node*, size_t> index;     // node -> position in the graph
   std::unordered_map<const Node*, size_t> group_of;  // member -> its group
@@ -114,7 +109,7 @@ struct Grouping {
 
   // The groups of n's producers that n fits, in input order, each once.
   std::vector<size_t> candidates(const std::vector<Value*>& producers, const Shape& space,
-                                 const codegen::ReducedBlock& red, int weight) const {
+                                 const ReducedBlock& red, int weight) const {
     std::vector<size_t> cand;
     for (const Value* v : producers) {
       if (!v || !v->producer()) continue;
@@ -131,9 +126,9 @@ struct Grouping {
   // members read from outside must be defined before that (which also rules out an outside node between the
   // groups that reads one and feeds another); a Transpose member must not read a member. (One group's own
   // members were checked against its first node when they joined.)
-  bool can_join(const Node& n, const Shape& space, const codegen::ReducedBlock& red,
+  bool can_join(const Node& n, const Shape& space, const ReducedBlock& red,
                 const std::vector<size_t>& cand) const {
-    codegen::ReducedBlock r = red;
+    ReducedBlock r = red;
     size_t first = groups[cand[0]].first;
     for (size_t c : cand) {
       const Group& grp = groups[c];
@@ -156,9 +151,9 @@ struct Grouping {
         if (member(u->producer())) {
           // A Transpose reads a kernel input, as do LRN (its window reads neighbouring channels from memory),
           // an integer division its divisor (checked for zeros), per-channel parameters and a loss's targets
-          // (codegen::must_be_kernel_input). TopK's results hold K values per row, no element of the kernel's
-          // space: nothing in its kernel reads them.
-          if (codegen::must_be_kernel_input(m, j) || u->producer()->op() == OpKind::TopK) return false;
+          // (must_be_kernel_input). TopK's results hold K values per row, no element of the kernel's space:
+          // nothing in its kernel reads them.
+          if (must_be_kernel_input(facts.input_role(m, j)) || has_entries(facts, *u->producer())) return false;
         } else if (index.at(u->producer()) >= first) {
           return false;
         }
@@ -197,19 +192,19 @@ struct Grouping {
   }
 };
 
-std::vector<Group> find_groups(Graph& g) {
+std::vector<Group> find_groups(const FusionFacts& facts, Graph& g) {
   static const std::vector<Value*> kNone;
-  Grouping gr{g, {}, {}, {}};
+  Grouping gr{facts, g, {}, {}, {}};
   for (size_t i = 0; i < g.nodes().size(); ++i) gr.index[g.nodes()[i].get()] = i;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* n = g.nodes()[i].get();
-    auto sp = node_space(*n);
+    auto sp = node_space(facts, *n);
     if (!sp) continue;
     auto& [space, red] = *sp;
     // A Transpose is a strided read of a kernel input, LRN's window a read of neighbouring channels: each starts
     // a group, never reads a member's result.
-    bool reads_input = n->op() == OpKind::Transpose || n->op() == OpKind::LRN;
-    int weight = compile_weight(*n);
+    bool reads_input = n->num_inputs() > 0 && reads_memory(facts, *n, 0);
+    int weight = facts.compile_weight(*n);
     std::vector<size_t> cand = gr.candidates(reads_input ? kNone : n->inputs(), space, red, weight);
     // Producers in several groups (a Where of three branches): all of them and n become one group if they can;
     // else n joins the first of them it can.
@@ -264,7 +259,7 @@ struct Readers {
 
 // Outlines one group into a FusedKernel placed at the group's first node; returns the members to erase (none
 // when no member's result is read outside the group).
-std::vector<Node*> outline(Graph& g, const Group& grp, Readers& readers, int id,
+std::vector<Node*> outline(const FusionFacts& facts, Graph& g, const Group& grp, Readers& readers, int id,
                            std::unordered_set<std::string>& taken) {
   std::unordered_set<const Node*> members(grp.nodes.begin(), grp.nodes.end());
   auto read_outside = [&](const Value* v) {
@@ -295,8 +290,8 @@ std::vector<Node*> outline(Graph& g, const Group& grp, Readers& readers, int id,
     for (size_t i = 0; i < n->num_inputs(); ++i) {
       Value* v = n->input(i);
       if (!v || inner.count(v) || (v->producer() && members.count(v->producer()))) continue;
-      bool axes = codegen::is_axes_input(*n, i) && v->is_constant();
-      if (axes || inline_constant(v)) {
+      bool axes = facts.input_role(*n, i) == InputRole::axes && v->is_constant();
+      if (axes || inline_constant(facts, v)) {
         inner[v] = body->add_constant(body_name(v), v->constant());
       } else {
         inner[v] = body->add_input(body_name(v), v->type());
@@ -332,8 +327,8 @@ std::vector<Node*> outline(Graph& g, const Group& grp, Readers& readers, int id,
   return grp.nodes;
 }
 
-bool fuse(Graph& g, std::unordered_set<std::string>& taken) {
-  std::vector<Group> groups = find_groups(g);
+bool fuse(const FusionFacts& facts, Graph& g, std::unordered_set<std::string>& taken) {
+  std::vector<Group> groups = find_groups(facts, g);
   if (groups.empty()) return false;
   rewrite::UseMap uses(g);
   Readers readers{uses, {}};
@@ -342,8 +337,11 @@ bool fuse(Graph& g, std::unordered_set<std::string>& taken) {
   // From the last group back, so inserting a node does not move the positions of the groups still to come.
   for (size_t i = groups.size(); i-- > 0;) {
     // A Transpose that nothing joined stays a Transpose: the blocked CPU transpose beats strided vector reads.
-    if (groups[i].nodes.size() == 1 && groups[i].nodes[0]->op() == OpKind::Transpose) continue;
-    std::vector<Node*> gone = outline(g, groups[i], readers, int(i), taken);
+    const Node& first = *groups[i].nodes[0];
+    bool lone_view = groups[i].nodes.size() == 1 && first.num_inputs() > 0 &&
+                     facts.input_role(first, 0) == InputRole::permuted;
+    if (lone_view) continue;
+    std::vector<Node*> gone = outline(facts, g, groups[i], readers, int(i), taken);
     dead.insert(dead.end(), gone.begin(), gone.end());
   }
   g.erase_nodes(dead);
@@ -352,7 +350,7 @@ bool fuse(Graph& g, std::unordered_set<std::string>& taken) {
 
 }  // namespace
 
-bool FuseElementwisePass::run(Graph& g, PassContext&) {
+bool FuseElementwisePass::run(Graph& g, PassContext& ctx) {
   // Every value name of the tree, FusedKernel bodies included (an explicit stack, no recursion).
   std::unordered_set<std::string> taken;
   std::vector<const Graph*> pending{&g};
@@ -366,7 +364,7 @@ bool FuseElementwisePass::run(Graph& g, PassContext&) {
       for (const Graph* r : n->regions()) pending.push_back(r);
     }
   }
-  return rewrite::for_each_graph_postorder(g, [&](Graph& sub) { return fuse(sub, taken); });
+  return rewrite::for_each_graph_postorder(g, [&](Graph& sub) { return fuse(*ctx.fusion, sub, taken); });
 }
 
 }  // namespace cuvil

@@ -10,11 +10,10 @@
 // one-node kernels compute them, and cast back at the end.
 // MeanVarianceNormalization over such axes (its default (0, 2, 3) at batch > 1) is first written out as the
 // reference computes it, (x - mean) / (sqrt(mean((x - mean)^2)) + 1e-9), so that its two means split in turn.
-// A split is kept only when every link generates (codegen::can_generate); otherwise the node stays one reduction.
+// A split is kept only when every link generates (PassContext::fusion); otherwise the node stays one reduction.
 #include <algorithm>
 #include <optional>
 
-#include "codegen/lower.h"
 #include "ir/op_schema.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -52,7 +51,7 @@ OpKind later_link(OpKind op, bool last) {
 
 using rewrite::NodeInserter;
 
-// The chain of reductions replacing reduction n (axes as codegen::reduced_axes gives them, in `blocks`); its
+// The chain of reductions replacing reduction n (axes as FusionFacts::reduced_axes gives them, in `blocks`); its
 // result.
 Value* split_reduction(NodeInserter& in, const Node& n, const std::vector<int64_t>& axes,
                        const std::vector<std::vector<int64_t>>& blocks) {
@@ -81,18 +80,15 @@ Value* expand_mvn(NodeInserter& in, const Node& n, const std::vector<int64_t>& a
   return in.cast(in.add(OpKind::Div, {d, den}, full), n.output(0)->dtype());
 }
 
-bool splittable(const Node& n) {
-  return codegen::is_reduce_op(n.op()) || n.op() == OpKind::MeanVarianceNormalization;
-}
-
-bool split(Graph& g) {
+bool split(const FusionFacts& facts, Graph& g) {
   bool changed = false;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* n = g.nodes()[i].get();
-    if (!splittable(*n) || n->num_outputs() != 1 || !n->input(0)) continue;
+    // (Reductions with axes: the Reduce ops, MeanVarianceNormalization.)
+    if (!facts.reduced_axes(*n) || n->num_outputs() != 1 || !n->input(0)) continue;
     if (!n->input(0)->shape().rank_known() || !n->output(0)->shape().rank_known()) continue;
-    if (codegen::reduced_block(*n)) continue;  // one block: the generator takes it as it is
-    auto axes = codegen::reduced_axes(*n);
+    if (facts.reduced_block(*n)) continue;  // one block: the generator takes it as it is
+    auto axes = facts.reduced_axes(*n);
     if (!axes) continue;
     auto blocks = sized_blocks(*axes, n->input(0)->shape());
     if (blocks.size() < 2) continue;
@@ -102,7 +98,7 @@ bool split(Graph& g) {
     // An expansion's means split in turn (they are visited next); a split's links must generate.
     bool generates = true;
     for (const Node* m : in.made)
-      generates = generates && (mvn || !codegen::is_reduce_op(m->op()) || codegen::can_generate(*m));
+      generates = generates && (mvn || !facts.reduced_axes(*m) || facts.can_generate(*m));
     if (!generates || r->type() != n->output(0)->type() || !rewrite::replace_value(g, n->output(0), r)) {
       in.undo();
       continue;
@@ -116,6 +112,8 @@ bool split(Graph& g) {
 
 }  // namespace
 
-bool SplitReductionsPass::run(Graph& g, PassContext&) { return rewrite::for_each_graph_postorder(g, split); }
+bool SplitReductionsPass::run(Graph& g, PassContext& ctx) {
+  return rewrite::for_each_graph_postorder(g, [&](Graph& sub) { return split(*ctx.fusion, sub); });
+}
 
 }  // namespace cuvil

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "kernels/fusion_facts.h"
 
 namespace cuvil {
 
@@ -32,6 +33,9 @@ struct PassContext {
   std::set<std::string> skip;
   // Constant folding leaves nodes whose outputs together exceed this many elements alone.
   int64_t max_fold_elements = int64_t(1) << 20;
+  // What the kernel generator computes (fuse-elementwise, decompose-ops and split-reductions ask): the
+  // generator linked into this process, unless a caller points elsewhere. Passes never include the generator.
+  const FusionFacts* fusion = &fusion_facts();
 };
 
 class Pass {

@@ -1,4 +1,4 @@
-// The f32 erf shared by the generated kernels (src/codegen/emit.cpp) and the hand-written CPU kernels
+// The f32 erf shared by the generated kernels (src/codegen/llvm/vector_math.cpp) and the hand-written CPU kernels
 // (src/kernels/cpu/vec_math.h), so both compute the same bits:
 //   |x| < 1:              x P(x^2), P of degree 6 (relative error 1.2e-9);
 //   1 <= |x| <= 3.925:    1 - E(|x| - 2.4625), E of degree 14 fitted to erfc (absolute error 6.7e-9), evaluated as

@@ -1,4 +1,4 @@
-// The f32 exp shared by the generated kernels (src/codegen/emit.cpp) and the hand-written CPU kernels
+// The f32 exp shared by the generated kernels (src/codegen/llvm/vector_math.cpp) and the hand-written CPU kernels
 // (src/kernels/cpu/vec_math.h): x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, so that n ln2's high part is
 // exact), e^r = 1 + r + r^2 Q(r), then times 2^n.
 //

@@ -2170,6 +2170,89 @@ TEST(Codegen, DiskCacheEvictsLeastRecentlyUsed) {
   jit_reset_for_testing("");
 }
 
+// lower_body runs its stages in order, each showing what it decided; the last is the kernel itself.
+TEST(Codegen, LoweringStagesInOrder) {
+  auto g = parse_checked(R"(graph @g(%x: f32[2, 3, 4], %s: f32[4]) {
+  %t: f32[3, 2, 4] = Transpose(%x) {perm = [1, 0, 2]}
+  %y: f32[3, 2, 4] = Softmax(%t) {axis = -1}
+  %z: f32[3, 2, 4] = Mul(%y, %s)
+  return %z
+})");
+  PassContext ctx;
+  optimize(*g, 1, ctx);
+  ASSERT_EQ(g->nodes().size(), 1u);
+  ASSERT_EQ(g->nodes()[0]->op(), OpKind::FusedKernel);
+  const Graph& body = *AttrReader(*g->nodes()[0]).g("body");
+  std::vector<std::string> stages, texts;
+  std::string why;
+  auto lk = lower_body(body, {{2, 3, 4}, {4}}, &why, [&](const char* stage, const std::string& text) {
+    stages.push_back(stage);
+    texts.push_back(text);
+  });
+  ASSERT_TRUE(lk) << why;
+  EXPECT_EQ(stages, (std::vector<std::string>{"block", "space", "operands", "views", "merge", "exprs"}));
+  EXPECT_NE(texts[0].find("reduce over 1 dims"), std::string::npos) << texts[0];
+  EXPECT_NE(texts[3].find("Transpose"), std::string::npos) << texts[3];  // the permuted view
+  EXPECT_EQ(texts[5], lk->kernel.str());
+  // Without an observer, the same kernel.
+  auto plain = lower_body(body, {{2, 3, 4}, {4}}, &why);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->kernel.hash(), lk->kernel.hash());
+}
+
+// The passes see the generator only through PassContext::fusion: the registered facts are the generator's, and
+// under facts where nothing generates, fuse-elementwise forms no kernel.
+TEST(Codegen, PassesAskTheGeneratorThroughTheirContext) {
+  PassContext ctx;
+  EXPECT_EQ(ctx.fusion, &generator_facts());
+  struct NoneGenerate final : FusionFacts {
+    bool can_generate(const Node&, std::string* why) const override {
+      if (why) *why = "none";
+      return false;
+    }
+    std::optional<ReducedBlock> reduced_block(const Node&) const override { return ReducedBlock{}; }
+    std::optional<std::vector<int64_t>> reduced_axes(const Node&) const override { return std::nullopt; }
+    bool storable(DType) const override { return true; }
+    InputRole input_role(const Node&, size_t) const override { return InputRole::element; }
+    OutputRole output_role(const Node&, size_t) const override { return OutputRole::element; }
+    int compile_weight(const Node&) const override { return 1; }
+    bool gathers(const Node&) const override { return false; }
+  } none;
+  const char* text = R"(graph @g(%x: f32[4, 6]) {
+  %a: f32[4, 6] = Exp(%x)
+  %b: f32[4, 6] = Add(%a, %x)
+  return %b
+})";
+  auto fused = parse_checked(text);
+  ASSERT_TRUE(create_pass("fuse-elementwise")->run(*fused, ctx));
+  auto kept = parse_checked(text);
+  ctx.fusion = &none;
+  EXPECT_FALSE(create_pass("fuse-elementwise")->run(*kept, ctx));
+  EXPECT_EQ(kept->nodes().size(), 2u);
+}
+
+// The generator's facts come from the ops' lowering records: roles of inputs and outputs, compile weights.
+TEST(Codegen, RecordsGiveRoles) {
+  const FusionFacts& f = generator_facts();
+  OneOp div = build_op(OpKind::Div, {input(random_tensor(DType::i32, {5}, 1)), input(random_tensor(DType::i32, {5}, 2))});
+  EXPECT_EQ(f.input_role(*div.node, 0), InputRole::element);
+  EXPECT_EQ(f.input_role(*div.node, 1), InputRole::divisor);
+  OneOp fdiv = build_op(OpKind::Div, {input(random_tensor(DType::f32, {5}, 1)), input(random_tensor(DType::f32, {5}, 2))});
+  EXPECT_EQ(f.input_role(*fdiv.node, 1), InputRole::element);
+  OneOp sum = build_op(OpKind::ReduceSum, {input(random_tensor(DType::f32, {3, 4}, 1)), constant(vec<int64_t>({1}))},
+                       {{"keepdims", Attribute(int64_t(0))}});
+  EXPECT_EQ(f.input_role(*sum.node, 1), InputRole::axes);
+  EXPECT_EQ(f.output_role(*sum.node, 0), OutputRole::row_dropped);
+  EXPECT_EQ(f.reduced_block(*sum.node), (ReducedBlock{1, 0}));
+  OneOp topk = build_op(OpKind::TopK, {input(random_tensor(DType::f32, {3, 9}, 1)), constant(vec<int64_t>({2}))}, {}, 2);
+  EXPECT_EQ(f.output_role(*topk.node, 1), OutputRole::entries);
+  EXPECT_EQ(f.compile_weight(*topk.node), 1);
+  OneOp tanh = build_op(OpKind::Tanh, {input(random_tensor(DType::f32, {3}, 1))});
+  EXPECT_EQ(f.compile_weight(*tanh.node), 8);
+  OneOp conv = build_op(OpKind::Relu, {input(random_tensor(DType::f32, {3}, 1))});
+  EXPECT_TRUE(f.can_generate(*conv.node));
+}
+
 // The lowering refuses what it cannot do, saying why, and never produces a wrong kernel.
 TEST(Codegen, RefusalsAreExplained) {
   OneOp one = build_op(OpKind::ReduceSum, {input(random_tensor(DType::f32, {3, 4, 5}, 1)), constant(vec<int64_t>({0, 2}))});

@@ -1,6 +1,6 @@
 // The `cuvil` command: inspect, run and benchmark models without Python.
 //
-//   cuvil inspect MODEL [--ir [-O0|-O1] | --kernels]
+//   cuvil inspect MODEL [--ir [-O0|-O1] | --kernels [--stages]]
 //   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]   (-O1, the default, runs the graph passes)
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
 //               [--versus "FLAGS"]
@@ -42,7 +42,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  cuvil inspect MODEL [--ir [-O0|-O1] | --kernels]\n"
+    "  cuvil inspect MODEL [--ir [-O0|-O1] | --kernels [--stages]]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
     "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen] [--no-cpu-gemm]\n"
@@ -65,7 +65,7 @@ struct Args {
   std::map<std::string, int64_t> dims;        // symbol -> value, for random inputs
   std::string output_dir;
   int threads = 0, iters = 10, warmup = 2;  // threads 0: all cores
-  bool json = false, ir = false, kernels = false, reference = false, winograd = true, codegen = true, cpu_gemm = true;
+  bool json = false, ir = false, kernels = false, stages = false, reference = false, winograd = true, codegen = true, cpu_gemm = true;
   int opt_level = 1;  // -O0 / -O1: the graph pass pipeline run before run and bench
   bool opt_level_given = false;  // inspect --ir prints the graph as loaded unless a level is asked for
   std::string versus;            // bench: flags of a second configuration timed against this one
@@ -141,6 +141,7 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--json") a.json = true;
     else if (s == "--ir") a.ir = true;
     else if (s == "--kernels") a.kernels = true;
+    else if (s == "--stages") a.stages = true;
     else if (s.size() > 1 && s[0] == '-') throw UsageError("unknown option " + s);
     else pos.push_back(s);
   }
@@ -174,8 +175,9 @@ std::string human_bytes(int64_t b) {
 }
 
 // inspect --kernels: each generated kernel of the -O1 graph (top level, static input shapes) as the lowering makes
-// it: the kernel IR, the iteration dims, the schedule and the assembly LLVM emits for this CPU.
-int print_kernels(Graph& g) {
+// it: the kernel IR, the iteration dims, the schedule and the assembly LLVM emits for this CPU. --stages: each
+// stage of the lowering (codegen/lower.h) as it decides, instead of the assembly.
+int print_kernels(Graph& g, bool stages) {
   optimize(g, 1);
   int index = 0;
   for (auto& n : g.nodes()) {
@@ -192,7 +194,12 @@ int print_kernels(Graph& g) {
       continue;
     }
     std::string why;
-    auto lk = codegen::lower_body(body, shapes, &why);
+    codegen::StageObserver observe;
+    if (stages)
+      observe = [](const char* stage, const std::string& text) {
+        std::cout << "-- stage " << stage << ":\n" << text << (text.empty() || text.back() != '\n' ? "\n" : "");
+      };
+    auto lk = codegen::lower_body(body, shapes, &why, observe);
     if (!lk) {
       std::cout << "runs op by op: " << why << "\n";
       continue;
@@ -200,8 +207,9 @@ int print_kernels(Graph& g) {
     codegen::Schedule sched = codegen::choose_schedule(*lk);
     std::cout << lk->ops << " over [";
     for (size_t d = 0; d < lk->dims.size(); ++d) std::cout << (d ? ", " : "") << lk->dims[d];
-    std::cout << "], schedule " << sched.str() << "\n" << lk->kernel.str();
-    std::cout << codegen::kernel_assembly(lk->kernel, sched) << "\n";
+    std::cout << "], schedule " << sched.str() << "\n";
+    if (stages) continue;
+    std::cout << lk->kernel.str() << codegen::kernel_assembly(lk->kernel, sched) << "\n";
   }
   if (index == 0) std::cout << "no generated kernels\n";
   return 0;
@@ -209,7 +217,7 @@ int print_kernels(Graph& g) {
 
 int cmd_inspect(const Args& a) {
   auto g = load_model(a.model);
-  if (a.kernels) return print_kernels(*g);
+  if (a.kernels) return print_kernels(*g, a.stages);
   if (a.ir) {
     if (a.opt_level_given || !a.skip_passes.empty()) optimize_model(*g, a);
     PrintOptions o;

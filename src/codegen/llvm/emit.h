@@ -1,5 +1,6 @@
-// Kernel IR -> LLVM IR. Only the files of src/codegen/llvm/ include LLVM headers (they cost seconds per TU, and
-// the runtime library links no LLVM). The generated function has the signature of GeneratedFn (kernel_code.h).
+// Kernel IR -> LLVM IR (the emitter: emitter.h lists its parts). Only the files of src/codegen/llvm/ include LLVM
+// headers (they cost seconds per TU, and the runtime library links no LLVM). The generated function has the
+// signature of GeneratedFn (kernel_code.h).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,178 @@
+// Element values: the expression DAG evaluated at a vector of lanes (iteratively, without recursion), each kernel
+// IR op's instructions (compute), casts, and the C library's functions called lane by lane.
+#include "codegen/llvm/emitter.h"
+
+namespace cuvil::codegen {
+
+// The operand expressions expression e reads at element level (row-uniform values come from uval): up to 3.
+int Emitter::element_operands(int e, int (&deps)[3]) const {
+  const Expr& x = K.exprs[size_t(e)];
+  if (uniform[size_t(e)] || x.op == Op::load || x.op == Op::row_index) return 0;
+  if (x.op == Op::scan_sum) {
+    deps[0] = x.a;
+    return 1;
+  }
+  deps[0] = x.a, deps[1] = x.b, deps[2] = x.c;
+  return 3;
+}
+
+// Expression e at these lanes (memo: the values computed so far at them). Iterative, with an explicit stack:
+// a fused chain of 50,000 element-wise ops is an expression 50,000 deep, which recursion would have to hold
+// on the machine stack. Operands are emitted a, b, c, each before its user, as a recursion would.
+Value* Emitter::elem(int e, const Lanes& l, std::vector<Value*>& memo) {
+  if (memo[size_t(e)]) return memo[size_t(e)];
+  struct Visit {
+    int expr;
+    int next;  // the operand slot to look at next
+  };
+  std::vector<Visit> stack{{e, 0}};
+  while (!stack.empty()) {
+    int x = stack.back().expr;
+    int deps[3] = {-1, -1, -1};
+    int nd = element_operands(x, deps);
+    int& next = stack.back().next;
+    while (next < nd && (deps[next] < 0 || memo[size_t(deps[next])])) ++next;
+    if (next < nd) {
+      int d = deps[next++];
+      stack.push_back({d, 0});  // (invalidates `next`)
+      continue;
+    }
+    stack.pop_back();
+    if (!memo[size_t(x)]) memo[size_t(x)] = elem_at(x, l, memo);
+  }
+  return memo[size_t(e)];
+}
+
+// Expression e at these lanes, its element-level operands already in memo.
+Value* Emitter::elem_at(int e, const Lanes& l, const std::vector<Value*>& memo) {
+  const Expr& x = K.exprs[size_t(e)];
+  auto operand = [&](int a) { return a >= 0 ? memo[size_t(a)] : nullptr; };
+  if (uniform[size_t(e)]) return K.columns ? uval[size_t(e)] : splat(uval[size_t(e)], l.w);
+  if (x.op == Op::load) return x.imm != 0 ? shifted_load(x, l) : load(x, l);
+  if (x.op == Op::row_index) return K.columns ? splat_i64(column_pos, l.w) : positions(l.j, l.w);
+  if (x.op == Op::scan_sum) return scan(e, operand(x.a), l);
+  return compute(x, operand(x.a), operand(x.b), operand(x.c), l.w);
+}
+
+// Whether expression e is a - max(a) over a's row (or column): <= 0, or NaN.
+bool Emitter::nonpositive(int e) const {
+  const Expr& x = K.exprs[size_t(e)];
+  if (x.op != Op::sub) return false;
+  const Expr& m = K.exprs[size_t(x.b)];
+  return is_max_op(m.op) && m.a == x.a && is_float(x.type);
+}
+
+Value* Emitter::cast(Value* a, Scalar from, Scalar to, int w) {
+  llvm::Type* t = vec(scalar_ty(to), w);
+  if (from == to) return a;
+  if (to == Scalar::i1)
+    return is_float(from) ? B.CreateFCmpUNE(a, fc(a, 0.0)) : B.CreateICmpNE(a, llvm::Constant::getNullValue(a->getType()));
+  if (from == Scalar::i1) return is_float(to) ? B.CreateUIToFP(a, t) : B.CreateZExt(a, t);
+  if (is_float(from) && is_float(to)) return to == Scalar::f64 ? B.CreateFPExt(a, t) : B.CreateFPTrunc(a, t);
+  if (is_float(to)) return from == Scalar::u64 ? B.CreateUIToFP(a, t) : B.CreateSIToFP(a, t);
+  if (is_float(from)) {  // saturating to i64 (NaN -> 0), then modular to i32, as the reference Cast
+    llvm::Type* i64v = vec(B.getInt64Ty(), w);
+    Value* i = B.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64v, a->getType()}, {a});
+    if (to == Scalar::u64) {  // from 2^63 up: unsigned, saturating at 2^64 - 1; below: i64's bits
+      Value* high = B.CreateIntrinsic(llvm::Intrinsic::fptoui_sat, {i64v, a->getType()}, {a});
+      i = B.CreateSelect(B.CreateFCmpOGE(a, fc(a, 9223372036854775808.0)), high, i);
+    }
+    return to == Scalar::i32 ? B.CreateTrunc(i, t) : i;
+  }
+  // between integers: i32 sign-extends (to u64 too, as C's conversion); u64 and i64 share their bits
+  if (to == Scalar::i32) return B.CreateTrunc(a, t);
+  return from == Scalar::i32 ? B.CreateSExt(a, t) : a;
+}
+
+// The C library's `name` applied lane by lane (the JIT resolves it: jit.cpp's math_functions()). f64 math calls
+// it, as the reference kernels do, so the results are theirs bit for bit; so does fmod, which no short
+// polynomial computes exactly.
+Value* Emitter::call_per_lane(const char* name, std::initializer_list<Value*> args) {
+  llvm::Type* t = (*args.begin())->getType();
+  llvm::Type* s = t->getScalarType();
+  std::vector<llvm::Type*> params(args.size(), s);
+  llvm::FunctionCallee fn = M.getOrInsertFunction(name, llvm::FunctionType::get(s, params, false));
+  Value* r = llvm::PoisonValue::get(t);
+  for (int i = 0; i < width(*args.begin()); ++i) {
+    std::vector<Value*> lane;
+    for (Value* a : args) lane.push_back(B.CreateExtractElement(a, uint64_t(i)));
+    r = B.CreateInsertElement(r, B.CreateCall(fn, lane), uint64_t(i));
+  }
+  return r;
+}
+
+Value* Emitter::compute(const Expr& x, Value* a, Value* b, Value* c, int w) {
+  bool f = x.a >= 0 && is_float(K.exprs[size_t(x.a)].type);
+  bool u = x.a >= 0 && is_unsigned(K.exprs[size_t(x.a)].type);
+  // f64 math: the C library function of the op's name (exp, log, ..., pow, expm1, sinh, ...).
+  if (x.type == Scalar::f64 && x.op != Op::fmod && is_transcendental(x.op))
+    return x.op == Op::pow ? call_per_lane("pow", {a, b}) : call_per_lane(op_name(x.op), {a});
+  switch (x.op) {
+    case Op::constant:
+      if (is_float(x.type)) return llvm::ConstantFP::get(vec(scalar_ty(x.type), w), x.imm);
+      // (the lowering writes only integers a double holds exactly; u64 from 2^63 up has no i64 form)
+      return llvm::ConstantInt::get(vec(scalar_ty(x.type), w),
+                                    x.imm >= 9223372036854775808.0 ? uint64_t(x.imm) : uint64_t(int64_t(x.imm)));
+    case Op::neg: return f ? B.CreateFNeg(a) : B.CreateNeg(a);
+    case Op::abs: return f ? math->fabs(a) : u ? a : B.CreateSelect(B.CreateICmpSLT(a, llvm::Constant::getNullValue(a->getType())), B.CreateNeg(a), a);
+    case Op::exp: return math->exp(a, nonpositive(x.a));
+    case Op::log: return math->log(a);
+    case Op::sqrt: return B.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
+    case Op::tanh: return math->tanh(a);
+    case Op::erf: return math->erf(a);
+    case Op::sin: case Op::cos: case Op::tan: return math->trig(x.op, a);
+    case Op::atan: return math->atan(a);
+    case Op::round_bf16: return round_bf16(a);
+    case Op::trunc_bf16: return round_bf16(a, true);
+    case Op::round_f16: return B.CreateFPExt(B.CreateFPTrunc(a, vec(B.getHalfTy(), w)), a->getType());
+    case Op::pow: return math->pow(a, b);
+    case Op::fmod: return call_per_lane(x.type == Scalar::f64 ? "fmod" : "fmodf", {a, b});
+    case Op::idiv: case Op::irem: {
+      if (u) {  // a zero divisor (masked-off lanes) must not reach the divide
+        Value* zero = B.CreateICmpEQ(b, llvm::Constant::getNullValue(b->getType()));
+        Value* safe = B.CreateSelect(zero, llvm::ConstantInt::get(b->getType(), 1), b);
+        return x.op == Op::idiv ? B.CreateUDiv(a, safe) : B.CreateURem(a, safe);
+      }
+      // Neither a zero divisor (masked-off lanes load 0) nor INT_MIN / -1 may reach the divide, which would
+      // trap; a constant divisor folds the selects away.
+      llvm::Type* t = a->getType();
+      Value* minus_one = B.CreateICmpEQ(b, llvm::Constant::getAllOnesValue(t));
+      Value* zero = B.CreateICmpEQ(b, llvm::Constant::getNullValue(t));
+      Value* safe = B.CreateSelect(B.CreateOr(minus_one, zero), llvm::ConstantInt::get(t, 1), b);
+      Value* q = x.op == Op::idiv ? B.CreateSDiv(a, safe) : B.CreateSRem(a, safe);
+      return B.CreateSelect(minus_one, x.op == Op::idiv ? B.CreateNeg(a) : llvm::Constant::getNullValue(t), q);
+    }
+    case Op::shl: return B.CreateShl(a, b);
+    case Op::lshr: return B.CreateLShr(a, b);
+    case Op::wrap_s: case Op::wrap_u: {
+      Value* low = B.CreateTrunc(a, vec(B.getIntNTy(unsigned(x.imm)), w));
+      return x.op == Op::wrap_s ? B.CreateSExt(low, a->getType()) : B.CreateZExt(low, a->getType());
+    }
+    case Op::floor: return B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, a);
+    case Op::ceil: return B.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, a);
+    case Op::round: return B.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, a);
+    case Op::recip: return B.CreateFDiv(fc(a, 1.0), a);
+    case Op::logical_not: return B.CreateNot(a);
+    case Op::is_nan: return B.CreateFCmpUNO(a, a);
+    case Op::is_inf: return B.CreateFCmpOEQ(math->fabs(a), fc(a, std::numeric_limits<double>::infinity()));
+    case Op::add: return f ? B.CreateFAdd(a, b) : B.CreateAdd(a, b);
+    case Op::sub: return f ? B.CreateFSub(a, b) : B.CreateSub(a, b);
+    case Op::mul: return f ? B.CreateFMul(a, b) : B.CreateMul(a, b);
+    case Op::div: return B.CreateFDiv(a, b);
+    case Op::max: return minmax(true, a, b, u);
+    case Op::min: return minmax(false, a, b, u);
+    case Op::lt: return f ? B.CreateFCmpOLT(a, b) : u ? B.CreateICmpULT(a, b) : B.CreateICmpSLT(a, b);
+    case Op::le: return f ? B.CreateFCmpOLE(a, b) : u ? B.CreateICmpULE(a, b) : B.CreateICmpSLE(a, b);
+    case Op::gt: return f ? B.CreateFCmpOGT(a, b) : u ? B.CreateICmpUGT(a, b) : B.CreateICmpSGT(a, b);
+    case Op::ge: return f ? B.CreateFCmpOGE(a, b) : u ? B.CreateICmpUGE(a, b) : B.CreateICmpSGE(a, b);
+    case Op::eq: return f ? B.CreateFCmpOEQ(a, b) : B.CreateICmpEQ(a, b);
+    case Op::logical_and: return B.CreateAnd(a, b);
+    case Op::logical_or: return B.CreateOr(a, b);
+    case Op::logical_xor: return B.CreateXor(a, b);
+    case Op::select: return B.CreateSelect(a, b, c);
+    case Op::cast: return cast(a, K.exprs[size_t(x.a)].type, x.type, w);
+    default: fail("internal error: kernel IR op ", op_name(x.op), " reached element-wise emission");
+  }
+}
+
+}  // namespace cuvil::codegen
