@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "frontend/onnx/converter.h"
+#include "ir/shape_inference.h"
 
 namespace cuvil {
 
@@ -72,6 +73,16 @@ Value* scalar_like(ConvertContext& c, double v, Value* like, const char* hint) {
 // The rank of a value known while importing (graph inputs and constants carry their types), if any.
 std::optional<size_t> import_rank(Value* v) {
   if ((v->is_graph_input() || v->is_constant()) && v->shape().rank_known()) return v->shape().rank();
+  return std::nullopt;
+}
+
+// The rank of a value, inferring the graph built so far when a node computes it (rare nodes only: the cost is one
+// inference pass over the graph so far). Unknown inside regions, or when inference cannot tell.
+std::optional<size_t> rank_now(ConvertContext& c, Value* v) {
+  if (auto r = import_rank(v)) return r;
+  if (!v->producer() || c.graph().parent()) return std::nullopt;
+  infer_shapes(c.graph());
+  if (v->shape().rank_known()) return v->shape().rank();
   return std::nullopt;
 }
 
@@ -300,8 +311,20 @@ void convert_attention(ConvertContext& c) {
   c.take_attr("past_present_share_buffer");
   no_more_attrs(c);
   refuse_outputs_from(c, 1, "present");
-  if (mask && import_rank(mask) && *import_rank(mask) != 2)
-    c.error("mask_index of rank ", *import_rank(mask), " is not supported (rank 2, 1 = attend, is)");
+  std::optional<size_t> mask_rank = mask ? rank_now(c, mask) : std::nullopt;
+  if (mask && !mask_rank) c.error("mask_index needs a rank known while importing");
+  if (mask && *mask_rank == 1) {
+    // [batch] (EmbedLayerNormalization's mask_index): keys at positions below each row's length attend.
+    if (rank_now(c, x) != 3) c.error("a 1-D mask_index needs a 3-D input");
+    Value* seq = temp(c, OpKind::Gather, {temp(c, OpKind::Shape, {x}), c.const_tensor(Tensor::scalar<int64_t>(1), "s")});
+    Value* pos = temp(c, OpKind::Range, {c.const_tensor(Tensor::scalar<int64_t>(0), "zero"), seq,
+                                         c.const_tensor(Tensor::scalar<int64_t>(1), "one")});
+    Value* len = temp(c, OpKind::Unsqueeze, {temp(c, OpKind::Cast, {mask}, {{"to", Attribute(int64_t(dtype_onnx_id(DType::i64)))}}),
+                                             c.const_i64({1}, "col")});
+    mask = temp(c, OpKind::Less, {pos, len});
+  } else if (mask && *mask_rank != 2) {
+    c.error("mask_index of rank ", *mask_rank, " is not supported (1: lengths, 2: 1 = attend)");
+  }
   Value* qkv = temp(c, OpKind::MatMul, {x, w});
   if (bias) qkv = temp(c, OpKind::Add, {qkv, bias});
   Node* split;
