@@ -8,7 +8,7 @@
 //   Attention            packed QKV projection, heads, scaled softmax with a key mask / causal mask, merge
 //   MultiHeadAttention   3-D query/key/value (+ packed bias, key padding mask)
 //   QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearAveragePool,
-//   QLinearConcat        DequantizeLinear -> the float op -> QuantizeLinear (what QOperator-format models mean)
+//   QLinearConcat, QGemm DequantizeLinear -> the float op -> QuantizeLinear (what QOperator-format models mean)
 //
 // Inputs and outputs these forms do not cover (past key/value caches, rotary embeddings, relative position
 // biases, sequence-length masks) are refused by name.
@@ -404,9 +404,33 @@ void convert_qlinear_concat(ConvertContext& c) {
   quantize_final(c, temp(c, OpKind::Concat, parts, {{"axis", Attribute(axis)}}), 0, 1);
 }
 
+// QGemm: A, a_scale, a_zp, B, b_scale, b_zp, C (int32, scale a_scale * b_scale), y_scale, y_zp. The product of
+// the dequantized operands, plus C dequantized, quantized again when y_scale is given.
+void convert_qgemm(ConvertContext& c) {
+  double alpha = float_attr(c, "alpha", 1.0);
+  int64_t ta = int_attr(c, "transA", 0), tb = int_attr(c, "transB", 0);
+  no_more_attrs(c);
+  Value* a = temp(c, OpKind::DequantizeLinear, {required(c, 0, "A"), required(c, 1, "a_scale"), c.input(2)});
+  // Per-channel b_scale runs along N: B's axis 1, or 0 when B is stored transposed.
+  Value* b = temp(c, OpKind::DequantizeLinear, {required(c, 3, "B"), required(c, 4, "b_scale"), c.input(5)},
+                  {{"axis", Attribute(int64_t(tb ? 0 : 1))}});
+  std::vector<Value*> ins = {a, b};
+  if (Value* bias = c.input(6)) {
+    Value* scale = temp(c, OpKind::Mul, {c.input(1), c.input(4)});
+    ins.push_back(temp(c, OpKind::DequantizeLinear, {bias, scale}, {{"axis", Attribute(int64_t(0))}}));
+  }
+  AttrMap gemm{{"alpha", Attribute(alpha)}, {"transA", Attribute(ta)}, {"transB", Attribute(tb)}};
+  if (!c.input(7)) {
+    c.emit_final(OpKind::Gemm, ins, gemm);
+    return;
+  }
+  quantize_final(c, temp(c, OpKind::Gemm, ins, gemm), 7, 8);
+}
+
 }  // namespace
 
 void register_onnx_contrib(OnnxConverterTable& t) {
+  t["com.microsoft:QGemm"] = convert_qgemm;
   const std::string ms = "com.microsoft:";
   t[ms + "FusedMatMul"] = convert_fused_matmul;
   t[ms + "Gelu"] = [](ConvertContext& c) { convert_gelu(c, "none", false); };

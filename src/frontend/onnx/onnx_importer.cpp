@@ -456,9 +456,10 @@ class Importer {
       if (outs[k].empty()) outs[k] = g.unique_name(loc.name + "_unused" + std::to_string(k));
     if (np.op_type() == "Constant" && domain.empty()) return convert_constant(np, g, attrs, outs, where);
     ConvertContext ctx(np, opset_, g, std::move(inputs), std::move(attrs), outs, loc);
-    // channels_last is Cuvil's own attribute (set by the assign-layouts pass), not ONNX's.
+    // channels_last is Cuvil's own attribute (set by the assign-layouts pass), not ONNX's (contrib ops have their
+    // own, which their converters read).
     for (const auto& a : np.attribute())
-      CUVIL_CHECK(a.name() != "channels_last", "unsupported attribute 'channels_last' of ", np.op_type(), " at ",
+      CUVIL_CHECK(!domain.empty() || a.name() != "channels_last", "unsupported attribute 'channels_last' of ", np.op_type(), " at ",
                   loc.str());
     const auto& table = onnx_converters();
     auto it = table.find(domain.empty() ? np.op_type() : domain + ":" + np.op_type());
