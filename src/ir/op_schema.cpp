@@ -94,7 +94,8 @@ const TensorType& InferContext::input_type(size_t i) const {
 
 size_t InferContext::input_rank(size_t i) const {
   const Shape& s = input_shape(i);
-  if (!s.rank_known()) error("input ", i, " must have a known rank");
+  if (!s.rank_known()) throw UnknownRankError(node_.describe() + ": input " + std::to_string(i) +
+                                              " must have a known rank");
   return s.rank();
 }
 

@@ -23,6 +23,14 @@ struct AttrSpec {
 
 class InferContext;
 
+// Inference needed an input's rank and it is unknown (through an If whose branches differ in rank, a Squeeze with
+// axes known only at run time, ...). At compile time shape inference then types the node's outputs with unknown
+// ranks, and the runtime, which infers again with every shape concrete, learns them per call.
+class UnknownRankError : public Error {
+ public:
+  using Error::Error;
+};
+
 struct OpSchema {
   OpKind kind{};
   int min_inputs = 0, max_inputs = 0;    // max -1: variadic

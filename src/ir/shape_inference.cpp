@@ -1,5 +1,7 @@
 #include "ir/shape_inference.h"
 
+#include <optional>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "ir/op_schema.h"
@@ -52,13 +54,73 @@ struct IncrementalShapeInference::Impl {
     };
     CUVIL_ASSERT(schema.infer);
     check_arity(n);
-    schema.infer(ctx);
+    try {
+      schema.infer(ctx);
+    } catch (const UnknownRankError&) {
+      return type_with_unknown_ranks(n, ctx);
+    } catch (const std::out_of_range&) {
+      // An inference that indexes dims without asking for the rank: the same case when an input's rank is unknown.
+      if (!has_unknown_rank_input(n)) throw;
+      return type_with_unknown_ranks(n, ctx);
+    }
     for (size_t i = 0; i < n.num_outputs(); ++i) {
       if (!ctx.output_set(i)) ctx.error("inference did not type output ", i);
       n.output(i)->set_type(ctx.output_types()[i]);
       auto& dv = ctx.output_dims_values()[i];
       if (dv) dims_values_[n.output(i)] = std::move(*dv);
     }
+  }
+
+  static bool has_unknown_rank_input(const Node& n) {
+    for (const Value* v : n.inputs())
+      if (v && !v->shape().rank_known()) return true;
+    return false;
+  }
+
+  // A node whose inference needs ranks that are unknown at compile time: its outputs get unknown ranks, and their
+  // element types come from the node's inference run with those inputs given a probe rank (the first of 0..8 the
+  // op accepts; element types do not depend on ranks), else input 0's. The runtime infers the real shapes.
+  void type_with_unknown_ranks(Node& n, const InferContext& failed) {
+    CUVIL_CHECK(has_unknown_rank_input(n), failed.node().describe(), ": inference needs a rank that is unknown");
+    std::vector<std::optional<DType>> dtypes(n.num_outputs());
+    for (size_t rank = 0; rank <= 8 && !dtypes.empty() && !dtypes[0]; ++rank) {
+      std::vector<TensorType> probe(n.num_inputs());
+      std::vector<const TensorType*> types;
+      std::vector<const Tensor*> values;
+      for (size_t i = 0; i < n.num_inputs(); ++i) {
+        Value* v = n.input(i);
+        if (v) {
+          probe[i] = v->type();
+          if (!v->shape().rank_known()) {
+            std::vector<Dim> dims;
+            for (size_t d = 0; d < rank; ++d) dims.push_back(Dim::symbol("_probe" + std::to_string(d)));
+            probe[i].shape = Shape(dims);
+          }
+        }
+        types.push_back(v ? &probe[i] : nullptr);
+        values.push_back(v && v->is_constant() ? &v->constant() : nullptr);
+      }
+      int64_t scratch = 0;
+      InferContext ctx(n, types, values, {}, &scratch);
+      ctx.region_inferrer = [](Graph&, const std::vector<TensorType>&) -> std::vector<TensorType> {
+        fail("probe");
+      };
+      try {
+        op_schema(n.op()).infer(ctx);
+      } catch (const std::exception&) {
+        continue;
+      }
+      for (size_t i = 0; i < n.num_outputs(); ++i)
+        if (ctx.output_set(i)) dtypes[i] = ctx.output_types()[i].dtype;
+    }
+    DType fallback = DType::f32;
+    for (const Value* v : n.inputs())
+      if (v) {
+        fallback = v->dtype();
+        break;
+      }
+    for (size_t i = 0; i < n.num_outputs(); ++i)
+      n.output(i)->set_type({dtypes[i].value_or(fallback), Shape::unknown_rank()});
   }
 
   std::unordered_map<const Value*, std::vector<Dim>> dims_values_;

@@ -1,5 +1,7 @@
 #include "ir/verifier.h"
 
+#include <stdexcept>
+
 #include <unordered_set>
 
 #include "ir/op_schema.h"
@@ -98,7 +100,20 @@ class Verifier {
       for (Value* v : region.outputs()) out.push_back(v->type());
       return out;
     };
-    op_schema(n.op()).infer(ctx);
+    bool unknown_rank_input = false;
+    for (const Value* v : n.inputs()) unknown_rank_input |= v && !v->shape().rank_known();
+    try {
+      op_schema(n.op()).infer(ctx);
+    } catch (const UnknownRankError&) {
+      // Shape inference typed such a node's outputs with unknown ranks; only that can be checked here.
+      for (const Value* out : n.outputs())
+        CUVIL_CHECK(!out->shape().rank_known(), n.describe(), ": output '", out->name(), "' is typed ",
+                    out->type().str(), " though the node's inputs leave its rank unknown");
+      return;
+    } catch (const std::out_of_range&) {
+      if (!unknown_rank_input) throw;
+      return;
+    }
     for (size_t i = 0; i < n.num_outputs(); ++i) {
       const TensorType& rec = n.output(i)->type();
       CUVIL_CHECK(ctx.output_set(i), n.describe(), ": inference leaves output ", i, " untyped");

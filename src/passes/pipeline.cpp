@@ -10,6 +10,8 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   step(SimplifyIdentitiesPass());
   // Inference BatchNorm after a Conv becomes part of the Conv's weights: one pass over the activation less.
   step(FoldBatchNormPass());
+  // float16 convolutions, products and pools compute in f32 between casts: on the fast kernels.
+  step(ComputeHalfInFloatPass());
   // Evaluate what depends only on constants (shape arithmetic, weight preprocessing) once, at compile time.
   step(ConstantFoldingPass());
   // Folding turns computed shapes into constants: Reshapes to the same shape and chains become visible.

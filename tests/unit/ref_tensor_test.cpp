@@ -422,8 +422,18 @@ TEST(RefTensorScatterElements, ReductionsDtypesAndBounds) {
   EXPECT_CUVIL_ERROR(run1(OpKind::ScatterElements, {I(d), I(tensor<int64_t>({3}, {1, 1})), I(f32({1}, {1, 1}))},
                           {{"axis", int64_t(1)}}),
                      "out of range");
-  EXPECT_CUVIL_ERROR(run1(OpKind::ScatterElements, {I(d), I(idx), I(upd)}, {{"reduction", std::string("max")}}),
+  EXPECT_CUVIL_ERROR(run1(OpKind::ScatterElements, {I(d), I(idx), I(upd)}, {{"reduction", std::string("mean")}}),
                      "reduction");
+  // Opset 18's max and min: numpy's maximum/minimum of what is there and each update in turn, NaN winning.
+  Tensor mx = run1(OpKind::ScatterElements,
+                   {I(f32({1, 5, 2}, {3})), I(i64({0, 0, 2, 1})), I(f32({3, -1, 0, NAN}, {4}))},
+                   {{"reduction", std::string("max")}});
+  EXPECT_EQ(values<float>(mx)[0], 3.f);
+  EXPECT_TRUE(std::isnan(values<float>(mx)[1]));
+  EXPECT_EQ(values<float>(mx)[2], 2.f);
+  Tensor mn = run1(OpKind::ScatterND, {I(i64({4, 5, 6})), I(tensor<int64_t>({0, 2, 0}, {3, 1})), I(i64({7, 1, 2}))},
+                   {{"reduction", std::string("min")}});
+  EXPECT_EQ(values<int64_t>(mn), (std::vector<int64_t>{2, 5, 1}));
   EXPECT_CUVIL_ERROR(run1(OpKind::ScatterElements, {I(d), I(idx), I(f32({1, 2}, {1, 2}))}), "shape");
 }
 
@@ -489,7 +499,14 @@ TEST(RefTensorPad, ModesValuesNegativePads) {
   EXPECT_CUVIL_ERROR(run1(OpKind::Pad, {I(e), C(i64({1, 0, 1, 0}))}, {{"mode", std::string("edge")}}), "empty");
   EXPECT_CUVIL_ERROR(run1(OpKind::Pad, {I(x), C(i64({0, -2, 0, -2}))}), "remove");
   EXPECT_CUVIL_ERROR(run1(OpKind::Pad, {I(x), C(i64({0, 1}))}), "needs 4");
-  EXPECT_CUVIL_ERROR(run1(OpKind::Pad, {I(x), C(i64({0, 1, 0, 1}))}, {{"mode", std::string("wrap")}}), "mode");
+  EXPECT_CUVIL_ERROR(run1(OpKind::Pad, {I(x), C(i64({0, 1, 0, 1}))}, {{"mode", std::string("mirror")}}), "mode");
+  // Pad-19's wrap repeats the input; Pad-18's axes pad only the axes listed (here the last, by a negative axis).
+  Tensor row = f32({1, 2, 3}, {1, 3});
+  EXPECT_EQ(values<float>(run1(OpKind::Pad, {I(row), C(i64({0, 2, 0, 4}))}, {{"mode", std::string("wrap")}})),
+            (std::vector<float>{2, 3, 1, 2, 3, 1, 2, 3, 1}));
+  Tensor ax = run1(OpKind::Pad, {I(row), C(i64({1, 0})), C(f32({9}, {})), C(i64({-1}))});
+  EXPECT_EQ(ax.shape(), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(values<float>(ax), (std::vector<float>{9, 1, 2, 3}));
   EXPECT_CUVIL_ERROR(run1(OpKind::Pad, {I(x), C(i64({0, 1, 0, 1})), C(Tensor::scalar<double>(1))}), "dtype");
 }
 

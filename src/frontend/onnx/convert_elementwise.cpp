@@ -8,6 +8,7 @@
 //   - PRelu (opset < 7): a 1-D slope applies per channel (axis 1); it gets trailing 1s the same way.
 //   - Clip min/max attributes (opset < 11) become scalar inputs of the input's dtype.
 //   - Cast's `to` as a type name (opset < 6) becomes the numeric type id.
+//   - Cast/CastLike's saturate and round_mode (opsets 19, 24) concern float8 targets only; dropped.
 //   - Dropout (opset < 12): is_test is dropped (Cuvil runs inference; ONNX Runtime does the same), ratio becomes
 //     an input, and the mask of opsets 7-9 (typed like the data, not bool) gets a CastLike.
 #include <cctype>
@@ -142,7 +143,15 @@ std::optional<int64_t> onnx_type_id(const std::string& name) {
   return std::nullopt;
 }
 
+// Cast-19's `saturate` and Cast-24's `round_mode` govern conversions to float8 (and float4) types only, which
+// Cuvil's element types do not include: for every target Cuvil has they change nothing.
+void drop_float8_cast_attrs(ConvertContext& ctx) {
+  ctx.take_attr("saturate");
+  ctx.take_attr("round_mode");
+}
+
 void convert_cast(ConvertContext& ctx) {
+  drop_float8_cast_attrs(ctx);
   auto it = ctx.attrs().find("to");
   if (ctx.opset() < 6 && it != ctx.attrs().end() && it->second.kind() == AttrKind::String) {
     auto id = onnx_type_id(it->second.s());
@@ -189,6 +198,10 @@ void register_onnx_elementwise(OnnxConverterTable& t) {
   t["PRelu"] = convert_prelu;
   t["Clip"] = convert_clip;
   t["Cast"] = convert_cast;
+  t["CastLike"] = [](ConvertContext& ctx) {
+    drop_float8_cast_attrs(ctx);
+    ctx.emit(OpKind::CastLike);
+  };
   t["Dropout"] = convert_dropout;
 }
 

@@ -48,8 +48,27 @@ std::string take_mode(ConvertContext& ctx) {
   return m->s();
 }
 
+// Resize-18 adds antialias, axes and keep_aspect_ratio_policy; imported at the values that keep Resize-13's meaning
+// (axes: every axis in order, which the rank known here must show).
+void drop_resize18_attrs(ConvertContext& ctx) {
+  if (auto a = ctx.take_attr("antialias"); a && !(a->kind() == AttrKind::Int && a->i() == 0))
+    ctx.error("attribute 'antialias' = 1 is not supported");
+  if (auto k = ctx.take_attr("keep_aspect_ratio_policy");
+      k && !(k->kind() == AttrKind::String && k->s() == "stretch"))
+    ctx.error("attribute 'keep_aspect_ratio_policy' other than 'stretch' is not supported");
+  if (auto axes = ctx.take_attr("axes")) {
+    Value* x = ctx.input(0);
+    bool all = axes->kind() == AttrKind::Ints && x && (x->is_graph_input() || x->is_constant()) &&
+               x->shape().rank_known() && axes->ints().size() == x->shape().rank();
+    for (size_t i = 0; all && i < axes->ints().size(); ++i)
+      all = axes->ints()[i] == int64_t(i) || axes->ints()[i] == int64_t(i) - int64_t(axes->ints().size());
+    if (!all) ctx.error("attribute 'axes' naming a subset of the axes is not supported");
+  }
+}
+
 void convert_resize(ConvertContext& ctx) {
   if (ctx.opset() >= 11) {
+    if (ctx.opset() >= 18) drop_resize18_attrs(ctx);
     ctx.emit(OpKind::Resize);
     return;
   }

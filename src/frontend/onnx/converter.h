@@ -73,8 +73,12 @@ void register_onnx_tensor(OnnxConverterTable& t);
 void register_onnx_nn(OnnxConverterTable& t);
 void register_onnx_recurrent(OnnxConverterTable& t);
 void register_onnx_control(OnnxConverterTable& t);
+void register_onnx_functions(OnnxConverterTable& t);  // ONNX function ops imported as their expansions
+void register_onnx_contrib(OnnxConverterTable& t);    // domain com.microsoft, keyed "com.microsoft:Name"
+void register_onnx_ml(OnnxConverterTable& t);         // domain ai.onnx.ml, keyed "ai.onnx.ml:Name"
 
-// Ops with no entry here fall back to the op table by name.
+// Ops of the default domain with no entry here fall back to the op table by name; ops of other domains are keyed
+// "domain:Name" and have no fallback.
 const OnnxConverterTable& onnx_converters();
 
 // Converts a TensorProto (raw_data, typed fields, or external data under base_dir) into a Tensor.

@@ -4,12 +4,16 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "frontend/onnx/converter.h"
+#include "frontend/onnx/graph_order.h"
 #include "ir/op_schema.h"
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
@@ -19,7 +23,9 @@ namespace cuvil {
 
 namespace {
 
-constexpr int kMaxOpset = 17;
+// The newest default-domain opset Cuvil imports: that of onnx 1.23. Converters normalize every op's form up to it
+// to the op table's, and refuse the attribute values whose meaning they do not implement.
+constexpr int kMaxOpset = 28;
 
 // Protobuf parses at most 2 GiB; a larger file is refused from its size, before any of it is read.
 constexpr uint64_t kMaxOnnxFileBytes = uint64_t(INT32_MAX);
@@ -60,10 +66,16 @@ TensorType convert_type(const onnx::TypeProto& tp, const std::string& what) {
   std::vector<Dim> dims;
   for (int i = 0; i < tt.shape().dim_size(); ++i) {
     const auto& d = tt.shape().dim(i);
-    if (d.has_dim_value()) {
-      CUVIL_CHECK(d.dim_value() >= 0, what, ": negative dim ", d.dim_value());
+    if (d.has_dim_value() && d.dim_value() >= 0) {
       dims.push_back(Dim(d.dim_value()));
-    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+    } else if (d.has_dim_value()) {
+      // Some exporters (Paddle's) write -1 for a dim fixed only at run time: a symbol, as ONNX Runtime reads it.
+      CUVIL_CHECK(d.dim_value() == -1, what, ": negative dim ", d.dim_value());
+      dims.push_back(Dim::symbol(symbol_name(what) + "_d" + std::to_string(i)));
+    } else if (d.has_dim_param() && std::any_of(d.dim_param().begin(), d.dim_param().end(), [](char ch) {
+                 return std::isalnum(static_cast<unsigned char>(ch)) != 0;
+               })) {
+      // (A name without letters or digits, such as Paddle's "?", says only "unknown": a symbol of its own below.)
       dims.push_back(Dim::symbol(symbol_name(d.dim_param())));
     } else {
       dims.push_back(Dim::symbol(symbol_name(what) + "_d" + std::to_string(i)));
@@ -227,7 +239,10 @@ Node* ConvertContext::emit(OpKind op) { return emit_final(op, inputs_, attrs_); 
 Node* ConvertContext::emit_temp(OpKind op, std::vector<Value*> inputs, AttrMap attrs, size_t num_outputs) {
   std::vector<std::string> names;
   std::string base = output_names_.empty() || output_names_[0].empty() ? "t" : output_names_[0];
-  for (size_t i = 0; i < num_outputs; ++i) names.push_back(graph_.unique_name(base + "_" + std::string(op_name(op))));
+  // Numbered when there are several: names are only taken once the node exists.
+  for (size_t i = 0; i < num_outputs; ++i)
+    names.push_back(graph_.unique_name(base + "_" + std::string(op_name(op)) +
+                                       (num_outputs > 1 ? "_" + std::to_string(i) : "")));
   return graph_.add_node(op, std::move(inputs), names, std::move(attrs), loc_);
 }
 
@@ -254,6 +269,9 @@ const OnnxConverterTable& onnx_converters() {
     register_onnx_nn(t);
     register_onnx_recurrent(t);
     register_onnx_control(t);
+    register_onnx_functions(t);
+    register_onnx_contrib(t);
+    register_onnx_ml(t);
     return t;
   }();
   return table;
@@ -271,29 +289,55 @@ class Importer {
     CUVIL_CHECK(m.has_graph(), "ONNX model has no graph");
     opset_ = -1;
     for (const auto& op : m.opset_import()) {
-      if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = int(op.version());
+      std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+      if (domain.empty()) opset_ = int(op.version());
+      domain_opsets_[domain] = int(op.version());
     }
     if (opset_ < 0) opset_ = m.opset_import_size() == 0 ? 1 : opset_;
     CUVIL_CHECK(opset_ >= 1, "ONNX model does not import the default (ai.onnx) operator set");
-    CUVIL_CHECK(opset_ <= kMaxOpset, "ONNX model uses opset ", opset_, "; Cuvil supports opsets up to ", kMaxOpset);
+    CUVIL_CHECK(opset_ <= kMaxOpset, "ONNX model uses opset ", opset_, "; Cuvil supports opsets up to ", kMaxOpset,
+                " (onnx 1.23)");
+    for (const auto& f : m.functions()) functions_[f.domain() + ":" + f.name()] = &f;
     auto g = std::make_shared<Graph>(m.graph().name().empty() ? "main" : m.graph().name());
     convert_graph(m.graph(), *g, /*is_region=*/false);
     return g;
   }
 
  private:
+  // Every name the graph's nodes, subgraphs and outputs read: initializers outside it are never loaded.
+  static void collect_reads(const onnx::GraphProto& gp, std::unordered_set<std::string>& reads) {
+    std::vector<const onnx::GraphProto*> pending{&gp};
+    while (!pending.empty()) {
+      const onnx::GraphProto& g = *pending.back();
+      pending.pop_back();
+      for (const auto& n : g.node()) {
+        for (const auto& in : n.input()) reads.insert(in);
+        for (const auto& a : n.attribute()) {
+          if (a.has_g()) pending.push_back(&a.g());
+          for (const auto& sg : a.graphs()) pending.push_back(&sg);
+        }
+      }
+      for (const auto& o : g.output()) reads.insert(o.name());
+    }
+  }
+
   void convert_graph(const onnx::GraphProto& gp, Graph& g, bool is_region) {
     CUVIL_CHECK(gp.sparse_initializer_size() == 0, "graph '", gp.name(), "': sparse initializers are not supported");
+    std::unordered_set<std::string> reads;
+    collect_reads(gp, reads);
     std::unordered_set<std::string> init_names;
     for (const auto& init : gp.initializer()) {
       CUVIL_CHECK(!init.name().empty(), "graph '", gp.name(), "': an initializer has no name");
-      CUVIL_CHECK(!g.lookup(init.name()) || g.lookup(init.name())->graph() != &g, "graph '", gp.name(),
-                  "': duplicate initializer '", init.name(), "'");
-      g.add_constant(init.name(), onnx_tensor_to_cuvil(&init, base_dir_));
-      init_names.insert(init.name());
+      CUVIL_CHECK(init_names.insert(init.name()).second, "graph '", gp.name(), "': duplicate initializer '",
+                  init.name(), "'");
+      // Unused initializers (left behind by graph surgery) are not loaded: no memory, no read of external data.
+      if (!reads.count(init.name())) continue;
+      g.add_constant(init.name(), shared_copy(onnx_tensor_to_cuvil(&init, base_dir_)));
     }
     for (const auto& in : gp.input()) {
-      if (init_names.count(in.name())) continue;  // an initializer listed as input (IR < 4): a constant
+      // An initializer listed as an input: before IR 4 every initializer was; since, it is an input whose default
+      // the initializer gives (ONNX Runtime's "overridable initializer"). Cuvil takes the default: a constant.
+      if (init_names.count(in.name())) continue;
       CUVIL_CHECK(!in.name().empty(), "graph '", gp.name(), "': an input has no name");
       CUVIL_CHECK(in.has_type() || is_region, "graph input '", in.name(), "' has no type");
       TensorType t = in.has_type() && in.type().has_tensor_type()
@@ -304,7 +348,8 @@ class Importer {
                   "'");
       g.add_input(in.name(), t);
     }
-    for (const auto& np : gp.node()) convert_node(np, g);
+    // Nodes in a topological order (exporters do not always write one; ONNX Runtime sorts too).
+    for (int i : onnx_node_order(gp)) convert_node(gp.node(i), g);
     for (const auto& out : gp.output()) {
       Value* v = g.lookup(out.name());
       CUVIL_CHECK(v, "graph '", gp.name(), "' output '", out.name(), "' is not produced by any node");
@@ -385,9 +430,9 @@ class Importer {
     Location loc;
     loc.name = np.name().empty() ? (np.output_size() ? np.output(0) : np.op_type()) : np.name();
     std::string where = "ONNX " + np.op_type() + " " + loc.str();
-    const std::string& domain = np.domain();
-    CUVIL_CHECK(domain.empty() || domain == "ai.onnx", "unsupported op '", np.op_type(), "' of domain '", domain,
-                "' at ", loc.str(), ": only the default ONNX domain is supported");
+    const std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    if (auto f = functions_.find(np.domain() + ":" + np.op_type()); f != functions_.end())
+      return inline_function(np, *f->second, g, where);
     std::vector<Value*> inputs;
     for (const auto& name : np.input()) {
       if (name.empty()) {
@@ -400,31 +445,88 @@ class Importer {
     }
     AttrMap attrs;
     for (const auto& a : np.attribute()) {
-      if (!a.ref_attr_name().empty()) fail(where, ": attribute references (functions) are not supported");
+      if (!a.ref_attr_name().empty())
+        fail(where, ": attribute '", a.name(), "' refers to '", a.ref_attr_name(), "' outside a function body");
       attrs[a.name()] = convert_attr(a, g, where);
     }
     // Omitted outputs in the middle get placeholder names; trailing ones are dropped.
     std::vector<std::string> outs(np.output().begin(), np.output().end());
     while (!outs.empty() && outs.back().empty()) outs.pop_back();
-    for (auto& o : outs)
-      if (o.empty()) o = g.unique_name("unused");
-    if (np.op_type() == "Constant") return convert_constant(np, g, attrs, outs, where);
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (outs[k].empty()) outs[k] = g.unique_name(loc.name + "_unused" + std::to_string(k));
+    if (np.op_type() == "Constant" && domain.empty()) return convert_constant(np, g, attrs, outs, where);
     ConvertContext ctx(np, opset_, g, std::move(inputs), std::move(attrs), outs, loc);
-    // channels_last is Cuvil's own attribute (set by the assign-layouts pass), not ONNX's.
+    // channels_last is Cuvil's own attribute (set by the assign-layouts pass), not ONNX's (contrib ops have their
+    // own, which their converters read).
     for (const auto& a : np.attribute())
-      CUVIL_CHECK(a.name() != "channels_last", "unsupported attribute 'channels_last' of ", np.op_type(), " at ",
+      CUVIL_CHECK(!domain.empty() || a.name() != "channels_last", "unsupported attribute 'channels_last' of ", np.op_type(), " at ",
                   loc.str());
     const auto& table = onnx_converters();
-    auto it = table.find(np.op_type());
+    auto it = table.find(domain.empty() ? np.op_type() : domain + ":" + np.op_type());
     if (it != table.end()) {
       it->second(ctx);
       return;
     }
+    auto version = [&](const std::string& d) {
+      auto v = domain_opsets_.find(d);
+      return v == domain_opsets_.end() ? std::string("not imported") : "opset " + std::to_string(v->second);
+    };
+    CUVIL_CHECK(domain.empty(), "unsupported op '", np.op_type(), "' (domain '", domain, "', ", version(domain),
+                ") at ", loc.str(), ": Cuvil converts the ops of 'ai.onnx', and those of 'com.microsoft' and ",
+                "'ai.onnx.ml' that exported models use");
     auto kind = op_from_name(np.op_type());
     // Fused ops are Cuvil's own (made by passes): not ONNX, never imported.
     CUVIL_CHECK(kind && op_family(*kind) != "fused", "unsupported op '", np.op_type(), "' (domain 'ai.onnx', opset ",
                 opset_, ") at ", loc.str());
     ctx.emit(*kind);
+  }
+
+  // A node calling a model-local function (FunctionProto) is replaced by the function's body: its formal inputs
+  // and outputs bound to the node's, attribute references resolved from the node's attributes, and every value inside renamed apart so that two calls do not collide.
+  void inline_function(const onnx::NodeProto& call, const onnx::FunctionProto& f, Graph& g, const std::string& where) {
+    CUVIL_CHECK(++inline_depth_ <= kMaxRegionDepth, where, ": functions call each other more than ",
+                kMaxRegionDepth, " levels deep");
+    std::unordered_map<std::string, std::string> rename;
+    for (int i = 0; i < f.input_size(); ++i) rename[f.input(i)] = i < call.input_size() ? call.input(i) : "";
+    for (int i = 0; i < f.output_size(); ++i) rename[f.output(i)] = i < call.output_size() ? call.output(i) : "";
+    std::string prefix = g.unique_name((call.name().empty() ? f.name() : call.name()) + "_fn") + "/";
+    auto mapped = [&](const std::string& name) -> std::string {
+      if (name.empty()) return name;
+      auto it = rename.find(name);
+      return it != rename.end() ? it->second : prefix + name;
+    };
+    // (A function's default attribute values, FunctionProto.attribute_proto, came with IR 9: the onnx 1.12 schema
+    // Cuvil parses with does not hold them, so a reference the call leaves unset leaves the attribute absent.)
+    std::unordered_map<std::string, const onnx::AttributeProto*> given;
+    for (const auto& a : call.attribute()) given[a.name()] = &a;
+    int saved_opset = opset_;
+    for (const auto& op : f.opset_import())
+      if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = int(op.version());
+    CUVIL_CHECK(opset_ <= kMaxOpset, where, ": function '", f.name(), "' uses opset ", opset_);
+    onnx::GraphProto body;  // the body with its names bound, sorted like a graph
+    for (const auto& n : f.node()) {
+      onnx::NodeProto* m = body.add_node();
+      *m = n;
+      for (auto& in : *m->mutable_input()) in = mapped(in);
+      for (auto& out : *m->mutable_output()) out = mapped(out);
+      if (m->name().empty() && m->output_size()) m->set_name(m->output(0));
+      else if (!m->name().empty()) m->set_name(prefix + m->name());
+      m->clear_attribute();
+      for (const auto& a : n.attribute()) {
+        if (a.ref_attr_name().empty()) {
+          *m->add_attribute() = a;
+          continue;
+        }
+        const onnx::AttributeProto* src = given.count(a.ref_attr_name()) ? given[a.ref_attr_name()] : nullptr;
+        if (!src) continue;
+        onnx::AttributeProto* r = m->add_attribute();
+        *r = *src;
+        r->set_name(a.name());
+      }
+    }
+    for (int i : onnx_node_order(body)) convert_node(body.node(i), g);
+    opset_ = saved_opset;
+    --inline_depth_;
   }
 
   // Constant nodes become constant values; the IR has no Constant op.
@@ -448,8 +550,23 @@ class Importer {
     g.add_constant(outs[0], std::move(t));
   }
 
+  // Initializers with the same dtype, dims and bytes (tied weights, exporters' repeated constants) share one
+  // storage: the model holds them once. Tensors are immutable once they are constants, so sharing is safe.
+  Tensor shared_copy(Tensor t) {
+    if (t.nbytes() < 256) return t;
+    std::string_view bytes(static_cast<const char*>(t.raw()), t.nbytes());
+    std::string key = t.type_str() + "#" + std::to_string(std::hash<std::string_view>()(bytes));
+    auto [it, fresh] = by_content_.emplace(key, t);
+    if (!fresh && it->second.same_bytes(t)) return it->second;
+    return t;
+  }
+
   ExternalDataDir base_dir_;  // where external data is read from (onnx_tensor_to_cuvil's overload above)
   int opset_ = 0;
+  std::unordered_map<std::string, int> domain_opsets_;  // imported operator sets by domain ("" = ai.onnx)
+  std::unordered_map<std::string, const onnx::FunctionProto*> functions_;  // model-local functions, "domain:name"
+  std::unordered_map<std::string, Tensor> by_content_;
+  int inline_depth_ = 0;
 };
 
 std::shared_ptr<Graph> finish(std::shared_ptr<Graph> g, const OnnxImportOptions& opts) {

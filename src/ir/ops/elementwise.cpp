@@ -367,6 +367,12 @@ CUVIL_DEFINE_OP(BitShift) {
   });
 }
 
+// Bitwise ops (opset 18): every integer type, the same type out.
+CUVIL_DEFINE_OP(BitwiseAnd) { binary(s, join({kSignedInt, kUnsignedInt}), false); }
+CUVIL_DEFINE_OP(BitwiseOr) { binary(s, join({kSignedInt, kUnsignedInt}), false); }
+CUVIL_DEFINE_OP(BitwiseXor) { binary(s, join({kSignedInt, kUnsignedInt}), false); }
+CUVIL_DEFINE_OP(BitwiseNot) { unary(s, join({kSignedInt, kUnsignedInt})); }
+
 CUVIL_DEFINE_OP(And) { binary(s, kBool, true); }
 CUVIL_DEFINE_OP(Or) { binary(s, kBool, true); }
 CUVIL_DEFINE_OP(Xor) { binary(s, kBool, true); }

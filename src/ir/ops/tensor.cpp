@@ -380,6 +380,16 @@ void infer_split(InferContext& c) {
     } else {
       for (size_t k = 0; k < n; ++k) sizes.push_back(c.fresh_dim());
     }
+  } else if (c.i("num_outputs") > 0) {
+    // Split-18's num_outputs: parts of ceil(total / n), the last one what remains (smaller when n does not divide
+    // the axis).
+    if (c.i("num_outputs") != int64_t(n))
+      c.error("num_outputs is ", c.i("num_outputs"), " but the node has ", n, " outputs");
+    Dim part = Dim::ceildiv(total, Dim(int64_t(n)));
+    if (total.is_const() && part.value() * int64_t(n - 1) > total.value())
+      c.error("cannot split axis ", axis, " of ", in.str(), " into ", n, " parts of ", part.value(), " or fewer");
+    for (size_t k = 0; k + 1 < n; ++k) sizes.push_back(part);
+    sizes.push_back(total - part * Dim(int64_t(n - 1)));
   } else {
     if (total.is_const() && total.value() % int64_t(n) != 0)
       c.error("cannot split axis ", axis, " of ", in.str(), " into ", n, " equal parts");
@@ -609,8 +619,8 @@ void infer_gather_nd(InferContext& c) {
 
 void check_reduction(const InferContext& c) {
   const std::string& red = c.s("reduction");
-  if (red != "none" && red != "add" && red != "mul")
-    c.error("reduction must be 'none', 'add' or 'mul', got '", red, "'");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    c.error("reduction must be 'none', 'add', 'mul', 'max' or 'min', got '", red, "'");
 }
 
 void infer_scatter_elements(InferContext& c) {
@@ -712,26 +722,49 @@ void infer_pad(InferContext& c) {
   expect_dtype(c, 1, {DType::i64});
   expect_rank1(c, 1, "pads");
   const std::string& mode = c.s("mode");
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
-    c.error("mode must be 'constant', 'reflect' or 'edge', got '", mode, "'");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    c.error("mode must be 'constant', 'reflect', 'edge' or 'wrap', got '", mode, "'");
   if (c.has_input(2)) {
     if (c.input_dtype(2) != dt)
       c.error("constant_value has dtype ", dtype_name(c.input_dtype(2)), " but data has ", dtype_name(dt));
     expect_scalar_like(c, 2, "constant_value");
+  }
+  if (c.has_input(3)) {
+    expect_dtype(c, 3, {DType::i32, DType::i64});
+    expect_rank1(c, 3, "axes");
   }
   if (!in.rank_known()) {
     c.set_output(0, dt, Shape::unknown_rank());
     return;
   }
   size_t r = in.rank();
+  // With axes (Pad-18), pads holds a begin and an end per listed axis; the others are not padded.
+  std::optional<std::vector<int64_t>> axes;
+  if (c.has_input(3)) {
+    axes = known_ints(c, 3);
+    if (!axes) {
+      c.set_output(0, dt, infer::fresh_shape(c, r));
+      return;
+    }
+    for (int64_t& a : *axes) a = normalize_axis(c, a, int64_t(r));
+  }
+  size_t listed = axes ? axes->size() : r;
   auto n = known_length(c, 1);
-  if (n && *n != int64_t(2 * r)) c.error("pads has ", *n, " entries; data ", in.str(), " needs ", 2 * r);
-  const std::vector<Dim>* pads = c.input_dims_value(1);
-  if (!pads) {
+  if (n && *n != int64_t(2 * listed)) c.error("pads has ", *n, " entries; data ", in.str(), " needs ", 2 * listed);
+  const std::vector<Dim>* given = c.input_dims_value(1);
+  if (!given) {
     c.set_output(0, dt, infer::fresh_shape(c, r));
     return;
   }
-  if (pads->size() != 2 * r) c.error("pads has ", pads->size(), " entries; data ", in.str(), " needs ", 2 * r);
+  if (given->size() != 2 * listed)
+    c.error("pads has ", given->size(), " entries; data ", in.str(), " needs ", 2 * listed);
+  std::vector<Dim> full(2 * r, Dim(0));
+  for (size_t k = 0; k < listed; ++k) {
+    size_t d = axes ? size_t((*axes)[k]) : k;
+    full[d] = (*given)[k];
+    full[d + r] = (*given)[k + listed];
+  }
+  const std::vector<Dim>* pads = &full;
   std::vector<Dim> out;
   for (size_t d = 0; d < r; ++d) {
     Dim o = in[d] + (*pads)[d] + (*pads)[d + r];
@@ -1068,7 +1101,12 @@ CUVIL_DEFINE_OP(Transpose) {
 CUVIL_DEFINE_OP(Concat) { s.inputs(1, -1).required_attr("axis", AttrKind::Int).infer_with(infer_concat); }
 
 CUVIL_DEFINE_OP(Split) {
-  s.inputs(1, 2).outputs(1, -1).attr("axis", AttrKind::Int, int64_t(0)).infer_with(infer_split);
+  // num_outputs (Split-18): 0 splits evenly, as Split-13 without `split` does; n splits into parts of ceil(d / n).
+  s.inputs(1, 2)
+      .outputs(1, -1)
+      .attr("axis", AttrKind::Int, int64_t(0))
+      .attr("num_outputs", AttrKind::Int, int64_t(0))
+      .infer_with(infer_split);
 }
 
 CUVIL_DEFINE_OP(Slice) { s.inputs(3, 5).infer_with(infer_slice); }
@@ -1100,7 +1138,8 @@ CUVIL_DEFINE_OP(Expand) { s.inputs(2, 2).infer_with(infer_expand); }
 
 CUVIL_DEFINE_OP(Tile) { s.inputs(2, 2).infer_with(infer_tile); }
 
-CUVIL_DEFINE_OP(Pad) { s.inputs(2, 3).attr("mode", AttrKind::String, "constant").infer_with(infer_pad); }
+// Inputs data, pads, constant_value, axes (Pad-18); modes of Pad-19 (wrap included).
+CUVIL_DEFINE_OP(Pad) { s.inputs(2, 4).attr("mode", AttrKind::String, "constant").infer_with(infer_pad); }
 
 CUVIL_DEFINE_OP(Range) { s.inputs(3, 3).infer_with(infer_range); }
 

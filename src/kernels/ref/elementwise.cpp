@@ -22,7 +22,7 @@ namespace {
 template <class T>
 inline constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
-enum class Cls { Float, Numeric, SignedNumeric, UnsignedInt, Bool, All };
+enum class Cls { Float, Numeric, SignedNumeric, UnsignedInt, Integer, Bool, All };
 
 template <class T, Cls C>
 constexpr bool in_class() {
@@ -31,6 +31,7 @@ constexpr bool in_class() {
     case Cls::Numeric: return is_float_v<T> || is_int_v<T>;
     case Cls::SignedNumeric: return is_float_v<T> || (is_int_v<T> && std::is_signed_v<T>);
     case Cls::UnsignedInt: return is_int_v<T> && std::is_unsigned_v<T>;
+    case Cls::Integer: return is_int_v<T>;
     case Cls::Bool: return std::is_same_v<T, bool>;
     case Cls::All: return true;
   }
@@ -560,6 +561,13 @@ CUVIL_REF_KERNEL(BitShift) {
     using W = wide_unsigned_t<T>;
     return left ? T(W(x) << n) : T(W(x) >> n);
   });
+}
+
+CUVIL_REF_KERNEL(BitwiseAnd) { same_type_binary<Cls::Integer>(ctx, []<class T>(T a, T b) -> T { return T(a & b); }); }
+CUVIL_REF_KERNEL(BitwiseOr) { same_type_binary<Cls::Integer>(ctx, []<class T>(T a, T b) -> T { return T(a | b); }); }
+CUVIL_REF_KERNEL(BitwiseXor) { same_type_binary<Cls::Integer>(ctx, []<class T>(T a, T b) -> T { return T(a ^ b); }); }
+CUVIL_REF_KERNEL(BitwiseNot) {
+  dispatch<Cls::Integer>(ctx, ctx.input(0).dtype(), [&]<class T>() { map_unary<T>(ctx, [](auto x) { return ~x; }); });
 }
 
 CUVIL_REF_KERNEL(And) { compare<Cls::Bool>(ctx, [](int a, int b) { return a && b; }); }

@@ -70,28 +70,34 @@ int64_t checked_index(const KernelContext& ctx, int64_t i, int64_t n, const char
 
 // ---- the reductions shared by ScatterElements and ScatterND
 
-enum class Reduction { None, Add, Mul };
+enum class Reduction { None, Add, Mul, Max, Min };
 
 Reduction reduction_of(const KernelContext& ctx) {
   const std::string& r = ctx.s("reduction");
   if (r == "none") return Reduction::None;
   if (r == "add") return Reduction::Add;
   if (r == "mul") return Reduction::Mul;
-  ctx.error("reduction must be 'none', 'add' or 'mul', got '", r, "'");
+  if (r == "max") return Reduction::Max;  // opset 18
+  if (r == "min") return Reduction::Min;
+  ctx.error("reduction must be 'none', 'add', 'mul', 'max' or 'min', got '", r, "'");
 }
 
 template <class T>
 void apply(Reduction red, T& dst, const T& src) {
   using C = compute_t<T>;
   if constexpr (std::is_same_v<T, bool>) {
-    // add and mul of booleans are or and and (what numpy gives when casting back)
+    // add and max of booleans are or, mul and min are and (what numpy gives when casting back)
     if (red == Reduction::None) dst = src;
-    else if (red == Reduction::Add) dst = dst || src;
+    else if (red == Reduction::Add || red == Reduction::Max) dst = dst || src;
     else dst = dst && src;
   } else {
     if (red == Reduction::None) dst = src;
     else if (red == Reduction::Add) dst = T(C(C(dst) + C(src)));
-    else dst = T(C(C(dst) * C(src)));
+    else if (red == Reduction::Mul) dst = T(C(C(dst) * C(src)));
+    // max/min as numpy's maximum/minimum (ONNX's reference): NaN wins
+    else if (C(dst) != C(dst) || C(src) != C(src)) dst = T(C(C(dst) + C(src)));
+    else if (red == Reduction::Max) dst = C(src) > C(dst) ? src : dst;
+    else dst = C(src) < C(dst) ? src : dst;
   }
 }
 
@@ -397,8 +403,18 @@ CUVIL_REF_KERNEL(Pad) {
   Tensor& out = ctx.output(0);
   size_t r = in.rank();
   std::vector<int64_t> pads = ctx.input(1).to_i64_vector();
+  if (ctx.has_input(3)) {  // Pad-18: a begin and an end per listed axis
+    std::vector<int64_t> axes = ctx.input(3).to_i64_vector(), full(2 * r, 0);
+    if (pads.size() != 2 * axes.size()) ctx.error("pads has ", pads.size(), " entries for ", axes.size(), " axes");
+    for (size_t k = 0; k < axes.size(); ++k) {
+      size_t d = size_t(norm_axis(ctx, axes[k], int64_t(r)));
+      full[d] = pads[k];
+      full[d + r] = pads[k + axes.size()];
+    }
+    pads = std::move(full);
+  }
   const std::string& mode = ctx.s("mode");
-  int m = mode == "constant" ? 0 : mode == "edge" ? 1 : 2;
+  int m = mode == "constant" ? 0 : mode == "edge" ? 1 : mode == "reflect" ? 2 : 3;
   std::vector<int64_t> s = strides_of(in.shape());
   if (out.numel() == 0) return;
   for (size_t d = 0; d < r; ++d)
@@ -419,7 +435,9 @@ CUVIL_REF_KERNEL(Pad) {
             inside = false;
             break;
           }
-          i = m == 1 ? std::clamp<int64_t>(i, 0, dim - 1) : tensor_ops::reflect_index(i, dim);
+          i = m == 1 ? std::clamp<int64_t>(i, 0, dim - 1)
+              : m == 2 ? tensor_ops::reflect_index(i, dim)
+                       : ((i % dim) + dim) % dim;  // wrap: the input repeated
         }
         off += i * s[d];
       }

@@ -1,0 +1,196 @@
+// The ai.onnx.ml ops that scikit-learn pipelines exported to ONNX put around a model, written as Cuvil ops with
+// ONNX-ML's semantics (onnx/defs/traditionalml/defs.cc), for numeric tensors:
+//
+//   Scaler             (x - offset) * scale
+//   Normalizer         rows divided by their MAX, L1 or L2 norm
+//   Binarizer          x > threshold ? 1 : 0, in x's type
+//   Imputer            NaN (or replaced_value_float) -> imputed_value_floats (one, or one per feature)
+//   ArrayFeatureExtractor  the columns the index tensor names (last axis)
+//   FeatureVectorizer  inputs concatenated along axis 1 (inputdimensions as given)
+//   LinearRegressor    x W^T + intercepts (post_transform NONE)
+//   LinearClassifier   scores = x W^T + intercepts, post_transform NONE/LOGISTIC/SOFTMAX, labels = integer class
+//                      labels of the best score (a single class: the score's sign, as ONNX Runtime)
+//
+// String labels and inputs (LabelEncoder, string classlabels, ZipMap's maps), trees and SVMs are refused.
+#include <cmath>
+
+#include "frontend/onnx/converter.h"
+
+namespace cuvil {
+
+namespace {
+
+Value* temp(ConvertContext& c, OpKind op, std::vector<Value*> inputs, AttrMap attrs = {}) {
+  return c.emit_temp(op, std::move(inputs), std::move(attrs))->output(0);
+}
+
+Value* required(ConvertContext& c, size_t i) {
+  Value* v = c.input(i);
+  if (!v) c.error("input ", i, " is required");
+  return v;
+}
+
+std::vector<float> floats_attr(ConvertContext& c, const char* name) {
+  auto a = c.take_attr(name);
+  if (!a) return {};
+  if (a->kind() != AttrKind::Floats) c.error("attribute '", name, "' must be floats");
+  return std::vector<float>(a->floats().begin(), a->floats().end());
+}
+
+std::string string_attr(ConvertContext& c, const char* name, const std::string& def) {
+  auto a = c.take_attr(name);
+  if (!a) return def;
+  if (a->kind() != AttrKind::String) c.error("attribute '", name, "' must be a string");
+  return a->s();
+}
+
+void no_more_attrs(ConvertContext& c) {
+  if (!c.attrs().empty()) c.error("attribute '", c.attrs().begin()->first, "' is not supported");
+}
+
+Value* f32_row(ConvertContext& c, const std::vector<float>& v, const char* hint) {
+  return c.const_tensor(Tensor::from_vector<float>(v, {int64_t(v.size())}), hint);
+}
+
+// ONNX-ML computes in float: every numeric input is cast to f32 first.
+Value* as_f32(ConvertContext& c, Value* x) {
+  return temp(c, OpKind::Cast, {x}, {{"to", Attribute(int64_t(dtype_onnx_id(DType::f32)))}});
+}
+
+void convert_scaler(ConvertContext& c) {
+  Value* x = as_f32(c, required(c, 0));
+  std::vector<float> offset = floats_attr(c, "offset"), scale = floats_attr(c, "scale");
+  no_more_attrs(c);
+  Value* y = offset.empty() ? x : temp(c, OpKind::Sub, {x, f32_row(c, offset, "offset")});
+  c.emit_final(scale.empty() ? OpKind::Identity : OpKind::Mul,
+               scale.empty() ? std::vector<Value*>{y} : std::vector<Value*>{y, f32_row(c, scale, "scale")}, {});
+}
+
+void convert_normalizer(ConvertContext& c) {
+  Value* x = as_f32(c, required(c, 0));
+  std::string norm = string_attr(c, "norm", "MAX");
+  no_more_attrs(c);
+  OpKind reduce = norm == "MAX" ? OpKind::ReduceMax : norm == "L1" ? OpKind::ReduceL1 : OpKind::ReduceL2;
+  if (norm != "MAX" && norm != "L1" && norm != "L2") c.error("norm '", norm, "' must be MAX, L1 or L2");
+  Value* by = temp(c, reduce, {x, c.const_i64({-1}, "axis")}, {{"keepdims", Attribute(int64_t(1))}});
+  c.emit_final(OpKind::Div, {x, by}, {});
+}
+
+void convert_binarizer(ConvertContext& c) {
+  Value* x = required(c, 0);
+  double threshold = 0;
+  if (auto t = c.take_attr("threshold")) threshold = t->kind() == AttrKind::Float ? t->f() : double(t->i());
+  no_more_attrs(c);
+  Value* th = temp(c, OpKind::CastLike, {c.const_tensor(Tensor::scalar<float>(float(threshold)), "threshold"), x});
+  c.emit_final(OpKind::CastLike, {temp(c, OpKind::Greater, {x, th}), x}, {});
+}
+
+void convert_imputer(ConvertContext& c) {
+  Value* x = required(c, 0);
+  std::vector<float> imputed = floats_attr(c, "imputed_value_floats");
+  std::vector<float> replaced;
+  if (auto r = c.take_attr("replaced_value_float"))
+    replaced = {float(r->kind() == AttrKind::Float ? r->f() : double(r->i()))};
+  if (c.take_attr("imputed_value_int64s") || c.take_attr("replaced_value_int64"))
+    c.error("integer imputation is not supported");
+  no_more_attrs(c);
+  if (imputed.empty()) c.error("imputed_value_floats is required");
+  Value* fill = f32_row(c, imputed, "imputed");
+  Value* hit = replaced.empty() || std::isnan(replaced[0])
+                   ? temp(c, OpKind::IsNaN, {x})
+                   : temp(c, OpKind::Equal, {x, c.const_tensor(Tensor::scalar<float>(replaced[0]), "replaced")});
+  c.emit_final(OpKind::Where, {hit, fill, x}, {});
+}
+
+void convert_array_feature_extractor(ConvertContext& c) {
+  Value* x = required(c, 0);
+  Value* idx = required(c, 1);
+  no_more_attrs(c);
+  // Gather along the last axis: an ellipsis-free Gather needs the axis number, -1 is accepted by Gather.
+  Value* flat = temp(c, OpKind::Reshape, {idx, c.const_i64({-1}, "flat")});
+  c.emit_final(OpKind::Gather, {x, flat}, {{"axis", Attribute(int64_t(-1))}});
+}
+
+void convert_feature_vectorizer(ConvertContext& c) {
+  c.take_attr("inputdimensions");
+  no_more_attrs(c);
+  std::vector<Value*> parts;
+  for (Value* v : c.inputs()) {
+    if (!v) c.error("inputs may not be omitted");
+    parts.push_back(as_f32(c, v));
+  }
+  c.emit_final(OpKind::Concat, parts, {{"axis", Attribute(int64_t(1))}});
+}
+
+// x [N, F] @ W^T [F, targets] + b
+Value* linear(ConvertContext& c, Value* x, const std::vector<float>& coef, const std::vector<float>& intercepts,
+              int64_t targets) {
+  if (targets < 1 || coef.size() % size_t(targets) != 0)
+    c.error(coef.size(), " coefficients do not divide into ", targets, " rows");
+  int64_t features = int64_t(coef.size()) / targets;
+  Value* w = c.const_tensor(Tensor::from_vector<float>(coef, {targets, features}), "coefficients");
+  Value* y = temp(c, OpKind::Gemm, {x, w}, {{"transB", Attribute(int64_t(1))}});
+  if (intercepts.empty()) return y;
+  if (int64_t(intercepts.size()) != targets) c.error(intercepts.size(), " intercepts for ", targets, " targets");
+  return temp(c, OpKind::Add, {y, f32_row(c, intercepts, "intercepts")});
+}
+
+void convert_linear_regressor(ConvertContext& c) {
+  Value* x = as_f32(c, required(c, 0));
+  std::vector<float> coef = floats_attr(c, "coefficients"), intercepts = floats_attr(c, "intercepts");
+  int64_t targets = 1;
+  if (auto t = c.take_attr("targets")) targets = t->i();
+  if (string_attr(c, "post_transform", "NONE") != "NONE") c.error("post_transform other than NONE is not supported");
+  no_more_attrs(c);
+  c.emit_final(OpKind::Identity, {linear(c, x, coef, intercepts, targets)}, {});
+}
+
+void convert_linear_classifier(ConvertContext& c) {
+  Value* x = as_f32(c, required(c, 0));
+  std::vector<float> coef = floats_attr(c, "coefficients"), intercepts = floats_attr(c, "intercepts");
+  std::string post = string_attr(c, "post_transform", "NONE");
+  auto labels_attr = c.take_attr("classlabels_ints");
+  if (c.take_attr("classlabels_strings")) c.error("string class labels are not supported");
+  c.take_attr("multi_class");
+  no_more_attrs(c);
+  if (!labels_attr) c.error("classlabels_ints is required");
+  std::vector<int64_t> labels = labels_attr->ints();
+  int64_t classes = int64_t(labels.size());
+  int64_t rows = int64_t(intercepts.empty() ? 0 : intercepts.size());
+  if (rows == 0) rows = classes;
+  Value* scores = linear(c, x, coef, intercepts, rows);
+  Value* label_table = c.const_tensor(Tensor::from_vector<int64_t>(labels, {classes}), "labels");
+  Value* label;
+  if (rows == 1 && classes == 2) {
+    // One score for two classes: the second label where the score is positive; scores become [-s, s].
+    Value* pos = temp(c, OpKind::Greater, {scores, c.const_tensor(Tensor::scalar<float>(0.f), "zero")});
+    Value* which = temp(c, OpKind::Cast, {pos}, {{"to", Attribute(int64_t(dtype_onnx_id(DType::i64)))}});
+    label = temp(c, OpKind::Gather, {label_table, temp(c, OpKind::Reshape, {which, c.const_i64({-1}, "flat")})});
+    scores = temp(c, OpKind::Concat, {temp(c, OpKind::Neg, {scores}), scores}, {{"axis", Attribute(int64_t(1))}});
+  } else {
+    Value* best = temp(c, OpKind::ArgMax, {scores}, {{"axis", Attribute(int64_t(1))}, {"keepdims", Attribute(int64_t(0))}});
+    label = temp(c, OpKind::Gather, {label_table, best});
+  }
+  if (post == "LOGISTIC") scores = temp(c, OpKind::Sigmoid, {scores});
+  else if (post == "SOFTMAX") scores = temp(c, OpKind::Softmax, {scores}, {{"axis", Attribute(int64_t(1))}});
+  else if (post != "NONE") c.error("post_transform '", post, "' is not supported");
+  const auto& outs = c.output_names();
+  c.graph().add_node(OpKind::Identity, {label}, {outs.at(0)}, {}, c.loc());
+  if (outs.size() > 1) c.graph().add_node(OpKind::Identity, {scores}, {outs[1]}, {}, c.loc());
+}
+
+}  // namespace
+
+void register_onnx_ml(OnnxConverterTable& t) {
+  const std::string ml = "ai.onnx.ml:";
+  t[ml + "Scaler"] = convert_scaler;
+  t[ml + "Normalizer"] = convert_normalizer;
+  t[ml + "Binarizer"] = convert_binarizer;
+  t[ml + "Imputer"] = convert_imputer;
+  t[ml + "ArrayFeatureExtractor"] = convert_array_feature_extractor;
+  t[ml + "FeatureVectorizer"] = convert_feature_vectorizer;
+  t[ml + "LinearRegressor"] = convert_linear_regressor;
+  t[ml + "LinearClassifier"] = convert_linear_classifier;
+}
+
+}  // namespace cuvil
