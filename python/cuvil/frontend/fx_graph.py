@@ -16,9 +16,11 @@ import os
 import re
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 import torch.fx
 
+from .. import _C
 from ..errors import CompileError
 from .torchscript import CONVERTERS, ConvertContext, TORCH_TO_CUVIL, _unsupported
 
@@ -43,7 +45,7 @@ NO_OPS = frozenset({"aten::_assert_tensor_metadata", "aten::_assert_scalar", "at
 
 
 # Checks on values read from tensor data (torch._check on an .item(), torch._assert_async): they hold only for
-# some inputs, and Cuvil's IR has no run-time check to keep them.
+# some inputs, so they become Assert nodes, checked at run time.
 _DATA_CHECKS = frozenset({"aten::_assert_scalar", "aten::_assert_async", "aten::_functional_assert_async"})
 _DATA_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
 
@@ -219,15 +221,9 @@ class FxConverter:
         ctx = self.ctx
         ctx.node = FxNode(node)
         kind = node_kind(node)
-        if kind in _DATA_CHECKS:
-            reads = _checks_data(node)
-            if reads is not None:
-                what = node.args[1] if len(node.args) > 1 and isinstance(node.args[1], str) else ""
-                what = what.replace("Runtime assertion failed for expression ", "").split(" on node ")[0]
-                raise ctx.error(f"a run-time check on tensor values ({'torch._check(' + what + ')' if what else kind}"
-                                f"{', on ' + node_kind(reads) if reads is not node else ''}) cannot be kept: "
-                                f"Cuvil's IR has no run-time check. Move the check out of forward() (test the "
-                                f"inputs before calling the compiled model), or remove it")
+        if kind in _DATA_CHECKS and _checks_data(node) is not None:
+            self.env[node] = None
+            return self.check(node)
         if kind in NO_OPS:
             self.env[node] = None
             return
@@ -242,6 +238,26 @@ class FxConverter:
         if isinstance(val, (tuple, list)) and not isinstance(result, (tuple, list)):
             raise ctx.error(f"internal error: the converter returned one value for {len(val)} outputs")
         self.env[node] = result
+
+    def check(self, node: torch.fx.Node) -> None:
+        """A check on tensor values (torch._check on an .item(), torch._assert_async) as an Assert: the run
+        fails with the RuntimeError eager PyTorch raises, when and only when the values break it."""
+        ctx = self.ctx
+        cond = self.arg(node.args[0])
+        message = node.args[1] if len(node.args) > 1 and isinstance(node.args[1], str) else ""
+        kind = node_kind(node)
+        if kind == "aten::_assert_scalar":
+            what = message.replace("Runtime assertion failed for expression ", "").split(" on node ")[0]
+            message = f"torch._check({what}) failed" if what else "a torch._check failed"
+        if not isinstance(cond, _C.Value):  # (folded while converting: holds or fails for every input)
+            if bool(cond):
+                return
+            cond = np.array(False)
+        ok = ctx.tensor(cond)
+        if ok.dtype != "bool":
+            ok = ctx.emit("Cast", [ok], {"to": 9})  # (ONNX BOOL)
+        ctx.emit("Assert", [ok], {"exception": "builtins.RuntimeError", "message": message or kind},
+                 num_outputs=0)
 
     def run(self, graph: torch.fx.Graph) -> list:
         """Converts every call of `graph` (placeholders already bound); returns the output node's values."""

@@ -302,6 +302,9 @@ class _Converter:
             for o, r in zip(outs, results):
                 self.env[o] = r
             return
+        raising = [_raises(b) for b in blocks]
+        if any(raising) and not all(raising):
+            return self.check_node(node, cond, blocks, raising.index(True))
         # Tensors defined outside and written in place inside a branch: the If outputs their new values.
         written = self.writes.outer_writes.get(node, [])
         before = [self.value(v) for v in written]
@@ -334,6 +337,45 @@ class _Converter:
         res = [res] if len(kept) == 1 else res
         for k, o in enumerate(outs):
             self.env[o] = res[kept.index(k)] if k in kept else branch_results[0][k]
+
+    def check_node(self, node, cond, blocks, raising: int) -> None:
+        """`if cond: raise E(msg)` (or its else form, or an assert) on a run-time condition: an Assert that the
+        raising branch is not taken, then the other branch inline. The run fails with E(msg) exactly when eager
+        PyTorch would raise; the message is computed when compiling (a run-time size prints as its symbol)."""
+        ctx = self.ctx
+        exception, message = self.raised(blocks[raising])
+        ctx.node = node
+        ok = ctx.emit("Cast", [cond], {"to": _onnx_dtype_id("bool")}) if cond.dtype != "bool" else cond
+        if raising == 0:
+            ok = ctx.emit("Not", [ok])
+        ctx.emit("Assert", [ok], {"exception": exception, "message": message}, num_outputs=0)
+        results = self.sub_block(blocks[1 - raising], ctx.builder, [])
+        for o, r in zip(node.outputs(), results):
+            self.env[o] = r
+
+    def raised(self, block) -> tuple[str, str]:
+        """The exception class (qualified name) and message a raising block raises. The nodes computing the
+        message are converted (they fold to Python values; any tensor work they emit is dead and removed); a
+        message that needs tensor data at run time is named as such."""
+        *body, raise_node = [n for n in block.nodes() if n.kind() != "prim::Constant"] or [None]
+        for n in block.nodes():
+            if n.kind() == "prim::Constant":
+                self.env[n.output()] = _constant_value(n)
+        msg_in, cls_in = (list(raise_node.inputs()) + [None, None])[:2]
+        try:
+            for n in body:
+                self.node(n)
+            message = self.value(msg_in)
+        except CompileError:
+            message = None
+        cls = self.value(cls_in) if cls_in is not None else None
+        if not isinstance(message, str):
+            message = "<a message computed from tensor values at run time>"
+        if not isinstance(cls, str):
+            # TorchScript writes `assert c, "m"` as RaiseException("AssertionError: m", None).
+            m = re.match(r"([A-Za-z_][A-Za-z0-9_]*(?:Error|Exception)): ?(.*)", message, re.S)
+            cls, message = ("builtins." + m.group(1), m.group(2)) if m else ("builtins.Exception", message)
+        return cls, message
 
     def loop_node(self, node):
         ctx = self.ctx
@@ -426,6 +468,14 @@ def _in_dtype_of(ctx: ConvertContext, result, target):
         raise ctx.error(f"the result's dtype {got} cannot be written into a tensor of dtype {want} (PyTorch "
                         f"refuses this in-place op too)")
     return ctx.tensor(result, want)
+
+
+def _raises(block) -> bool:
+    """Whether a TorchScript block always raises: its last node (before `-> ()`) is prim::RaiseException."""
+    last = None
+    for n in block.nodes():
+        last = n
+    return last is not None and last.kind() == "prim::RaiseException"
 
 
 def _is_uninitialized(x) -> bool:
@@ -549,9 +599,10 @@ def _capture(model, example_inputs: tuple, stacklevel: int = 3):
         raise UnsupportedError(
             f"forward() has `{g.what}` at {where} under a condition on tensor values (read at "
             f"{g.guard_file}:{g.guard_line}), which torch.jit.trace (the fall-back: torch.jit.script failed, {reason}) cannot "
-            f"keep: the compiled model would return a value where eager PyTorch raises. Cuvil's IR has no run-time "
-            f"check, so the model is not compiled: move the check out of forward() (test the inputs before calling "
-            f"the compiled model), or remove it")
+            f"keep: the compiled model would return a value where eager PyTorch raises, so the model is not "
+            f"compiled. torch.jit.script and torch.export keep such a check as a run-time check: make forward() "
+            f"scriptable or exportable, or move the check out of forward() (test the inputs before calling the "
+            f"compiled model)")
     return traced
 
 
