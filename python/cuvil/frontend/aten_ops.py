@@ -14,3 +14,4 @@ from . import aten_core  # noqa: F401,E402
 from . import aten_nn, aten_shape  # noqa: F401,E402
 from . import aten_transformer  # noqa: F401,E402
 from . import aten_export  # noqa: F401,E402
+from . import aten_math, aten_order  # noqa: F401,E402
