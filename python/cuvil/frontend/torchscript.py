@@ -317,10 +317,15 @@ class _Converter:
             regions.append(region)
         ctx.node = node
         outs = outs + written
+        # A tuple made inside a branch (`if c: return a, b`) is one TorchScript value: the If outputs its
+        # elements, and the tuple is rebuilt from them.
+        groups = _tuple_slots(branch_results)
+        branch_results = [_flatten_slots(b, groups) for b in branch_results]
+        slots = len(branch_results[0])
         # TorchScript's exit transforms (break, continue) yield prim::Uninitialized from the branch that never
         # defines a value. A slot uninitialized in both branches stays so; in one, it gets a zero placeholder of
         # the other branch's type there (never read: the flags TorchScript carries along guard every use).
-        kept = [k for k in range(len(outs)) if not all(_is_uninitialized(b[k]) for b in branch_results)]
+        kept = [k for k in range(slots) if not all(_is_uninitialized(b[k]) for b in branch_results)]
         for region, results, other in ((regions[0], branch_results[0], branch_results[1]),
                                        (regions[1], branch_results[1], branch_results[0])):
             outputs = []
@@ -335,8 +340,9 @@ class _Converter:
             cond_b = ctx.emit("Reshape", [cond_b, np.zeros((0,), np.int64)])
         res = ctx.emit("If", [cond_b], {"then_branch": regions[0], "else_branch": regions[1]}, num_outputs=len(kept))
         res = [res] if len(kept) == 1 else res
-        for k, o in enumerate(outs):
-            self.env[o] = res[kept.index(k)] if k in kept else branch_results[0][k]
+        flat = [res[kept.index(k)] if k in kept else branch_results[0][k] for k in range(slots)]
+        for o, v in zip(outs, _regroup(flat, groups)):
+            self.env[o] = v
 
     def check_node(self, node, cond, blocks, raising: int) -> None:
         """`if cond: raise E(msg)` (or its else form, or an assert) on a run-time condition: an Assert that the
@@ -468,6 +474,39 @@ def _in_dtype_of(ctx: ConvertContext, result, target):
         raise ctx.error(f"the result's dtype {got} cannot be written into a tensor of dtype {want} (PyTorch "
                         f"refuses this in-place op too)")
     return ctx.tensor(result, want)
+
+
+def _tuple_slots(branch_results: list) -> list:
+    """Per If output: (tuple or list type, length) where both branches give a sequence of that length holding a
+    tensor, else None."""
+    groups = []
+    for a, b in zip(*branch_results):
+        if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b) and \
+                any(isinstance(e, (_C.Value, torch.Tensor)) for e in (*a, *b)):
+            groups.append((type(a), len(a)))
+        else:
+            groups.append(None)
+    return groups
+
+
+def _flatten_slots(results: list, groups: list) -> list:
+    out = []
+    for r, g in zip(results, groups):
+        out.extend(r if g else [r])
+    return out
+
+
+def _regroup(flat: list, groups: list) -> list:
+    out, i = [], 0
+    for g in groups:
+        if g is None:
+            out.append(flat[i])
+            i += 1
+        else:
+            kind, n = g
+            out.append(kind(flat[i:i + n]))
+            i += n
+    return out
 
 
 def _raises(block) -> bool:
