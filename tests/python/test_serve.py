@@ -33,6 +33,9 @@ def repo(tmp_path_factory):
     save(rowsum_model(), os.path.join(repo, "small_queue", "1", "model.onnx"))
     write_config(repo, "small_queue", max_batch_size=64, max_queue_delay_us=1_000_000, max_queue_size=2)
     save(mlp_model(2), os.path.join(repo, "reload", "1", "model.onnx"))
+    # A batch that would wait 10 s for company, but callers give up after 50 ms.
+    save(rowsum_model(), os.path.join(repo, "timeout", "1", "model.onnx"))
+    write_config(repo, "timeout", max_batch_size=64, max_queue_delay_us=10_000_000, timeout_ms=50)
     os.makedirs(os.path.join(repo, "broken", "1"))
     with open(os.path.join(repo, "broken", "1", "model.onnx"), "wb") as f:
         f.write(b"not an onnx model")
@@ -206,6 +209,36 @@ def test_many_concurrent_clients_all_correct(client, repo):
     sess = ort.InferenceSession(os.path.join(repo, "mlp", "1", "model.onnx"), providers=["CPUExecutionProvider"])
     for a, r in zip(arrays, results):
         np.testing.assert_allclose(r.as_numpy("y"), sess.run(None, {"x": a})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_request_timeout_is_503(client, server):
+    expect_error(lambda: client.infer("timeout", [make_input("x", np.ones((1, 3), np.float32), True)]), 503,
+                 "timed out after 50 ms")
+    assert client.is_server_live()
+
+
+def test_reload_on_change(cuvil_bin, tmp_path):
+    """--poll-repository: a new version folder is picked up without a request to load it."""
+    repo = str(tmp_path / "models")
+    save(mlp_model(1), os.path.join(repo, "m", "1", "model.onnx"))
+    s = Server(cuvil_bin, repo, "--poll-repository", "1")
+    c = httpclient.InferenceServerClient(s.url)
+    try:
+        x = np.ones((1, 16), np.float32)
+        assert c.infer("m", [make_input("x", x, True)]).get_response()["model_version"] == "1"
+        save(mlp_model(4), os.path.join(repo, "m", "2", "model.onnx"))
+        want = ort_run(os.path.join(repo, "m", "2", "model.onnx"), {"x": x})[0]
+        for _ in range(600):
+            r = c.infer("m", [make_input("x", x, True)])
+            if r.get_response()["model_version"] == "2":
+                break
+            time.sleep(0.1)
+        assert r.get_response()["model_version"] == "2"
+        np.testing.assert_allclose(r.as_numpy("y"), want, rtol=1e-5, atol=1e-5)
+        assert "reloaded model 'm'" in s.log()
+    finally:
+        c.close()
+        assert s.stop() == 0
 
 
 def test_full_queue_rejects(server):
