@@ -25,7 +25,7 @@ def repo(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("serve"))
     repo = os.path.join(root, "models")
     save(mlp_model(1), os.path.join(repo, "mlp", "1", "model.onnx"))
-    write_config(repo, "mlp", max_batch_size=8, max_queue_delay_us=1000)
+    write_config(repo, "mlp", max_batch_size=8, max_queue_delay_us=1000, warmup=True)
     save(dtypes_model(), os.path.join(repo, "dtypes", "1", "model.onnx"))
     # Long delays: a batch closes when it is full, so these tests see exactly the batches they send.
     save(rowsum_model(), os.path.join(repo, "rowsum", "1", "model.onnx"))
