@@ -338,6 +338,32 @@ def test_malformed_and_hostile_requests(server, client):
     assert r.as_numpy("y").shape == (1, 8)
 
 
+def test_slow_client_is_cut_off(cuvil_bin, tmp_path):
+    """A client that stalls mid-request holds its connection only until --read-timeout; others are served."""
+    repo = str(tmp_path / "models")
+    save(mlp_model(1), os.path.join(repo, "mlp", "1", "model.onnx"))
+    s = Server(cuvil_bin, repo, "--read-timeout", "1")
+    c = httpclient.InferenceServerClient(s.url)
+    try:
+        slow = socket.create_connection(("127.0.0.1", s.http_port), timeout=60)
+        slow.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{\"inp")
+        r = c.infer("mlp", [make_input("x", np.ones((1, 16), np.float32), True)])  # not blocked by the stall
+        assert r.as_numpy("y").shape == (1, 8)
+        start = time.time()
+        data = slow.recv(65536)  # the server gives up on the body and closes (possibly after a 400/408)
+        while data and time.time() - start < 30:
+            more = slow.recv(65536)
+            if not more:
+                break
+            data += more
+        assert time.time() - start < 30
+        slow.close()
+        assert c.is_server_live()
+    finally:
+        c.close()
+        assert s.stop() == 0
+
+
 def test_repository_load_unload_reload(server, client, repo):
     index = {m["name"]: m for m in client.get_model_repository_index()}
     assert index["mlp"]["state"] == "READY"
