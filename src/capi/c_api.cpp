@@ -109,7 +109,20 @@ bool check_options(const cuvil_session_options* o, cuvil_status** status) {
 
 // The callers' tensors as views, each checked: struct size, dtype, rank, dims, a buffer large enough.
 bool views(const cuvil_tensor* ts, size_t n, const char* what, bool output, std::vector<Tensor>& out,
-           cuvil_status** status) {
+           cuvil_code* code, cuvil_status** status_out) {
+  cuvil_status* st = nullptr;
+  cuvil_status** status = &st;
+  struct Report {  // the code always; the status object only when the caller asked for one
+    cuvil_status*& st;
+    cuvil_code* code;
+    cuvil_status** out;
+    ~Report() {
+      if (!st) return;
+      *code = st->code;
+      if (out) *out = st;
+      else delete st;
+    }
+  } report{st, code, status_out};
   if (n && !ts) {
     set_status(status, CUVIL_INVALID_ARGUMENT, std::string(what) + ": null array");
     return false;
@@ -142,12 +155,15 @@ bool views(const cuvil_tensor* ts, size_t n, const char* what, bool output, std:
   return true;
 }
 
-template <class F>
-auto guarded(cuvil_status** status, cuvil_code on_error, const Graph* g, F&& f) -> decltype(f()) {
+// Runs f, turning any exception into a status; returns `fallback` then (for a cuvil_code: the status's code).
+template <class F, class R = decltype(std::declval<F>()())>
+R guarded(cuvil_status** status, cuvil_code on_error, const Graph* g, R fallback, F&& f) {
+  cuvil_code code = CUVIL_INTERNAL;
   try {
     return f();
   } catch (const InputError& e) {
-    set_status(status, CUVIL_INPUT_MISMATCH, e.what());
+    code = CUVIL_INPUT_MISMATCH;
+    set_status(status, code, e.what());
   } catch (const Error& e) {
     std::string msg = e.what(), node, loc;
     if (g) {
@@ -157,15 +173,17 @@ auto guarded(cuvil_status** status, cuvil_code on_error, const Graph* g, F&& f) 
         loc = n->loc().str();
       }
     }
-    set_status(status, on_error == CUVIL_INVALID_ARTIFACT ? code_of_load_error(msg) : on_error, msg, node, loc);
+    code = on_error == CUVIL_INVALID_ARTIFACT ? code_of_load_error(msg) : on_error;
+    set_status(status, code, msg, node, loc);
   } catch (const std::bad_alloc&) {
-    set_status(status, CUVIL_INTERNAL, "out of memory");
+    set_status(status, code, "out of memory");
   } catch (const std::exception& e) {
-    set_status(status, CUVIL_INTERNAL, std::string("internal error: ") + e.what());
+    set_status(status, code, std::string("internal error: ") + e.what());
   } catch (...) {
-    set_status(status, CUVIL_INTERNAL, "internal error");
+    set_status(status, code, "internal error");
   }
-  return decltype(f())();
+  if constexpr (std::is_same_v<R, cuvil_code>) return code;
+  else return fallback;
 }
 
 }  // namespace
@@ -185,7 +203,7 @@ cuvil_session* cuvil_session_create_from_file(const char* path, const cuvil_sess
     return nullptr;
   }
   if (!check_options(options, status)) return nullptr;
-  return guarded(status, CUVIL_INVALID_ARTIFACT, nullptr,
+  return guarded(status, CUVIL_INVALID_ARTIFACT, nullptr, (cuvil_session*)nullptr,
                  [&]() -> cuvil_session* { return make_session(artifact::load_file(path), options); });
 }
 
@@ -196,7 +214,7 @@ cuvil_session* cuvil_session_create_from_memory(const void* data, size_t size, c
     return nullptr;
   }
   if (!check_options(options, status)) return nullptr;
-  return guarded(status, CUVIL_INVALID_ARTIFACT, nullptr,
+  return guarded(status, CUVIL_INVALID_ARTIFACT, nullptr, (cuvil_session*)nullptr,
                  [&]() -> cuvil_session* { return make_session(artifact::load_memory(data, size), options); });
 }
 
@@ -256,10 +274,11 @@ cuvil_code cuvil_session_run(cuvil_session* s, const cuvil_tensor* inputs, size_
     return CUVIL_INVALID_ARGUMENT;
   }
   std::vector<Tensor> ins, outs;
-  if (!views(inputs, n_inputs, "input", false, ins, status)) return status && *status ? (*status)->code : CUVIL_INVALID_ARGUMENT;
-  if (!views(outputs, n_outputs, "output", true, outs, status))
-    return status && *status ? (*status)->code : CUVIL_INVALID_ARGUMENT;
-  cuvil_code c = guarded(status, CUVIL_RUN_FAILED, s->loaded.graph.get(), [&]() -> cuvil_code {
+  cuvil_code bad = CUVIL_OK;
+  if (!views(inputs, n_inputs, "input", false, ins, &bad, status) ||
+      !views(outputs, n_outputs, "output", true, outs, &bad, status))
+    return bad;
+  return guarded(status, CUVIL_RUN_FAILED, s->loaded.graph.get(), CUVIL_RUN_FAILED, [&]() -> cuvil_code {
     try {
       s->exec->run_into(ins, outs);
     } catch (const InputError& e) {
@@ -272,9 +291,6 @@ cuvil_code cuvil_session_run(cuvil_session* s, const cuvil_tensor* inputs, size_
     }
     return CUVIL_OK;
   });
-  if (c != CUVIL_OK) return c;
-  if (status && *status) return (*status)->code;
-  return CUVIL_OK;
 }
 
 int32_t cuvil_session_output_shape(cuvil_session* s, const cuvil_tensor* inputs, size_t n_inputs, size_t i,
@@ -284,8 +300,9 @@ int32_t cuvil_session_output_shape(cuvil_session* s, const cuvil_tensor* inputs,
     return -1;
   }
   std::vector<Tensor> ins;
-  if (!views(inputs, n_inputs, "input", false, ins, status)) return -1;
-  return guarded(status, CUVIL_RUN_FAILED, s->loaded.graph.get(), [&]() -> int32_t {
+  cuvil_code bad = CUVIL_OK;
+  if (!views(inputs, n_inputs, "input", false, ins, &bad, status)) return -1;
+  return guarded(status, CUVIL_RUN_FAILED, s->loaded.graph.get(), int32_t(-1), [&]() -> int32_t {
     const Graph& g = *s->loaded.graph;
     if (ins.size() != g.inputs().size())
       throw InputError("the model has " + std::to_string(g.inputs().size()) + " inputs, given " +
