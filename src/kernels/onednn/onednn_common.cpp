@@ -143,6 +143,22 @@ void Reorder::execute(memory& from, memory& to) {
   prim_.execute(thread_stream(), args);
 }
 
+bool bf16_dispatch_is_fast(const std::string& impl, std::string* reason) {
+  // oneDNN names the ISA of its jit kernels: brg:avx512_core_bf16, jit:avx512_core_bf16, brgconv:avx512_core_amx.
+  if (impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos) return true;
+  if (reason) *reason = "bf16 would run onednn:" + impl + ", slower than f32 on this machine";
+  return false;
+}
+
+Bf16Source::Bf16Source(const memory::desc& from, const memory::desc& to)
+    : user_(from, cpu_engine(), DNNL_MEMORY_NONE), lp_(to, cpu_engine()), reorder_(user_, lp_) {}
+
+memory& Bf16Source::convert(const void* data) {
+  user_.set_data_handle(const_cast<void*>(data));
+  reorder_.execute(user_, lp_);
+  return lp_;
+}
+
 int64_t primitives_created() { return g_primitives_created.load(std::memory_order_relaxed); }
 
 namespace {
