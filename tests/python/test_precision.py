@@ -177,17 +177,28 @@ def test_real_minilm_bf16_embeddings_match_fp32():
     e32 = embed(c32(**enc).last_hidden_state)
     e16 = embed(c16(**enc).last_hidden_state)
     cos = (e32 * e16).sum(1)
+    print(f"MiniLM bf16 cosine to fp32: min {float(cos.min()):.6f}")
     assert torch.all(cos >= 0.999), cos
     if machine_has_bf16():
         assert any(r["precision"] == "bf16" for r in c16.precision_report(**enc))
         assert torch.any(cos < 1 - 1e-7), "bf16 embeddings equal to fp32: nothing was lowered"
     pairs = [(i, j) for i in range(len(SENTENCES)) for j in range(i + 1, len(SENTENCES))]
-
-    def ranking(e):
-        sim = e @ e.T
-        return sorted(pairs, key=lambda p: -float(sim[p]))
-
-    assert ranking(e16) == ranking(e32)
+    s32, s16 = e32 @ e32.T, e16 @ e16.T
+    # Ranking: an embedding that moved by d = |e16 - e32| moves each similarity by at most 2 d, so two pairs whose
+    # fp32 similarities differ by more than 4 d_max must keep their order; closer ones are ties at bf16's
+    # resolution (their order is what the rounding decides).
+    d_max = float((e16 - e32).norm(dim=1).max())
+    swapped, ties = [], 0
+    for a in pairs:
+        for b in pairs:
+            gap = float(s32[a] - s32[b])
+            if gap > 4 * d_max:
+                if not float(s16[a]) > float(s16[b]):
+                    swapped.append((a, b, gap))
+            elif gap > 0:
+                ties += 1
+    assert not swapped, swapped
+    assert ties < len(pairs) * (len(pairs) - 1) // 2 // 5, f"{ties} ties: the check says little"
     # and the paraphrases are each other's nearest neighbours in both
     for e in (e32, e16):
         sim = e @ e.T - 2 * torch.eye(len(SENTENCES))

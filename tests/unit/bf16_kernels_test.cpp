@@ -13,6 +13,7 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/onednn/onednn_common.h"
 #include "runtime/executor.h"
 #include "support/half.h"
 #include "test_util.h"
@@ -81,7 +82,9 @@ void check(const Case& c) {
     return;
   }
   EXPECT_TRUE(machine_has_bf16());
-  EXPECT_NE(prof[0].impl.find("bf16"), std::string::npos) << prof[0].impl;  // oneDNN's bf16 ISA ran
+  std::string isa = prof[0].impl.substr(prof[0].impl.rfind(':') + 1);
+  EXPECT_TRUE(isa.find("bf16") != std::string::npos || isa.find("amx") != std::string::npos)  // a bf16 ISA ran
+      << prof[0].impl;
   EXPECT_TRUE(d.reason.empty()) << d.reason;
 
   std::vector<OpArg> rounded = c.args, magnitude = c.args;
@@ -227,6 +230,20 @@ TEST(Bf16Kernels, KeepsF32WithReasons) {
     NodeTime t = Executor(one.g, bf16_options()).profile(one.feeds)[0];
     EXPECT_EQ(t.precision.precision, Precision::fp32);
     EXPECT_EQ(t.precision.reason, "numerically sensitive: f32");
+  }
+}
+
+// The ISA in oneDNN's kernel name decides: bf16 instructions (or AMX) only, not bf16 emulated on AVX-512.
+TEST(Bf16Kernels, DispatchCheckReadsTheIsa) {
+  std::string why;
+  EXPECT_TRUE(onednn::bf16_dispatch_is_fast("brg:avx512_core_bf16", &why));
+  EXPECT_TRUE(onednn::bf16_dispatch_is_fast("jit_1x1:avx512_core_bf16", &why));
+  EXPECT_TRUE(onednn::bf16_dispatch_is_fast("brgconv:avx512_core_amx", &why));
+  EXPECT_TRUE(why.empty());
+  for (const char* slow : {"jit_bf16:avx512_core", "gemm:jit", "ref:any", "brg:avx2"}) {
+    why.clear();
+    EXPECT_FALSE(onednn::bf16_dispatch_is_fast(slow, &why)) << slow;
+    EXPECT_EQ(why, std::string("bf16 would run onednn:") + slow + ", slower than f32 on this machine");
   }
 }
 

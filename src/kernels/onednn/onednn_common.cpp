@@ -144,8 +144,10 @@ void Reorder::execute(memory& from, memory& to) {
 }
 
 bool bf16_dispatch_is_fast(const std::string& impl, std::string* reason) {
-  // oneDNN names the ISA of its jit kernels: brg:avx512_core_bf16, jit:avx512_core_bf16, brgconv:avx512_core_amx.
-  if (impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos) return true;
+  // oneDNN names a jit kernel "<kind>:<isa>": brg:avx512_core_bf16, jit_1x1:avx512_core_bf16, brg:avx512_core_amx.
+  // Only the ISA counts: "jit_bf16:avx512_core" is bf16 emulated on AVX-512 (what a CPU without BF16 runs).
+  std::string isa = impl.substr(impl.rfind(':') + 1);
+  if (isa.find("bf16") != std::string::npos || isa.find("amx") != std::string::npos) return true;
   if (reason) *reason = "bf16 would run onednn:" + impl + ", slower than f32 on this machine";
   return false;
 }
