@@ -183,6 +183,9 @@ std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<Pr
     return k;
   };
   bool bf16 = options.precision == Precision::bf16;
+  // 3x3 stride-1 layers too, though f32 would run them on Winograd (2.25x fewer multiplies): oneDNN has no bf16
+  // Winograd, but its direct bf16 kernels won on ResNet-50 here (45 against 55 ms of CPU per image on one thread
+  // with those layers kept on f32 Winograd; f32 throughout: 82 ms).
   std::unique_ptr<ConvKernel> k = bf16 ? make(false, true) : nullptr;
   if (!k) bf16 = false, k = make(false, false);
   if (!k) return nullptr;
