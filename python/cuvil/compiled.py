@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -272,7 +273,10 @@ class CompiledModule:
     def __call__(self, *args, **kwargs):
         """Runs the model; see the class docstring for what goes in and comes out."""
         arrays, as_torch = self._arrays(args, kwargs)
-        outs = self._model.run(arrays)
+        try:
+            outs = self._model.run(arrays)
+        except _C.CheckFailed as e:
+            raise model_exception(e) from None
         if as_torch:
             outs = [_to_torch(a, t) for a, t in zip(outs, self._output_types)]
         return self._restructure(outs)
@@ -327,6 +331,24 @@ class CompiledModule:
         ins = ", ".join(f"{n}: {t}" for n, t in zip(self._input_names, self._input_types))
         outs = ", ".join(self._output_types)
         return f"<cuvil.CompiledModule ({ins}) -> ({outs})>"
+
+
+def model_exception(e: "_C.CheckFailed") -> Exception:
+    """The model's own exception for a run-time check it failed (`raise ValueError(...)` under a data-dependent
+    condition, an assert, torch._check): the class named by its qualified name when its module is loaded (never
+    imported here: the name comes from the model), else RuntimeError; a note says where the check was."""
+    module, _, name = e.exception_type.rpartition(".")
+    cls = getattr(sys.modules.get(module or "builtins"), name, None)
+    exc = None
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            exc = cls(e.message)
+        except Exception:  # a constructor that wants more than a message
+            exc = None
+    if exc is None:
+        exc = RuntimeError(f"{e.exception_type}: {e.message}")
+    exc.add_note(f"raised by a run-time check of the compiled model{' at ' + e.location if e.location else ''}")
+    return exc
 
 
 def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str = "cpu",

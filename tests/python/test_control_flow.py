@@ -186,3 +186,37 @@ def test_views_as_inputs():
         got = c(a)
         assert np.abs(got - ref).max() < 1e-5 * (1 + np.abs(ref).max()), what
     assert np.array_equal(base, keep)
+
+
+class EarlyExitClassifier(torch.nn.Module):
+    """Returns a tuple from inside a data-dependent `if` (an early-exit head), another after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.h1 = torch.nn.Linear(8, 8), torch.nn.Linear(8, 3)
+        self.b, self.h2 = torch.nn.Linear(8, 8), torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x))
+        p = torch.softmax(self.h1(y), -1)
+        if p.max() > 0.9:
+            return p, torch.zeros(1)
+        z = torch.relu(self.b(y))
+        return torch.softmax(self.h2(z), -1), torch.ones(1)
+
+
+def test_tuple_returned_from_inside_an_if():
+    torch.manual_seed(0)
+    model = EarlyExitClassifier().eval()
+    x = torch.randn(2, 8)
+    compiled = cuvil.compile(model, (x,), capture="torchscript", dynamic_shapes={"x": {0: "batch"}})
+    exits = set()
+    for scale in (0.01, 1.0, 100.0):
+        for n in (1, 2, 5):
+            xi = torch.randn(n, 8) * scale
+            got, want = compiled(xi), model(xi)
+            assert isinstance(got, tuple) and len(got) == 2
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+            exits.add(float(want[1]))
+    assert exits == {0.0, 1.0}  # both exits were taken

@@ -338,7 +338,7 @@ def test_trace_fallback_refuses_a_raise_it_would_drop(cls, tag, what, capture):
     msg = str(e.value)
     assert re.search(rf"forward\(\) has `{what}` at [^ ]*{HERE}:{line_of(tag)} under a condition on tensor values",
                      msg), msg
-    assert "torch.jit.trace" in msg and "no run-time check" in msg and "move the check out of forward()" in msg
+    assert "torch.jit.trace" in msg and "cannot keep" in msg and "move the check out of forward()" in msg
 
 
 class ShapeGuardUnscriptable(torch.nn.Module):
@@ -374,11 +374,16 @@ class CheckedItem(torch.nn.Module):
         return x * 2
 
 
-def test_export_refuses_a_check_on_tensor_data_it_would_drop():
+def test_export_keeps_a_check_on_tensor_data_as_a_run_time_check():
     x = torch.rand(3, 4)
-    with pytest.raises(cuvil.CompileError, match=rf"at [^ ]*{HERE}:{line_of('CHECK-ITEM')}: a run-time check on tensor "
-                                                 rf"values \(torch._check\(u0 >= 0\).*no run-time check"):
-        cuvil.compile(CheckedItem(), (x,), capture="export")
+    compiled = cuvil.compile(CheckedItem(), (x,), capture="export")
+    assert torch.equal(compiled(x), x * 2)
+    with pytest.raises(RuntimeError, match=r"torch._check\(u0 (< 100|<= 99)\) failed") as e:
+        compiled(x + 20)  # the sum is >= 100
+    assert any(f"{HERE}:" in n for n in e.value.__notes__), e.value.__notes__
+    with pytest.raises(RuntimeError, match=r"torch._check\(u0 >= 0\) failed"):
+        compiled(x - 20)
+    assert torch.equal(compiled(x), x * 2)
 
 
 # ---- compile errors name the model's path once

@@ -36,6 +36,7 @@
 #include "ir/text_format.h"
 #include "runtime/executor.h"
 #include "ir/npy.h"
+#include "serving/serve.h"
 
 using namespace cuvil;
 namespace fs = std::filesystem;
@@ -51,6 +52,7 @@ constexpr const char* kUsage =
     "              [--precision fp32|bf16]\n"
     "              [--skip-pass=NAME ...] [--versus \"FLAGS\"]\n"
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
+    "  cuvil serve --model-repository DIR [--http-port N] [--metrics-port N] ...  (cuvil serve --help)\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
 
@@ -520,6 +522,7 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return 0;
   }
+  if (argc >= 2 && std::string(argv[1]) == "serve") return serving::serve_main(argc - 1, argv + 1);
   try {
     Args a = parse_args(argc, argv);
     if (a.command == "inspect") return cmd_inspect(a);

@@ -132,8 +132,9 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     forward() that writes in place to its inputs, parameters or buffers (``x.add_(1)``, ``x[0] = 0``, ``out=x``)
     is refused by every capture: eager PyTorch changes the caller's tensors, and a compiled model never writes
     to its inputs. In-place ops on intermediate tensors compile as eager computes them. A guard on tensor values
-    (``if x.max() > 1: raise ...``, ``torch._check`` on an ``.item()``) is refused where the capture would drop
-    it: Cuvil has no run-time check."""
+    (``if x.max() > 1: raise ValueError(...)``, ``assert``, ``torch._check`` on an ``.item()``) becomes a run-time
+    check: the call raises the model's own exception (same type and message, with a note naming the line) when
+    and only when eager PyTorch would."""
     check_options(precision, device, threads, options)
     settings = dict(dynamic_shapes=dynamic_shapes, capture=capture, precision=precision, device=device,
                     threads=threads)

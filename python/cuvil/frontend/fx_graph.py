@@ -16,17 +16,16 @@ import os
 import re
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 import torch.fx
 
+from .. import _C
 from ..errors import CompileError
-from .torchscript import CONVERTERS, ConvertContext, TORCH_TO_CUVIL, _unsupported
+from .context import CONVERTERS, TORCH_TO_CUVIL, TORCH_TO_SCALAR_TYPE, ConvertContext, unsupported_error
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-# torch.dtype -> TorchScript's ScalarType code, the form converters read dtype arguments in.
-_SCALAR_TYPES = {torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4, torch.float16: 5,
-                 torch.float32: 6, torch.float64: 7, torch.bool: 11, torch.bfloat16: 15}
 # Python operators on sizes (SymInts) in FX graphs, as the TorchScript ops that compute them.
 _PY_OPERATORS = {operator.getitem: "aten::__getitem__", operator.add: "aten::add", operator.sub: "aten::sub",
                  operator.mul: "aten::mul", operator.floordiv: "aten::floordiv", operator.truediv: "aten::div",
@@ -43,7 +42,7 @@ NO_OPS = frozenset({"aten::_assert_tensor_metadata", "aten::_assert_scalar", "at
 
 
 # Checks on values read from tensor data (torch._check on an .item(), torch._assert_async): they hold only for
-# some inputs, and Cuvil's IR has no run-time check to keep them.
+# some inputs, so they become Assert nodes, checked at run time.
 _DATA_CHECKS = frozenset({"aten::_assert_scalar", "aten::_assert_async", "aten::_functional_assert_async"})
 _DATA_READS = frozenset({"aten::item", "aten::_local_scalar_dense"})
 
@@ -190,7 +189,7 @@ class FxConverter:
                 raise CompileError(f"internal error: FX node {a.name} used before it is converted")
             return self.env[a]
         if isinstance(a, torch.dtype):
-            return _SCALAR_TYPES.get(a, a)
+            return TORCH_TO_SCALAR_TYPE.get(a, a)  # (the form converters read dtype arguments in)
         if isinstance(a, (torch.layout, torch.memory_format)):
             return None  # strided / contiguous: nothing for a converter to act on
         if isinstance(a, (list, tuple)):
@@ -219,15 +218,9 @@ class FxConverter:
         ctx = self.ctx
         ctx.node = FxNode(node)
         kind = node_kind(node)
-        if kind in _DATA_CHECKS:
-            reads = _checks_data(node)
-            if reads is not None:
-                what = node.args[1] if len(node.args) > 1 and isinstance(node.args[1], str) else ""
-                what = what.replace("Runtime assertion failed for expression ", "").split(" on node ")[0]
-                raise ctx.error(f"a run-time check on tensor values ({'torch._check(' + what + ')' if what else kind}"
-                                f"{', on ' + node_kind(reads) if reads is not node else ''}) cannot be kept: "
-                                f"Cuvil's IR has no run-time check. Move the check out of forward() (test the "
-                                f"inputs before calling the compiled model), or remove it")
+        if kind in _DATA_CHECKS and _checks_data(node) is not None:
+            self.env[node] = None
+            return self.check(node)
         if kind in NO_OPS:
             self.env[node] = None
             return
@@ -236,12 +229,32 @@ class FxConverter:
             if kind == "higher_order::with_effects" and len(node.args) > 1 and \
                     isinstance(node.args[1], torch._ops.OpOverload):
                 kind = node.args[1]._schema.name  # an op with side effects: name the op
-            raise _unsupported(ctx, kind)
+            raise unsupported_error(ctx, kind)
         result = fn(ctx, self.inputs(node))
         val = node.meta.get("val")
         if isinstance(val, (tuple, list)) and not isinstance(result, (tuple, list)):
             raise ctx.error(f"internal error: the converter returned one value for {len(val)} outputs")
         self.env[node] = result
+
+    def check(self, node: torch.fx.Node) -> None:
+        """A check on tensor values (torch._check on an .item(), torch._assert_async) as an Assert: the run
+        fails with the RuntimeError eager PyTorch raises, when and only when the values break it."""
+        ctx = self.ctx
+        cond = self.arg(node.args[0])
+        message = node.args[1] if len(node.args) > 1 and isinstance(node.args[1], str) else ""
+        kind = node_kind(node)
+        if kind == "aten::_assert_scalar":
+            what = message.replace("Runtime assertion failed for expression ", "").split(" on node ")[0]
+            message = f"torch._check({what}) failed" if what else "a torch._check failed"
+        if not isinstance(cond, _C.Value):  # (folded while converting: holds or fails for every input)
+            if bool(cond):
+                return
+            cond = np.array(False)
+        ok = ctx.tensor(cond)
+        if ok.dtype != "bool":
+            ok = ctx.emit("Cast", [ok], {"to": 9})  # (ONNX BOOL)
+        ctx.emit("Assert", [ok], {"exception": "builtins.RuntimeError", "message": message or kind},
+                 num_outputs=0)
 
     def run(self, graph: torch.fx.Graph) -> list:
         """Converts every call of `graph` (placeholders already bound); returns the output node's values."""

@@ -5,8 +5,8 @@ ValueError(...)` leaves no trace, so the compiled model would return a value whe
 tracer says where it turned a tensor into a Python value (a TracerWarning, "Converting a tensor to a Python
 boolean ..."); at each such line this module reads the source and looks for a `raise`/`assert` that the
 condition guards: the `if`/`while`/`assert` on that line, or a later one in the same function that tests a name
-that line assigned (`big = bool(...)`, then `if big: raise`). Cuvil's IR has no run-time check, so such a guard
-cannot be compiled; torchscript._capture refuses the model, naming the `raise`.
+that line assigned (`big = bool(...)`, then `if big: raise`). A trace cannot keep such a guard (scripting and
+export keep it as an Assert), so torchscript._capture refuses the traced model, naming the `raise`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,224 @@
+#include "serving/model_repository.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "serving/protocol.h"
+#include "support/file_io.h"
+
+namespace cuvil::serving {
+namespace fs = std::filesystem;
+namespace {
+
+const char* const kModelFiles[] = {"model.onnx", "model.cvir"};
+
+bool is_version(const std::string& s) {
+  return !s.empty() && s.size() < 19 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The newest version folder holding a model file: (version, file).
+std::pair<std::string, fs::path> newest_version(const fs::path& model_dir) {
+  std::string best;
+  fs::path file;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(model_dir, ec)) {
+    std::string v = e.path().filename().string();
+    if (!e.is_directory() || !is_version(v)) continue;
+    if (!best.empty() && std::stoll(v) <= std::stoll(best)) continue;
+    for (const char* f : kModelFiles)
+      if (fs::is_regular_file(e.path() / f)) {
+        best = v;
+        file = e.path() / f;
+        break;
+      }
+  }
+  return {best, file};
+}
+
+fs::file_time_type stamp_of(const fs::path& file, const fs::path& config) {
+  std::error_code ec;
+  auto t = fs::last_write_time(file, ec);
+  auto c = fs::last_write_time(config, ec);
+  return ec ? t : std::max(t, c);
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const std::string& text) {
+  using json = nlohmann::json;
+  json j = json::parse(text, nullptr, false);
+  CUVIL_CHECK(!j.is_discarded() && j.is_object(), "config.json is not a JSON object");
+  ModelConfig c;
+  auto get_int = [&](const char* key, int64_t lo, int64_t hi, int64_t fallback) -> int64_t {
+    if (!j.contains(key)) return fallback;
+    CUVIL_CHECK(j[key].is_number_integer(), "config.json: '", key, "' must be an integer");
+    int64_t v = j[key].get<int64_t>();
+    CUVIL_CHECK(v >= lo && v <= hi, "config.json: '", key, "' is ", v, ", outside [", lo, ", ", hi, "]");
+    return v;
+  };
+  static const char* const kKeys[] = {"max_batch_size", "max_queue_delay_us", "max_queue_size", "instances",
+                                      "threads", "timeout_ms"};
+  for (auto& [k, v] : j.items())
+    CUVIL_CHECK(std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* x) { return k == x; }) != std::end(kKeys),
+                "config.json: unknown key '", k, "'");
+  c.batcher.max_batch_size = get_int("max_batch_size", 0, 1 << 16, 0);
+  c.batcher.max_queue_delay = std::chrono::microseconds(get_int("max_queue_delay_us", 0, 10'000'000, 500));
+  c.batcher.max_queue_size = size_t(get_int("max_queue_size", 1, 1 << 20, 1024));
+  c.model.instances = int(get_int("instances", 1, 64, 1));
+  c.batcher.workers = c.model.instances;
+  c.model.threads = int(get_int("threads", 0, 1024, 0));
+  c.timeout = std::chrono::milliseconds(get_int("timeout_ms", 1, 3'600'000, 60000));
+  return c;
+}
+
+ModelRepository::ModelRepository(fs::path dir, Metrics& metrics) : dir_(std::move(dir)), metrics_(metrics) {
+  CUVIL_CHECK(fs::is_directory(dir_), "model repository '", dir_.string(), "' is not a directory");
+}
+
+ModelRepository::~ModelRepository() { drain(); }
+
+std::shared_ptr<LoadedModel> ModelRepository::build(const std::string& name) const {
+  CUVIL_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+              "bad model name '", name, "'");
+  fs::path model_dir = dir_ / name;
+  CUVIL_CHECK(fs::is_directory(model_dir), "no model '", name, "' in the repository");
+  auto [version, file] = newest_version(model_dir);
+  CUVIL_CHECK(!version.empty(), "model '", name, "' has no version folder with model.onnx or model.cvir");
+  fs::path config_path = model_dir / "config.json";
+  auto m = std::make_shared<LoadedModel>();
+  m->name = name;
+  m->version = version;
+  m->path = file.string();
+  m->stamp = stamp_of(file, config_path);
+  if (fs::exists(config_path))
+    m->config = parse_model_config(RegularFile::open(config_path.string(), "model config").read_all(1 << 20));
+  std::shared_ptr<ServedModel> served = load_served_model(m->path, m->config.model);
+  if (m->config.batcher.max_batch_size > 0)
+    for (const TensorSpec& s : served->inputs())
+      CUVIL_CHECK(s.rank_known && !s.shape.empty() && s.shape[0] < 0, "model '", name, "': max_batch_size ",
+                  m->config.batcher.max_batch_size, " needs every input's dim 0 dynamic (input '", s.name,
+                  "' has ", s.rank_known ? shape_str(s.shape) : std::string("an unknown rank"), ")");
+  m->batcher = std::make_unique<DynamicBatcher>(served, m->config.batcher, &metrics_.model(name));
+  return m;
+}
+
+int ModelRepository::load_all() {
+  int failed = 0;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_))
+    if (e.is_directory() && e.path().filename().string()[0] != '.') names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) {
+    try {
+      load(n);
+    } catch (const std::exception& e) {
+      std::cerr << "cuvil serve: model '" << escape_for_message(n) << "' failed to load: " << e.what() << "\n";
+      ++failed;
+    }
+  }
+  return failed;
+}
+
+void ModelRepository::load(const std::string& name) {
+  std::lock_guard load_lock(load_mu_);
+  std::shared_ptr<LoadedModel> m;
+  try {
+    m = build(name);
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mu_);
+    failed_[name] = e.what();
+    throw;
+  }
+  std::shared_ptr<LoadedModel> old;
+  {
+    std::lock_guard lock(mu_);
+    failed_.erase(name);
+    old = std::exchange(loaded_[name], m);
+  }
+  // `old` drains when its last request lets go (here, or in a request thread still holding it).
+}
+
+void ModelRepository::unload(const std::string& name) {
+  std::lock_guard load_lock(load_mu_);
+  std::shared_ptr<LoadedModel> old;
+  {
+    std::lock_guard lock(mu_);
+    auto it = loaded_.find(name);
+    if (it == loaded_.end()) throw ProtocolError(404, "model '" + name + "' is not loaded");
+    old = it->second;
+    loaded_.erase(it);
+    failed_.erase(name);
+  }
+}
+
+void ModelRepository::poll_changes() {
+  std::vector<std::shared_ptr<LoadedModel>> current;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [n, m] : loaded_) current.push_back(m);
+  }
+  for (auto& m : current) {
+    fs::path model_dir = dir_ / m->name;
+    if (!fs::is_directory(model_dir)) continue;  // removed: keep serving until unloaded explicitly
+    auto [version, file] = newest_version(model_dir);
+    if (version.empty()) continue;
+    if (version == m->version && file.string() == m->path && stamp_of(file, model_dir / "config.json") == m->stamp)
+      continue;
+    try {
+      load(m->name);
+      std::cerr << "cuvil serve: reloaded model '" << escape_for_message(m->name) << "' (version " << version << ")\n";
+    } catch (const std::exception& e) {
+      std::cerr << "cuvil serve: reloading model '" << escape_for_message(m->name)
+                << "' failed, the old version keeps serving: " << e.what() << "\n";
+      std::lock_guard lock(mu_);
+      // Remember the stamp so a broken file is not reloaded every poll.
+      auto it = loaded_.find(m->name);
+      if (it != loaded_.end()) it->second->stamp = stamp_of(file, model_dir / "config.json");
+    }
+  }
+}
+
+void ModelRepository::drain() {
+  // The models stay listed: a request that comes now is rejected by its batcher (503), not told the model is gone.
+  std::vector<std::shared_ptr<LoadedModel>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [n, m] : loaded_) all.push_back(m);
+  }
+  for (auto& m : all) m->batcher->drain();
+}
+
+std::shared_ptr<LoadedModel> ModelRepository::get(const std::string& name, const std::string& version) const {
+  std::lock_guard lock(mu_);
+  auto it = loaded_.find(name);
+  if (it == loaded_.end()) return nullptr;
+  if (!version.empty() && version != it->second->version) return nullptr;
+  return it->second;
+}
+
+std::vector<ModelState> ModelRepository::index() const {
+  std::vector<ModelState> r;
+  std::lock_guard lock(mu_);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    if (!e.is_directory()) continue;
+    std::string n = e.path().filename().string();
+    if (n.empty() || n[0] == '.') continue;
+    ModelState s{n, "", "UNAVAILABLE", ""};
+    auto it = loaded_.find(n);
+    if (it != loaded_.end()) {
+      s.version = it->second->version;
+      s.state = "READY";
+    } else {
+      auto f = failed_.find(n);
+      s.reason = f != failed_.end() ? f->second : "unloaded";
+    }
+    r.push_back(s);
+  }
+  std::sort(r.begin(), r.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  return r;
+}
+
+}  // namespace cuvil::serving

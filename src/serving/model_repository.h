@@ -1,0 +1,77 @@
+// The model repository: DIR/<model>/config.json (optional) and DIR/<model>/<version>/model.{onnx,cvir} (model.cuv
+// once the artifact lands). Each model serves its newest version; explicit load/unload, and reload on change
+// (poll_changes). A reload builds the new version beside the old one and swaps it in, so requests in flight
+// finish on the old one and none is dropped; a failed load keeps the old version serving.
+//
+// config.json: {"max_batch_size": 8, "max_queue_delay_us": 500, "max_queue_size": 1024, "instances": 1,
+//               "threads": 0, "timeout_ms": 60000}   (every key optional; max_batch_size 0: no batching)
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "serving/batcher.h"
+#include "serving/metrics.h"
+
+namespace cuvil::serving {
+
+struct ModelConfig {
+  BatcherOptions batcher;
+  ServedModelOptions model;
+  std::chrono::milliseconds timeout{60000};  // a request's longest wait for its outputs
+};
+
+// A loaded version, shared by the requests using it (a reload swaps in a new one; the old one drains when the
+// last request lets go).
+struct LoadedModel {
+  std::string name, version, path;
+  ModelConfig config;
+  std::unique_ptr<DynamicBatcher> batcher;
+  std::filesystem::file_time_type stamp;  // newest mtime of the model file and config when loaded
+  const ServedModel& model() const { return *batcher->model(); }
+};
+
+struct ModelState {
+  std::string name, version, state, reason;  // state: READY, UNAVAILABLE (with reason)
+};
+
+class ModelRepository {
+ public:
+  ModelRepository(std::filesystem::path dir, Metrics& metrics);
+  ~ModelRepository();
+
+  // Loads every model folder; a failed one is logged in its state. Returns the number that failed.
+  int load_all();
+  // Loads (or reloads) a model's newest version. Throws cuvil::Error when it fails; the old version keeps serving.
+  void load(const std::string& name);
+  // Stops serving a model (its queued requests still finish). Throws ProtocolError(404) when it is not loaded.
+  void unload(const std::string& name);
+  // Reloads the models whose files changed since they were loaded (a new version, a new file, a new config).
+  void poll_changes();
+  // Drains every model (graceful shutdown).
+  void drain();
+
+  // The model's serving version, or nullptr; `version` "" means any. Safe from any thread.
+  std::shared_ptr<LoadedModel> get(const std::string& name, const std::string& version = "") const;
+  std::vector<ModelState> index() const;
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::shared_ptr<LoadedModel> build(const std::string& name) const;
+  std::filesystem::path dir_;
+  Metrics& metrics_;
+  mutable std::mutex mu_;
+  std::mutex load_mu_;  // one load at a time
+  std::map<std::string, std::shared_ptr<LoadedModel>> loaded_;
+  std::map<std::string, std::string> failed_;  // name -> reason of its last failed load
+};
+
+// Parses config.json's text (errors name the key).
+ModelConfig parse_model_config(const std::string& text);
+
+}  // namespace cuvil::serving

@@ -1,0 +1,40 @@
+// What the server needs from a model: its tensor signature and a thread-safe batched run. The server (batcher,
+// protocol, repository) sees only this interface, so moving from the in-process compiler (ONNX/.cvir loaded,
+// optimized and run on Executors) to the C API and .cuv artifacts is a change to served_model.cpp alone.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/tensor.h"
+
+namespace cuvil::serving {
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::f32;
+  bool rank_known = true;
+  std::vector<int64_t> shape;  // -1 for a dim not fixed by the model
+};
+
+struct ServedModelOptions {
+  int instances = 1;  // executors that may run at once (each one run at a time)
+  int threads = 0;    // threads per run; 0 = the machine's cores
+};
+
+class ServedModel {
+ public:
+  virtual ~ServedModel() = default;
+  virtual const std::vector<TensorSpec>& inputs() const = 0;
+  virtual const std::vector<TensorSpec>& outputs() const = 0;
+  // Inputs in inputs() order, already checked against it; thread-safe (waits for a free instance).
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  // Prepares the plan for these input shapes ahead of the first request that has them (optional).
+  virtual void prepare(const std::vector<std::vector<int64_t>>& input_shapes) {}
+};
+
+// Loads MODEL_FILE (.onnx or .cvir today; .cuv once the artifact lands). Throws cuvil::Error on bad input.
+std::shared_ptr<ServedModel> load_served_model(const std::string& model_file, const ServedModelOptions& options);
+
+}  // namespace cuvil::serving
