@@ -23,6 +23,10 @@ _PLAIN_TORCH_DTYPES = frozenset() if torch is None else frozenset({
     torch.bool})
 
 
+# The precisions cuvil.compile and cuvil.load_onnx take (the core's parse_precision takes the same names).
+PRECISIONS = ("fp32", "bf16")
+
+
 def check_options(precision: str, device: str, threads: Optional[int], unknown: dict,
                   names: str = "precision, device, threads") -> None:
     """Validates the compile options shared by cuvil.compile and cuvil.load_onnx (`names`: the caller's options,
@@ -30,8 +34,8 @@ def check_options(precision: str, device: str, threads: Optional[int], unknown: 
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))} "
                         f"(the options are {names})")
-    if precision != "fp32":
-        raise ValueError(f"precision {precision!r} is not available yet (only 'fp32')")
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}")
     if device != "cpu":
         raise ValueError(f"device {device!r} is not available yet (only 'cpu')")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
@@ -313,6 +317,15 @@ class CompiledModule:
         arrays, _ = self._arrays(args, kwargs)
         return Profile([ProfileRow(op, loc, ms) for op, loc, ms in self._model.profile(arrays)])
 
+    def precision_report(self, *args, **kwargs) -> list[dict]:
+        """Runs once on these inputs and returns, per node in execution order, what it ran at: ``op``,
+        ``location``, ``kernel`` (e.g. "onednn:brg:avx512_core_bf16"), ``precision`` ("fp32" or "bf16") and
+        ``reason`` (why a node asked to run in bf16 kept f32: "final output stays f32", "bf16 would run
+        onednn:gemm:jit, slower than f32 on this machine", ...; empty where it got what was asked)."""
+        arrays, _ = self._arrays(args, kwargs)
+        return [dict(op=op, location=loc, kernel=kernel, precision=p, reason=reason)
+                for op, loc, kernel, p, reason in self._model.precision_report(arrays)]
+
     def stats(self) -> dict:
         """Counters of the engine behind this module: ``plans_built`` (shape signatures planned; again after an
         eviction), ``plans_cached``, ``plan_evictions``, ``kernel_evictions``, ``kernels_prepared`` (per node
@@ -353,7 +366,7 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
     """Compiles an ONNX model file into a :class:`CompiledModule`, called with the ONNX graph's inputs in order
     (or by name) and returning its outputs (one array/tensor, or a tuple of them).
 
-    Options are those of :func:`cuvil.compile`: ``precision`` ("fp32"), ``device`` ("cpu"), ``threads`` (threads of
+    Options are those of :func:`cuvil.compile`: ``precision`` ("fp32" or "bf16"), ``device`` ("cpu"), ``threads`` (threads of
     oneDNN and Cuvil's kernels; None: all cores); and the run limits of :meth:`CompiledModule.set_limits`:
     ``timeout`` (seconds per call) and ``max_loop_iterations`` (per execution of a Loop/Scan node), None for no
     limit. Symbolic dims come from the ONNX model's input shapes. Raises FileNotFoundError for a missing file and
@@ -368,6 +381,8 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         model = _C.load_onnx(path)
         if threads is not None:
             model.set_threads(threads)
+        if precision != "fp32":
+            model.set_precision(precision)
         model.set_limits(*limits)
         # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
         model.prepare_static()

@@ -312,6 +312,14 @@ class Model {
     threads_ = t;
     pool_.clear();
   }
+  // The lowest precision convolutions and matrix products may use ("fp32", "bf16"; kernels/precision.h) for
+  // every later call. Drops the pooled executors.
+  void set_precision(const std::string& p) {
+    Precision parsed = parse_precision(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    precision_ = parsed;
+    pool_.clear();
+  }
   // Plans and prepares kernels (oneDNN primitives, packed weights) for inputs of these shapes, at compile time, so
   // the first call only runs. The prepared executor joins the pool.
   void prepare(const std::vector<std::vector<int64_t>>& shapes) {
@@ -386,6 +394,23 @@ class Model {
     return r;
   }
 
+  // Per node of one profiled run: (op, location, kernel, precision, reason why not the precision asked).
+  std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> precision_report(
+      const std::vector<py::array>& inputs) {
+    std::vector<Tensor> ins = views(inputs);
+    std::vector<NodeTime> times;
+    {
+      py::gil_scoped_release nogil;
+      Lease lease(*this);
+      times = lease.exec->profile(ins);
+    }
+    std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> r;
+    for (auto& t : times)
+      r.emplace_back(node_label(*t.node), t.node->loc().str(), t.impl.substr(0, t.impl.find(" [")),
+                     std::string(precision_name(t.precision.precision)), t.precision.reason);
+    return r;
+  }
+
   int64_t executors_created() const { return created_; }
 
   // RunStats counters summed over the pooled executors (those not running a call at this moment).
@@ -439,6 +464,7 @@ class Model {
         ExecutorOptions o;
         o.threads = m.threads_;
         o.kernel_code = m.code_;
+        o.kernels.precision = m.precision_;
         exec = std::make_unique<Executor>(m.graph_, o);
         ++m.created_;
       }
@@ -480,6 +506,7 @@ class Model {
   std::mutex mu_;
   std::vector<std::unique_ptr<Executor>> pool_;
   int threads_ = 0;  // for executors created from now on; 0 = all cores
+  Precision precision_ = Precision::fp32;  // for executors created from now on
   int64_t created_ = 0;
   std::chrono::nanoseconds timeout_{0};  // per call; 0: none
   int64_t max_loop_iterations_ = 0;      // per Loop/Scan execution; 0: none
@@ -547,6 +574,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("executors_created", &Model::executors_created)
       .def("ir", &Model::ir, py::arg("elide_large_constants") = true)
       .def("set_threads", &Model::set_threads)
+      .def("set_precision", &Model::set_precision)
+      .def("precision_report", &Model::precision_report)
       .def("prepare", &Model::prepare)
       .def("prepare_static", &Model::prepare_static)
       .def("set_limits", &Model::set_limits, py::arg("timeout_s"), py::arg("max_loop_iterations"))

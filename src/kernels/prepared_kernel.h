@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/kernel_context.h"
+#include "kernels/precision.h"
 
 namespace cuvil {
 
@@ -24,6 +25,9 @@ class PreparedKernel {
   virtual void run(KernelContext& ctx) = 0;
   // What runs, for profiles: "onednn:brgconv:avx512_core", "cpu:softmax", "ref:Conv".
   virtual std::string impl_name() const = 0;
+  // The precision this kernel multiplies at and, where that is not what was asked, why (set by the kernel or by
+  // kernel selection; see kernels/precision.h).
+  PrecisionDecision precision;
 };
 
 // What prepare_kernel may use.
@@ -40,6 +44,10 @@ struct KernelOptions {
   // Nodes whose shapes vary between calls (symbolic dims) may run one shape-generic kernel for every shape
   // instead of a kernel prepared per shape signature (see prepare_shape_generic_kernel).
   bool shape_generic = true;
+  // The lowest precision convolutions and matrix products may use (kernels/precision.h); fp32 lowers nothing.
+  Precision precision = Precision::fp32;
+  // Products whose output is a graph output (the final logits) stay f32 unless this is set.
+  bool lower_final_outputs = false;
 };
 
 // The input types a kernel is prepared for. `value` is set for inputs whose contents are fixed (constants such as

@@ -29,6 +29,13 @@ namespace cuvil {
 
 namespace {
 
+// A kernel's name in profiles, with its precision decision where one was made (a lower precision asked):
+// "onednn:brg:avx512_core_bf16 [bf16]", "cpu:softmax [fp32 (numerically sensitive: f32)]".
+std::string profile_name(const PreparedKernel& k) {
+  if (k.precision.precision == Precision::fp32 && k.precision.reason.empty()) return k.impl_name();
+  return k.impl_name() + " [" + k.precision.str() + "]";
+}
+
 // Checks the inputs' dtypes and shapes against the graph's declared inputs; returns the symbol values they imply.
 SymbolBindings bind_types(const Graph& g, const std::vector<DType>& dtypes,
                           const std::vector<const std::vector<int64_t>*>& shapes) {
@@ -494,7 +501,7 @@ struct Executor::Impl : RegionRunner {
       kernel.run(ctx);
       if (profile)
         profile->push_back({&n, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-                            kernel.impl_name()});
+                            profile_name(kernel), kernel.precision});
       for (size_t k = 0; k < outs.size(); ++k) {
         CUVIL_CHECK(outs[k].defined(), n.describe(), ": internal error: kernel left output ", k, " unset");
         frame.values[size_t(n.output(k)->id())] = std::move(outs[k]);

@@ -51,6 +51,8 @@ struct NodeTime {
   const Node* node;
   double ms;
   std::string impl;  // the kernel that ran: "onednn:brgconv:avx512_core", "cpu:softmax", "ref:Conv"
+                    // (with " [bf16]" / " [fp32 (why)]" where a lower precision was asked)
+  PrecisionDecision precision;  // what the kernel multiplies at and, where not what was asked, why
 };
 
 // Stops runs from another thread: after cancel(), every run watching this token throws RunCancelled at its next

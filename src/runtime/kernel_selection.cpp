@@ -10,9 +10,36 @@
 
 namespace cuvil {
 
-std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
-                                               const KernelOptions& options,
-                                               const std::shared_ptr<codegen::KernelCodeSource>& code) {
+namespace {
+
+bool is_product(OpKind op) { return op == OpKind::MatMul || op == OpKind::Gemm || op == OpKind::FusedMatMul; }
+
+bool writes_graph_output(const Node& n) {
+  for (const Value* o : n.graph()->outputs())
+    for (const Value* v : n.outputs())
+      if (o == v) return true;
+  return false;
+}
+
+// Why a node runs in f32 when a lower precision was asked and its kernel gave no reason of its own.
+std::string why_f32(const Node& n, const KernelOptions& options) {
+  if (!options.fast || options.reference_ops.count(n.op())) return "reference kernel";
+  switch (n.op()) {
+    case OpKind::Conv: case OpKind::FusedConv: case OpKind::MatMul: case OpKind::Gemm: case OpKind::FusedMatMul:
+      return "no bf16 kernel for this node";
+    case OpKind::Attention: return "attention runs f32 (no bf16 kernel)";
+    // The block list: results that small relative errors in their inputs move a lot (exp, statistics, sums).
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNormalization:
+    case OpKind::BatchNormalization: case OpKind::ReduceSum: case OpKind::ReduceMean:
+    case OpKind::FusedKernel:
+      return "numerically sensitive: f32";
+    default: return "not a convolution or matrix product";
+  }
+}
+
+std::unique_ptr<PreparedKernel> prepare_f32_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                   const KernelOptions& options,
+                                                   const std::shared_ptr<codegen::KernelCodeSource>& code) {
   if (options.fast && !options.reference_ops.count(n.op())) {
     if (auto k = codegen::prepare_generated_kernel(n, inputs, options, code)) return k;
     if (options.cpu_gemm)
@@ -23,8 +50,29 @@ std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<
   return wrap_kernel(ref_kernel(n.op()), "ref:" + std::string(op_name(n.op())));
 }
 
+}  // namespace
+
+std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                               const KernelOptions& options,
+                                               const std::shared_ptr<codegen::KernelCodeSource>& code) {
+  std::string reason;
+  if (options.precision == Precision::bf16 && options.fast && !options.reference_ops.count(n.op()) &&
+      is_product(n.op())) {
+    // Before Cuvil's f32 GEMM: oneDNN's bf16 product (2x the f32 rate where the CPU has bf16 dot products).
+    if (!options.lower_final_outputs && writes_graph_output(n)) reason = "final output stays f32";
+    else if (auto k = onednn::prepare_onednn_bf16_matmul(n, inputs, &reason)) return k;
+  }
+  std::unique_ptr<PreparedKernel> k = prepare_f32_kernel(n, inputs, options, code);
+  if (options.precision != Precision::fp32 && k->precision.precision == Precision::fp32 &&
+      k->precision.reason.empty())
+    k->precision.reason = reason.empty() ? why_f32(n, options) : reason;
+  return k;
+}
+
 std::unique_ptr<PreparedKernel> prepare_shape_generic_kernel(const Node& n, const KernelOptions& options) {
   if (!options.fast || !options.shape_generic || options.reference_ops.count(n.op())) return nullptr;
+  // bf16 products are prepared per shape (prepare_kernel), the shape-generic kernels are f32.
+  if (options.precision != Precision::fp32 && is_product(n.op())) return nullptr;
   if (options.cpu_gemm)
     if (auto k = cpu::prepare_shape_generic_matmul(n)) return k;
   return onednn::prepare_shape_generic_onednn_kernel(n);

@@ -11,7 +11,9 @@
 // --no-winograd keeps 3x3 convolutions on direct (non-Winograd) kernels; --no-cpu-gemm runs products with a constant
 // B on oneDNN instead of Cuvil's GEMM. --no-codegen runs fused element-wise
 // groups op by op instead of as generated kernels (CUVIL_NO_CODEGEN=Op1,Op2 does it for groups holding those ops).
-// --skip-pass=NAME leaves one pass out of the pipeline (repeatable).
+// --skip-pass=NAME leaves one pass out of the pipeline (repeatable). --precision fp32|bf16 (default fp32) lets
+// convolutions and matrix products run in bf16 where this machine runs that faster; profile then shows each
+// node's precision and, where it kept f32, why.
 // bench --versus "FLAGS" (kernel flags, --skip-pass=NAME and -O0/-O1, e.g. "--no-cpu-gemm") builds a second
 // executor with those flags and times the two alternately in one process, so that drift in machine load hits both
 // alike; it prints both medians and their ratio.
@@ -53,6 +55,7 @@ constexpr const char* kUsage =
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
     "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen] [--no-cpu-gemm]\n"
+    "              [--precision fp32|bf16]\n"
     "              [--skip-pass=NAME ...] [--versus \"FLAGS\"]\n"
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "  cuvil serve --model-repository DIR [--http-port N] [--metrics-port N] ...  (cuvil serve --help)\n"
@@ -81,6 +84,7 @@ struct Args {
   bool opt_level_given = false;  // inspect --ir prints the graph as loaded unless a level is asked for
   std::string versus;            // bench: flags of a second configuration timed against this one
   std::set<std::string> skip_passes;  // --skip-pass=NAME: passes left out of the pipeline
+  Precision precision = Precision::fp32;  // --precision
 };
 
 int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
@@ -111,7 +115,13 @@ bool apply_kernel_flag(Args& a, const std::string& s) {
   else if (s == "--no-codegen") a.codegen = false;
   else if (s == "-O0" || s == "--O0") a.opt_level = 0, a.opt_level_given = true;
   else if (s == "-O1" || s == "--O1") a.opt_level = 1, a.opt_level_given = true;
-  else if (s.rfind("--skip-pass=", 0) == 0) {
+  else if (s.rfind("--precision=", 0) == 0) {
+    try {
+      a.precision = parse_precision(s.substr(12));
+    } catch (const Error& e) {
+      throw UsageError(std::string("--precision: ") + e.what());
+    }
+  } else if (s.rfind("--skip-pass=", 0) == 0) {
     std::string name = s.substr(12);
     std::vector<std::string> known = pass_names();
     if (std::find(known.begin(), known.end(), name) == known.end())
@@ -161,6 +171,7 @@ Args parse_args(int argc, char** argv) {
     else if (s == "-o") a.output = value();
     else if (s == "--precision") a.precision = value();
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
+    else if (s == "--precision") apply_kernel_flag(a, "--precision=" + value());
     else if (apply_kernel_flag(a, s)) continue;
     else if (s == "--versus") a.versus = value();
     else if (s == "--iters") a.iters = int(parse_int(s, value(), 1));
@@ -306,6 +317,7 @@ std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a)
   o.kernels.cpu_gemm = a.cpu_gemm;
   o.kernels.codegen = a.codegen;
   o.kernel_code = g_artifact_code;
+  o.kernels.precision = a.precision;
   return std::make_unique<Executor>(std::move(g), o);
 }
 
@@ -396,9 +408,11 @@ std::pair<double, double> median_min(std::vector<double> ms) {
 int bench_versus(const Args& a, Executor& exec, const std::vector<Tensor>& ins) {
   Args b = a;
   std::istringstream flags(a.versus);
-  for (std::string f; flags >> f;)
+  for (std::string f; flags >> f;) {
+    if (f == "--precision" && flags >> f) f = "--precision=" + f;
     if (!apply_kernel_flag(b, f))
       throw UsageError("--versus takes kernel flags, --skip-pass=NAME and -O0/-O1, not '" + f + "'");
+  }
   auto g = load_any(b.model);
   optimize_model(*g, b);
   auto other = make_executor(g, b);

@@ -118,7 +118,10 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     "auto" (the default): TorchScript for positional examples (it keeps data-dependent control flow, and its
     graphs are the ones Cuvil's fusions are tuned on), torch.export for keyword examples, and torch.export
     where TorchScript cannot compile the model, with a :class:`cuvil.CaptureWarning` naming the path and why.
-    precision: "fp32". device: "cpu". threads: threads for oneDNN and Cuvil's kernels (None: all cores).
+    precision: "fp32" (the default: nothing is lowered) or "bf16": convolutions and matrix products multiply in
+    bf16 with f32 accumulation where this machine runs that faster than f32 (oneDNN's kernels on AVX512-BF16 or
+    AMX), everything else stays f32; each node's decision is in ``CompiledModule.precision_report(*inputs)``.
+    device: "cpu". threads: threads for oneDNN and Cuvil's kernels (None: all cores).
 
     As a decorator (``@cuvil.compile`` or ``@cuvil.compile(dynamic_shapes=..., args=...)``) on a function of
     tensors or an nn.Module class, or called without example inputs, it returns an object that compiles at its
@@ -147,7 +150,8 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     if isinstance(model, torch.export.ExportedProgram):
         if capture == "torchscript":
             raise ValueError("an ExportedProgram can only be compiled with capture='export'")
-        compiled = export_frontend.convert_program(export_frontend.functionalize(model), threads=threads)
+        compiled = export_frontend.convert_program(export_frontend.functionalize(model), threads=threads,
+                                                   precision=precision)
         compiled._model.prepare_static()
         return compiled
     if not (isinstance(model, torch.nn.Module) or callable(model)):
@@ -168,7 +172,7 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     else:
         reason = None
     try:
-        compiled = _export(model, args, kwargs, dynamic_shapes, threads)
+        compiled = _export(model, args, kwargs, dynamic_shapes, threads, precision)
     except export_frontend.ModelRefused:
         raise
     except (export_frontend.ExportFailed, CompileError) as e:
@@ -183,9 +187,9 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     return compiled
 
 
-def _export(model, args, kwargs, dynamic_shapes, threads) -> CompiledModule:
+def _export(model, args, kwargs, dynamic_shapes, threads, precision="fp32") -> CompiledModule:
     ep = export_frontend.export_program(model, args, kwargs, dynamic_shapes)
-    compiled = export_frontend.convert_program(ep, threads=threads)
+    compiled = export_frontend.convert_program(ep, threads=threads, precision=precision)
     _prepare(compiled, args, kwargs)
     return compiled
 

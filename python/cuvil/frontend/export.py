@@ -273,7 +273,8 @@ def _decompose_missing(ep: torch.export.ExportedProgram) -> torch.export.Exporte
 # ---- conversion
 
 
-def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int]) -> CompiledModule:
+def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int],
+                    precision: str = "fp32") -> CompiledModule:
     """An exported program as a compiled module: parameters, buffers and constants inlined, user inputs in
     order, outputs in the program's own structure."""
 
@@ -328,7 +329,7 @@ def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int])
     results = conv.run(ep.graph)
     user_outputs = [r for r, s in zip(results, sig.output_specs) if s.kind.name == "USER_OUTPUT"]
     # None outputs (an attention's weights when not asked for) are no tensors: put back when unflattening
-    model_c = build_model(ctx, [r for r in user_outputs if r is not None], threads)
+    model_c = build_model(ctx, [r for r in user_outputs if r is not None], threads, precision)
     out_spec = ep.call_spec.out_spec
     nones = [r is None for r in user_outputs]
 

@@ -369,8 +369,10 @@ def _region_output(ctx: ConvertContext, region, r, dtype: Optional[str] = None):
         ctx.builder = saved
 
 
-def build_model(ctx: ConvertContext, outputs: list, threads: Optional[int]) -> "_C.Model":
-    """Declares the graph's outputs (constants materialized as Values) and builds the model."""
+def build_model(ctx: ConvertContext, outputs: list, threads: Optional[int],
+                precision: str = "fp32") -> "_C.Model":
+    """Declares the graph's outputs (constants materialized as Values) and builds the model (with the given
+    threads and precision, before anything is prepared)."""
     if not outputs:
         raise CompileError("the model returns no tensors")
     ctx.builder.set_outputs([_region_output(ctx, ctx.builder, r) for r in outputs])
@@ -380,6 +382,8 @@ def build_model(ctx: ConvertContext, outputs: list, threads: Optional[int]) -> "
         raise CompileError(str(e)) from None
     if threads is not None:
         model_c.set_threads(threads)
+    if precision != "fp32":
+        model_c.set_precision(precision)
     return model_c
 
 
@@ -566,7 +570,7 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     each input's dtype, rank and sizes.
     dynamic_shapes: ``{"x": {0: "batch"}}`` makes dims symbolic, keyed by forward()'s argument names; inputs
     sharing a symbol must agree on it at run time.
-    precision: "fp32" (the only one so far). device: "cpu". threads: threads for oneDNN and Cuvil's
+    precision: "fp32" or "bf16" (see cuvil.compile). device: "cpu". threads: threads for oneDNN and Cuvil's
     kernels (None: all cores).
 
     Raises cuvil.CompileError naming an unsupported aten op (or argument value), its Python file:line and what is
@@ -624,7 +628,7 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     ctx.node = None
     ret = [conv.value(o) for o in graph.outputs()]
     result = ret[0] if len(ret) == 1 else tuple(ret)
-    model_c = build_model(ctx, _flatten(result), threads)
+    model_c = build_model(ctx, _flatten(result), threads, precision)
     # Plan and prepare kernels (packing weights) for the example shapes now, so the first call only runs.
     try:
         model_c.prepare([list(x.shape) for x in examples])

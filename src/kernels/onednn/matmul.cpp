@@ -15,9 +15,18 @@ namespace {
 
 class MatMulKernel final : public PrimitiveKernel {
  public:
-  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y) {
+  // bf16: A and B in bf16 (A converted per call, the constant B once when packed), f32 accumulation, bias and
+  // output; false, with `reason` set, where that is not possible or not faster.
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y, bool bf16 = false,
+               std::string* reason = nullptr) {
     memory::data_type dt;
     if (!to_onednn_type(in[0].dtype, &dt)) return false;
+    if (bf16 && !in[1].value) {
+      // Both operands would be converted on every call (attention's products): no weights to pack once.
+      *reason = "B not constant";
+      return false;
+    }
+    memory::data_type lp = bf16 ? memory::data_type::bf16 : dt;
     const auto &as = in[0].shape, &bs = in[1].shape;
     if (as.size() < 2 || bs.size() < 2 || as.size() > 8 || bs.size() > 8) return false;
     MatMulSpec s;
@@ -47,10 +56,15 @@ class MatMulKernel final : public PrimitiveKernel {
     while (bd.size() < yd.size()) bd.insert(bd.begin(), 1);
 
     memory::desc a_md = s.trans_a ? swapped_last2_md(ad, dt) : dense_md(ad, dt);
+    memory::desc a_lp = dense_md(ad, lp);
     memory::desc b_user = s.trans_b ? swapped_last2_md(bd, dt) : dense_md(bd, dt);
     memory::desc y_md = dense_md(yd, dt);
     bool pack_b = in[1].value && !b_batched;
-    memory::desc b_md = pack_b ? memory::desc(bd, dt, memory::format_tag::any) : b_user;
+    memory::desc b_md = pack_b ? memory::desc(bd, lp, memory::format_tag::any) : b_user;
+    if (bf16 && !pack_b) {
+      *reason = "batched constant B";
+      return false;
+    }
     memory::desc bias_md;
     if (s.bias_input >= 0) {
       Dims bias_dims(yd.size(), 1);
@@ -67,12 +81,25 @@ class MatMulKernel final : public PrimitiveKernel {
     if (!append_activation(po, s.act)) return false;
     dnnl::primitive_attr pattr = thread_safe_attr();
     pattr.set_post_ops(po);
-    dnnl::matmul::desc d = s.bias_input >= 0 ? dnnl::matmul::desc(a_md, b_md, bias_md, y_md)
-                                             : dnnl::matmul::desc(a_md, b_md, y_md);
-    dnnl::matmul::primitive_desc pd(d, pattr, cpu_engine());
+    const memory::desc& src_md = bf16 ? a_lp : a_md;
+    dnnl::matmul::desc d = s.bias_input >= 0 ? dnnl::matmul::desc(src_md, b_md, bias_md, y_md)
+                                             : dnnl::matmul::desc(src_md, b_md, y_md);
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = dnnl::matmul::primitive_desc(d, pattr, cpu_engine());
+    } catch (const dnnl::error&) {
+      if (!bf16) throw;
+      *reason = "oneDNN has no bf16 kernel for this product";
+      return false;
+    }
+    if (bf16) {
+      if (!bf16_dispatch_is_fast(pd.impl_info_str(), reason)) return false;
+      src_ = Bf16Source(a_md, a_lp);
+      precision.precision = Precision::bf16;
+    }
     prim_ = dnnl::matmul(pd);
     set_name(pd);
-    args_[DNNL_ARG_SRC] = memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
+    args_[DNNL_ARG_SRC] = bf16 ? src_.converted() : memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     args_[DNNL_ARG_DST] = memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     if (in[1].value) {
       // Constant B: alpha is folded into it (exact up to rounding), then it is packed or copied once.
@@ -101,7 +128,12 @@ class MatMulKernel final : public PrimitiveKernel {
       const Tensor& sum = ctx.input(size_t(spec_.sum_input));
       if (sum.raw() != y.raw()) std::memcpy(y.raw(), sum.raw(), y.nbytes());
     }
-    bind(DNNL_ARG_SRC, ctx.input(0).raw());
+    if (precision.precision == Precision::bf16) {
+      ScopedThreads t(threads_);
+      src_.convert(ctx.input(0).raw());
+    } else {
+      bind(DNNL_ARG_SRC, ctx.input(0).raw());
+    }
     bind(DNNL_ARG_DST, y.raw());
     if (bind_b_) bind(DNNL_ARG_WEIGHTS, ctx.input(1).raw());
     if (bind_bias_) bind(DNNL_ARG_BIAS, ctx.input(size_t(spec_.bias_input)).raw());
@@ -111,6 +143,7 @@ class MatMulKernel final : public PrimitiveKernel {
  private:
   MatMulSpec spec_;
   bool bind_b_ = false, bind_bias_ = false;
+  Bf16Source src_;  // bf16: A's conversion
 };
 
 // One primitive for every shape the node's IR type allows, with the dims that vary left to run time
@@ -307,6 +340,16 @@ std::unique_ptr<PreparedKernel> prepare_shape_generic_matmul(const Node& n) {
 std::unique_ptr<PreparedKernel> prepare_matmul(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y) {
   auto k = std::make_unique<MatMulKernel>();
   if (!k->prepare(n, inputs, y)) return nullptr;
+  return k;
+}
+
+std::unique_ptr<PreparedKernel> prepare_matmul_bf16(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                    const Dims& y, std::string* reason) {
+  auto k = std::make_unique<MatMulKernel>();
+  if (!k->prepare(n, inputs, y, /*bf16=*/true, reason)) {
+    if (reason->empty()) *reason = "no bf16 kernel for this product";
+    return nullptr;
+  }
   return k;
 }
 

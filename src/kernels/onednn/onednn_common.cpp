@@ -143,6 +143,24 @@ void Reorder::execute(memory& from, memory& to) {
   prim_.execute(thread_stream(), args);
 }
 
+bool bf16_dispatch_is_fast(const std::string& impl, std::string* reason) {
+  // oneDNN names a jit kernel "<kind>:<isa>": brg:avx512_core_bf16, jit_1x1:avx512_core_bf16, brg:avx512_core_amx.
+  // Only the ISA counts: "jit_bf16:avx512_core" is bf16 emulated on AVX-512 (what a CPU without BF16 runs).
+  std::string isa = impl.substr(impl.rfind(':') + 1);
+  if (isa.find("bf16") != std::string::npos || isa.find("amx") != std::string::npos) return true;
+  if (reason) *reason = "bf16 would run onednn:" + impl + ", slower than f32 on this machine";
+  return false;
+}
+
+Bf16Source::Bf16Source(const memory::desc& from, const memory::desc& to)
+    : user_(from, cpu_engine(), DNNL_MEMORY_NONE), lp_(to, cpu_engine()), reorder_(user_, lp_) {}
+
+memory& Bf16Source::convert(const void* data) {
+  user_.set_data_handle(const_cast<void*>(data));
+  reorder_.execute(user_, lp_);
+  return lp_;
+}
+
 int64_t primitives_created() { return g_primitives_created.load(std::memory_order_relaxed); }
 
 namespace {

@@ -109,6 +109,27 @@ class Reorder {
   memory::desc scratch_;
 };
 
+// bf16 with f32 accumulation (KernelOptions::precision = bf16): whether oneDNN's implementation `impl` (a
+// primitive's impl_info_str) really multiplies in bf16 on this machine's bf16 instructions. Without them (older
+// CPUs, or oneDNN capped by ONEDNN_MAX_CPU_ISA) bf16 runs on gemm:jit or ref kernels, slower than f32 (measured:
+// 0.4x): then false, with `reason` saying so.
+bool bf16_dispatch_is_fast(const std::string& impl, std::string* reason);
+
+// A per-call conversion of an f32 activation into bf16 (the source of a bf16 primitive): `from` (f32, bound to
+// each call's tensor) reordered into a buffer this object owns, in layout `to` (bf16).
+class Bf16Source {
+ public:
+  Bf16Source() = default;
+  Bf16Source(const memory::desc& from, const memory::desc& to);
+  // Converts `data` (laid out as `from`) and returns the bf16 memory.
+  memory& convert(const void* data);
+  memory& converted() { return lp_; }
+
+ private:
+  memory user_, lp_;
+  Reorder reorder_;
+};
+
 // A primitive plus its arguments, built once: run() only points the memories at this call's tensors.
 class PrimitiveKernel : public PreparedKernel {
  public:

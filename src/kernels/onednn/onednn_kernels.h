@@ -11,6 +11,12 @@ namespace cuvil::onednn {
 std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                       const KernelOptions& options);
 
+// A MatMul/Gemm/FusedMatMul in bf16 with f32 accumulation (KernelOptions::precision = bf16), or null with
+// `reason` set where oneDNN cannot or would not run it faster than f32 (the caller keeps f32 and records why).
+// Convolutions choose their precision inside prepare_onednn_kernel.
+std::unique_ptr<PreparedKernel> prepare_onednn_bf16_matmul(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                           std::string* reason);
+
 // A kernel for `n` that serves every shape its IR types allow (dims that vary are left to run time), or null
 // when oneDNN has none for this node or its shapes are static. See prepare_shape_generic_kernel.
 std::unique_ptr<PreparedKernel> prepare_shape_generic_onednn_kernel(const Node& n);

