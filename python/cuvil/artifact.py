@@ -85,6 +85,10 @@ def save_module(m: CompiledModule, path: "str | os.PathLike") -> None:
         "dim_bounds": bounds,
     }
     ranges = [(b.symbol, -1 if b.lo is None else b.lo, -1 if b.hi is None else b.hi) for b in m._dim_bounds]
+    if m._model.precision != "fp32":
+        # The artifact does not record per-node precision decisions yet: a bf16 model would load as fp32.
+        raise ValueError(f"save: only fp32 models can be saved as .cuv yet (this one was compiled with "
+                         f"precision={m._model.precision!r})")
     config = json.dumps(m._config, sort_keys=True)
     m._model.save(path, config, json.dumps(extra), _file_fingerprint(m._source_path), ranges)
 

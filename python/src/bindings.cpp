@@ -320,6 +320,7 @@ class Model {
     precision_ = parsed;
     pool_.clear();
   }
+  std::string precision() const { return std::string(precision_name(precision_)); }
   // Plans and prepares kernels (oneDNN primitives, packed weights) for inputs of these shapes, at compile time, so
   // the first call only runs. The prepared executor joins the pool.
   void prepare(const std::vector<std::vector<int64_t>>& shapes) {
@@ -575,6 +576,7 @@ PYBIND11_MODULE(_C, m) {
       .def("ir", &Model::ir, py::arg("elide_large_constants") = true)
       .def("set_threads", &Model::set_threads)
       .def("set_precision", &Model::set_precision)
+      .def_property_readonly("precision", &Model::precision)
       .def("precision_report", &Model::precision_report)
       .def("prepare", &Model::prepare)
       .def("prepare_static", &Model::prepare_static)
