@@ -180,6 +180,32 @@ TEST(ServingBatcher, FullQueueRejectsAndTimedOutJobsAreSkipped) {
   EXPECT_EQ(model->runs, (std::vector<int64_t>{1}));
 }
 
+TEST(ServingBatcher, IdleRequestsRunOnTheCallersThread) {
+  for (int64_t max_batch : {0, 4}) {  // no batching, or batching without a queue delay
+    auto model = std::make_shared<FakeModel>();
+    BatcherOptions o;
+    o.max_batch_size = max_batch;
+    DynamicBatcher b(model, o, nullptr);
+    auto job = b.submit({rows(2, 3, 1)});
+    ASSERT_TRUE(job->wait(std::chrono::seconds(0)));  // done when submit returns
+    EXPECT_EQ(job->outputs()[0].data<float>()[5], 12.0f);
+    // Many threads at once: every request answered (inline or queued behind a busy instance).
+    std::vector<std::thread> threads;
+    std::atomic<int> ok{0};
+    for (int t = 0; t < 8; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 50; ++i) {
+          Tensor x = rows(1, 2, float(t * 100 + i));
+          auto j = b.submit({x});
+          if (j->wait(std::chrono::seconds(60)) && j->outputs()[0].data<float>()[1] == 2 * (x.data<float>()[1]))
+            ++ok;
+        }
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(ok.load(), 400);
+  }
+}
+
 TEST(ServingBatcher, ConcatAndSplitRows) {
   Tensor a = rows(1, 2, 0), c = rows(2, 2, 10);
   Tensor cat = concat_rows({&a, &c});
