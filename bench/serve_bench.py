@@ -58,6 +58,7 @@ def main() -> None:
     p.add_argument("--models", default="mlp,resnet50")
     p.add_argument("--seconds", type=int, default=5)
     p.add_argument("--clients", default="1,8,32")
+    p.add_argument("--delay-us", type=int, default=0, help="max_queue_delay_us (0: eager batching)")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="cuvil-serve-bench-")
     for name in a.models.split(","):
@@ -74,8 +75,8 @@ def main() -> None:
               ", ".join(f"b{b} {ms:.3f} ms = {b / ms * 1e3:.0f}/s" for b, ms in rows.items()) +
               f"; best {best:.0f}/s")
         max_batch = 8 if big else 64
-        write_config(os.path.join(work, "models"), name, max_batch_size=max_batch,
-                     max_queue_delay_us=2000 if big else 200)
+        write_config(os.path.join(work, "models"), name, max_batch_size=max_batch, max_queue_delay_us=a.delay_us,
+                     warmup=True)
         s = Server(CUVIL, os.path.join(work, "models"), "--max-connections", "128")
         try:
             x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
