@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "serving/batcher.h"
@@ -89,6 +90,39 @@ TEST(ServingProtocol, BinaryTensorsRoundTrip) {
   EXPECT_NE(e.body.find(R"("binary_data_size":12)"), std::string::npos) << e.body;
   ASSERT_EQ(e.body.size(), *e.header_length + 12);
   EXPECT_EQ(std::memcmp(e.body.data() + *e.header_length, xs, 12), 0);
+}
+
+// Mutated requests (bytes flipped, cut, duplicated; header lengths off) are ProtocolErrors or parse; never a crash.
+TEST(ServingProtocol, MutatedRequestsNeverCrash) {
+  std::string header = R"({"id":"x","inputs":[{"name":"a","datatype":"FP32","shape":[2,2],"data":[[1,2],[3,4]]},)"
+                       R"({"name":"b","datatype":"INT64","shape":[1],"parameters":{"binary_data_size":8}}],)"
+                       R"("outputs":[{"name":"y","parameters":{"binary_data":true}}]})";
+  std::string body = header + std::string(8, '\x01');
+  std::mt19937 rng(42);
+  int parsed = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string b = body;
+    size_t hlen = header.size();
+    for (int k = 0, n = 1 + int(rng() % 4); k < n; ++k) {
+      size_t at = rng() % b.size();
+      switch (rng() % 5) {
+        case 0: b[at] = char(rng()); break;
+        case 1: b.erase(at, 1 + rng() % 8); break;
+        case 2: b.insert(at, b.substr(at, 1 + rng() % 16)); break;
+        case 3: b[at] = "[]{}\",:0-9e"[rng() % 11]; break;
+        case 4: hlen = rng() % (b.size() + 8); break;
+      }
+      if (b.empty()) b = "{";
+    }
+    try {
+      InferRequest r = parse_infer_request(b, rng() % 8 ? std::optional<size_t>(hlen) : std::nullopt);
+      ++parsed;
+      for (const Tensor& t : r.inputs) EXPECT_EQ(int64_t(t.nbytes()), t.numel() * int64_t(dtype_size(t.dtype())));
+    } catch (const ProtocolError& e) {
+      EXPECT_EQ(e.status(), 400);
+    }
+  }
+  EXPECT_GT(parsed, 0);
 }
 
 TEST(ServingProtocol, BindChecksTheSignature) {
