@@ -83,14 +83,15 @@ def main() -> None:
             header, body = binary_request(in_name, x, "FP32", out_name)
             expected = expected_response_len(s.url, name, header, body)
             for c in [int(v) for v in a.clients.split(",")]:
+                e0 = s.metric("cuvil_inference_exec_total", model=name)
+                n0 = s.metric("cuvil_inference_batch_size_sum", model=name)
                 r = wrk_run(s.url, name, header, body, expected, work, connections=c, threads=min(c, 2),
                             seconds=a.seconds)
                 print(f"  served, {c:>3} clients: {r['throughput']:8.0f}/s ({r['throughput'] / best * 100:5.1f}% of "
                       f"in-process best), p50 {r['p50_us'] / 1e3:8.3f} ms, p99 {r['p99_us'] / 1e3:8.3f} ms, "
+                      f"mean batch {(s.metric('cuvil_inference_batch_size_sum', model=name) - n0) / max(1, s.metric('cuvil_inference_exec_total', model=name) - e0):.1f}, "
                       f"bad {r['bad']}, errors {r['errors']}")
-            execs = s.metric("cuvil_inference_exec_total", model=name)
-            n = s.metric("cuvil_inference_batch_size_sum", model=name)
-            print(f"  mean batch {n / max(execs, 1):.1f}; idle batch-1 engine latency {rows[1]:.3f} ms")
+            print(f"  idle batch-1 engine latency {rows[1]:.3f} ms")
         finally:
             s.stop()
 

@@ -149,6 +149,7 @@ class FakeModel : public ServedModel {
   std::vector<TensorSpec> in{{"x", DType::f32, true, {-1, -1}}}, out{{"y", DType::f32, true, {-1, -1}}};
   std::mutex mu;
   std::vector<int64_t> runs;
+  std::chrono::milliseconds delay{0};  // each run's duration
   const std::vector<TensorSpec>& inputs() const override { return in; }
   const std::vector<TensorSpec>& outputs() const override { return out; }
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
@@ -156,6 +157,7 @@ class FakeModel : public ServedModel {
       std::lock_guard l(mu);
       runs.push_back(inputs[0].dim(0));
     }
+    std::this_thread::sleep_for(delay);
     Tensor y = inputs[0].clone();
     for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] *= 2;
     return {y};
@@ -238,6 +240,25 @@ TEST(ServingBatcher, IdleRequestsRunOnTheCallersThread) {
     for (auto& t : threads) t.join();
     EXPECT_EQ(ok.load(), 400);
   }
+}
+
+// Eager batching (no queue delay): requests that arrive while a run is in progress form the next batch.
+TEST(ServingBatcher, EagerBatchesFormWhileBusy) {
+  auto model = std::make_shared<FakeModel>();
+  model->delay = std::chrono::milliseconds(200);
+  BatcherOptions o;
+  o.max_batch_size = 8;
+  DynamicBatcher b(model, o, nullptr);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 9; ++t)
+    threads.emplace_back([&, t] {
+      if (t) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // all arrive during the first run
+      auto j = b.submit({rows(1, 2, float(t))});
+      EXPECT_TRUE(j->wait(std::chrono::seconds(60)));
+    });
+  for (auto& t : threads) t.join();
+  std::lock_guard l(model->mu);
+  EXPECT_EQ(model->runs, (std::vector<int64_t>{1, 8}));
 }
 
 TEST(ServingBatcher, ConcatAndSplitRows) {
