@@ -58,6 +58,7 @@ def main() -> None:
     p.add_argument("--models", default="mlp,resnet50")
     p.add_argument("--seconds", type=int, default=5)
     p.add_argument("--clients", default="1,8,32")
+    p.add_argument("--delay-us", type=int, default=0, help="max_queue_delay_us (0: eager batching)")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="cuvil-serve-bench-")
     for name in a.models.split(","):
@@ -74,22 +75,23 @@ def main() -> None:
               ", ".join(f"b{b} {ms:.3f} ms = {b / ms * 1e3:.0f}/s" for b, ms in rows.items()) +
               f"; best {best:.0f}/s")
         max_batch = 8 if big else 64
-        write_config(os.path.join(work, "models"), name, max_batch_size=max_batch,
-                     max_queue_delay_us=2000 if big else 200)
+        write_config(os.path.join(work, "models"), name, max_batch_size=max_batch, max_queue_delay_us=a.delay_us,
+                     warmup=True)
         s = Server(CUVIL, os.path.join(work, "models"), "--max-connections", "128")
         try:
             x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
             header, body = binary_request(in_name, x, "FP32", out_name)
             expected = expected_response_len(s.url, name, header, body)
             for c in [int(v) for v in a.clients.split(",")]:
+                e0 = s.metric("cuvil_inference_exec_total", model=name)
+                n0 = s.metric("cuvil_inference_batch_size_sum", model=name)
                 r = wrk_run(s.url, name, header, body, expected, work, connections=c, threads=min(c, 2),
                             seconds=a.seconds)
                 print(f"  served, {c:>3} clients: {r['throughput']:8.0f}/s ({r['throughput'] / best * 100:5.1f}% of "
                       f"in-process best), p50 {r['p50_us'] / 1e3:8.3f} ms, p99 {r['p99_us'] / 1e3:8.3f} ms, "
+                      f"mean batch {(s.metric('cuvil_inference_batch_size_sum', model=name) - n0) / max(1, s.metric('cuvil_inference_exec_total', model=name) - e0):.1f}, "
                       f"bad {r['bad']}, errors {r['errors']}")
-            execs = s.metric("cuvil_inference_exec_total", model=name)
-            n = s.metric("cuvil_inference_batch_size_sum", model=name)
-            print(f"  mean batch {n / max(execs, 1):.1f}; idle batch-1 engine latency {rows[1]:.3f} ms")
+            print(f"  idle batch-1 engine latency {rows[1]:.3f} ms")
         finally:
             s.stop()
 

@@ -290,6 +290,44 @@ class CompiledModule:
             outs = [_to_torch(a, t) for a, t in zip(outs, self._output_types)]
         return self._restructure(outs)
 
+    async def run_async(self, *args, **kwargs):
+        """``await compiled.run_async(x)``: the call of ``compiled(x)`` as an awaitable for asyncio code (FastAPI,
+        Ray Serve handlers). Inputs are checked at once; the model runs on a worker thread of the running loop's
+        default executor with the GIL released, and the result is delivered in the caller's loop, which is never
+        blocked. Cancelling the awaiting task cancels the run itself: it stops at its next node or loop iteration,
+        and the ``asyncio.CancelledError`` reaches the caller once the run has stopped (its executor is free
+        again). Other calls of the module are not affected."""
+        import asyncio
+        import concurrent.futures
+
+        arrays, as_torch = self._arrays(args, kwargs)
+        token = _C.CancelToken()
+        loop = asyncio.get_running_loop()
+        cf = concurrent.futures.Future()
+
+        def work():
+            if not cf.set_running_or_notify_cancel():
+                return
+            try:
+                cf.set_result(self._model.run(arrays, token))
+            except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+                cf.set_exception(e)
+
+        loop.run_in_executor(None, work)
+        try:
+            outs = await asyncio.wrap_future(cf)
+        except asyncio.CancelledError:
+            token.cancel()
+            if not cf.cancel():  # already running: wait (without blocking the loop) until it stops
+                stopped = asyncio.wrap_future(cf)
+                await asyncio.wait([stopped])
+                if not stopped.cancelled():
+                    stopped.exception()  # (RunCancelled, expected: retrieved so asyncio does not report it)
+            raise
+        if as_torch:
+            outs = [_to_torch(a, t) for a, t in zip(outs, self._output_types)]
+        return self._restructure(outs)
+
     def _restructure(self, outs: list):
         if self._unflatten is not None:
             return self._unflatten(outs)

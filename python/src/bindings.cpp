@@ -365,14 +365,15 @@ class Model {
 
   // `bf16_inputs[i]`: input i's array holds bf16 bits as uint16.
   // Inputs may be strided views: the executor copies a non-contiguous one once, into its plan's buffer.
-  std::vector<py::array> run(const std::vector<py::array>& inputs) {
+  // `cancel`, when given, stops this call alone (run_async's cancellation); cancel() reaches it too.
+  std::vector<py::array> run(const std::vector<py::array>& inputs, std::shared_ptr<CancelToken> cancel) {
     std::vector<StridedInput> ins;
     for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(strided_view(inputs[i], bf16_bits(i, inputs[i])));
     std::vector<Tensor> outs;
     bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
     {
       py::gil_scoped_release nogil;
-      Lease lease(*this, on_main_thread);
+      Lease lease(*this, on_main_thread, std::move(cancel));
       outs = lease.exec->run_strided(ins);
     }
     std::vector<py::array> result;
@@ -443,7 +444,8 @@ class Model {
       std::lock_guard<std::mutex> lock(m.mu_);
       take();
     }
-    Lease(Model& model, bool poll_signals) : m(model), token(std::make_shared<CancelToken>()) {
+    Lease(Model& model, bool poll_signals, std::shared_ptr<CancelToken> given = nullptr)
+        : m(model), token(given ? std::move(given) : std::make_shared<CancelToken>()) {
       std::lock_guard<std::mutex> lock(m.mu_);
       take();
       RunControl c;
@@ -567,6 +569,12 @@ PYBIND11_MODULE(_C, m) {
       .def("build", [](const GraphBuilder& b, int opt_level) { return std::make_unique<Model>(b.root(), opt_level); },
            py::arg("opt_level") = 1);
 
+  // One call's cancellation (CompiledModule.run_async): cancel() from any thread stops the call that holds it.
+  py::class_<CancelToken, std::shared_ptr<CancelToken>>(m, "CancelToken")
+      .def(py::init<>())
+      .def("cancel", &CancelToken::cancel)
+      .def_property_readonly("cancelled", &CancelToken::cancelled);
+
   py::class_<Model>(m, "Model")
       .def_property_readonly("input_names", &Model::input_names)
       .def_property_readonly("output_names", &Model::output_names)
@@ -582,7 +590,7 @@ PYBIND11_MODULE(_C, m) {
       .def("prepare_static", &Model::prepare_static)
       .def("set_limits", &Model::set_limits, py::arg("timeout_s"), py::arg("max_loop_iterations"))
       .def("cancel", &Model::cancel)
-      .def("run", &Model::run)
+      .def("run", &Model::run, py::arg("inputs"), py::arg("cancel") = nullptr)
       .def("profile", &Model::profile)
       .def("stats", &Model::stats)
       .def("save", &Model::save, py::arg("path"), py::arg("config_json"), py::arg("extra_json"),

@@ -74,6 +74,7 @@ class DynamicBatcher {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<BatchJob>> queue_;
   bool stopping_ = false;
+  int active_ = 0;  // runs in progress (workers' and inline ones), at most options_.workers
   std::vector<std::thread> workers_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "serving/batcher.h"
@@ -91,6 +92,39 @@ TEST(ServingProtocol, BinaryTensorsRoundTrip) {
   EXPECT_EQ(std::memcmp(e.body.data() + *e.header_length, xs, 12), 0);
 }
 
+// Mutated requests (bytes flipped, cut, duplicated; header lengths off) are ProtocolErrors or parse; never a crash.
+TEST(ServingProtocol, MutatedRequestsNeverCrash) {
+  std::string header = R"({"id":"x","inputs":[{"name":"a","datatype":"FP32","shape":[2,2],"data":[[1,2],[3,4]]},)"
+                       R"({"name":"b","datatype":"INT64","shape":[1],"parameters":{"binary_data_size":8}}],)"
+                       R"("outputs":[{"name":"y","parameters":{"binary_data":true}}]})";
+  std::string body = header + std::string(8, '\x01');
+  std::mt19937 rng(42);
+  int parsed = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string b = body;
+    size_t hlen = header.size();
+    for (int k = 0, n = 1 + int(rng() % 4); k < n; ++k) {
+      size_t at = rng() % b.size();
+      switch (rng() % 5) {
+        case 0: b[at] = char(rng()); break;
+        case 1: b.erase(at, 1 + rng() % 8); break;
+        case 2: b.insert(at, b.substr(at, 1 + rng() % 16)); break;
+        case 3: b[at] = "[]{}\",:0-9e"[rng() % 11]; break;
+        case 4: hlen = rng() % (b.size() + 8); break;
+      }
+      if (b.empty()) b = "{";
+    }
+    try {
+      InferRequest r = parse_infer_request(b, rng() % 8 ? std::optional<size_t>(hlen) : std::nullopt);
+      ++parsed;
+      for (const Tensor& t : r.inputs) EXPECT_EQ(int64_t(t.nbytes()), t.numel() * int64_t(dtype_size(t.dtype())));
+    } catch (const ProtocolError& e) {
+      EXPECT_EQ(e.status(), 400);
+    }
+  }
+  EXPECT_GT(parsed, 0);
+}
+
 TEST(ServingProtocol, BindChecksTheSignature) {
   std::vector<TensorSpec> specs = {{"a", DType::f32, true, {-1, 4}}, {"b", DType::i64, true, {-1}}};
   auto req = [](std::vector<int64_t> a, std::vector<int64_t> b, DType bt = DType::i64) {
@@ -115,6 +149,7 @@ class FakeModel : public ServedModel {
   std::vector<TensorSpec> in{{"x", DType::f32, true, {-1, -1}}}, out{{"y", DType::f32, true, {-1, -1}}};
   std::mutex mu;
   std::vector<int64_t> runs;
+  std::chrono::milliseconds delay{0};  // each run's duration
   const std::vector<TensorSpec>& inputs() const override { return in; }
   const std::vector<TensorSpec>& outputs() const override { return out; }
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
@@ -122,6 +157,7 @@ class FakeModel : public ServedModel {
       std::lock_guard l(mu);
       runs.push_back(inputs[0].dim(0));
     }
+    std::this_thread::sleep_for(delay);
     Tensor y = inputs[0].clone();
     for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] *= 2;
     return {y};
@@ -178,6 +214,51 @@ TEST(ServingBatcher, FullQueueRejectsAndTimedOutJobsAreSkipped) {
   EXPECT_TRUE(j2->wait(std::chrono::seconds(0)));
   std::lock_guard l(model->mu);
   EXPECT_EQ(model->runs, (std::vector<int64_t>{1}));
+}
+
+TEST(ServingBatcher, IdleRequestsRunOnTheCallersThread) {
+  for (int64_t max_batch : {0, 4}) {  // no batching, or batching without a queue delay
+    auto model = std::make_shared<FakeModel>();
+    BatcherOptions o;
+    o.max_batch_size = max_batch;
+    DynamicBatcher b(model, o, nullptr);
+    auto job = b.submit({rows(2, 3, 1)});
+    ASSERT_TRUE(job->wait(std::chrono::seconds(0)));  // done when submit returns
+    EXPECT_EQ(job->outputs()[0].data<float>()[5], 12.0f);
+    // Many threads at once: every request answered (inline or queued behind a busy instance).
+    std::vector<std::thread> threads;
+    std::atomic<int> ok{0};
+    for (int t = 0; t < 8; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 50; ++i) {
+          Tensor x = rows(1, 2, float(t * 100 + i));
+          auto j = b.submit({x});
+          if (j->wait(std::chrono::seconds(60)) && j->outputs()[0].data<float>()[1] == 2 * (x.data<float>()[1]))
+            ++ok;
+        }
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(ok.load(), 400);
+  }
+}
+
+// Eager batching (no queue delay): requests that arrive while a run is in progress form the next batch.
+TEST(ServingBatcher, EagerBatchesFormWhileBusy) {
+  auto model = std::make_shared<FakeModel>();
+  model->delay = std::chrono::milliseconds(200);
+  BatcherOptions o;
+  o.max_batch_size = 8;
+  DynamicBatcher b(model, o, nullptr);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 9; ++t)
+    threads.emplace_back([&, t] {
+      if (t) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // all arrive during the first run
+      auto j = b.submit({rows(1, 2, float(t))});
+      EXPECT_TRUE(j->wait(std::chrono::seconds(60)));
+    });
+  for (auto& t : threads) t.join();
+  std::lock_guard l(model->mu);
+  EXPECT_EQ(model->runs, (std::vector<int64_t>{1, 8}));
 }
 
 TEST(ServingBatcher, ConcatAndSplitRows) {
