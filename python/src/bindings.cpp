@@ -15,6 +15,8 @@
 #include <unordered_set>
 
 #include "artifact/artifact.h"
+#include "artifact/kernel_library.h"
+#include "codegen/llvm/aot.h"
 #include "codegen/llvm/jit.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/graph_stats.h"
@@ -300,6 +302,17 @@ class Model {
     for (const auto& [sym, lo, hi] : dims) in.dim_ranges.push_back({sym, lo, hi});
     in.tuned_for = codegen::jit_host_description();
     py::gil_scoped_release nogil;
+    // The generated kernels as machine code (artifact/kernel_library.h, codegen/llvm/aot.h).
+    artifact::KernelList ks = artifact::kernels_of(graph_);
+    if (!ks.empty()) {
+      std::vector<std::string> keys;
+      for (auto& [k, s] : ks) keys.push_back(artifact::kernel_key(k, s));
+      codegen::LinkedKernels lk = codegen::link_kernels(ks, keys);
+      in.kernels_so = std::move(lk.shared_object);
+      in.kernel_index = artifact::kernel_index(lk.symbols);
+      in.kernel_features = artifact::required_features(codegen::jit_host_description());
+      in.llvm_version = codegen::llvm_version();
+    }
     artifact::save(path, in);
   }
 

@@ -31,6 +31,7 @@ struct SaveInput {
   // Generated kernels linked into a shared object (optional), the features its code needs and the CPU it was
   // tuned for.
   std::string kernels_so;
+  std::string kernel_index;  // kernel_library.h's kernel_index()
   std::vector<std::string> kernel_features;
   std::string tuned_for;
   std::string llvm_version;  // of the compiler that made the kernels ("" when none)
@@ -68,6 +69,8 @@ struct LoadOptions {
   bool graph = true;
   // False only for the fuzzer, so mutated inputs reach the checks behind the checksums.
   bool verify_checksums = true;
+  // Whether to load the artifact's machine code (false: the fuzzer, which must not dlopen mutated bytes).
+  bool load_kernels = true;
 };
 
 struct Loaded {

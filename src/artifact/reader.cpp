@@ -12,6 +12,7 @@
 #include "artifact/checksum.h"
 #include "artifact/cpu_features.h"
 #include "artifact/format.h"
+#include "artifact/kernel_library.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
@@ -74,7 +75,15 @@ class Reader {
     out.source_map_json.assign(smap.data(), smap.size());
     if (!opts_.graph) return out;
     out.graph = graph(out.manifest);
-    if (find(SectionKind::kernels)) fail("has a kernels section, which this Cuvil cannot load");
+    if (bool(find(SectionKind::kernels)) != bool(find(SectionKind::kernel_index)))
+      fail("has one of the kernels and kernel_index sections without the other");
+    if (find(SectionKind::kernels) && opts_.load_kernels) {
+      try {
+        out.kernel_code = open_kernel_library(section(SectionKind::kernels), section(SectionKind::kernel_index));
+      } catch (const Error& e) {
+        fail("its generated kernels cannot be loaded: ", e.what());
+      }
+    }
     return out;
   }
 
