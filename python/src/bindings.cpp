@@ -569,12 +569,16 @@ PYBIND11_MODULE(_C, m) {
       .def("stats", &Model::stats)
       .def("save", &Model::save, py::arg("path"), py::arg("config_json"), py::arg("extra_json"),
            py::arg("fingerprint"), py::arg("dim_ranges"));
-  // A .cuv artifact: (model, manifest JSON, the front end's data JSON).
+  // A .cuv artifact: (model, manifest JSON, the front end's data JSON, dim ranges per input axis).
   m.def("load_artifact", [](const std::string& path) {
     artifact::Loaded a = artifact::load_file(path);
     std::string manifest = a.manifest.json, extra = a.manifest.extra_json;
+    // The manifest's dim ranges per input axis: (input, axis, symbol, lo, hi), -1 for no bound.
+    std::vector<std::tuple<size_t, size_t, std::string, int64_t, int64_t>> bounds;
+    for (const artifact::DimBound& b : artifact::dim_bounds(a.manifest, *a.graph))
+      bounds.emplace_back(b.input, b.axis, b.range.symbol, b.range.lo, b.range.hi);
     py::object model = py::cast(std::make_unique<Model>(std::move(a)));
-    return py::make_tuple(model, manifest, extra);
+    return py::make_tuple(model, manifest, extra, bounds);
   });
   // Machine code made in this process so far: generated kernels compiled by LLVM or loaded from the disk cache,
   // and oneDNN primitives created.

@@ -90,6 +90,16 @@ Loaded load_file(const std::string& path, const LoadOptions& opts = {});
 // From a caller's buffer (copied once into an aligned mapping; the caller's buffer may go afterwards).
 Loaded load_memory(const void* data, size_t size, const LoadOptions& opts = {});
 
+// Where each manifest dim range applies: every input axis whose dim is that bare symbol.
+struct DimBound {
+  size_t input = 0, axis = 0;
+  DimRange range;
+};
+std::vector<DimBound> dim_bounds(const Manifest& m, const Graph& g);
+// Throws InputError naming the input when a dim of these input shapes lies outside its range.
+void check_dim_ranges(const std::vector<DimBound>& bounds, const Graph& g,
+                      const std::vector<std::vector<int64_t>>& input_shapes);
+
 // The manifest, the sections and the host check as text (`cuvil inspect m.cuv`).
 std::string describe(const Loaded& a);
 

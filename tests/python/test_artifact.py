@@ -227,6 +227,9 @@ def test_cli_compile_then_run_bench_profile_inspect(cuvil_bin, tmp_path):
     r = subprocess.run([cuvil_bin, "inspect", art], capture_output=True, text=True)
     m = json.loads(r.stdout.split("manifest:\n", 1)[1])
     assert m["dim_ranges"] == [{"symbol": "batch", "lo": 1, "hi": 64}]
+    # The range is checked on every call of the loaded model.
+    with pytest.raises(cuvil.InputError, match=r"outside the range \[1..64\]"):
+        cuvil.load(art)(np.zeros((65, 4), np.float32))
     assert m["config"]["opt_level"] == 1
     r = subprocess.run([cuvil_bin, "inspect", art, "--ir"], capture_output=True, text=True)
     assert r.returncode == 0 and "MatMul" in r.stdout
