@@ -60,7 +60,21 @@ std::string kernel_key(const codegen::Kernel& k, const codegen::Schedule& s) {
   return k.str() + "schedule " + s.str() + "\n";
 }
 
+namespace {
+bool has_fused_kernel(const Graph& g, int depth = 0) {
+  for (const auto& n : g.nodes()) {
+    if (n->op() == OpKind::FusedKernel) return true;
+    if (depth < 64)
+      for (Graph* r : n->regions())
+        if (has_fused_kernel(*r, depth + 1)) return true;
+  }
+  return false;
+}
+}  // namespace
+
 KernelList kernels_of(const std::shared_ptr<const Graph>& g) {
+  // Preparing plans every kernel (oneDNN primitives, packed weights): not worth it without generated ones.
+  if (!has_fused_kernel(*g)) return {};
   auto rec = std::make_shared<Recorder>();
   ExecutorOptions o;
   o.kernel_code = rec;
