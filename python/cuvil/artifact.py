@@ -104,7 +104,7 @@ def load(path: "str | os.PathLike", *, threads: Optional[int] = None, timeout: O
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such artifact: {path}")
     try:
-        model, _manifest, extra_json = _C.load_artifact(path)
+        model, _manifest, extra_json, ranges = _C.load_artifact(path)
     except _C.Error as e:
         raise ArtifactError(str(e)) from None
     extra = json.loads(extra_json)
@@ -118,6 +118,8 @@ def load(path: "str | os.PathLike", *, threads: Optional[int] = None, timeout: O
                                    None if b["lo"] is None else int(b["lo"]), None if b["hi"] is None else int(b["hi"])))
     except (KeyError, TypeError, ValueError) as e:
         raise ArtifactError(f"{path}: malformed front-end data in the manifest ({e})") from None
+    if not bounds:  # no front-end bounds (an ONNX model, `cuvil compile --dim`): the manifest's ranges
+        bounds = [DimBound(i, a, sym, None if lo < 0 else lo, None if hi < 0 else hi) for i, a, sym, lo, hi in ranges]
     if threads is not None:
         model.set_threads(threads)
     model.set_limits(*limits)

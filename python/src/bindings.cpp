@@ -15,6 +15,8 @@
 #include <unordered_set>
 
 #include "artifact/artifact.h"
+#include "artifact/kernel_library.h"
+#include "codegen/llvm/aot.h"
 #include "codegen/llvm/jit.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/graph_stats.h"
@@ -300,6 +302,17 @@ class Model {
     for (const auto& [sym, lo, hi] : dims) in.dim_ranges.push_back({sym, lo, hi});
     in.tuned_for = codegen::jit_host_description();
     py::gil_scoped_release nogil;
+    // The generated kernels as machine code (artifact/kernel_library.h, codegen/llvm/aot.h).
+    artifact::KernelList ks = artifact::kernels_of(graph_);
+    if (!ks.empty()) {
+      std::vector<std::string> keys;
+      for (auto& [k, s] : ks) keys.push_back(artifact::kernel_key(k, s));
+      codegen::LinkedKernels lk = codegen::link_kernels(ks, keys);
+      in.kernels_so = std::move(lk.shared_object);
+      in.kernel_index = artifact::kernel_index(lk.symbols);
+      in.kernel_features = artifact::required_features(codegen::jit_host_description());
+      in.llvm_version = codegen::llvm_version();
+    }
     artifact::save(path, in);
   }
 
@@ -595,12 +608,16 @@ PYBIND11_MODULE(_C, m) {
       .def("stats", &Model::stats)
       .def("save", &Model::save, py::arg("path"), py::arg("config_json"), py::arg("extra_json"),
            py::arg("fingerprint"), py::arg("dim_ranges"));
-  // A .cuv artifact: (model, manifest JSON, the front end's data JSON).
+  // A .cuv artifact: (model, manifest JSON, the front end's data JSON, dim ranges per input axis).
   m.def("load_artifact", [](const std::string& path) {
     artifact::Loaded a = artifact::load_file(path);
     std::string manifest = a.manifest.json, extra = a.manifest.extra_json;
+    // The manifest's dim ranges per input axis: (input, axis, symbol, lo, hi), -1 for no bound.
+    std::vector<std::tuple<size_t, size_t, std::string, int64_t, int64_t>> bounds;
+    for (const artifact::DimBound& b : artifact::dim_bounds(a.manifest, *a.graph))
+      bounds.emplace_back(b.input, b.axis, b.range.symbol, b.range.lo, b.range.hi);
     py::object model = py::cast(std::make_unique<Model>(std::move(a)));
-    return py::make_tuple(model, manifest, extra);
+    return py::make_tuple(model, manifest, extra, bounds);
   });
   // Machine code made in this process so far: generated kernels compiled by LLVM or loaded from the disk cache,
   // and oneDNN primitives created.

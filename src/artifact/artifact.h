@@ -31,6 +31,7 @@ struct SaveInput {
   // Generated kernels linked into a shared object (optional), the features its code needs and the CPU it was
   // tuned for.
   std::string kernels_so;
+  std::string kernel_index;  // kernel_library.h's kernel_index()
   std::vector<std::string> kernel_features;
   std::string tuned_for;
   std::string llvm_version;  // of the compiler that made the kernels ("" when none)
@@ -68,6 +69,8 @@ struct LoadOptions {
   bool graph = true;
   // False only for the fuzzer, so mutated inputs reach the checks behind the checksums.
   bool verify_checksums = true;
+  // Whether to load the artifact's machine code (false: the fuzzer, which must not dlopen mutated bytes).
+  bool load_kernels = true;
 };
 
 struct Loaded {
@@ -86,6 +89,16 @@ struct Loaded {
 Loaded load_file(const std::string& path, const LoadOptions& opts = {});
 // From a caller's buffer (copied once into an aligned mapping; the caller's buffer may go afterwards).
 Loaded load_memory(const void* data, size_t size, const LoadOptions& opts = {});
+
+// Where each manifest dim range applies: every input axis whose dim is that bare symbol.
+struct DimBound {
+  size_t input = 0, axis = 0;
+  DimRange range;
+};
+std::vector<DimBound> dim_bounds(const Manifest& m, const Graph& g);
+// Throws InputError naming the input when a dim of these input shapes lies outside its range.
+void check_dim_ranges(const std::vector<DimBound>& bounds, const Graph& g,
+                      const std::vector<std::vector<int64_t>>& input_shapes);
 
 // The manifest, the sections and the host check as text (`cuvil inspect m.cuv`).
 std::string describe(const Loaded& a);

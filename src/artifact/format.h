@@ -7,7 +7,7 @@
 // required CPU features), the graph (the optimized IR as text, large constants as `external(i)`), the weights
 // (an index, then each tensor's bytes at a 64-byte-aligned offset, so they are used in place from the mapping),
 // the source map (JSON: per node its op, outputs and location; a FusedKernel's body locations), and optionally
-// the generated kernels (a shared object). The reader (reader.h) checks every field here before it uses it.
+// the generated kernels (a shared object, and its index). The reader (reader.h) checks every field here before it uses it.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +18,10 @@ inline constexpr char kMagic[8] = {'C', 'U', 'V', 'I', 'L', 'A', 'R', 'T'};
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint64_t kAlign = 64;
 
-enum class SectionKind : uint32_t { manifest = 1, graph = 2, weights = 3, source_map = 4, kernels = 5 };
-inline constexpr uint32_t kMaxSectionKind = 5;
+// kernels: an ELF shared object of the generated kernels; kernel_index: per kernel its symbol and lookup key
+// (artifact/kernel_library.h). Both or neither.
+enum class SectionKind : uint32_t { manifest = 1, graph = 2, weights = 3, source_map = 4, kernels = 5, kernel_index = 6 };
+inline constexpr uint32_t kMaxSectionKind = 6;
 
 struct Header {
   char magic[8];

@@ -12,6 +12,7 @@
 #include "artifact/checksum.h"
 #include "artifact/cpu_features.h"
 #include "artifact/format.h"
+#include "artifact/kernel_library.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
@@ -74,7 +75,15 @@ class Reader {
     out.source_map_json.assign(smap.data(), smap.size());
     if (!opts_.graph) return out;
     out.graph = graph(out.manifest);
-    if (find(SectionKind::kernels)) fail("has a kernels section, which this Cuvil cannot load");
+    if (bool(find(SectionKind::kernels)) != bool(find(SectionKind::kernel_index)))
+      fail("has one of the kernels and kernel_index sections without the other");
+    if (find(SectionKind::kernels) && opts_.load_kernels) {
+      try {
+        out.kernel_code = open_kernel_library(section(SectionKind::kernels), section(SectionKind::kernel_index));
+      } catch (const Error& e) {
+        fail("its generated kernels cannot be loaded: ", e.what());
+      }
+    }
     return out;
   }
 
@@ -305,6 +314,31 @@ Loaded load_memory(const void* data, size_t size, const LoadOptions& opts) {
   b->size = size;
   if (size) std::memcpy(b->data, data, size);
   return Reader(b, what, opts).load();
+}
+
+std::vector<DimBound> dim_bounds(const Manifest& m, const Graph& g) {
+  std::vector<DimBound> out;
+  for (const DimRange& r : m.dim_ranges)
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      const Shape& sh = g.inputs()[i]->shape();
+      if (!sh.rank_known()) continue;
+      for (size_t a = 0; a < sh.rank(); ++a)
+        if (sh.dims()[a].is_symbol() && sh.dims()[a].symbol_name() == r.symbol) out.push_back({i, a, r});
+    }
+  return out;
+}
+
+void check_dim_ranges(const std::vector<DimBound>& bounds, const Graph& g,
+                      const std::vector<std::vector<int64_t>>& input_shapes) {
+  for (const DimBound& b : bounds) {
+    if (b.input >= input_shapes.size() || b.axis >= input_shapes[b.input].size()) continue;  // (the run says)
+    int64_t n = input_shapes[b.input][b.axis];
+    if ((b.range.lo >= 0 && n < b.range.lo) || (b.range.hi >= 0 && n > b.range.hi))
+      throw InputError("input '" + g.inputs()[b.input]->name() + "': dim " + std::to_string(b.axis) + " (" +
+                       b.range.symbol + ") is " + std::to_string(n) + ", outside the range [" +
+                       (b.range.lo >= 0 ? std::to_string(b.range.lo) : "") + ".." +
+                       (b.range.hi >= 0 ? std::to_string(b.range.hi) : "") + "] it was compiled for");
+  }
 }
 
 bool looks_like_artifact(const void* data, size_t size) {

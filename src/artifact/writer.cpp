@@ -100,6 +100,7 @@ const char* section_name(SectionKind k) {
     case SectionKind::weights: return "weights";
     case SectionKind::source_map: return "source_map";
     case SectionKind::kernels: return "kernels";
+    case SectionKind::kernel_index: return "kernel_index";
   }
   return "?";
 }
@@ -143,7 +144,10 @@ std::string serialize(const SaveInput& in) {
                                                                       {SectionKind::graph, &graph_text},
                                                                       {SectionKind::weights, &weight_bytes},
                                                                       {SectionKind::source_map, &smap}};
-  if (!in.kernels_so.empty()) sections.push_back({SectionKind::kernels, &in.kernels_so});
+  if (!in.kernels_so.empty()) {
+    sections.push_back({SectionKind::kernels, &in.kernels_so});
+    sections.push_back({SectionKind::kernel_index, &in.kernel_index});
+  }
 
   std::vector<SectionEntry> table(sections.size());
   uint64_t at = align_up(sizeof(Header) + table.size() * sizeof(SectionEntry));

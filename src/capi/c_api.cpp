@@ -26,6 +26,7 @@ struct cuvil_session {
     std::vector<std::string> dim_names;
   };
   std::vector<Io> inputs, outputs;
+  std::vector<artifact::DimBound> bounds;  // the manifest's dim ranges, checked on every run
 };
 
 namespace {
@@ -86,6 +87,7 @@ cuvil_session* make_session(artifact::Loaded loaded, const cuvil_session_options
       out.push_back(std::move(io));
     }
   };
+  s->bounds = artifact::dim_bounds(s->loaded.manifest, *s->loaded.graph);
   describe(s->loaded.graph->inputs(), s->inputs);
   describe(s->loaded.graph->outputs(), s->outputs);
   // A model whose inputs are all static is prepared now (plan, kernels, packed weights): the first run only runs.
@@ -279,6 +281,9 @@ cuvil_code cuvil_session_run(cuvil_session* s, const cuvil_tensor* inputs, size_
       !views(outputs, n_outputs, "output", true, outs, &bad, status))
     return bad;
   return guarded(status, CUVIL_RUN_FAILED, s->loaded.graph.get(), CUVIL_RUN_FAILED, [&]() -> cuvil_code {
+    std::vector<std::vector<int64_t>> shapes;
+    for (const Tensor& t : ins) shapes.push_back(t.shape());
+    artifact::check_dim_ranges(s->bounds, *s->loaded.graph, shapes);
     try {
       s->exec->run_into(ins, outs);
     } catch (const InputError& e) {

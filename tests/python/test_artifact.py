@@ -193,7 +193,9 @@ def test_manifest_records_versions_config_signature_and_cpu_features(small_artif
     assert m["config"] == {"device": "cpu", "opt_level": 1, "precision": "fp32"}
     assert m["inputs"] == [{"name": "x", "type": "f32[batch, 32]"}]
     assert m["outputs"][0]["type"] == "f32[batch, 10]"
-    assert m["required_cpu_features"] == ["sse2"]
+    # Its generated kernels are machine code in the artifact, compiled for this host: what they need is listed.
+    assert "  kernels: offset " in r.stdout and "machine code in the artifact" in r.stdout
+    assert "sse2" in m["required_cpu_features"] and m["llvm_version"].startswith("16.")
     assert len(m["model_fingerprint"]) == 64
 
 
@@ -225,6 +227,9 @@ def test_cli_compile_then_run_bench_profile_inspect(cuvil_bin, tmp_path):
     r = subprocess.run([cuvil_bin, "inspect", art], capture_output=True, text=True)
     m = json.loads(r.stdout.split("manifest:\n", 1)[1])
     assert m["dim_ranges"] == [{"symbol": "batch", "lo": 1, "hi": 64}]
+    # The range is checked on every call of the loaded model.
+    with pytest.raises(cuvil.InputError, match=r"outside the range \[1..64\]"):
+        cuvil.load(art)(np.zeros((65, 4), np.float32))
     assert m["config"]["opt_level"] == 1
     r = subprocess.run([cuvil_bin, "inspect", art, "--ir"], capture_output=True, text=True)
     assert r.returncode == 0 and "MatMul" in r.stdout

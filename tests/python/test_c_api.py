@@ -4,6 +4,7 @@ with `cc` alone, and its output (NAME SHAPE SUM per output) matches Python's on 
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -102,6 +103,31 @@ def test_cuvil_run_matches_python_on_a_torch_model(installed, tmp_path):
     r = _run_c(installed, path, str(tmp_path / "x3.npy"), str(tmp_path / "t3.npy"))
     assert r.returncode == 0, r.stderr
     _expect_lines(r.stdout, compiled.output_names, list(compiled(x3, np.float32([[2.0]] * 3))))
+
+
+def test_c_api_without_llvm_is_bit_identical(tmp_path):
+    """Generated kernels come from the artifact's shared object: a process with the runtime library alone (no
+    LLVM mapped) gives the compiled module's bits."""
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(torch.tanh(x) * 3, -1), torch.nn.functional.gelu(x).sum(-1)
+
+    x = np.random.default_rng(0).standard_normal((4, 37)).astype(np.float32)
+    compiled = cuvil.compile(M(), (torch.from_numpy(x),), dynamic_shapes={"x": {0: "batch"}})
+    path = str(tmp_path / "k.cuv")
+    compiled.save(path)
+    for n in (4, 1, 2):  # the shapes kernels were recorded at, and the model's own
+        xn = np.ascontiguousarray(x[:n])
+        np.save(str(tmp_path / "x.npy"), xn)
+        r = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "c_api_run.py"),
+                            os.path.join(BUILD, "lib", "libcuvil_runtime.so"), path, str(tmp_path / "o.npz"),
+                            str(tmp_path / "x.npy")], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (r.returncode, r.stderr)
+        z = np.load(str(tmp_path / "o.npz"))
+        for i, want in enumerate(compiled(xn)):
+            assert z[f"arr_{i}"].tobytes() == want.tobytes(), (n, i)
 
 
 def test_cuvil_run_reports_errors(installed, tmp_path):

@@ -11,6 +11,7 @@
 #include "artifact/checksum.h"
 #include "artifact/cpu_features.h"
 #include "artifact/format.h"
+#include "artifact/kernel_library.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "passes/pipeline.h"
 #include "test_util.h"
@@ -204,6 +205,15 @@ TEST(Artifact, RefusesAHostWithoutTheRequiredCpuFeatures) {
             (std::vector<std::string>{"avx512f"}));
   // This host has at least the baseline.
   EXPECT_TRUE(artifact::missing_cpu_features(artifact::baseline_cpu_features(), artifact::host_cpu_features()).empty());
+}
+
+TEST(Artifact, KernelFeaturesAndIndexAreChecked) {
+  EXPECT_EQ(artifact::required_features("znver4 +avx2,+avx512f,-sse4a,+xsave,+fma"),
+            (std::vector<std::string>{"avx2", "avx512f", "fma", "sse2"}));
+  // A malformed index or a non-ELF object is an error before anything is loaded.
+  for (std::string index : {"cuvil_aot_1 5\nabc\n", "nosymbol 3\nabc\n", "cuvil_aot_1 x\nabc\n", "cuvil_aot_1"})
+    EXPECT_THROW(artifact::open_kernel_library("\x7f" "ELF....", index), Error) << index;
+  EXPECT_CUVIL_ERROR(artifact::open_kernel_library("MZ......", ""), "not a shared object");
 }
 
 // Every ONNX node-suite model with static float inputs: optimized at -O1, saved and loaded, prints the same;

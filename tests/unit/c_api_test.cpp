@@ -9,9 +9,10 @@
 namespace cuvil {
 namespace {
 
-std::string artifact_of(const char* text) {
+std::string artifact_of(const char* text, std::vector<artifact::DimRange> ranges = {}) {
   artifact::SaveInput in;
   in.graph = test::parse_checked(text);
+  in.dim_ranges = std::move(ranges);
   return artifact::serialize(in);
 }
 
@@ -95,6 +96,26 @@ TEST(CApi, RunsIntoCallerBuffersAndAnswersQueries) {
   EXPECT_EQ(std::string(cuvil_status_node(st)), "Reshape -> r");
   EXPECT_EQ(std::string(cuvil_status_location(st)), "node 'reshape_node'");
   cuvil_status_free(st);
+}
+
+TEST(CApi, ChecksTheManifestsDimRanges) {
+  std::string bytes = artifact_of(kModel, {{"n", 2, 3}});
+  Session s{cuvil_session_create_from_memory(bytes.data(), bytes.size(), nullptr, nullptr)};
+  ASSERT_NE(s.s, nullptr);
+  float x[12] = {}, y[12], r[6];
+  int64_t xd[2] = {4, 3}, rd[2] = {3, 2};
+  cuvil_tensor in = CUVIL_TENSOR_INIT, outs[2] = {CUVIL_TENSOR_INIT, CUVIL_TENSOR_INIT};
+  in.rank = 2, in.dims = xd, in.data = x, in.bytes = sizeof x;
+  outs[0].rank = 2, outs[0].dims = xd, outs[0].data = y, outs[0].bytes = sizeof y;
+  outs[1].rank = 2, outs[1].dims = rd, outs[1].data = r, outs[1].bytes = sizeof r;
+  cuvil_status* st = nullptr;
+  EXPECT_EQ(cuvil_session_run(s.s, &in, 1, outs, 2, &st), CUVIL_INPUT_MISMATCH);
+  EXPECT_NE(std::string(cuvil_status_message(st)).find("outside the range [2..3]"), std::string::npos)
+      << cuvil_status_message(st);
+  cuvil_status_free(st);
+  xd[0] = 2;
+  outs[0].bytes = outs[1].bytes = 6 * sizeof(float);
+  EXPECT_EQ(cuvil_session_run(s.s, &in, 1, outs, 2, nullptr), CUVIL_OK);
 }
 
 TEST(CApi, RefusesBadArtifactsAndOptions) {

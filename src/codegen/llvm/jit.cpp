@@ -181,6 +181,10 @@ class Jit {
     std::lock_guard<std::mutex> lock(mu_);
     return compile(k, s, "cuvil_kernel", /*assembly=*/true);
   }
+  std::string object(const Kernel& k, const Schedule& s, const std::string& symbol) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return compile(k, s, symbol, /*assembly=*/false);
+  }
 
   JitStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -485,6 +489,9 @@ JitStats jit_stats() { return jit().stats(); }
 std::string jit_cache_dir() { return jit().dir(); }
 std::string jit_host_description() { return jit().host(); }
 std::string kernel_assembly(const Kernel& k, const Schedule& s) { return jit().assembly(k, s); }
+std::string kernel_object(const Kernel& k, const Schedule& s, const std::string& symbol) {
+  return jit().object(k, s, symbol);
+}
 void jit_reset_for_testing(const std::string& cache_dir) { jit().reset(cache_dir); }
 
 namespace {

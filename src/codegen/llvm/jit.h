@@ -36,6 +36,8 @@ JitStats jit_stats();
 std::string jit_cache_dir();
 // The host CPU and features, as the cache key holds them ("sapphirerapids +avx512f,...").
 std::string jit_host_description();
+// The object file LLVM generates for `k` under `s`, its function named `symbol` (for artifacts; not cached).
+std::string kernel_object(const Kernel& k, const Schedule& s, const std::string& symbol);
 // The assembly LLVM generates for `k` under `s` (for tests and `cuvil inspect --asm`); not cached.
 std::string kernel_assembly(const Kernel& k, const Schedule& s);
 

@@ -1,0 +1,69 @@
+#include "codegen/llvm/aot.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <lld/Common/CommonLinkerContext.h>
+#include <lld/Common/Driver.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "codegen/llvm/jit.h"
+#include "support/error.h"
+
+namespace cuvil::codegen {
+
+const char* llvm_version() { return LLVM_VERSION_STRING; }
+
+LinkedKernels link_kernels(const std::vector<std::pair<Kernel, Schedule>>& kernels,
+                           const std::vector<std::string>& keys) {
+  CUVIL_CHECK(kernels.size() == keys.size(), "internal error: link_kernels: one key per kernel");
+  LinkedKernels out;
+  if (kernels.empty()) return out;
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "cuvil-aot-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw Error("cannot make a temporary directory for linking kernels");
+  fs::path dir = tmpl;
+  struct Cleanup {
+    fs::path d;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } cleanup{dir};
+  std::vector<std::string> objects;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    char sym[40];
+    std::snprintf(sym, sizeof sym, "cuvil_aot_%zu_%016llx", i,
+                  static_cast<unsigned long long>(kernels[i].first.hash()));
+    std::string obj = kernel_object(kernels[i].first, kernels[i].second, sym);
+    objects.push_back((dir / (std::to_string(i) + ".o")).string());
+    std::ofstream(objects.back(), std::ios::binary).write(obj.data(), std::streamsize(obj.size()));
+    out.symbols.emplace_back(sym, keys[i]);
+  }
+  std::string so = (dir / "kernels.so").string();
+  // Undefined symbols (the C library's math functions) stay undefined: the loading process resolves them.
+  std::vector<const char*> args = {"ld.lld", "-shared", "--hash-style=gnu", "-z", "noexecstack", "-z", "now",
+                                   "-o", so.c_str()};
+  for (const std::string& o : objects) args.push_back(o.c_str());
+  std::string diag;
+  bool ok;
+  {
+    static std::mutex mu;  // lld's driver keeps global state
+    std::lock_guard<std::mutex> lock(mu);
+    llvm::raw_string_ostream os(diag);
+    ok = lld::elf::link(args, os, os, /*exitEarly=*/false, /*disableOutput=*/false);
+    lld::CommonLinkerContext::destroy();
+  }
+  if (!ok) throw Error("linking the generated kernels failed: " + diag);
+  std::ifstream in(so, std::ios::binary);
+  out.shared_object.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (out.shared_object.empty()) throw Error("linking the generated kernels produced nothing");
+  return out;
+}
+
+}  // namespace cuvil::codegen
