@@ -56,6 +56,7 @@ void unary_cases(Cases& cs) {
       {OpKind::Sigmoid, 1e-6, {}, true, -110, 110},
       {OpKind::Softplus, 1e-6},
       {OpKind::Softsign, 1e-7},
+      {OpKind::Mish, 1e-6, {}, false, -30, 30},
       {OpKind::HardSigmoid, 1e-7, {{"alpha", 0.3}, {"beta", 0.4}}, true},
       {OpKind::HardSwish, 1e-7, {}, true, -8, 8},
       // Gelu's 1 + erf(x) cancels for negative x: the reference itself is good to about 1e-7 absolute there.
