@@ -15,7 +15,9 @@ void reduce_cases(Cases& cs) {
   for (OpKind op : ops) {
     bool logsum = op == OpKind::ReduceLogSum, prod = op == OpKind::ReduceProd;
     double lo = logsum ? 0.5 : prod ? 0.8 : -3, hi = logsum ? 1.5 : prod ? 1.25 : 3;
-    Tol t{2e-6, 2e-6};
+    // f32 sums of up to 1000 terms against the reference's f64: a few 1e-6 relative, more where terms cancel.
+    Tol t{1e-5, 2e-5};
+    bool order_free = op == OpKind::ReduceMax || op == OpKind::ReduceMin;
     for (Ints shape : {Ints{1}, Ints{5}, Ints{3, 31}, Ints{2, 3, 64}, Ints{4, 1000}, Ints{7, 33}})
       for (int64_t keep : {0, 1})
         cs.add(op, "rows, keepdims " + std::to_string(keep))
@@ -25,7 +27,10 @@ void reduce_cases(Cases& cs) {
             .tol(DType::f32, t)
             .needs({G});
     cs.add(op, "columns").in(f32({9, 2, 17}, lo, hi)).in(cst(vec<int64_t>({0}))).tol(DType::f32, t);
-    cs.add(op, "two axes, specials").in(f32({3, 4, 5}, lo, hi).sp()).in(cst(vec<int64_t>({1, 2}))).tol(DType::f32, t);
+    // (Special values only where the order of the terms cannot matter: 1e30 + x - 1e30 is 0 or x.)
+    Input two = f32({3, 4, 5}, lo, hi);
+    if (order_free) two.sp();
+    cs.add(op, order_free ? "two axes, specials" : "two axes").in(two).in(cst(vec<int64_t>({1, 2}))).tol(DType::f32, t);
     cs.add(op, "all axes").in(f32({3, 4, 5}, lo, hi)).tol(DType::f32, t);
     cs.add(op, "axes (0, 2, 3) at batch 1").in(f32({1, 5, 6, 7}, lo, hi)).in(cst(vec<int64_t>({0, 2, 3}))).tol(DType::f32, t);
     cs.add(op, "f64").in(rnd(DType::f64, {3, 17}, lo, hi)).in(cst(vec<int64_t>({1})));
@@ -52,17 +57,21 @@ void reduce_cases(Cases& cs) {
             .in(f32(r.shape, -1, 3))
             .in(cst(vec<int64_t>(r.axes)))
             .attr("keepdims", keep)
-            .tol(DType::f32, {1e-6, 1e-6})
+            .tol(DType::f32, {5e-6, 1e-5})
             .needs({C});
 }
 
 void arg_cases(Cases& cs) {
-  for (Ints shape : {Ints{1}, Ints{7}, Ints{3, 33}, Ints{4, 5, 6}, Ints{2, 1000}})
+  for (Ints shape : {Ints{1}, Ints{7}, Ints{3, 33}, Ints{4, 5, 6}, Ints{2, 1000}, Ints{17, 9}})
     for (int64_t axis : {int64_t(-1), int64_t(0)})
       for (OpKind op : {OpKind::ArgMax, OpKind::ArgMin})
         for (int64_t last : {0, 1}) {
+          // (An integer result of at most 8 elements is shape arithmetic, which fusion leaves alone.)
+          int64_t results = 1;
+          for (size_t d = 0; d < shape.size(); ++d)
+            if (int64_t(d) != (axis + int64_t(shape.size())) % int64_t(shape.size())) results *= shape[d];
           cs.add(op, "ties, specials").in(f32(shape).sp().ties(0.5)).attr("axis", axis).attr("select_last_index", last)
-              .needs({G});
+              .needs(results > 8 ? std::set<Backend>{G} : std::set<Backend>{});
           cs.add(op, "i32, keepdims 0").in(rnd(DType::i32, shape)).attr("axis", axis).attr("keepdims", int64_t(0))
               .attr("select_last_index", last);
           cs.add(op, "bf16").in(rnd(DType::bf16, shape).ties(0.25)).attr("axis", axis).attr("select_last_index", last);
@@ -74,7 +83,8 @@ void arg_cases(Cases& cs) {
 }
 
 void softmax_cases(Cases& cs) {
-  Tol t{1e-5, 1e-7};
+  // LogSoftmax near 0 (a row's largest value) is a difference of logs: 1e-6 absolute there.
+  Tol t{1e-5, 1e-6};
   for (OpKind op : {OpKind::Softmax, OpKind::LogSoftmax}) {
     for (Ints s : {Ints{1}, Ints{7}, Ints{4099}, Ints{3, 33}, Ints{2, 5, 1000}, Ints{3, 1, 7, 5}, Ints{2, 300, 3}}) {
       int64_t r = int64_t(s.size());
