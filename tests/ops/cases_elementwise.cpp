@@ -5,6 +5,8 @@
 // Tolerances: generated code and the CPU kernels compute exp, log, tanh, erf, sigmoid and the trigonometric
 // functions with vectorized approximations (src/codegen/vector_math, src/kernels/cpu/vec_math.h) whose stated
 // bounds are a few 1e-7 relative; the rest is exact.
+#include <algorithm>
+
 #include "harness.h"
 
 namespace cuvil::optest {
@@ -29,6 +31,17 @@ const Pair kBroadcast[] = {
     {{1031}, {1031}, "prime length"},
     {{0, 3}, {3}, "empty"},
 };
+
+// Elements of the broadcast of shapes a and b.
+int64_t broadcast_numel(const Ints& a, const Ints& b) {
+  size_t r = std::max(a.size(), b.size());
+  int64_t n = 1;
+  for (size_t d = 0; d < r; ++d) {
+    auto dim = [&](const Ints& s) { return d + s.size() >= r ? s[d + s.size() - r] : int64_t(1); };
+    n *= std::max(dim(a), dim(b));
+  }
+  return n;
+}
 
 struct Unary {
   OpKind op;
@@ -88,9 +101,10 @@ void unary_cases(Cases& cs) {
       return c;
     };
     std::set<Backend> fast = u.cpu ? std::set<Backend>{G, C} : std::set<Backend>{G};
-    add("odd sizes, specials", f32({3, 5, 7}, u.lo, u.hi).sp()).needs(fast);
-    add("prime length", f32({1031}, u.lo, u.hi)).needs(fast);
-    add("large, threaded", f32({4099}, u.lo, u.hi).sp()).needs(fast);
+    std::vector<size_t> over = u.cpu ? std::vector<size_t>{0} : std::vector<size_t>{};
+    add("odd sizes, specials", f32({3, 5, 7}, u.lo, u.hi).sp()).needs(fast).in_place(over);
+    add("prime length", f32({1031}, u.lo, u.hi)).needs(fast).in_place(over);
+    add("4099, specials", f32({4099}, u.lo, u.hi).sp()).needs(fast).in_place(over);
     add("one element", f32({1}, u.lo, u.hi)).needs({G});
     add("scalar", f32({}, u.lo, u.hi)).needs({G});
     add("empty", f32({0, 5}, u.lo, u.hi));
@@ -98,6 +112,9 @@ void unary_cases(Cases& cs) {
     add("f64", rnd(DType::f64, {37}, u.lo, u.hi).sp());
     add("f16", rnd(DType::f16, {33}, u.lo, u.hi));
   }
+  for (OpKind op : {OpKind::Relu, OpKind::Exp, OpKind::Gelu, OpKind::Tanh})
+    cs.add(op, "1M, threaded").in(f32({1 << 20}, -6, 6).sp()).tol(DType::f32, op == OpKind::Relu ? kExact : Tol{1e-6, 1e-6})
+        .needs({C}).in_place({0});
   // The domain edges of the inverse functions, outside their domains too (NaN).
   for (OpKind op : {OpKind::Asin, OpKind::Acos, OpKind::Atanh, OpKind::Acosh, OpKind::Log, OpKind::Sqrt})
     cs.add(op, "outside the domain").in(f32({41}, -30, 30).sp()).tol(DType::f32, {5e-7, 5e-7}).needs({G});
@@ -138,13 +155,18 @@ void binary_cases(Cases& cs) {
                                             : arith ? std::set<Backend>{G, C}
                                                     : std::set<Backend>{G};
       cs.add(op, p.what).in(f32(p.a).sp()).in(f32(p.b).sp()).exact().needs(fast);
-      cs.add(op, std::string(p.what) + ", i32").in(rnd(DType::i32, p.a)).in(rnd(DType::i32, p.b));
-      cs.add(op, std::string(p.what) + ", i64").in(i64(p.a)).in(i64(p.b));
+      // (Integer results of at most 8 elements are shape arithmetic, which fusion leaves alone.)
+      bool fused_int = !empty && ((!arith && op != OpKind::Max && op != OpKind::Min) || broadcast_numel(p.a, p.b) > 8);
+      std::set<Backend> gen = fused_int ? std::set<Backend>{G} : std::set<Backend>{};
+      cs.add(op, std::string(p.what) + ", i32").in(rnd(DType::i32, p.a)).in(rnd(DType::i32, p.b)).needs(gen);
+      cs.add(op, std::string(p.what) + ", i64").in(i64(p.a)).in(i64(p.b)).needs(gen);
     }
     cs.add(OpKind::Div, p.what).in(f32(p.a).sp()).in(f32(p.b).sp()).exact().needs(empty ? std::set<Backend>{} : std::set<Backend>{G, C});
+    std::set<Backend> gen = empty ? std::set<Backend>{} : std::set<Backend>{G};
     for (OpKind op : {OpKind::And, OpKind::Or, OpKind::Xor, OpKind::Equal})
-      cs.add(op, std::string(p.what) + ", bool").in(rnd(DType::boolean, p.a, -1, 1)).in(rnd(DType::boolean, p.b, -1, 1));
-    cs.add(OpKind::Where, p.what).in(rnd(DType::boolean, p.a, -1, 1)).in(f32(p.b).sp()).in(f32(p.a));
+      cs.add(op, std::string(p.what) + ", bool").in(rnd(DType::boolean, p.a, -1, 1)).in(rnd(DType::boolean, p.b, -1, 1))
+          .needs(gen);
+    cs.add(OpKind::Where, p.what).in(rnd(DType::boolean, p.a, -1, 1)).in(f32(p.b).sp()).in(f32(p.a)).exact().needs(gen);
   }
   // The CPU kernels' broadcast patterns, in place or not (kernels/cpu/binary.cpp).
   const Pair cpu_patterns[] = {
@@ -153,8 +175,16 @@ void binary_cases(Cases& cs) {
       {{2, 1, 3, 1, 5}, {1, 4, 1, 6, 1}, "interleaved"}, {{1, 1, 7}, {7, 1}, "rank 3 by 2"},
       {{4, 256, 1024}, {1024}, "large, threaded"}};
   for (const Pair& p : cpu_patterns)
-    for (OpKind op : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div})
-      cs.add(op, p.what).in(f32(p.a).sp()).in(f32(p.b).sp()).exact().needs({C, G});
+    for (OpKind op : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div}) {
+      // In place over an input of the output's size.
+      int64_t na = broadcast_numel(p.a, {}), nb = broadcast_numel(p.b, {}), no = broadcast_numel(p.a, p.b);
+      std::vector<size_t> over;
+      if (na == no) over.push_back(0);
+      if (nb == no) over.push_back(1);
+      cs.add(op, p.what).in(f32(p.a).sp()).in(f32(p.b).sp()).exact().needs({C, G}).in_place(over);
+    }
+  cs.add(OpKind::Mul, "1M, mid broadcast").in(f32({4, 256, 1024})).in(f32({4, 1, 1024})).exact().needs({C}).in_place({0});
+  cs.add(OpKind::Div, "1M, same shape").in(f32({4, 256, 1024})).in(f32({4, 256, 1024})).exact().needs({C}).in_place({0, 1});
   cs.add(OpKind::Add, "non-contiguous views").in(f32({6, 17}).view()).in(f32({6, 17}).view()).exact();
   // Integer division and remainder: signs, divisors that are not zero.
   cs.add(OpKind::Div, "i32").in(rnd(DType::i32, {5, 13}, -1000, 1000)).in(rnd(DType::i32, {13}, 1, 9));
@@ -186,8 +216,9 @@ void variadic_and_clip_cases(Cases& cs) {
     if (op == OpKind::Max || op == OpKind::Min) cs.add(op, "i64").in(i64({9})).in(i64({9}));
   }
   auto f = [](float v) { return scalar<float>(v); };
-  cs.add(OpKind::Clip, "const bounds").in(f32({1000}).sp()).in(cst(f(-1))).in(cst(f(0.5))).exact().needs({C, G});
-  cs.add(OpKind::Clip, "runtime bounds").in(f32({1000}).sp()).in(val(f(-1))).in(val(f(0.5))).exact().needs({C, G});
+  cs.add(OpKind::Clip, "const bounds").in(f32({1000}).sp()).in(cst(f(-1))).in(cst(f(0.5))).exact().needs({C, G}).in_place({0});
+  cs.add(OpKind::Clip, "runtime bounds").in(f32({1000}).sp()).in(val(f(-1))).in(val(f(0.5))).exact().needs({C, G}).in_place({0});
+  cs.add(OpKind::Clip, "runtime min only").in(f32({4, 7}).sp()).in(val(f(-0.5f))).in(none()).exact().needs({G});
   cs.add(OpKind::Clip, "max only").in(f32({1000}).sp()).in(none()).in(cst(f(0.5))).exact().needs({C});
   cs.add(OpKind::Clip, "min only").in(f32({1000}).sp()).in(cst(f(-0.5))).exact().needs({C});
   cs.add(OpKind::Clip, "no bounds").in(f32({1000}).sp()).exact().needs({C});
@@ -202,7 +233,15 @@ void variadic_and_clip_cases(Cases& cs) {
         .in(cst(f(e)))
         .tol(DType::f32, {2e-7, 2e-7})
         .needs({G});
-  for (float e : {2.0f, 0.5f}) cs.add(OpKind::Pow, "cpu exponent").in(f32({4099}).sp()).in(cst(f(e))).exact().needs({C});
+  for (float e : {2.0f, 0.5f}) {
+    cs.add(OpKind::Pow, "cpu exponent").in(f32({4099}).sp()).in(cst(f(e))).exact().needs({C}).in_place({0});
+    cs.add(OpKind::Pow, "cpu exponent, edges")
+        .in(val(vec<float>({-0.0f, 0.0f, -INFINITY, INFINITY, NAN, -1.0f, 1e-40f, 1e20f, 1e-30f})))
+        .in(cst(f(e)))
+        .exact()
+        .needs({C})
+        .in_place({0});
+  }
   cs.add(OpKind::Pow, "f64 exponent 2").in(f32({4099}).sp()).in(cst(vec<double>({2.0}))).exact().needs({C});
   cs.add(OpKind::Pow, "i64 exponent 2").in(f32({4099}).sp()).in(cst(vec<int64_t>({2}))).exact().needs({C});
   cs.add(OpKind::Pow, "tensor exponent").in(f32({5, 13}).sp()).in(f32({13})).tol(DType::f32, {2e-7, 2e-7}).needs({G});
@@ -213,11 +252,20 @@ void variadic_and_clip_cases(Cases& cs) {
       .tol(DType::f32, {2e-7, 2e-7})
       .needs({G});
   cs.add(OpKind::Pow, "i64 tensor exponent").in(f32({4, 7})).in(i64({7})).exact().needs({G});
-  for (DType dt : {DType::i32, DType::i64})
-    for (int64_t p : {0, 1, 2, 3, 13, 64})
-      cs.add(OpKind::Pow, std::string(dtype_name(dt)) + " ^ " + std::to_string(p))
-          .in(rnd(dt, {41}, -20000, 20000))
-          .in(cst(scalar<int64_t>(p)));
+  cs.add(OpKind::Pow, "2^24 + 1").in(f32({4, 7})).in(cst(scalar<int64_t>((1 << 24) + 1))).exact().needs({G});
+  cs.add(OpKind::Pow, "i64 constant exponent -3").in(f32({4, 7})).in(cst(scalar<int64_t>(-3))).tol(DType::f32, {2e-7, 2e-7})
+      .needs({G});
+  for (DType dt : {DType::i32, DType::i64}) {
+      for (int64_t p : {0, 1, 2, 3, 5, 13, 31, 64})  // overflowing powers wrap as the reference's
+        cs.add(OpKind::Pow, std::string(dtype_name(dt)) + " ^ " + std::to_string(p))
+            .in(rnd(dt, {41}, -20000, 20000))
+            .in(cst(scalar<int64_t>(p)))
+            .needs({G});
+      cs.add(OpKind::Pow, std::string(dtype_name(dt)) + " ^ f32 tensor").in(rnd(dt, {41}, -20000, 20000))
+          .in(f32({41}, -2, 4).sp()).needs({G});
+      cs.add(OpKind::Pow, std::string(dtype_name(dt)) + " ^ 2.5").in(rnd(dt, {41}, -20000, 20000))
+          .in(cst(scalar<double>(2.5))).needs({G});
+  }
 }
 
 void conversion_cases(Cases& cs) {

@@ -294,6 +294,24 @@ void run_direct(const OpCase& c, const Built& b, const Node& n, Prepare&& prepar
     k->run(ctx);
   }
   compare_all(c, outs, want, backend_name(r.backend), r.failures);
+  // In place: output 0 over (a copy of) input i, as the memory plan reuses a dead input's buffer.
+  if (r.backend == Backend::cpu) {
+    for (size_t i : c.inplace) {
+      std::vector<const Tensor*> ins = tensors;
+      Tensor copy = ins.at(i)->clone();
+      ins[i] = &copy;
+      std::vector<Tensor> o = fresh_outputs(n);
+      if (copy.nbytes() != o.at(0).nbytes()) {
+        r.failures.push_back("in place on input " + std::to_string(i) + ": sizes differ (a wrong case)");
+        continue;
+      }
+      o[0] = Tensor::view(o[0].dtype(), o[0].shape(), copy.raw());
+      KernelContext ctx(n, std::move(ins), &o, nullptr);
+      k->run(ctx);
+      o[0] = o[0].clone();
+      compare_all(c, o, want, "cpu in place on input " + std::to_string(i), r.failures);
+    }
+  }
   if (options.perf) {
     r.us = median_us(options.perf_reps, [&] {
       KernelContext ctx(n, std::vector<const Tensor*>(tensors), &outs, nullptr);

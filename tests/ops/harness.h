@@ -100,6 +100,7 @@ struct OpCase {
   size_t outputs = 1;
   std::map<DType, Tol> tols;  // per output dtype; default_tol otherwise
   std::set<Backend> must;     // backends that have to claim this case
+  std::vector<size_t> inplace;  // inputs the cpu backend also runs with output 0 written over (the executor's reuse)
   uint32_t seed = 0;          // set by Cases from the case's position, so each case's inputs are fixed
 
   OpCase& in(Input i) { inputs.push_back(std::move(i)); return *this; }
@@ -108,6 +109,7 @@ struct OpCase {
   OpCase& tol(DType dt, Tol t) { tols[dt] = t; return *this; }
   OpCase& tol(Tol t) { for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f64}) tols[d] = t; return *this; }
   OpCase& exact() { return tol(kExact); }
+  OpCase& in_place(std::vector<size_t> inputs) { inplace = std::move(inputs); return *this; }
   OpCase& needs(const std::set<Backend>& bs) { must.insert(bs.begin(), bs.end()); return *this; }
   std::string describe() const;  // "Relu [odd sizes] f32[7,13]"
   Tol tol_for(DType dt) const;
