@@ -6,7 +6,7 @@ import math
 import numpy as np
 import torch
 
-from .torchscript import ConvertContext, converter, _onnx_dtype_id, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL
+from .context import CATEGORY, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL, ConvertContext, converter, onnx_dtype_id
 
 # ---- prim:: plumbing
 
@@ -25,12 +25,12 @@ def _list_construct(ctx: ConvertContext, ins):
 
 def note_list(ctx: ConvertContext, lst: list) -> list:
     """Records that `lst` was made in the region being built now; returns it."""
-    ctx.__dict__.setdefault("_list_regions", {})[id(lst)] = (lst, ctx.builder)
+    ctx.list_regions[id(lst)] = (lst, ctx.builder)
     return lst
 
 
 def list_made_here(ctx: ConvertContext, lst) -> bool:
-    entry = ctx.__dict__.get("_list_regions", {}).get(id(lst))
+    entry = ctx.list_regions.get(id(lst))
     return entry is not None and entry[0] is lst and entry[1] is ctx.builder
 
 
@@ -75,8 +75,7 @@ def _dim(ctx: ConvertContext, x, shape, d: int):
 
 
 def note_symbol(ctx: ConvertContext, v, sym: str) -> None:
-    table = ctx.__dict__.setdefault("_dim_symbols", {})
-    table[id(v)] = (v, sym)  # keeps v alive, so its id stays its own
+    ctx.dim_symbols[id(v)] = (v, sym)  # keeps v alive, so its id stays its own
 
 
 def symbol_of(ctx: ConvertContext, x):
@@ -86,7 +85,7 @@ def symbol_of(ctx: ConvertContext, x):
     if ctx.is_value(x):
         if x.is_constant and x.shape == [] and x.dtype in ("i64", "i32"):
             return int(x.constant)
-        entry = ctx.__dict__.get("_dim_symbols", {}).get(id(x))
+        entry = ctx.dim_symbols.get(id(x))
         if entry is not None and entry[0] is x:
             return entry[1]
     return None
@@ -124,7 +123,7 @@ def _scalar(ctx: ConvertContext, ins):
             return bool(x)
         return x
     if target is not None and x.dtype != target:
-        x = ctx.emit("Cast", [x], {"to": _onnx_dtype_id(target)})
+        x = ctx.emit("Cast", [x], {"to": onnx_dtype_id(target)})
     if x.shape not in ([], None) and kind != "prim::NumToTensor":
         x = ctx.emit("Reshape", [x, np.zeros((0,), np.int64)])
     return x
@@ -133,7 +132,6 @@ def _scalar(ctx: ConvertContext, ins):
 # ---- arithmetic with PyTorch's type promotion
 
 
-_CATEGORY = {"bool": 0, "u8": 1, "i8": 1, "i16": 1, "i32": 1, "i64": 1, "f16": 2, "bf16": 2, "f32": 2, "f64": 2}
 _ORDER = ["bool", "u8", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"]
 
 
@@ -146,7 +144,7 @@ def result_dtype(ctx: ConvertContext, *xs) -> str:
     zero_d = [ctx.dtype_of(t) for t in tensors if ctx.rank_of(t) == 0]
 
     def best(ds):
-        return max(ds, key=lambda d: (_CATEGORY[d], _ORDER.index(d))) if ds else None
+        return max(ds, key=lambda d: (CATEGORY[d], _ORDER.index(d))) if ds else None
 
     r = best(dimmed)
     for group in (zero_d, [ctx.dtype_of(s) for s in scalars]):
@@ -155,8 +153,8 @@ def result_dtype(ctx: ConvertContext, *xs) -> str:
             continue
         if r is None:
             r = g
-        elif _CATEGORY[g] > _CATEGORY[r]:
-            r = g if group is zero_d else {0: "bool", 1: "i64", 2: "f32"}[_CATEGORY[g]]
+        elif CATEGORY[g] > CATEGORY[r]:
+            r = g if group is zero_d else {0: "bool", 1: "i64", 2: "f32"}[CATEGORY[g]]
     return r or "f32"
 
 
@@ -164,7 +162,7 @@ def binary(ctx: ConvertContext, op: str, a, b, out_dtype: str = None):
     dt = result_dtype(ctx, a, b)
     out = ctx.emit(op, [ctx.tensor(a, dt), ctx.tensor(b, dt)])
     if out_dtype is not None and out.dtype != out_dtype:
-        out = ctx.emit("Cast", [out], {"to": _onnx_dtype_id(out_dtype)})
+        out = ctx.emit("Cast", [out], {"to": onnx_dtype_id(out_dtype)})
     return out
 
 
@@ -213,12 +211,12 @@ def _div(ctx: ConvertContext, ins):
     if _is_static(ctx, a, b) and mode is None:
         return a / b
     dt = result_dtype(ctx, a, b)
-    if mode is None and _CATEGORY[dt] < 2:
+    if mode is None and CATEGORY[dt] < 2:
         dt = "f32"  # true division of integers gives floats
     out = ctx.emit("Div", [ctx.tensor(a, dt), ctx.tensor(b, dt)])
-    if mode == "floor" and _CATEGORY[dt] == 2:
+    if mode == "floor" and CATEGORY[dt] == 2:
         out = ctx.emit("Floor", [out])
-    elif mode == "trunc" and _CATEGORY[dt] == 2:
+    elif mode == "trunc" and CATEGORY[dt] == 2:
         sign = ctx.emit("Sign", [out])
         out = ctx.emit("Mul", [ctx.emit("Floor", [ctx.emit("Abs", [out])]), sign])
     elif mode == "floor":
@@ -285,9 +283,9 @@ def _list_compare(ctx: ConvertContext, op: str, a, b):
         return same
     eq = ctx.emit("Equal", [ctx.stack_scalars(a), ctx.stack_scalars(b)])
     # all(eq): the minimum over 0/1 values
-    as_int = ctx.emit("Cast", [eq], {"to": _onnx_dtype_id("i64")})
+    as_int = ctx.emit("Cast", [eq], {"to": onnx_dtype_id("i64")})
     low = ctx.emit("ReduceMin", [as_int, None], {"keepdims": 0})
-    return ctx.emit("Cast", [low], {"to": _onnx_dtype_id("bool")})
+    return ctx.emit("Cast", [low], {"to": onnx_dtype_id("bool")})
 
 
 for _kind, _op, _py in [("gt", "Greater", lambda a, b: a > b), ("lt", "Less", lambda a, b: a < b),
@@ -328,7 +326,7 @@ for _name, _op in _UNARY.items():
             x = ins[0]
             if isinstance(x, (int, float)) and op in _SCALAR_MATH:  # math on Python numbers (math.sqrt(d))
                 return _SCALAR_MATH[op](x)
-            if op in _FLOAT_RESULT and _CATEGORY[ctx.dtype_of(x)] < 2:
+            if op in _FLOAT_RESULT and CATEGORY[ctx.dtype_of(x)] < 2:
                 x = ctx.tensor(x, "f32")  # these promote integers to the default float
             return ctx.emit(op, [x])
         return conv
@@ -365,7 +363,7 @@ def _sum(ctx: ConvertContext, ins):
     dtype = ins[3] if len(ins) > 3 else None
     if dtype is not None:
         x = ctx.tensor(x, TORCH_TO_CUVIL[SCALAR_TYPE_TO_TORCH[ctx.const(dtype)]])
-    elif _CATEGORY[ctx.dtype_of(x)] < 2 and ctx.dtype_of(x) != "i64":
+    elif CATEGORY[ctx.dtype_of(x)] < 2 and ctx.dtype_of(x) != "i64":
         x = ctx.tensor(x, "i64")  # torch sums bools and small ints into int64
     axes = None if dims is None or ctx.const(dims) == [] else np.array(ctx.const(dims), np.int64)
     return ctx.emit("ReduceSum", [x, axes], {"keepdims": int(keep)})

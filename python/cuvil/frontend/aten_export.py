@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .aten_transformer import _cast, _dtype_arg
-from .torchscript import CONVERTERS, ConvertContext, converter
+from .context import CONVERTERS, ConvertContext, converter
 
 
 @converter("aten::sym_size", "aten::sym_numel", "aten::sym_storage_offset")

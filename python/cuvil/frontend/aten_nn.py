@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from .torchscript import ConvertContext, converter, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL, _NUMPY_DTYPES
-from .aten_core import binary, result_dtype, _CATEGORY
+from .context import CATEGORY, NUMPY_DTYPES, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL, ConvertContext, converter
+from .aten_core import binary, result_dtype
 from .aten_shape import axes, dims_of, emit_n, int_list, norm_dim, product, reshape, shape_of, INT64_MAX
 
 
@@ -45,7 +45,7 @@ def _unbatch(ctx: ConvertContext, y, added: bool):
 
 def _scalar(ctx: ConvertContext, v, dtype: str, what: str) -> np.ndarray:
     """A constant scalar argument as a 0-d array of `dtype`."""
-    return np.array(ctx.const(v, what), _NUMPY_DTYPES[dtype])
+    return np.array(ctx.const(v, what), NUMPY_DTYPES[dtype])
 
 
 def _float_const(ctx: ConvertContext, v, what: str) -> float:
@@ -54,7 +54,7 @@ def _float_const(ctx: ConvertContext, v, what: str) -> float:
 
 def _expect_float(ctx: ConvertContext, x, what: str):
     dt = ctx.dtype_of(x)
-    if _CATEGORY.get(dt, 0) < 2:
+    if CATEGORY.get(dt, 0) < 2:
         raise ctx.error(f"{what} needs a floating-point input, got {dt}")
 
 
@@ -71,7 +71,7 @@ def _channel_param(ctx: ConvertContext, p, rank: int):
 
 
 def _filled(ctx: ConvertContext, value: float, n: int, dtype: str) -> np.ndarray:
-    return np.full((n,), value, _NUMPY_DTYPES[dtype])
+    return np.full((n,), value, NUMPY_DTYPES[dtype])
 
 
 # ---- convolutions
@@ -166,7 +166,7 @@ def _normalize(ctx: ConvertContext, x, reduce_axes: list, eps: float, w, b, rank
     mean = ctx.emit("ReduceMean", [x, axes(reduce_axes)], {"keepdims": 1})
     d = ctx.emit("Sub", [x, mean])
     var = ctx.emit("ReduceMean", [ctx.emit("Mul", [d, d]), axes(reduce_axes)], {"keepdims": 1})
-    y = ctx.emit("Div", [d, ctx.emit("Sqrt", [ctx.emit("Add", [var, np.array(eps, _NUMPY_DTYPES[dt])])])])
+    y = ctx.emit("Div", [d, ctx.emit("Sqrt", [ctx.emit("Add", [var, np.array(eps, NUMPY_DTYPES[dt])])])])
     if w is not None:
         y = ctx.emit("Mul", [y, _channel_param(ctx, ctx.tensor(w, dt), rank)])
     if b is not None:
@@ -208,7 +208,7 @@ def _layer_norm(ctx: ConvertContext, ins):
     if any(isinstance(t, int) and t != s for t, s in zip(tail, shape)):
         raise ctx.error(f"normalized_shape {shape} does not match the input's last dims {tail}")
     dt = ctx.dtype_of(x)
-    w = np.ones(shape, _NUMPY_DTYPES[dt]) if w is None else ctx.tensor(w, dt)
+    w = np.ones(shape, NUMPY_DTYPES[dt]) if w is None else ctx.tensor(w, dt)
     ins = [x, w] + ([ctx.tensor(b, dt)] if b is not None else [])
     return ctx.emit("LayerNormalization", ins, {"axis": r - len(shape), "epsilon": eps})
 
@@ -377,7 +377,7 @@ def _float_input(ctx: ConvertContext, x, what: str):
 
 def _c(ctx: ConvertContext, x, v: float) -> np.ndarray:
     """A scalar constant of x's dtype."""
-    return np.array(v, _NUMPY_DTYPES[ctx.dtype_of(x)])
+    return np.array(v, NUMPY_DTYPES[ctx.dtype_of(x)])
 
 
 def _clip(ctx: ConvertContext, x, lo, hi):

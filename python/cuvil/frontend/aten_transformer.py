@@ -24,8 +24,8 @@ import re
 import numpy as np
 import torch
 
-from .torchscript import ConvertContext, converter, _onnx_dtype_id, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL
-from .aten_core import (_CATEGORY, _dim, _linear, binary, list_made_here, note_list, result_dtype,
+from .context import CATEGORY, NUMPY_DTYPES, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL, ConvertContext, converter, onnx_dtype_id
+from .aten_core import (_dim, _linear, binary, list_made_here, note_list, result_dtype,
                         static_equal, symbol_of)
 from .aten_shape import emit_n
 
@@ -56,17 +56,17 @@ def _dtype_arg(ctx: ConvertContext, d):
 def _cast(ctx: ConvertContext, x, dt: str):
     """x (a Value or a constant) as a Value of dtype dt."""
     if dt == "bf16" and not ctx.is_value(x):
-        return ctx.emit("Cast", [ctx.tensor(x, "f32")], {"to": _onnx_dtype_id("bf16")})
+        return ctx.emit("Cast", [ctx.tensor(x, "f32")], {"to": onnx_dtype_id("bf16")})
     return ctx.tensor(x, dt)
 
 
 def _is_float(dt: str) -> bool:
-    return _CATEGORY[dt] == 2
+    return CATEGORY[dt] == 2
 
 
 def _default_dtype_of(ctx: ConvertContext, *scalars) -> str:
     """The dtype torch infers from Python scalars (and 0-d run-time scalars): bool, int64 or the default float."""
-    cat = max(_CATEGORY[ctx.dtype_of(s)] for s in scalars)
+    cat = max(CATEGORY[ctx.dtype_of(s)] for s in scalars)
     return {0: "bool", 1: "i64", 2: "f32"}[cat]
 
 
@@ -95,9 +95,8 @@ def _filled(ctx: ConvertContext, shape, value, dt: str):
         return ctx.emit("Expand", [v, shape])
     if dt == "bf16":  # NumPy has no bf16: fill in f32 and convert
         f = ctx.emit("ConstantOfShape", [shape], {"value": np.array([value], np.float32)})
-        return ctx.emit("Cast", [f], {"to": _onnx_dtype_id(dt)})
-    np_dt = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "u8": np.uint8,
-             "i16": np.int16, "i32": np.int32, "i64": np.int64, "bool": np.bool_}[dt]
+        return ctx.emit("Cast", [f], {"to": onnx_dtype_id(dt)})
+    np_dt = NUMPY_DTYPES[dt]
     if isinstance(value, float) and not _is_float(dt) and dt != "bool":
         value = int(value)  # torch truncates a float fill value for integer dtypes
     return ctx.emit("ConstantOfShape", [shape], {"value": np.array([value], np_dt)})
@@ -321,11 +320,11 @@ def _contains(ctx: ConvertContext, ins):
 def _reduce_bool(ctx: ConvertContext, x, axes, keepdim: bool, any_: bool):
     """any/all of x (nonzero elements) over axes (None: all): bool, or uint8 for a uint8 x (as torch)."""
     b = _cast(ctx, x, "bool")
-    as_int = ctx.emit("Cast", [b], {"to": _onnx_dtype_id("i32")})
+    as_int = ctx.emit("Cast", [b], {"to": onnx_dtype_id("i32")})
     ax = None if axes is None else np.array(axes, np.int64)
     r = ctx.emit("ReduceMax" if any_ else "ReduceMin", [as_int, ax], {"keepdims": int(keepdim)})
     out = "u8" if ctx.dtype_of(x) == "u8" else "bool"
-    return ctx.emit("Cast", [r], {"to": _onnx_dtype_id(out)})
+    return ctx.emit("Cast", [r], {"to": onnx_dtype_id(out)})
 
 
 @converter("aten::any", "aten::all")
@@ -518,7 +517,7 @@ def _arange(ctx: ConvertContext, ins):
         raise ctx.error(f"arange with run-time float bounds and dtype {dt} is not supported")
     work = "f64" if _is_float(dt) else "i64"
     r = ctx.emit("Range", [_scalar(ctx, v, work) for v in (start, end, step)])
-    return r if r.dtype == dt else ctx.emit("Cast", [r], {"to": _onnx_dtype_id(dt)})
+    return r if r.dtype == dt else ctx.emit("Cast", [r], {"to": onnx_dtype_id(dt)})
 
 
 def _scalar(ctx: ConvertContext, v, dt: str):

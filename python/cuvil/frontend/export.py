@@ -22,7 +22,9 @@ from ..compiled import CompiledModule, DimBound
 from ..errors import CompileError
 from .fx_graph import NO_OPS, FxConverter, constant, cuvil_dtype, dims_of, node_kind, user_frames
 from .mutation import ModelRefused  # noqa: F401 - capture.py reads it from here
-from .torchscript import CONVERTERS, ConvertContext, build_model
+from . import aten_ops  # noqa: F401 - registers the converters
+from .context import CONVERTERS, ConvertContext
+from .torchscript import build_model
 
 _MAX_DECOMPOSITION_ROUNDS = 4
 
@@ -274,7 +276,6 @@ def _decompose_missing(ep: torch.export.ExportedProgram) -> torch.export.Exporte
 def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int]) -> CompiledModule:
     """An exported program as a compiled module: parameters, buffers and constants inlined, user inputs in
     order, outputs in the program's own structure."""
-    from . import aten_ops  # noqa: F401 - registers the converters
 
     dim_names = getattr(ep, "_cuvil_dim_names", {})
     writes = getattr(ep, "_cuvil_input_writes", None)

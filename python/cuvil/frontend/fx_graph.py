@@ -20,13 +20,10 @@ import torch
 import torch.fx
 
 from ..errors import CompileError
-from .torchscript import CONVERTERS, ConvertContext, TORCH_TO_CUVIL, _unsupported
+from .context import CONVERTERS, TORCH_TO_CUVIL, TORCH_TO_SCALAR_TYPE, ConvertContext, unsupported_error
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-# torch.dtype -> TorchScript's ScalarType code, the form converters read dtype arguments in.
-_SCALAR_TYPES = {torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4, torch.float16: 5,
-                 torch.float32: 6, torch.float64: 7, torch.bool: 11, torch.bfloat16: 15}
 # Python operators on sizes (SymInts) in FX graphs, as the TorchScript ops that compute them.
 _PY_OPERATORS = {operator.getitem: "aten::__getitem__", operator.add: "aten::add", operator.sub: "aten::sub",
                  operator.mul: "aten::mul", operator.floordiv: "aten::floordiv", operator.truediv: "aten::div",
@@ -190,7 +187,7 @@ class FxConverter:
                 raise CompileError(f"internal error: FX node {a.name} used before it is converted")
             return self.env[a]
         if isinstance(a, torch.dtype):
-            return _SCALAR_TYPES.get(a, a)
+            return TORCH_TO_SCALAR_TYPE.get(a, a)  # (the form converters read dtype arguments in)
         if isinstance(a, (torch.layout, torch.memory_format)):
             return None  # strided / contiguous: nothing for a converter to act on
         if isinstance(a, (list, tuple)):
@@ -236,7 +233,7 @@ class FxConverter:
             if kind == "higher_order::with_effects" and len(node.args) > 1 and \
                     isinstance(node.args[1], torch._ops.OpOverload):
                 kind = node.args[1]._schema.name  # an op with side effects: name the op
-            raise _unsupported(ctx, kind)
+            raise unsupported_error(ctx, kind)
         result = fn(ctx, self.inputs(node))
         val = node.meta.get("val")
         if isinstance(val, (tuple, list)) and not isinstance(result, (tuple, list)):

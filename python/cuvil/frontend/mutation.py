@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..errors import CompileError, UnsupportedError
+from .context import SCALAR_TYPE_TO_TORCH, location as file_line
 
 class ModelRefused(CompileError):
     """The model does something a compiled model cannot reproduce (it writes in place to its inputs or state, as
@@ -51,7 +52,6 @@ _LETTERS_RE = re.compile(r"\(([a-z]+)(?:\s*->\s*\*)?!?\)")
 
 
 def _location(node) -> str:
-    from .torchscript import _location as file_line
 
     file, line = file_line(node)
     return f"{file}:{line}" if file else "<unknown location>"
@@ -299,7 +299,6 @@ class _Analyser:
     def _conversion(self, node, ins, out) -> bool:
         """aten::to returns its input itself when the dtype stays (and copy=False), else a copy: decided where
         both dtypes are known (then True), else left to the general rule (an alias that may or may not be)."""
-        from .torchscript import SCALAR_TYPE_TO_TORCH
 
         try:
             fs = torch._C.parse_schema(node.schema())

@@ -15,8 +15,6 @@ or tuple of those.
 from __future__ import annotations
 
 import inspect
-import os
-import re
 import warnings
 from typing import Any, Callable, Optional
 
@@ -26,190 +24,9 @@ import torch
 from .. import _C
 from ..compiled import CompiledModule, check_options
 from ..errors import CaptureWarning, CompileError, UnsupportedError
+from . import aten_ops  # noqa: F401 - registers the converters
 from . import mutation, trace_guards
-
-# torch dtype <-> Cuvil dtype name
-TORCH_TO_CUVIL = {
-    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
-    torch.bool: "bool",
-}
-CUVIL_TO_TORCH = {v: k for k, v in TORCH_TO_CUVIL.items()}
-# TorchScript passes dtypes as ScalarType ints
-SCALAR_TYPE_TO_TORCH = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
-                        5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
-
-Converter = Callable[["ConvertContext", list], Any]
-CONVERTERS: dict[str, Converter] = {}
-
-
-def converter(*kinds: str):
-    """Registers a converter for TorchScript node kinds ("aten::relu", ...). It receives the context and the
-    node's converted inputs and returns the converted output (or a tuple for several outputs)."""
-    def wrap(fn: Converter) -> Converter:
-        for k in kinds:
-            if k in CONVERTERS:
-                raise RuntimeError(f"converter for {k} registered twice")
-            CONVERTERS[k] = fn
-        return fn
-    return wrap
-
-
-_LOC_RE = re.compile(r'File "([^"]+)", line (\d+)')
-_TRACE_FRAME_RE = re.compile(r"^(.+)\((\d+)\): \S+$", re.M)
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-
-
-def _location(node) -> tuple[str, int]:
-    """A node's Python file and line: a scripted node's source range names one; a traced node's is the stack
-    that ran the op (innermost first), whose innermost frame outside torch is the line to point at (the model's,
-    not torch/nn/functional.py)."""
-    text = node.sourceRange() or ""
-    m = _LOC_RE.search(text)
-    if m:
-        return m.group(1), int(m.group(2))
-    frames = _TRACE_FRAME_RE.findall(text)
-    for file, line in frames:
-        if not file.startswith(_TORCH_DIR):
-            return file, int(line)
-    return (frames[0][0], int(frames[0][1])) if frames else ("", 0)
-
-
-class ConvertContext:
-    """What a converter sees: the builder of the current region, the node being converted and helpers."""
-
-    def __init__(self, builder: "_C.GraphBuilder"):
-        self.builder = builder
-        self.node = None
-        self._const_cache: dict[int, Any] = {}
-
-    # ---- locations and errors
-    def where(self) -> str:
-        file, line = _location(self.node) if self.node is not None else ("", 0)
-        return f"{file}:{line}" if file else "<unknown location>"
-
-    def error(self, msg: str) -> CompileError:
-        return CompileError(f"{self.op()} at {self.where()}: {msg}")
-
-    def op(self, kind: Optional[str] = None) -> str:
-        """The node's op for messages, with the op the user called when torch made it of another one."""
-        kind = kind or (self.node.kind() if self.node is not None else "?")
-        origin = getattr(self.node, "origin", None)
-        origin = origin() if origin is not None else None
-        return f"{kind} (from {origin})" if origin else kind
-
-    # ---- emitting nodes
-    def emit(self, op: str, inputs: list, attrs: Optional[dict] = None, num_outputs: int = 1):
-        """Adds a Cuvil node; inputs may be cuvil Values, None (omitted optional input) or constants (made
-        tensors). Returns one Value, or a list when num_outputs != 1."""
-        file, line = _location(self.node) if self.node is not None else ("", 0)
-        ins = [None if x is None else self.tensor(x) for x in inputs]
-        try:
-            outs = self.builder.add_node(op, ins, num_outputs, attrs or {}, file, line, self._module_path())
-        except (_C.Error, ValueError) as e:
-            # The core names the node with its location ("MatMul at model.py:12: ..."): say the location once.
-            raise self.error(str(e).replace(f" at {file}:{line}", "", 1) if file else str(e)) from None
-        return outs[0] if num_outputs == 1 else outs
-
-    def _module_path(self) -> str:
-        """The submodule the node came from ("layer1.0.conv1"), so library code's file:line still points home."""
-        if self.node is None:
-            return ""
-        try:
-            path = self.node.getModuleHierarchy() or ""
-        except RuntimeError:
-            return ""
-        # TorchScript prefixes each level with its type: "conv1(Conv2d).bn(BatchNorm2d)" -> "conv1.bn"
-        parts = [p.split("(")[0] for p in path.split(".")]
-        return ".".join(p for p in parts if p and p != "UNKNOWN_INSTANCE")
-
-    # ---- values
-    def is_value(self, x) -> bool:
-        return isinstance(x, _C.Value)
-
-    def tensor(self, x, dtype: Optional[str] = None) -> "_C.Value":
-        """x as a cuvil Value: Values pass through (cast when `dtype` differs); constants become constants."""
-        if isinstance(x, _C.Value):
-            if dtype is not None and x.dtype != dtype:
-                return self.emit("Cast", [x], {"to": _onnx_dtype_id(dtype)})
-            return x
-        if isinstance(x, (list, tuple)) and any(isinstance(e, _C.Value) for e in x):
-            return self.stack_scalars(x, dtype or "i64")
-        if isinstance(x, torch.Tensor):
-            t = x.detach().contiguous()
-            if dtype is not None:
-                t = t.to(CUVIL_TO_TORCH[dtype])
-            if t.dtype == torch.bfloat16:
-                return self.builder.add_constant("c", t.view(torch.int16).numpy().view(np.uint16), "bf16")
-            return self.builder.add_constant("c", t.numpy())
-        if x is None:
-            raise self.error("expected a tensor, got None")
-        if dtype == "bf16":  # NumPy has no bf16: go through torch
-            return self.tensor(torch.tensor(x, dtype=torch.bfloat16))
-        arr = np.asarray(x)
-        if dtype is not None:
-            arr = arr.astype(_NUMPY_DTYPES[dtype])
-        elif arr.dtype == np.float64:
-            arr = arr.astype(np.float32)  # Python floats are torch's default dtype
-        return self.builder.add_constant("c", arr)
-
-    def stack_scalars(self, items, dtype: str = "i64") -> "_C.Value":
-        """A list of ints/scalar Values (e.g. a size list with dynamic entries) as a 1-D tensor."""
-        parts = []
-        for e in items:
-            v = self.tensor(e, dtype)
-            if v.shape != [1]:
-                v = self.emit("Reshape", [v, np.array([1], np.int64)])
-            parts.append(v)
-        if not parts:
-            return self.tensor(np.zeros((0,), _NUMPY_DTYPES[dtype]))
-        return parts[0] if len(parts) == 1 else self.emit("Concat", parts, {"axis": 0})
-
-    def const(self, x, what: str = "this argument"):
-        """The Python value of a constant argument; a CompileError when it is only known at run time."""
-        if isinstance(x, _C.Value):
-            if x.is_constant:
-                c = x.constant
-                return c.item() if c.ndim == 0 else c.tolist()
-            raise self.error(f"{what} must be a constant; it is computed at run time")
-        if isinstance(x, (list, tuple)):
-            return type(x)(self.const(e, what) for e in x)
-        return x
-
-    def dtype_of(self, x) -> str:
-        """The Cuvil dtype of a value or constant (Python numbers map as torch does: int -> i64, float -> f32)."""
-        if isinstance(x, _C.Value):
-            return x.dtype
-        if isinstance(x, torch.Tensor):
-            return TORCH_TO_CUVIL[x.dtype]
-        if isinstance(x, bool):
-            return "bool"
-        if isinstance(x, int):
-            return "i64"
-        if isinstance(x, float):
-            return "f32"
-        raise self.error(f"no dtype for {type(x).__name__}")
-
-    def rank_of(self, x) -> int:
-        if isinstance(x, _C.Value):
-            if x.shape is None:
-                raise self.error("the rank of this input is unknown")
-            return len(x.shape)
-        if isinstance(x, torch.Tensor):
-            return x.dim()
-        return 0
-
-
-_NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "u8": np.uint8,
-                 "i16": np.int16, "i32": np.int32, "i64": np.int64, "bool": np.bool_, "u16": np.uint16,
-                 "u32": np.uint32, "u64": np.uint64}
-_ONNX_IDS = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9, "f16": 10, "f64": 11,
-             "u32": 12, "u64": 13, "bf16": 16}
-
-
-def _onnx_dtype_id(d: str) -> int:
-    return _ONNX_IDS[d]
-
+from .context import CATEGORY, CONVERTERS, LOC_RE, TORCH_TO_CUVIL, ConvertContext, location, onnx_dtype_id, unsupported_error
 
 # ---- the graph walk
 
@@ -242,7 +59,7 @@ class _Converter:
             return self.loop_node(node)
         fn = CONVERTERS.get(kind)
         if fn is None:
-            raise _unsupported(ctx, kind)
+            raise unsupported_error(ctx, kind)
         inputs = [self.value(i) for i in node.inputs()]
         write = self.writes.writes.get(node)
         if write is not None:
@@ -327,7 +144,7 @@ class _Converter:
                     r = _placeholder_like(ctx, region, other[k])
                 outputs.append(_region_output(ctx, region, r))
             region.set_outputs(outputs)
-        cond_b = ctx.emit("Cast", [cond], {"to": _onnx_dtype_id("bool")}) if cond.dtype != "bool" else cond
+        cond_b = ctx.emit("Cast", [cond], {"to": onnx_dtype_id("bool")}) if cond.dtype != "bool" else cond
         if cond_b.shape not in ([], None):
             cond_b = ctx.emit("Reshape", [cond_b, np.zeros((0,), np.int64)])
         res = ctx.emit("If", [cond_b], {"then_branch": regions[0], "else_branch": regions[1]}, num_outputs=len(kept))
@@ -413,16 +230,13 @@ def _unroll(self, node, block, trip, cond, carried) -> bool:
 _Converter.try_unroll = _unroll
 
 
-_KIND_RANK = {"bool": 0, "u8": 1, "i8": 1, "i16": 1, "i32": 1, "i64": 1, "f16": 2, "bf16": 2, "f32": 2, "f64": 2}
-
-
 def _in_dtype_of(ctx: ConvertContext, result, target):
     """An in-place op's result in the written tensor's dtype, as PyTorch casts it (a float result into an integer
     tensor is PyTorch's error too)."""
     want, got = ctx.dtype_of(target), ctx.dtype_of(result)
     if got == want:
         return result
-    if _KIND_RANK.get(got, 2) > _KIND_RANK.get(want, 2):
+    if CATEGORY.get(got, 2) > CATEGORY.get(want, 2):
         raise ctx.error(f"the result's dtype {got} cannot be written into a tensor of dtype {want} (PyTorch "
                         f"refuses this in-place op too)")
     return ctx.tensor(result, want)
@@ -459,7 +273,7 @@ def _region_output(ctx: ConvertContext, region, r, dtype: Optional[str] = None):
     try:
         v = ctx.tensor(r, dtype)
         if dtype is not None and v.dtype != dtype:
-            v = ctx.emit("Cast", [v], {"to": _onnx_dtype_id(dtype)})
+            v = ctx.emit("Cast", [v], {"to": onnx_dtype_id(dtype)})
         return v
     finally:
         ctx.builder = saved
@@ -490,27 +304,6 @@ def _constant_value(node):
     return val
 
 
-def _unsupported(ctx: ConvertContext, kind: str) -> CompileError:
-    """The error for a node kind with no converter: the op, its Python line, and the closest supported ops."""
-    import difflib
-
-    def base(k: str) -> str:  # "aten::cumprod_" -> "cumprod": compare names, not namespaces
-        return k.split("::", 1)[-1].rstrip("_")
-
-    supported = sorted(CONVERTERS)
-    by_base: dict[str, list[str]] = {}
-    for k in supported:
-        by_base.setdefault(base(k), []).append(k)
-    close = difflib.get_close_matches(base(kind), list(by_base), n=4, cutoff=0.7)
-    hint = (f" Similar supported ops: {', '.join(by_base[c][0] for c in close)}." if close else
-            " No similar op is supported.")
-    op = ctx.op(kind)
-    op = f"'{kind}'{op[len(kind):]}"
-    return UnsupportedError(f"unsupported op {op} at {ctx.where()}: Cuvil has no converter for it.{hint} Rewrite "
-                        f"that line with supported ops or compute it outside the compiled model; "
-                        f"cuvil.frontend.torchscript.CONVERTERS lists the {len(supported)} supported aten/prim ops.")
-
-
 # ---- capture
 
 
@@ -519,7 +312,7 @@ def _script_failure_reason(e: BaseException) -> str:
     text = str(e).strip()
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
     first = first.rstrip(":").rstrip(".")
-    m = _LOC_RE.search(text)
+    m = LOC_RE.search(text)
     return f"{first} (at {m.group(1)}:{m.group(2)})" if m else first
 
 
@@ -720,8 +513,6 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     torch._C._jit_pass_constant_propagation(graph)
     torch._C._jit_pass_remove_mutation(graph)
     torch._C._jit_pass_dce(graph)
-
-    from . import aten_ops  # noqa: F401 - registers the converters
 
     builder = _C.GraphBuilder("main")
     ctx = ConvertContext(builder)
