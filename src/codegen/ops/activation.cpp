@@ -28,6 +28,14 @@ CUVIL_LOWERING(lower_softplus) {  // max(x, 0) + log1p(e^-|x|)
   return true;
 }
 
+CUVIL_LOWERING(lower_mish) {  // x * tanh(softplus(x)), softplus as above
+  int x = in[0];
+  int l = L.log1p(L.un(Op::exp, L.un(Op::neg, L.un(Op::abs, x))));
+  int sp = L.sel(L.cmp(Op::gt, x, L.cst(0)), L.bin(Op::add, x, l), l);
+  out[0] = L.bin(Op::mul, x, L.un(Op::tanh, sp));
+  return true;
+}
+
 CUVIL_LOWERING(lower_softsign) {
   int x = in[0];
   out[0] = L.bin(Op::div, x, L.bin(Op::add, L.cst(1), L.un(Op::abs, x)));
@@ -140,6 +148,7 @@ void add_activation_lowerings(LoweringTable& t) {
   // Through exp, erf or tanh: polynomial code (weight 8).
   t.add(OpKind::Sigmoid, {.supports = floats_only, .f64 = true, .compile_weight = 8, .lower = lower_sigmoid});
   t.add(OpKind::Softplus, {.supports = floats_only, .f64 = true, .compile_weight = 8, .lower = lower_softplus});
+  t.add(OpKind::Mish, {.supports = floats_only, .f64 = true, .compile_weight = 16, .lower = lower_mish});
   t.add(OpKind::Gelu, {.supports = floats_only, .f64 = true, .compile_weight = 8, .lower = lower_gelu});
   t.add(OpKind::Elu, {.supports = floats_only, .f64 = true, .compile_weight = 8, .lower = lower_elu});
   t.add(OpKind::Celu, {.supports = floats_only, .f64 = true, .compile_weight = 8, .lower = lower_celu});

@@ -232,6 +232,7 @@ CUVIL_DEFINE_OP(IsNaN) { unary_predicate(s, kFloat); }
 CUVIL_DEFINE_OP(Relu) { unary(s, kSignedNumeric); }
 CUVIL_DEFINE_OP(Sigmoid) { unary(s, kFloat); }
 CUVIL_DEFINE_OP(Softplus) { unary(s, kFloat); }
+CUVIL_DEFINE_OP(Mish) { unary(s, kFloat); }
 CUVIL_DEFINE_OP(Softsign) { unary(s, kFloat); }
 CUVIL_DEFINE_OP(HardSwish) { unary(s, kFloat); }
 

@@ -326,6 +326,14 @@ CUVIL_REF_KERNEL(Softplus) {
   float_unary(ctx, [](auto x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); });
 }
 
+// x * tanh(softplus(x)), softplus written as above.
+CUVIL_REF_KERNEL(Mish) {
+  float_unary(ctx, [](auto x) {
+    auto sp = x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+    return x * std::tanh(sp);
+  });
+}
+
 CUVIL_REF_KERNEL(Softsign) {
   float_unary(ctx, [](auto x) { return x / (decltype(x)(1) + std::fabs(x)); });
 }

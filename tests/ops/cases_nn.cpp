@@ -1,0 +1,176 @@
+// Cases of the convolution, pooling, matrix-product and quantization family (src/ir/ops/nn.cpp): odd spatial
+// sizes, strides, pads, dilations and groups; weights as constants (oneDNN and the CPU GEMM pre-pack them) and
+// as inputs; products with broadcast batches; integer and quantized products.
+//
+// Tolerance: oneDNN and the GEMM sum in another order (and with FMA) than the reference's f64 accumulation.
+#include "harness.h"
+
+namespace cuvil::optest {
+namespace {
+
+constexpr Backend D = Backend::onednn;
+const Tol kProduct{1e-4, 1e-4};
+
+void conv_cases(Cases& cs) {
+  struct Cv {
+    Ints x, w;
+    Ints strides, pads, dilations;
+    int64_t group;
+    const char* what;
+  };
+  for (const Cv& c : {Cv{{1, 3, 11, 13}, {5, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, "3x3 same"},
+                      Cv{{2, 4, 9, 7}, {6, 2, 3, 2}, {2, 1}, {0, 1, 1, 0}, {1, 1}, 2, "groups, stride, odd pads"},
+                      Cv{{1, 6, 8, 8}, {6, 1, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 6, "depthwise dilated"},
+                      Cv{{2, 5, 17}, {4, 5, 3}, {2}, {1, 1}, {1}, 1, "1-D"},
+                      Cv{{1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}, {1, 1, 1}, 1, "3-D"},
+                      Cv{{1, 16, 7, 7}, {8, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1"}}) {
+    AttrMap a{{"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations}, {"group", c.group}};
+    OpCase& k = cs.add(OpKind::Conv, std::string(c.what) + ", constant weights").in(f32(c.x)).in(f32(c.w).cst())
+                    .in(f32({c.w[0]}).cst()).tol(kProduct).needs({D});
+    k.attrs = a;
+    OpCase& r = cs.add(OpKind::Conv, std::string(c.what) + ", weights as input").in(f32(c.x)).in(f32(c.w)).tol(kProduct);
+    r.attrs = a;
+  }
+  cs.add(OpKind::Conv, "auto_pad SAME_UPPER").in(f32({1, 2, 7, 6})).in(f32({3, 2, 3, 3}).cst())
+      .attr("auto_pad", "SAME_UPPER").attr("strides", Ints{2, 2}).tol(kProduct);
+  cs.add(OpKind::Conv, "f64").in(rnd(DType::f64, {1, 2, 5, 5})).in(rnd(DType::f64, {2, 2, 3, 3}));
+  for (int64_t group : {1, 2})
+    cs.add(OpKind::ConvTranspose, "group " + std::to_string(group))
+        .in(f32({1, 4, 5, 6}))
+        .in(f32({4, 3, 3, 3}).cst())
+        .in(f32({3 * group}).cst())
+        .attr("group", group)
+        .attr("strides", Ints{2, 1})
+        .attr("pads", Ints{1, 0, 0, 1})
+        .attr("output_padding", Ints{1, 0})
+        .tol(kProduct);
+  cs.add(OpKind::ConvTranspose, "1-D dilated").in(f32({2, 3, 7})).in(f32({3, 2, 3})).attr("dilations", Ints{2}).tol(kProduct);
+  cs.add(OpKind::ConvInteger, "u8 zero points")
+      .in(rnd(DType::u8, {1, 3, 6, 7}, 0, 255))
+      .in(rnd(DType::u8, {4, 3, 3, 3}, 0, 255).cst())
+      .in(cst(scalar<uint8_t>(12)))
+      .in(cst(scalar<uint8_t>(130)))
+      .attr("pads", Ints{1, 1, 1, 1});
+  cs.add(OpKind::ConvInteger, "i8 no zero points").in(rnd(DType::i8, {1, 2, 5, 5}, -128, 127)).in(rnd(DType::i8, {3, 2, 2, 2}, -128, 127));
+  cs.add(OpKind::QLinearConv, "u8, per-channel weight scales")
+      .in(rnd(DType::u8, {1, 3, 7, 6}, 0, 255))
+      .in(cst(scalar<float>(0.1f)))
+      .in(cst(scalar<uint8_t>(10)))
+      .in(rnd(DType::u8, {4, 3, 3, 3}, 0, 255).cst())
+      .in(cst(vec<float>({0.5f, 0.25f, 0.125f, 0.3f})))
+      .in(cst(vec<uint8_t>({128, 120, 130, 127})))
+      .in(cst(scalar<float>(0.2f)))
+      .in(cst(scalar<uint8_t>(128)))
+      .in(rnd(DType::i32, {4}, -500, 500).cst())
+      .attr("pads", Ints{1, 1, 1, 1});
+}
+
+void pool_cases(Cases& cs) {
+  struct Pl {
+    Ints x, kernel, strides, pads;
+    const char* what;
+  };
+  for (const Pl& p : {Pl{{2, 5, 13, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, "3x3 stride 2"},
+                      Pl{{1, 3, 8, 9}, {2, 2}, {2, 2}, {0, 0, 0, 0}, "2x2"},
+                      Pl{{1, 2, 7, 5}, {3, 2}, {1, 2}, {1, 0, 1, 1}, "asymmetric"},
+                      Pl{{2, 3, 17}, {4}, {3}, {1, 2}, "1-D"}}) {
+    AttrMap a{{"kernel_shape", p.kernel}, {"strides", p.strides}, {"pads", p.pads}};
+    OpCase& mx = cs.add(OpKind::MaxPool, p.what).in(f32(p.x).sp()).exact();
+    mx.attrs = a;
+    OpCase& av = cs.add(OpKind::AveragePool, p.what).in(f32(p.x)).tol({1e-6, 1e-6});
+    av.attrs = a;
+    OpCase& ex = cs.add(OpKind::AveragePool, std::string(p.what) + ", pads counted").in(f32(p.x)).tol({1e-6, 1e-6})
+                     .attr("count_include_pad", int64_t(1));
+    for (auto& [k, v] : a) ex.attrs[k] = v;
+  }
+  cs.add(OpKind::MaxPool, "indices, ceil mode").in(f32({1, 2, 6, 7})).attr("kernel_shape", Ints{3, 3})
+      .attr("strides", Ints{2, 2}).attr("ceil_mode", int64_t(1)).outs(2).exact();
+  cs.add(OpKind::MaxPool, "dilated, i8").in(rnd(DType::i8, {1, 2, 9, 9}, -128, 127)).attr("kernel_shape", Ints{2, 2})
+      .attr("dilations", Ints{2, 2});
+  cs.add(OpKind::GlobalAveragePool, "odd").in(f32({2, 7, 5, 3})).tol({1e-6, 1e-6});
+  cs.add(OpKind::GlobalAveragePool, "1-D").in(f32({3, 4, 9})).tol({1e-6, 1e-6});
+  cs.add(OpKind::GlobalMaxPool, "odd, specials").in(f32({2, 7, 5, 3}).sp()).exact();
+  cs.add(OpKind::MaxUnpool, "from pooled indices")
+      .in(f32({1, 1, 2, 2}))
+      .in(val(tensor<int64_t>({5, 7, 13, 15}, {1, 1, 2, 2})))
+      .attr("kernel_shape", Ints{2, 2})
+      .attr("strides", Ints{2, 2})
+      .exact();
+}
+
+void product_cases(Cases& cs) {
+  const Backend C = Backend::cpu;
+  cs.add(OpKind::MatMul, "2-D").in(f32({7, 13})).in(f32({13, 9}).cst()).tol(kProduct).needs({D});
+  cs.add(OpKind::MatMul, "batched x constant").in(f32({3, 5, 17})).in(f32({17, 33}).cst()).tol(kProduct).needs({D});
+  cs.add(OpKind::MatMul, "batched, broadcast").in(f32({2, 3, 5, 8})).in(f32({1, 3, 8, 6})).tol(kProduct).needs({D});
+  cs.add(OpKind::MatMul, "CPU GEMM, constant B").in(f32({64, 96})).in(f32({96, 80}).cst()).tol(kProduct).needs({C});
+  cs.add(OpKind::MatMul, "CPU GEMM, odd sizes").in(f32({2, 37, 41})).in(f32({41, 29}).cst()).tol(kProduct).needs({C});
+  cs.add(OpKind::MatMul, "vector times matrix").in(f32({13})).in(f32({13, 5})).tol(kProduct);
+  cs.add(OpKind::MatMul, "matrix times vector").in(f32({4, 13})).in(f32({13})).tol(kProduct);
+  cs.add(OpKind::MatMul, "empty inner dim").in(f32({3, 0})).in(f32({0, 4})).tol(kProduct);
+  cs.add(OpKind::MatMul, "i64").in(i64({3, 4})).in(i64({4, 5}));
+  cs.add(OpKind::MatMul, "f64").in(rnd(DType::f64, {3, 4})).in(rnd(DType::f64, {4, 5}));
+  cs.add(OpKind::MatMul, "views").in(f32({6, 9}).view()).in(f32({9, 4}).view()).tol(kProduct);
+  cs.add(OpKind::Gemm, "transA transB alpha bias")
+      .in(f32({11, 7}))
+      .in(f32({5, 11}).cst())
+      .in(f32({5}).cst())
+      .attr("transA", int64_t(1))
+      .attr("transB", int64_t(1))
+      .attr("alpha", 0.5)
+      .tol(kProduct)
+      .needs({D});
+  cs.add(OpKind::Gemm, "C full, beta").in(f32({4, 6})).in(f32({6, 3})).in(f32({4, 3})).attr("beta", 0.25).tol(kProduct);
+  cs.add(OpKind::Gemm, "no C, CPU GEMM").in(f32({64, 33})).in(f32({33, 17}).cst()).tol(kProduct).needs({C});
+  cs.add(OpKind::MatMulInteger, "u8 x u8 zero points")
+      .in(rnd(DType::u8, {5, 7}, 0, 255))
+      .in(rnd(DType::u8, {7, 3}, 0, 255))
+      .in(cst(scalar<uint8_t>(3)))
+      .in(cst(scalar<uint8_t>(128)));
+  cs.add(OpKind::MatMulInteger, "i8 batched").in(rnd(DType::i8, {2, 3, 4}, -128, 127)).in(rnd(DType::i8, {4, 6}, -128, 127));
+  cs.add(OpKind::QLinearMatMul, "u8")
+      .in(rnd(DType::u8, {4, 9}, 0, 255))
+      .in(cst(scalar<float>(0.05f)))
+      .in(cst(scalar<uint8_t>(20)))
+      .in(rnd(DType::u8, {9, 5}, 0, 255))
+      .in(cst(scalar<float>(0.1f)))
+      .in(cst(scalar<uint8_t>(50)))
+      .in(cst(scalar<float>(0.5f)))
+      .in(cst(scalar<uint8_t>(100)));
+  cs.add(OpKind::Einsum, "batched product").in(f32({2, 3, 4})).in(f32({2, 4, 5})).attr("equation", "bij,bjk->bik").tol(kProduct);
+  cs.add(OpKind::Einsum, "trace and transpose").in(f32({4, 4, 3})).attr("equation", "iij->j").tol(kProduct);
+  cs.add(OpKind::Einsum, "outer, implicit output").in(f32({3})).in(f32({5})).attr("equation", "i,j").tol(kProduct);
+  cs.add(OpKind::Det, "batch of 3x3").in(f32({4, 3, 3})).tol({1e-5, 1e-5});
+  cs.add(OpKind::Det, "singular and 1x1").in(val(tensor<float>({1, 2, 2, 4}, {2, 2}))).tol({1e-6, 1e-6});
+}
+
+void quantize_cases(Cases& cs) {
+  for (DType q : {DType::u8, DType::i8}) {
+    Tensor zp = q == DType::u8 ? scalar<uint8_t>(128) : Tensor(scalar<int8_t>(-3));
+    std::string qn(dtype_name(q));
+    cs.add(OpKind::QuantizeLinear, qn + ", ties and saturation").in(f32({5, 33}, -60, 60).ties(0.125))
+        .in(cst(scalar<float>(0.25f))).in(cst(zp)).needs({Backend::generated});
+    cs.add(OpKind::QuantizeLinear, qn + ", runtime scale").in(f32({37}).sp()).in(val(scalar<float>(0.1f))).in(val(zp));
+    cs.add(OpKind::DequantizeLinear, qn).in(rnd(q, {5, 33}, -128, 255)).in(cst(scalar<float>(0.1f))).in(cst(zp)).exact();
+    Tensor zps = Tensor::zeros(q, {3});
+    cs.add(OpKind::QuantizeLinear, qn + ", per axis").in(f32({2, 3, 5}, -30, 30)).in(cst(vec<float>({0.1f, 0.2f, 0.3f})))
+        .in(cst(zps)).attr("axis", int64_t(1));
+    cs.add(OpKind::DequantizeLinear, qn + ", per axis").in(rnd(q, {2, 3, 5}, -128, 255)).in(cst(vec<float>({0.1f, 0.2f, 0.3f})))
+        .in(cst(zps)).attr("axis", int64_t(1)).exact();
+  }
+  cs.add(OpKind::QuantizeLinear, "no zero point").in(f32({37}, -30, 30)).in(cst(scalar<float>(0.5f)));
+  cs.add(OpKind::DequantizeLinear, "i32").in(rnd(DType::i32, {37}, -100000, 100000)).in(cst(scalar<float>(3e-5f))).exact();
+  cs.add(OpKind::DynamicQuantizeLinear, "odd").in(f32({7, 13}, -5, 9)).outs(3).exact();
+  cs.add(OpKind::DynamicQuantizeLinear, "all positive").in(f32({37}, 1, 2)).outs(3).exact();
+}
+
+}  // namespace
+
+void add_nn_cases(Cases& cs) {
+  conv_cases(cs);
+  pool_cases(cs);
+  product_cases(cs);
+  quantize_cases(cs);
+}
+
+}  // namespace cuvil::optest

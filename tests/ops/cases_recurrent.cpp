@@ -1,0 +1,73 @@
+// Cases of the recurrent and resampling family (src/ir/ops/recurrent.cpp): RNN, GRU and LSTM in each direction,
+// with biases, sequence lengths and initial states; Resize in each mode over scales and sizes.
+#include "harness.h"
+
+namespace cuvil::optest {
+namespace {
+
+const Tol kRecurrent{1e-5, 1e-6};
+
+void rnn_cases(Cases& cs) {
+  const int64_t seq = 5, batch = 3, in = 4, hidden = 6;
+  struct R {
+    OpKind op;
+    int64_t gates;
+    size_t outputs;
+  };
+  for (const R& r : {R{OpKind::RNN, 1, 2}, R{OpKind::GRU, 3, 2}, R{OpKind::LSTM, 4, 3}})
+    for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+      int64_t dirs = std::string(dir) == "bidirectional" ? 2 : 1;
+      cs.add(r.op, dir)
+          .in(f32({seq, batch, in}))
+          .in(f32({dirs, r.gates * hidden, in}, -0.5, 0.5).cst())
+          .in(f32({dirs, r.gates * hidden, hidden}, -0.5, 0.5).cst())
+          .in(f32({dirs, 2 * r.gates * hidden}, -0.5, 0.5).cst())
+          .attr("hidden_size", hidden)
+          .attr("direction", dir)
+          .outs(r.outputs)
+          .tol(kRecurrent);
+      cs.add(r.op, std::string(dir) + ", lengths and initial state")
+          .in(f32({seq, batch, in}))
+          .in(f32({dirs, r.gates * hidden, in}, -0.5, 0.5))
+          .in(f32({dirs, r.gates * hidden, hidden}, -0.5, 0.5))
+          .in(none())
+          .in(val(vec<int32_t>({5, 2, 0})))
+          .in(f32({dirs, batch, hidden}))
+          .attr("hidden_size", hidden)
+          .attr("direction", dir)
+          .outs(r.outputs)
+          .tol(kRecurrent);
+    }
+  cs.add(OpKind::GRU, "linear_before_reset").in(f32({4, 2, 3})).in(f32({1, 15, 3}, -0.5, 0.5)).in(f32({1, 15, 5}, -0.5, 0.5))
+      .in(f32({1, 30}, -0.5, 0.5)).attr("hidden_size", int64_t(5)).attr("linear_before_reset", int64_t(1)).outs(2).tol(kRecurrent);
+  cs.add(OpKind::LSTM, "peepholes, layout 1").in(f32({2, 4, 3})).in(f32({1, 20, 3}, -0.5, 0.5)).in(f32({1, 20, 5}, -0.5, 0.5))
+      .in(none()).in(none()).in(none()).in(none()).in(f32({1, 15}, -0.5, 0.5))
+      .attr("hidden_size", int64_t(5)).attr("layout", int64_t(1)).outs(3).tol(kRecurrent);
+  cs.add(OpKind::RNN, "activation Relu, f64").in(rnd(DType::f64, {3, 2, 2})).in(rnd(DType::f64, {1, 3, 2}, -0.5, 0.5))
+      .in(rnd(DType::f64, {1, 3, 3}, -0.5, 0.5)).attr("hidden_size", int64_t(3))
+      .attr("activations", std::vector<std::string>{"Relu"}).outs(2);
+}
+
+void resize_cases(Cases& cs) {
+  for (const char* mode : {"nearest", "linear", "cubic"}) {
+    cs.add(OpKind::Resize, std::string(mode) + " up").in(f32({1, 2, 5, 7})).in(none())
+        .in(cst(vec<float>({1, 1, 2, 3}))).attr("mode", mode).tol({1e-5, 1e-5});
+    cs.add(OpKind::Resize, std::string(mode) + " down").in(f32({2, 1, 9, 8})).in(none())
+        .in(cst(vec<float>({1, 1, 0.5f, 0.75f}))).attr("mode", mode).tol({1e-5, 1e-5});
+    cs.add(OpKind::Resize, std::string(mode) + " sizes, align_corners").in(f32({1, 3, 4, 6})).in(none()).in(none())
+        .in(cst(vec<int64_t>({1, 3, 7, 5}))).attr("mode", mode)
+        .attr("coordinate_transformation_mode", "align_corners").tol({1e-5, 1e-5});
+  }
+  cs.add(OpKind::Resize, "nearest floor, asymmetric").in(f32({1, 1, 3, 5})).in(none()).in(cst(vec<float>({1, 1, 2.5f, 1.5f})))
+      .attr("nearest_mode", "floor").attr("coordinate_transformation_mode", "asymmetric").exact();
+  cs.add(OpKind::Resize, "runtime sizes").in(f32({1, 2})).in(none()).in(none()).in(val(vec<int64_t>({1, 5}))).exact();
+}
+
+}  // namespace
+
+void add_recurrent_cases(Cases& cs) {
+  rnn_cases(cs);
+  resize_cases(cs);
+}
+
+}  // namespace cuvil::optest
