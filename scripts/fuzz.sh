@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 RUNS=${CUVIL_FUZZ_RUNS:-150000}
 CORPUS=out/fuzz
-mkdir -p "$CORPUS"/{onnx,ir,npy}
+mkdir -p "$CORPUS"/{onnx,ir,npy,cuv,c_api}
 # Seeds: a few small node-suite models and their tensors.
 for c in test_relu test_add_bcast test_if test_loop11 test_reshape_negative_dim test_conv_with_strides_padding \
          test_maxpool_2d_default test_lstm_defaults test_gemm_default_matrix_bias test_softmax_example test_scan9_sum \
@@ -24,6 +24,11 @@ PY
 for m in "$CORPUS"/onnx/*.onnx; do
   build/bin/cuvil inspect "$m" --ir > "$CORPUS/ir/$(basename "$m" .onnx).cvir" 2>/dev/null || true
 done
+# Artifacts compiled from the same models (the loader's seeds).
+for m in "$CORPUS"/onnx/*.onnx; do
+  build/bin/cuvil compile "$m" -o "$CORPUS/cuv/$(basename "$m" .onnx).cuv" >/dev/null 2>&1 || true
+done
+head -c 64 /dev/zero > "$CORPUS/c_api/zeros"
 run() {
   local target=$1 corpus=$2  # $3: read-only seed directory
   mkdir -p "$CORPUS/$target"
@@ -48,4 +53,7 @@ cp -n "$CORPUS"/onnx/*.onnx "$CORPUS/onnx_run/" 2>/dev/null || true
 run fuzz_onnx_run "$CORPUS/onnx_run" tests/fuzz/regressions/onnx_run || status=1
 run fuzz_ir_parser "$CORPUS/ir" tests/fuzz/regressions/ir || status=1
 run fuzz_npy "$CORPUS/npy" tests/fuzz/regressions/npy || status=1
+mkdir -p tests/fuzz/regressions/{cuv,c_api}
+run fuzz_artifact "$CORPUS/cuv" tests/fuzz/regressions/cuv || status=1
+run fuzz_c_api "$CORPUS/c_api" tests/fuzz/regressions/c_api || status=1
 exit $status

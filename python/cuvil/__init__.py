@@ -20,6 +20,7 @@ if "OMP_WAIT_POLICY" not in _os.environ:
 from . import _C
 from .errors import CaptureWarning, CompileError, InputError, RunCancelled, RunLimitExceeded
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx
+from .artifact import ArtifactError, load
 try:
     from .frontend.capture import compile
 except ImportError as _e:  # no torch: ONNX models only
@@ -36,5 +37,5 @@ try:  # torch.compile(model, backend="cuvil") also when cuvil is used from a sou
 except ImportError:  # no torch: ONNX models only
     pass
 
-__all__ = ["compile", "load_onnx", "CompiledModule", "Profile", "ProfileRow", "CompileError", "InputError",
+__all__ = ["compile", "load_onnx", "load", "ArtifactError", "CompiledModule", "Profile", "ProfileRow", "CompileError", "InputError",
            "RunCancelled", "RunLimitExceeded", "CaptureWarning", "__version__"]

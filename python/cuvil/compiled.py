@@ -202,6 +202,15 @@ class CompiledModule:
         self._input_names = tuple(model.input_names)
         self._input_types = tuple(model.input_types)
         self._output_types = tuple(model.output_types)
+        # What an artifact records (cuvil.artifact): the normalized configuration and the source model's file.
+        self._config = {"device": "cpu", "opt_level": 1, "precision": "fp32"}
+        self._source_path: Optional[str] = None
+
+    def save(self, path: "str | os.PathLike") -> None:
+        """Writes this compiled model as a ``.cuv`` artifact (one file: manifest, optimized graph, weights, source
+        map). :func:`cuvil.load` gives it back, in any process, without compiling again."""
+        from .artifact import save_module
+        save_module(self, path)
 
     @property
     def input_names(self) -> list[str]:
@@ -377,7 +386,9 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         model.set_limits(*limits)
         # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
         model.prepare_static()
-        return CompiledModule(model)
+        compiled = CompiledModule(model)
+        compiled._source_path = path
+        return compiled
     except _C.Error as e:
         raise CompileError(_with_path(path, str(e))) from None
 

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "artifact/artifact.h"
 #include "codegen/llvm/jit.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/graph_stats.h"
@@ -285,6 +286,22 @@ class Model {
     verify(*graph_);
     optimize(*graph_, opt_level);
   }
+  // A loaded artifact's graph (already optimized, inferred and verified) and its kernels' code (may be null).
+  Model(artifact::Loaded a) : graph_(std::move(a.graph)), code_(std::move(a.kernel_code)) {}
+
+  // Writes the compiled graph as a .cuv artifact; dim_ranges: (symbol, lo, hi), -1 for no bound.
+  void save(const std::string& path, const std::string& config_json, const std::string& extra_json,
+            const std::string& fingerprint, const std::vector<std::tuple<std::string, int64_t, int64_t>>& dims) {
+    artifact::SaveInput in;
+    in.graph = graph_;
+    in.config_json = config_json;
+    in.extra_json = extra_json;
+    in.model_fingerprint = fingerprint;
+    for (const auto& [sym, lo, hi] : dims) in.dim_ranges.push_back({sym, lo, hi});
+    in.tuned_for = codegen::jit_host_description();
+    py::gil_scoped_release nogil;
+    artifact::save(path, in);
+  }
 
   std::vector<std::string> input_names() const { return names(graph_->inputs()); }
 
@@ -446,6 +463,7 @@ class Model {
       } else {
         ExecutorOptions o;
         o.threads = m.threads_;
+        o.kernel_code = m.code_;
         o.kernels.precision = m.precision_;
         exec = std::make_unique<Executor>(m.graph_, o);
         ++m.created_;
@@ -484,6 +502,7 @@ class Model {
   }
 
   std::shared_ptr<Graph> graph_;
+  std::shared_ptr<codegen::KernelCodeSource> code_;  // an artifact's generated kernels; null otherwise
   std::mutex mu_;
   std::vector<std::unique_ptr<Executor>> pool_;
   int threads_ = 0;  // for executors created from now on; 0 = all cores
@@ -563,7 +582,16 @@ PYBIND11_MODULE(_C, m) {
       .def("cancel", &Model::cancel)
       .def("run", &Model::run)
       .def("profile", &Model::profile)
-      .def("stats", &Model::stats);
+      .def("stats", &Model::stats)
+      .def("save", &Model::save, py::arg("path"), py::arg("config_json"), py::arg("extra_json"),
+           py::arg("fingerprint"), py::arg("dim_ranges"));
+  // A .cuv artifact: (model, manifest JSON, the front end's data JSON).
+  m.def("load_artifact", [](const std::string& path) {
+    artifact::Loaded a = artifact::load_file(path);
+    std::string manifest = a.manifest.json, extra = a.manifest.extra_json;
+    py::object model = py::cast(std::make_unique<Model>(std::move(a)));
+    return py::make_tuple(model, manifest, extra);
+  });
   // Machine code made in this process so far: generated kernels compiled by LLVM or loaded from the disk cache,
   // and oneDNN primitives created.
   m.def("compile_counters", []() {

@@ -12,7 +12,7 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(const std::string& s) : s_(s) {}
+  Parser(const std::string& s, const ParseOptions& o) : s_(s), opts_(o) {}
 
   std::shared_ptr<Graph> top() {
     auto g = graph(nullptr);
@@ -200,6 +200,21 @@ class Parser {
     int64_t numel = 1;
     for (int64_t d : dims)
       if (d < 0 || __builtin_mul_overflow(numel, d, &numel)) error("bad constant shape " + t.str());
+    ws();
+    if (s_.compare(i_, 9, "external(") == 0) {
+      if (!opts_.external) error("external constant data outside an artifact");
+      i_ += 9;
+      int64_t index = parse_num<int64_t>(number_token());
+      expect(')');
+      Tensor ext;
+      try {
+        ext = opts_.external(index, t.dtype, dims);
+      } catch (const Error& e) {
+        error(e.what());
+      }
+      if (ext.dtype() != t.dtype || ext.shape() != dims) error("external constant " + std::to_string(index) + " is not " + t.str());
+      return ext;
+    }
     // The text must hold the data (two hex digits a byte, or at least one character a value): check before
     // allocating, so a tiny file cannot ask for gigabytes.
     ws();
@@ -409,11 +424,14 @@ class Parser {
   }
 
   const std::string& s_;
+  const ParseOptions& opts_;
   size_t i_ = 0;
 };
 
 }  // namespace
 
-std::shared_ptr<Graph> parse_graph(const std::string& text) { return Parser(text).top(); }
+std::shared_ptr<Graph> parse_graph(const std::string& text, const ParseOptions& opts) {
+  return Parser(text, opts).top();
+}
 
 }  // namespace cuvil

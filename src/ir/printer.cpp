@@ -71,6 +71,7 @@ bool inline_printable(const Tensor& t) {
 
 std::string tensor_data(const Tensor& t, const PrintOptions& o) {
   if (!inline_printable(t)) {
+    if (o.external) return "external(" + std::to_string(o.external(t)) + ")";
     if (o.elide_large_constants) return "<elided " + std::to_string(t.nbytes()) + " bytes>";
     return hex_bytes(t);
   }

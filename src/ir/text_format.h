@@ -14,6 +14,7 @@
 // the text unparseable).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,12 +24,21 @@ namespace cuvil {
 
 struct PrintOptions {
   bool elide_large_constants = false;  // print "<elided N bytes>" instead of hex (for reading, not parsing)
+  // When set, a constant that does not print inline is stored elsewhere by this hook (an artifact's weights
+  // section), which returns its index, and prints as `external(INDEX)`; ParseOptions::external reads it back.
+  std::function<int64_t(const Tensor&)> external;
+};
+
+struct ParseOptions {
+  // Resolves `external(INDEX)` to the tensor of that index, dtype and dims (throws cuvil::Error when it has
+  // none). Without it, external data is a parse error.
+  std::function<Tensor(int64_t index, DType dtype, const std::vector<int64_t>& dims)> external;
 };
 
 inline constexpr int64_t kMaxInlineElements = 16;
 
 std::string print_graph(const Graph& g, const PrintOptions& opts = {});
 // Throws cuvil::Error with line:column on malformed text. Does not run inference or the verifier.
-std::shared_ptr<Graph> parse_graph(const std::string& text);
+std::shared_ptr<Graph> parse_graph(const std::string& text, const ParseOptions& opts = {});
 
 }  // namespace cuvil

@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "serving/inference.h"
 #include "serving/protocol.h"
 
 namespace cuvil::serving {
@@ -164,55 +165,33 @@ void HttpServer::routes() {
                     {"output", tensor_metadata(m->model().outputs())}});
   });
   s.Post(model + "/infer", [this, loaded](const httplib::Request& req, httplib::Response& res) {
-    auto start = Clock::now();
     auto m = loaded(req);
     ModelMetrics& mm = metrics_.model(m->name);
+    std::optional<size_t> header_length;
+    if (req.has_header("Inference-Header-Content-Length")) {
+      std::string v = req.get_header_value("Inference-Header-Content-Length");
+      size_t n = 0;
+      auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (r.ec != std::errc() || r.ptr != v.data() + v.size()) {
+        mm.failure->Increment();
+        throw ProtocolError(400, "Inference-Header-Content-Length '" + v + "' is not a byte count");
+      }
+      header_length = n;
+    }
+    InferRequest ir;
     try {
-      std::optional<size_t> header_length;
-      if (req.has_header("Inference-Header-Content-Length")) {
-        std::string v = req.get_header_value("Inference-Header-Content-Length");
-        size_t n = 0;
-        auto r = std::from_chars(v.data(), v.data() + v.size(), n);
-        if (r.ec != std::errc() || r.ptr != v.data() + v.size())
-          throw ProtocolError(400, "Inference-Header-Content-Length '" + v + "' is not a byte count");
-        header_length = n;
-      }
-      InferRequest ir = parse_infer_request(req.body, header_length);
-      for (const RequestedOutput& o : ir.outputs) {  // before the run, not after
-        bool known = false;
-        for (const TensorSpec& s : m->model().outputs()) known |= s.name == o.name;
-        if (!known) throw ProtocolError(400, "unknown output '" + o.name + "' requested");
-      }
-      std::vector<Tensor> inputs = bind_inputs(ir, m->model().inputs(), m->config.batcher.max_batch_size);
-      std::shared_ptr<BatchJob> job;
-      try {
-        job = m->batcher->submit(std::move(inputs));
-      } catch (const ProtocolError&) {
-        mm.rejected->Increment();
-        throw;
-      }
-      bool done;
-      try {
-        done = job->wait(m->config.timeout);
-      } catch (const ProtocolError&) {
-        throw;
-      } catch (const std::exception& e) {  // the model rejected these inputs or failed on them
-        throw ProtocolError(400, std::string("inference failed: ") + e.what());
-      }
-      if (!done)
-        throw ProtocolError(503, "the request timed out after " + std::to_string(m->config.timeout.count()) + " ms");
-      EncodedResponse out = encode_infer_response(m->name, m->version, ir, m->model().outputs(), job->outputs());
-      if (out.header_length) {
-        res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));
-        res.set_content(std::move(out.body), "application/octet-stream");
-      } else {
-        res.set_content(std::move(out.body), "application/json");
-      }
-      mm.success->Increment();
-      mm.request_seconds->Observe(std::chrono::duration<double>(Clock::now() - start).count());
+      ir = parse_infer_request(req.body, header_length);
     } catch (...) {
       mm.failure->Increment();
       throw;
+    }
+    std::vector<Tensor> outputs = run_request(*m, ir, mm);
+    EncodedResponse out = encode_infer_response(m->name, m->version, ir, m->model().outputs(), outputs);
+    if (out.header_length) {
+      res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));
+      res.set_content(std::move(out.body), "application/octet-stream");
+    } else {
+      res.set_content(std::move(out.body), "application/json");
     }
   });
 

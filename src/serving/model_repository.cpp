@@ -44,6 +44,23 @@ fs::file_time_type stamp_of(const fs::path& file, const fs::path& config) {
   return ec ? t : std::max(t, c);
 }
 
+// Plans every batch size the batcher can form (1..max_batch_size) before the first request, so no request pays
+// for planning and preparing kernels; only when every other input dim is fixed (else the shapes are unknown).
+void warm_up(ServedModel& model, int64_t max_batch) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorSpec& s : model.inputs()) {
+    if (!s.rank_known) return;
+    for (size_t d = max_batch > 0 ? 1 : 0; d < s.shape.size(); ++d)
+      if (s.shape[d] < 0) return;
+    shapes.push_back(s.shape);
+  }
+  for (int64_t b = max_batch > 0 ? 1 : 0; b <= std::min<int64_t>(max_batch, 64); ++b) {  // (the plan cache: 64)
+    if (max_batch > 0)
+      for (auto& shape : shapes) shape[0] = b;
+    model.prepare(shapes);
+  }
+}
+
 }  // namespace
 
 ModelConfig parse_model_config(const std::string& text) {
@@ -59,7 +76,7 @@ ModelConfig parse_model_config(const std::string& text) {
     return v;
   };
   static const char* const kKeys[] = {"max_batch_size", "max_queue_delay_us", "max_queue_size", "instances",
-                                      "threads", "timeout_ms"};
+                                      "threads", "timeout_ms", "warmup"};
   for (auto& [k, v] : j.items())
     CUVIL_CHECK(std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* x) { return k == x; }) != std::end(kKeys),
                 "config.json: unknown key '", k, "'");
@@ -70,6 +87,10 @@ ModelConfig parse_model_config(const std::string& text) {
   c.batcher.workers = c.model.instances;
   c.model.threads = int(get_int("threads", 0, 1024, 0));
   c.timeout = std::chrono::milliseconds(get_int("timeout_ms", 1, 3'600'000, 60000));
+  if (j.contains("warmup")) {
+    CUVIL_CHECK(j["warmup"].is_boolean(), "config.json: 'warmup' must be true or false");
+    c.warmup = j["warmup"].get<bool>();
+  }
   return c;
 }
 
@@ -100,6 +121,7 @@ std::shared_ptr<LoadedModel> ModelRepository::build(const std::string& name) con
       CUVIL_CHECK(s.rank_known && !s.shape.empty() && s.shape[0] < 0, "model '", name, "': max_batch_size ",
                   m->config.batcher.max_batch_size, " needs every input's dim 0 dynamic (input '", s.name,
                   "' has ", s.rank_known ? shape_str(s.shape) : std::string("an unknown rank"), ")");
+  if (m->config.warmup) warm_up(*served, m->config.batcher.max_batch_size);
   m->batcher = std::make_unique<DynamicBatcher>(served, m->config.batcher, &metrics_.model(name));
   return m;
 }

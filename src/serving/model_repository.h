@@ -4,7 +4,9 @@
 // finish on the old one and none is dropped; a failed load keeps the old version serving.
 //
 // config.json: {"max_batch_size": 8, "max_queue_delay_us": 500, "max_queue_size": 1024, "instances": 1,
-//               "threads": 0, "timeout_ms": 60000}   (every key optional; max_batch_size 0: no batching)
+//               "threads": 0, "timeout_ms": 60000, "warmup": false}
+// (every key optional; max_batch_size 0: no batching; max_queue_delay_us 0: no waiting, batches form only from
+// requests that queued while the previous run went on)
 #pragma once
 
 #include <chrono>
@@ -24,6 +26,7 @@ struct ModelConfig {
   BatcherOptions batcher;
   ServedModelOptions model;
   std::chrono::milliseconds timeout{60000};  // a request's longest wait for its outputs
+  bool warmup = false;  // plan batch sizes 1..max_batch_size at load (needs every other input dim fixed)
 };
 
 // A loaded version, shared by the requests using it (a reload swaps in a new one; the old one drains when the

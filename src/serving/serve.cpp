@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 
+#include "serving/grpc_server.h"
 #include "serving/http_server.h"
 
 namespace cuvil::serving {
@@ -18,13 +19,12 @@ constexpr const char* kUsage =
     "                   [--poll-repository SECONDS] [--access-log FILE|-] [--max-request-bytes N]\n"
     "                   [--max-connections N] [--read-timeout SECONDS]\n"
     "Serves every model in DIR (DIR/<model>/<version>/model.onnx|model.cvir, DIR/<model>/config.json) over the\n"
-    "KServe v2 protocol. Port 0 picks a free port; the ports in use are printed on stdout once ready.\n"
+    "KServe v2 protocol (REST and gRPC). Port 0 picks a free port; the ports in use are printed on stdout once ready.\n"
     "SIGINT/SIGTERM stop accepting, finish the requests in flight and exit.\n";
 
 struct ServeArgs {
   std::string repository, host = "0.0.0.0", access_log;
   int http_port = 8000, grpc_port = 8001, metrics_port = 8002;
-  bool grpc_port_given = false;
   int poll_seconds = 0, max_connections = 64, read_timeout = 30;
   size_t max_request_bytes = 256u << 20;
 };
@@ -52,7 +52,7 @@ ServeArgs parse(int argc, char** argv) {
     if (f == "--model-repository") a.repository = value();
     else if (f == "--host") a.host = value();
     else if (f == "--http-port") a.http_port = to_int(f, value(), 0, 65535);
-    else if (f == "--grpc-port") a.grpc_port = to_int(f, value(), 0, 65535), a.grpc_port_given = true;
+    else if (f == "--grpc-port") a.grpc_port = to_int(f, value(), 0, 65535);
     else if (f == "--metrics-port") a.metrics_port = to_int(f, value(), 0, 65535);
     else if (f == "--poll-repository") a.poll_seconds = to_int(f, value(), 0, 86400);
     else if (f == "--access-log") a.access_log = value();
@@ -108,13 +108,15 @@ int serve_main(int argc, char** argv) {
     MetricsServer metrics_server(metrics, a.host, a.metrics_port);
     int http_port = http.bind();
     int metrics_port = metrics_server.bind();
-    if (a.grpc_port_given) std::cerr << "cuvil serve: gRPC is not built in yet; --grpc-port is ignored\n";
+    GrpcServer grpc(repo, metrics, a.host, a.grpc_port, a.max_request_bytes);
+    int grpc_port = grpc.start();
     std::thread http_thread([&] { http.serve(); });
     std::thread metrics_thread([&] { metrics_server.serve(); });
     // Live at once (the health endpoint answers), ready once the models have loaded.
     int failed = repo.load_all();
     http.set_ready(true);
-    std::cout << "cuvil serve: ready: http " << http_port << " metrics " << metrics_port << " ("
+    grpc.set_ready(true);
+    std::cout << "cuvil serve: ready: http " << http_port << " grpc " << grpc_port << " metrics " << metrics_port << " ("
               << repo.index().size() - failed << " models loaded, " << failed << " failed)" << std::endl;
 
     std::atomic<bool> stopping{false};
@@ -132,10 +134,12 @@ int serve_main(int argc, char** argv) {
     std::cerr << "cuvil serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": draining" << std::endl;
     stopping = true;
     http.set_ready(false);
+    grpc.set_ready(false);
     if (poller.joinable()) poller.join();
     repo.drain();  // queued requests run now (no batch delay), new ones are rejected with 503
     http.stop();   // stops accepting; serve() returns once the requests in progress are answered
     http_thread.join();
+    grpc.stop();
     metrics_server.stop();
     metrics_thread.join();
     if (log && log != stdout) std::fclose(log);

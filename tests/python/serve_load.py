@@ -62,6 +62,8 @@ def expected_response_len(server_url, model, header, body):
     """The size of the server's response to this request (the same for every such request)."""
     import urllib.request
     req = urllib.request.Request(f"http://{server_url}/v2/models/{model}/infer", data=body, method="POST",
-                                 headers={"Inference-Header-Content-Length": str(len(header))})
+                                 headers={"Inference-Header-Content-Length": str(len(header)),
+                                          # (urllib's default, form-urlencoded, is capped at 8 KB by httplib)
+                                          "Content-Type": "application/octet-stream"})
     with urllib.request.urlopen(req, timeout=60) as r:
         return len(r.read())

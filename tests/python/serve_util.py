@@ -62,10 +62,12 @@ def dtype_table():
     }
 
 
-def dtypes_model():
+def dtypes_model(exclude=()):
     """One input and output per v2 datatype: out_T = in_T + in_T (BOOL: Not), shape [n]."""
     nodes, ins, outs = [], [], []
     for name, (onnx_type, _) in dtype_table().items():
+        if name in exclude:
+            continue
         op = helper.make_node("Not", [f"in_{name}"], [f"out_{name}"]) if name == "BOOL" else \
             helper.make_node("Add", [f"in_{name}", f"in_{name}"], [f"out_{name}"])
         nodes.append(op)
@@ -86,19 +88,20 @@ class Server:
 
     def __init__(self, cuvil_bin, repo, *extra, log_path=None):
         args = [cuvil_bin, "serve", "--model-repository", repo, "--host", "127.0.0.1", "--http-port", "0",
-                "--metrics-port", "0", *extra]
+                "--grpc-port", "0", "--metrics-port", "0", *extra]
         if log_path:
             args += ["--access-log", log_path]
         self.stderr_path = os.path.join(repo, "..", f"serve-{os.getpid()}-{time.time_ns()}.stderr")
         self.stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         line = self._read_line(timeout=300)
-        m = re.search(r"ready: http (\d+) metrics (\d+)", line or "")
+        m = re.search(r"ready: http (\d+) grpc (\d+) metrics (\d+)", line or "")
         if not m:
             self.stop()
             raise RuntimeError(f"cuvil serve did not start: {line!r}\n{self.log()}")
-        self.http_port, self.metrics_port = int(m.group(1)), int(m.group(2))
+        self.http_port, self.grpc_port, self.metrics_port = int(m.group(1)), int(m.group(2)), int(m.group(3))
         self.url = f"127.0.0.1:{self.http_port}"
+        self.grpc_url = f"127.0.0.1:{self.grpc_port}"
 
     def _read_line(self, timeout):
         end = time.time() + timeout

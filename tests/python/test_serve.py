@@ -25,7 +25,7 @@ def repo(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("serve"))
     repo = os.path.join(root, "models")
     save(mlp_model(1), os.path.join(repo, "mlp", "1", "model.onnx"))
-    write_config(repo, "mlp", max_batch_size=8, max_queue_delay_us=1000)
+    write_config(repo, "mlp", max_batch_size=8, max_queue_delay_us=1000, warmup=True)
     save(dtypes_model(), os.path.join(repo, "dtypes", "1", "model.onnx"))
     # Long delays: a batch closes when it is full, so these tests see exactly the batches they send.
     save(rowsum_model(), os.path.join(repo, "rowsum", "1", "model.onnx"))
@@ -33,6 +33,9 @@ def repo(tmp_path_factory):
     save(rowsum_model(), os.path.join(repo, "small_queue", "1", "model.onnx"))
     write_config(repo, "small_queue", max_batch_size=64, max_queue_delay_us=1_000_000, max_queue_size=2)
     save(mlp_model(2), os.path.join(repo, "reload", "1", "model.onnx"))
+    # A batch that would wait 10 s for company, but callers give up after 50 ms.
+    save(rowsum_model(), os.path.join(repo, "timeout", "1", "model.onnx"))
+    write_config(repo, "timeout", max_batch_size=64, max_queue_delay_us=10_000_000, timeout_ms=50)
     os.makedirs(os.path.join(repo, "broken", "1"))
     with open(os.path.join(repo, "broken", "1", "model.onnx"), "wb") as f:
         f.write(b"not an onnx model")
@@ -208,6 +211,36 @@ def test_many_concurrent_clients_all_correct(client, repo):
         np.testing.assert_allclose(r.as_numpy("y"), sess.run(None, {"x": a})[0], rtol=1e-5, atol=1e-5)
 
 
+def test_request_timeout_is_503(client, server):
+    expect_error(lambda: client.infer("timeout", [make_input("x", np.ones((1, 3), np.float32), True)]), 503,
+                 "timed out after 50 ms")
+    assert client.is_server_live()
+
+
+def test_reload_on_change(cuvil_bin, tmp_path):
+    """--poll-repository: a new version folder is picked up without a request to load it."""
+    repo = str(tmp_path / "models")
+    save(mlp_model(1), os.path.join(repo, "m", "1", "model.onnx"))
+    s = Server(cuvil_bin, repo, "--poll-repository", "1")
+    c = httpclient.InferenceServerClient(s.url)
+    try:
+        x = np.ones((1, 16), np.float32)
+        assert c.infer("m", [make_input("x", x, True)]).get_response()["model_version"] == "1"
+        save(mlp_model(4), os.path.join(repo, "m", "2", "model.onnx"))
+        want = ort_run(os.path.join(repo, "m", "2", "model.onnx"), {"x": x})[0]
+        for _ in range(600):
+            r = c.infer("m", [make_input("x", x, True)])
+            if r.get_response()["model_version"] == "2":
+                break
+            time.sleep(0.1)
+        assert r.get_response()["model_version"] == "2"
+        np.testing.assert_allclose(r.as_numpy("y"), want, rtol=1e-5, atol=1e-5)
+        assert "reloaded model 'm'" in s.log()
+    finally:
+        c.close()
+        assert s.stop() == 0
+
+
 def test_full_queue_rejects(server):
     c = httpclient.InferenceServerClient(server.url, concurrency=4, network_timeout=120)
     try:
@@ -303,6 +336,32 @@ def test_malformed_and_hostile_requests(server, client):
     assert client.is_server_live() and client.is_server_ready()
     r = client.infer("mlp", [make_input("x", np.ones((1, 16), np.float32), True)])
     assert r.as_numpy("y").shape == (1, 8)
+
+
+def test_slow_client_is_cut_off(cuvil_bin, tmp_path):
+    """A client that stalls mid-request holds its connection only until --read-timeout; others are served."""
+    repo = str(tmp_path / "models")
+    save(mlp_model(1), os.path.join(repo, "mlp", "1", "model.onnx"))
+    s = Server(cuvil_bin, repo, "--read-timeout", "1")
+    c = httpclient.InferenceServerClient(s.url)
+    try:
+        slow = socket.create_connection(("127.0.0.1", s.http_port), timeout=60)
+        slow.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{\"inp")
+        r = c.infer("mlp", [make_input("x", np.ones((1, 16), np.float32), True)])  # not blocked by the stall
+        assert r.as_numpy("y").shape == (1, 8)
+        start = time.time()
+        data = slow.recv(65536)  # the server gives up on the body and closes (possibly after a 400/408)
+        while data and time.time() - start < 30:
+            more = slow.recv(65536)
+            if not more:
+                break
+            data += more
+        assert time.time() - start < 30
+        slow.close()
+        assert c.is_server_live()
+    finally:
+        c.close()
+        assert s.stop() == 0
 
 
 def test_repository_load_unload_reload(server, client, repo):

@@ -199,6 +199,9 @@ TEST(ServingConfig, ParsesAndRejects) {
   EXPECT_THROW(parse_model_config(R"({"max_batch_size": -1})"), Error);
   EXPECT_THROW(parse_model_config(R"({"max_batch_size": "8"})"), Error);
   EXPECT_THROW(parse_model_config("[1]"), Error);
+  EXPECT_TRUE(parse_model_config(R"({"warmup": true})").warmup);
+  EXPECT_FALSE(parse_model_config("{}").warmup);
+  EXPECT_THROW(parse_model_config(R"({"warmup": 1})"), Error);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The `cuvil` command: inspect, run and benchmark models without Python.
 //
+//   cuvil compile MODEL -o OUT.cuv [--dim SYMBOL=N|LO..HI ...] [--precision fp32] [-O0|-O1] [--skip-pass=NAME ...]
 //   cuvil inspect MODEL [--ir [-O0|-O1] | --kernels [--stages]]
 //   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]   (-O1, the default, runs the graph passes)
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
@@ -17,7 +18,8 @@
 // executor with those flags and times the two alternately in one process, so that drift in machine load hits both
 // alike; it prints both medians and their ratio.
 //
-// MODEL is an .onnx file or Cuvil IR text (.cvir). Any error prints one line and exits non-zero.
+// MODEL is an .onnx file, Cuvil IR text (.cvir) or a compiled artifact (.cuv, from `cuvil compile`; run, bench,
+// profile and inspect take it as it is, without passes). Any error prints one line and exits non-zero.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +30,7 @@
 #include <set>
 #include <sstream>
 
+#include "artifact/artifact.h"
 #include "frontend/load_model.h"
 #include "passes/pipeline.h"
 #include "codegen/generated_kernel.h"
@@ -37,6 +40,8 @@
 #include "runtime/executor.h"
 #include "ir/npy.h"
 #include "serving/serve.h"
+#include "support/file_io.h"
+#include "support/sha256.h"
 
 using namespace cuvil;
 namespace fs = std::filesystem;
@@ -45,6 +50,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
+    "  cuvil compile MODEL -o OUT.cuv [--dim SYMBOL=N|LO..HI ...] [--precision fp32] [-O0|-O1] [--skip-pass=NAME ...]\n"
     "  cuvil inspect MODEL [--ir [-O0|-O1] | --kernels [--stages]]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
@@ -54,7 +60,7 @@ constexpr const char* kUsage =
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "  cuvil serve --model-repository DIR [--http-port N] [--metrics-port N] ...  (cuvil serve --help)\n"
     "  cuvil --version\n"
-    "MODEL is an ONNX file (.onnx) or Cuvil IR text (.cvir).\n";
+    "MODEL is an ONNX file (.onnx), Cuvil IR text (.cvir) or a compiled artifact (.cuv; not for compile).\n";
 
 // Names from a model (values, nodes) and paths, with control characters escaped before they reach a terminal.
 // cuvil::Error messages are already escaped (support/error.h); this covers what is printed otherwise.
@@ -68,6 +74,9 @@ struct Args {
   std::string command, model;
   std::map<std::string, std::string> inputs;  // name -> .npy path
   std::map<std::string, int64_t> dims;        // symbol -> value, for random inputs
+  std::map<std::string, std::string> dim_specs;  // symbol -> "N" or "LO..HI" as given (compile: the ranges)
+  std::string output;                            // compile: -o
+  std::string precision = "fp32";
   std::string output_dir;
   int threads = 0, iters = 10, warmup = 2;  // threads 0: all cores
   bool json = false, ir = false, kernels = false, stages = false, reference = false, winograd = true, codegen = true, cpu_gemm = true;
@@ -123,7 +132,21 @@ bool apply_kernel_flag(Args& a, const std::string& s) {
 }
 
 // The pass pipeline of a.opt_level, without the passes a.skip_passes names.
+bool is_artifact_path(const std::string& p) { return p.size() > 4 && p.compare(p.size() - 4, 4, ".cuv") == 0; }
+
+// An artifact's kernels, for the executors of this command (null: none, or not an artifact).
+std::shared_ptr<codegen::KernelCodeSource> g_artifact_code;
+
+// A model of any format: an artifact's graph comes optimized (optimize_model leaves it as it is).
+std::shared_ptr<Graph> load_any(const std::string& path) {
+  if (!is_artifact_path(path)) return load_model(path);
+  artifact::Loaded l = artifact::load_file(path);
+  g_artifact_code = l.kernel_code;
+  return l.graph;
+}
+
 void optimize_model(Graph& g, const Args& a) {
+  if (is_artifact_path(a.model)) return;
   PassContext ctx;
   ctx.skip = a.skip_passes;
   optimize(g, a.opt_level, ctx);
@@ -143,8 +166,10 @@ Args parse_args(int argc, char** argv) {
       if (!a.inputs.emplace(n, p).second) throw UsageError("input '" + n + "' given twice");
     } else if (s == "--dim") {
       auto [n, v] = split_assignment(s, value());
-      a.dims[n] = parse_int("--dim", v, 0);
+      a.dim_specs[n] = v;
     } else if (s == "--output-dir") a.output_dir = value();
+    else if (s == "-o") a.output = value();
+    else if (s == "--precision") a.precision = value();
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
     else if (s == "--precision") apply_kernel_flag(a, "--precision=" + value());
     else if (apply_kernel_flag(a, s)) continue;
@@ -161,6 +186,9 @@ Args parse_args(int argc, char** argv) {
   if (pos.size() != 2) throw UsageError("expected a command and a model");
   a.command = pos[0];
   a.model = pos[1];
+  // compile takes ranges (recorded in the artifact); the other commands a size for random inputs.
+  for (auto& [n, v] : a.dim_specs)
+    if (a.command != "compile") a.dims[n] = parse_int("--dim", v, 0);
   return a;
 }
 
@@ -229,6 +257,17 @@ int print_kernels(Graph& g, bool stages) {
 }
 
 int cmd_inspect(const Args& a) {
+  if (is_artifact_path(a.model)) {
+    artifact::Loaded l = artifact::load_file(a.model);
+    if (a.ir) {
+      PrintOptions o;
+      o.elide_large_constants = true;
+      std::cout << print_graph(*l.graph, o);
+      return 0;
+    }
+    std::cout << "model: " << printable(a.model) << "\n" << artifact::describe(l);
+    return 0;
+  }
   auto g = load_model(a.model);
   if (a.kernels) return print_kernels(*g, a.stages);
   if (a.ir) {
@@ -277,6 +316,7 @@ std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a)
   o.kernels.winograd = a.winograd;
   o.kernels.cpu_gemm = a.cpu_gemm;
   o.kernels.codegen = a.codegen;
+  o.kernel_code = g_artifact_code;
   o.kernels.precision = a.precision;
   return std::make_unique<Executor>(std::move(g), o);
 }
@@ -333,7 +373,7 @@ std::string file_safe(const std::string& name) {
 
 int cmd_run(const Args& a) {
   if (a.output_dir.empty()) throw UsageError("run needs --output-dir DIR");
-  auto g = load_model(a.model);
+  auto g = load_any(a.model);
   optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/false);
   auto exec = make_executor(g, a);
@@ -373,7 +413,7 @@ int bench_versus(const Args& a, Executor& exec, const std::vector<Tensor>& ins) 
     if (!apply_kernel_flag(b, f))
       throw UsageError("--versus takes kernel flags, --skip-pass=NAME and -O0/-O1, not '" + f + "'");
   }
-  auto g = load_model(b.model);
+  auto g = load_any(b.model);
   optimize_model(*g, b);
   auto other = make_executor(g, b);
   for (int i = 0; i < a.warmup; ++i) exec.run(ins), other->run(ins);
@@ -403,7 +443,7 @@ int cmd_bench(const Args& a) {
   auto since = [](clock::time_point t0) { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
   // Compile time: load + optimize, then prepare (plan, oneDNN primitives, weight packing) for these shapes.
   auto t0 = clock::now();
-  auto g = load_model(a.model);
+  auto g = load_any(a.model);
   optimize_model(*g, a);
   double load_ms = since(t0);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
@@ -445,7 +485,7 @@ int cmd_bench(const Args& a) {
 
 // Per node: median time over --iters profiled runs, share of the total, the kernel that ran; then totals per op.
 int cmd_profile(const Args& a) {
-  auto g = load_model(a.model);
+  auto g = load_any(a.model);
   optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
   auto exec = make_executor(g, a);
@@ -511,6 +551,54 @@ int cmd_profile(const Args& a) {
   return 0;
 }
 
+// The SHA-256 of the model file, read in blocks (the artifact's model fingerprint).
+std::string file_fingerprint(const std::string& path) {
+  RegularFile f = RegularFile::open(path, "model");
+  Sha256 h;
+  std::string buf(size_t(1) << 20, '\0');
+  for (uint64_t at = 0; at < f.size();) {
+    size_t n = size_t(std::min<uint64_t>(buf.size(), f.size() - at));
+    f.read_at(at, buf.data(), n);
+    h.update(buf.data(), n);
+    at += n;
+  }
+  return "sha256:" + to_hex(h.finish());
+}
+
+// cuvil compile MODEL -o OUT.cuv: the optimized graph, its weights and manifest in one file.
+int cmd_compile(const Args& a) {
+  if (a.output.empty()) throw UsageError("compile needs -o OUT.cuv");
+  if (is_artifact_path(a.model)) throw UsageError("compile takes an .onnx or .cvir model, not an artifact");
+  if (a.precision != "fp32") throw UsageError("--precision: only fp32 is available yet, got '" + a.precision + "'");
+  auto t0 = std::chrono::steady_clock::now();
+  auto g = load_model(a.model);
+  optimize_model(*g, a);
+  artifact::SaveInput in;
+  in.graph = g;
+  std::string skip;
+  for (const std::string& p : a.skip_passes) skip += (skip.empty() ? "\"" : ", \"") + json_escape(p) + "\"";
+  in.config_json = "{\"device\": \"cpu\", \"opt_level\": " + std::to_string(a.opt_level) +
+                   ", \"precision\": \"" + a.precision + "\", \"skip_passes\": [" + skip + "]}";
+  for (auto& [sym, spec] : a.dim_specs) {
+    artifact::DimRange r{sym};
+    size_t dots = spec.find("..");
+    if (dots == std::string::npos) r.lo = r.hi = parse_int("--dim", spec, 0);
+    else {
+      r.lo = dots == 0 ? -1 : parse_int("--dim", spec.substr(0, dots), 0);
+      r.hi = dots + 2 == spec.size() ? -1 : parse_int("--dim", spec.substr(dots + 2), 0);
+      if (r.lo >= 0 && r.hi >= 0 && r.lo > r.hi) throw UsageError("--dim " + sym + ": empty range " + spec);
+    }
+    in.dim_ranges.push_back(r);
+  }
+  in.model_fingerprint = file_fingerprint(a.model);
+  in.tuned_for = codegen::jit_host_description();
+  artifact::save(a.output, in);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "wrote " << printable(a.output) << " (" << human_bytes(int64_t(std::filesystem::file_size(a.output)))
+            << ") in " << std::lround(ms) << " ms\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -525,6 +613,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "serve") return serving::serve_main(argc - 1, argv + 1);
   try {
     Args a = parse_args(argc, argv);
+    if (a.command == "compile") return cmd_compile(a);
     if (a.command == "inspect") return cmd_inspect(a);
     if (a.command == "run") return cmd_run(a);
     if (a.command == "bench") return cmd_bench(a);

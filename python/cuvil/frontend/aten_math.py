@@ -10,8 +10,8 @@ import math
 import numpy as np
 import torch
 
-from .torchscript import ConvertContext, converter, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL
-from .aten_core import _CATEGORY, binary, result_dtype
+from .context import CATEGORY, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL, ConvertContext, converter, onnx_dtype_id
+from .aten_core import binary, result_dtype
 from .aten_nn import _reduce_axes
 from .aten_shape import axes, dims_of, norm_dim, product, static_dim
 
@@ -19,11 +19,11 @@ from .aten_shape import axes, dims_of, norm_dim, product, static_dim
 def _float_dtype(ctx: ConvertContext, *xs) -> str:
     """torch's result dtype, promoted to the default float for integer inputs (as true division does)."""
     dt = result_dtype(ctx, *xs)
-    return dt if _CATEGORY[dt] == 2 else "f32"
+    return dt if CATEGORY[dt] == 2 else "f32"
 
 
 def _c(value, dtype: str) -> np.ndarray:
-    return np.array(value, {"f16": np.float16, "f64": np.float64}.get(dtype, np.float32) if _CATEGORY.get(dtype) == 2
+    return np.array(value, {"f16": np.float16, "f64": np.float64}.get(dtype, np.float32) if CATEGORY.get(dtype) == 2
                     else np.int64 if dtype == "i64" else np.float32)
 
 
@@ -34,7 +34,7 @@ def _python_mod(ctx: ConvertContext, a, b):
     """a - floor(a / b) * b, torch.remainder's (and Python's %) result: the sign of the divisor."""
     dt = result_dtype(ctx, a, b)
     a, b = ctx.tensor(a, dt), ctx.tensor(b, dt)
-    if _CATEGORY[dt] < 2:
+    if CATEGORY[dt] < 2:
         return ctx.emit("Mod", [a, b], {"fmod": 0})  # ONNX's integer Mod already takes the divisor's sign
     r = ctx.emit("Mod", [a, b], {"fmod": 1})  # C fmod: the dividend's sign
     zero = _c(0, dt)
@@ -64,7 +64,7 @@ def _floor_divide(ctx: ConvertContext, ins):
     if not ctx.is_value(a) and not ctx.is_value(b):
         return a // b
     dt = result_dtype(ctx, a, b)
-    if _CATEGORY[dt] == 2:
+    if CATEGORY[dt] == 2:
         return ctx.emit("Floor", [binary(ctx, "Div", a, b)])
     # Integers: (a - a mod b) is a multiple of b, so the truncating Div is exact and floors.
     a, b = ctx.tensor(a, dt), ctx.tensor(b, dt)
@@ -77,7 +77,7 @@ def _round(ctx: ConvertContext, ins):
     decimals = ctx.const(ins[1], "decimals") if len(ins) > 1 and ins[1] is not None else 0
     if not ctx.is_value(x):
         return round(x) if decimals == 0 else round(x, decimals)
-    if _CATEGORY[ctx.dtype_of(x)] < 2:
+    if CATEGORY[ctx.dtype_of(x)] < 2:
         return x
     if decimals == 0:
         return ctx.emit("Round", [x])  # half to even, as torch
@@ -163,7 +163,7 @@ def _prod(ctx: ConvertContext, ins):
     dtype = ctx.const(dtype, "dtype")
     if dtype is not None:
         x = ctx.tensor(x, TORCH_TO_CUVIL[SCALAR_TYPE_TO_TORCH[dtype]])
-    elif _CATEGORY[ctx.dtype_of(x)] < 2 and ctx.dtype_of(x) != "i64":
+    elif CATEGORY[ctx.dtype_of(x)] < 2 and ctx.dtype_of(x) != "i64":
         x = ctx.tensor(x, "i64")  # torch multiplies bools and small ints in int64
     return _reduce(ctx, "ReduceProd", x, None if dim is None else [ctx.const(dim, "dim")], keep)
 
@@ -171,7 +171,7 @@ def _prod(ctx: ConvertContext, ins):
 @converter("aten::logsumexp")
 def _logsumexp(ctx: ConvertContext, ins):
     x, dims, keep = ins[0], ins[1], bool(ctx.const(ins[2], "keepdim")) if len(ins) > 2 else False
-    if _CATEGORY[ctx.dtype_of(x)] < 2:
+    if CATEGORY[ctx.dtype_of(x)] < 2:
         x = ctx.tensor(x, "f32")
     if ctx.rank_of(x) == 0:
         return x
@@ -187,7 +187,7 @@ def _count(ctx: ConvertContext, x, ax):
 
 def _var_mean(ctx: ConvertContext, x, dims, correction, keep: bool):
     """(variance with `correction` subtracted from the count, mean), torch's two-pass formula."""
-    if _CATEGORY[ctx.dtype_of(x)] < 2:
+    if CATEGORY[ctx.dtype_of(x)] < 2:
         raise ctx.error("var/std need a floating-point input (torch refuses integer ones too)")
     dt = ctx.dtype_of(x)
     ax = _reduce_axes(ctx, dims, ctx.rank_of(x))
@@ -200,15 +200,11 @@ def _var_mean(ctx: ConvertContext, x, dims, correction, keep: bool):
         denom = _c(max(n - correction, 0), dt)
     else:
         denom = ctx.emit("Cast", [ctx.emit("Max", [ctx.emit("Sub", [n, np.array(correction, np.int64)]),
-                                                   np.array(0, np.int64)])], {"to": _onnx_id(dt)})
+                                                   np.array(0, np.int64)])], {"to": onnx_dtype_id(dt)})
     var = ctx.emit("Div", [ss, denom])  # 0 / 0 is NaN, as torch's
     if not keep:
         mean = ctx.emit("ReduceMean", [x, ax_in], {"keepdims": 0}) if ax is not None or ctx.rank_of(x) else mean
     return var, mean
-
-
-def _onnx_id(dt: str) -> int:
-    return {"f32": 1, "f16": 10, "f64": 11, "bf16": 16}[dt]
 
 
 def _args(ctx: ConvertContext, ins) -> dict:
@@ -248,7 +244,7 @@ def _var(ctx: ConvertContext, ins):
 def _vector_norm(ctx: ConvertContext, x, p, dims, keep: bool):
     """The p-norm over `dims` (None: all): 2 and 1 as ReduceL2/L1, +-inf as the max/min of |x|, 0 as the
     count of non-zeros, any other p as (sum |x|^p)^(1/p)."""
-    if _CATEGORY[ctx.dtype_of(x)] < 2:
+    if CATEGORY[ctx.dtype_of(x)] < 2:
         raise ctx.error("norms need a floating-point input (torch refuses integer ones too)")
     p = float(ctx.const(p, "p")) if p is not None else 2.0
     if ctx.rank_of(x) == 0:
@@ -265,7 +261,7 @@ def _vector_norm(ctx: ConvertContext, x, p, dims, keep: bool):
         return _reduce(ctx, "ReduceMin", a, dims, keep)
     dt = ctx.dtype_of(x)
     if p == 0.0:
-        nz = ctx.emit("Cast", [ctx.emit("Not", [ctx.emit("Equal", [x, _c(0, dt)])])], {"to": _onnx_id(dt)})
+        nz = ctx.emit("Cast", [ctx.emit("Not", [ctx.emit("Equal", [x, _c(0, dt)])])], {"to": onnx_dtype_id(dt)})
         return _reduce(ctx, "ReduceSum", nz, dims, keep)
     s = _reduce(ctx, "ReduceSum", ctx.emit("Pow", [a, _c(p, dt)]), dims, keep)
     return ctx.emit("Pow", [s, _c(1.0 / p, dt)])
@@ -372,7 +368,7 @@ def _pairwise_reduce(ctx: ConvertContext, diff, p: float):
     if p == math.inf:
         return ctx.emit("ReduceMax", [a, last], {"keepdims": 0})
     if p == 0.0:
-        nz = ctx.emit("Cast", [ctx.emit("Not", [ctx.emit("Equal", [a, _c(0, dt)])])], {"to": _onnx_id(dt)})
+        nz = ctx.emit("Cast", [ctx.emit("Not", [ctx.emit("Equal", [a, _c(0, dt)])])], {"to": onnx_dtype_id(dt)})
         return ctx.emit("ReduceSum", [nz, last], {"keepdims": 0})
     s = ctx.emit("ReduceSum", [ctx.emit("Pow", [a, _c(p, dt)]), last], {"keepdims": 0})
     return ctx.emit("Pow", [s, _c(1.0 / p, dt)])
@@ -386,7 +382,7 @@ def _cdist(ctx: ConvertContext, ins):
     if p < 0:
         raise ctx.error("cdist needs p >= 0")
     dt = result_dtype(ctx, x1, x2)
-    if _CATEGORY[dt] < 2:
+    if CATEGORY[dt] < 2:
         raise ctx.error("cdist needs floating-point inputs")
     a = ctx.emit("Unsqueeze", [ctx.tensor(x1, dt), axes([-2])])   # [..., P, 1, M]
     b = ctx.emit("Unsqueeze", [ctx.tensor(x2, dt), axes([-3])])   # [..., 1, R, M]
@@ -408,3 +404,169 @@ def _cosine_similarity(ctx: ConvertContext, ins):
     n12 = ctx.emit("Sqrt", [ctx.emit("Max", [ctx.emit("Mul", [w1, w2]), _c(eps * eps, dt)])])
     return ctx.emit("Div", [w12, n12])
 
+
+
+# ---- classification of values and accurate exp/log near 0
+
+
+def _float_in(ctx: ConvertContext, x):
+    x = ctx.tensor(x)
+    return x if CATEGORY[ctx.dtype_of(x)] == 2 else ctx.tensor(x, "f32")
+
+
+@converter("aten::isnan")
+def _isnan(ctx: ConvertContext, ins):
+    x = ctx.tensor(ins[0])
+    if CATEGORY[ctx.dtype_of(x)] < 2:
+        return binary(ctx, "Less", x, x)  # integers are never NaN: all false
+    return ctx.emit("IsNaN", [x])
+
+
+@converter("aten::isinf", "aten::isposinf", "aten::isneginf")
+def _isinf(ctx: ConvertContext, ins):
+    x = ctx.tensor(ins[0])
+    if CATEGORY[ctx.dtype_of(x)] < 2:
+        return binary(ctx, "Less", x, x)
+    kind = ctx.node.kind()
+    return ctx.emit("IsInf", [x], {"detect_positive": int(kind != "aten::isneginf"),
+                                   "detect_negative": int(kind != "aten::isposinf")})
+
+
+@converter("aten::isfinite")
+def _isfinite(ctx: ConvertContext, ins):
+    x = ctx.tensor(ins[0])
+    if CATEGORY[ctx.dtype_of(x)] < 2:
+        return ctx.emit("Not", [binary(ctx, "Less", x, x)])
+    return ctx.emit("Not", [ctx.emit("Or", [ctx.emit("IsNaN", [x]), ctx.emit("IsInf", [x])])])
+
+
+@converter("aten::signbit")
+def _signbit(ctx: ConvertContext, ins):
+    """x < 0, and -0.0 (whose reciprocal is -inf)."""
+    x = ctx.tensor(ins[0])
+    if CATEGORY[ctx.dtype_of(x)] < 2:
+        return binary(ctx, "Less", x, 0)
+    zero = _c(0, ctx.dtype_of(x))
+    neg_zero = ctx.emit("And", [ctx.emit("Equal", [x, zero]), ctx.emit("Less", [ctx.emit("Reciprocal", [x]), zero])])
+    return ctx.emit("Or", [ctx.emit("Less", [x, zero]), neg_zero])
+
+
+def _trunc(ctx: ConvertContext, x):
+    return ctx.emit("Mul", [ctx.emit("Sign", [x]), ctx.emit("Floor", [ctx.emit("Abs", [x])])])
+
+
+@converter("aten::trunc", "aten::trunc_", "aten::fix", "aten::fix_")
+def _trunc_conv(ctx: ConvertContext, ins):
+    x = ctx.tensor(ins[0])
+    return x if CATEGORY[ctx.dtype_of(x)] < 2 else _trunc(ctx, x)
+
+
+@converter("aten::frac", "aten::frac_")
+def _frac(ctx: ConvertContext, ins):
+    x = ctx.tensor(ins[0])
+    return ctx.emit("Sub", [x, _trunc(ctx, x)])
+
+
+@converter("aten::rsqrt", "aten::rsqrt_")
+def _rsqrt(ctx: ConvertContext, ins):
+    return ctx.emit("Reciprocal", [ctx.emit("Sqrt", [_float_in(ctx, ins[0])])])
+
+
+@converter("aten::log2", "aten::log2_", "aten::log10", "aten::log10_")
+def _log_base(ctx: ConvertContext, ins):
+    x = _float_in(ctx, ins[0])
+    base = 2.0 if ctx.node.kind().startswith("aten::log2") else 10.0
+    return ctx.emit("Mul", [ctx.emit("Log", [x]), _c(1.0 / math.log(base), ctx.dtype_of(x))])
+
+
+def _expm1(ctx: ConvertContext, x):
+    """exp(x) - 1 without cancellation near 0 (Kahan: (u - 1) * x / log(u) with u = exp(x))."""
+    dt = ctx.dtype_of(x)
+    u = ctx.emit("Exp", [x])
+    um1 = ctx.emit("Sub", [u, _c(1, dt)])
+    precise = ctx.emit("Div", [ctx.emit("Mul", [um1, x]), ctx.emit("Log", [u])])
+    exact = ctx.emit("Or", [ctx.emit("Equal", [u, _c(1, dt)]), ctx.emit("IsInf", [u])])
+    small = ctx.emit("Where", [ctx.emit("Equal", [u, _c(1, dt)]), x, um1])
+    return ctx.emit("Where", [exact, small, ctx.emit("Where", [ctx.emit("Equal", [um1, _c(-1, dt)]), um1, precise])])
+
+
+def _log1p(ctx: ConvertContext, x):
+    """log(1 + x) without cancellation near 0 (Kahan: log(u) * x / (u - 1) with u = 1 + x)."""
+    dt = ctx.dtype_of(x)
+    u = ctx.emit("Add", [x, _c(1, dt)])
+    precise = ctx.emit("Div", [ctx.emit("Mul", [ctx.emit("Log", [u]), x]), ctx.emit("Sub", [u, _c(1, dt)])])
+    plain = ctx.emit("Or", [ctx.emit("IsInf", [u]), ctx.emit("LessOrEqual", [u, _c(0, dt)])])
+    return ctx.emit("Where", [ctx.emit("Equal", [u, _c(1, dt)]), x,
+                              ctx.emit("Where", [plain, ctx.emit("Log", [u]), precise])])
+
+
+@converter("aten::expm1", "aten::expm1_", "aten::special_expm1")
+def _expm1_conv(ctx: ConvertContext, ins):
+    return _expm1(ctx, _float_in(ctx, ins[0]))
+
+
+@converter("aten::log1p", "aten::log1p_", "aten::special_log1p")
+def _log1p_conv(ctx: ConvertContext, ins):
+    return _log1p(ctx, _float_in(ctx, ins[0]))
+
+
+@converter("aten::logaddexp", "aten::logaddexp2")
+def _logaddexp(ctx: ConvertContext, ins):
+    """max + log1p(exp(-|a - b|)) (base 2 for logaddexp2); equal infinities give themselves, not NaN."""
+    dt = _float_dtype(ctx, ins[0], ins[1])
+    a, b = ctx.tensor(ins[0], dt), ctx.tensor(ins[1], dt)
+    m = ctx.emit("Max", [a, b])
+    d = ctx.emit("Neg", [ctx.emit("Abs", [ctx.emit("Sub", [a, b])])])
+    if ctx.node.kind() == "aten::logaddexp2":
+        ln2 = _c(math.log(2.0), dt)
+        r = ctx.emit("Add", [m, ctx.emit("Div", [_log1p(ctx, ctx.emit("Exp", [ctx.emit("Mul", [d, ln2])])), ln2])])
+    else:
+        r = ctx.emit("Add", [m, _log1p(ctx, ctx.emit("Exp", [d]))])
+    same_inf = ctx.emit("And", [ctx.emit("IsInf", [m]), ctx.emit("Equal", [a, b])])
+    return ctx.emit("Where", [same_inf, m, r])
+
+
+@converter("aten::xlogy", "aten::special_xlogy")
+def _xlogy(ctx: ConvertContext, ins):
+    """x * log(y), 0 where x == 0 (unless y is NaN)."""
+    dt = _float_dtype(ctx, ins[0], ins[1])
+    x, y = ctx.tensor(ins[0], dt), ctx.tensor(ins[1], dt)
+    r = ctx.emit("Mul", [x, ctx.emit("Log", [y])])
+    zero = ctx.emit("And", [ctx.emit("Equal", [x, _c(0, dt)]), ctx.emit("Not", [ctx.emit("IsNaN", [y])])])
+    return ctx.emit("Where", [zero, _c(0, dt), r])
+
+
+@converter("aten::nan_to_num", "aten::nan_to_num_")
+def _nan_to_num(ctx: ConvertContext, ins):
+    x = ctx.tensor(ins[0])
+    dt = ctx.dtype_of(x)
+    if CATEGORY[dt] < 2:
+        return x
+    info = np.finfo({"f16": np.float16, "f64": np.float64}.get(dt, np.float32))
+
+    def given(k):
+        return ctx.const(ins[k], "replacement") if len(ins) > k and ins[k] is not None else None
+
+    nan, pos, neg = given(1), given(2), given(3)
+    nan = 0.0 if nan is None else nan
+    pos = float(info.max) if pos is None else pos
+    neg = float(info.min) if neg is None else neg
+    x = ctx.emit("Where", [ctx.emit("IsNaN", [x]), _c(nan, dt), x])
+    x = ctx.emit("Where", [ctx.emit("IsInf", [x], {"detect_negative": 0}), _c(pos, dt), x])
+    return ctx.emit("Where", [ctx.emit("IsInf", [x], {"detect_positive": 0}), _c(neg, dt), x])
+
+
+@converter("aten::heaviside", "aten::heaviside_")
+def _heaviside(ctx: ConvertContext, ins):
+    dt = result_dtype(ctx, ins[0], ins[1])
+    x, values = ctx.tensor(ins[0], dt), ctx.tensor(ins[1], dt)
+    step = ctx.emit("Cast", [ctx.emit("Greater", [x, _c(0, dt)])], {"to": onnx_dtype_id(dt)})
+    return ctx.emit("Where", [ctx.emit("Equal", [x, _c(0, dt)]), values, step])
+
+
+@converter("aten::linalg_det", "aten::det", "aten::_linalg_det")
+def _det(ctx: ConvertContext, ins):
+    """The determinant of each trailing square matrix (_linalg_det also returns the LU factors, which no
+    inference graph reads)."""
+    d = ctx.emit("Det", [_float_in(ctx, ins[0])])
+    return (d, None, None) if ctx.node.kind() == "aten::_linalg_det" else d

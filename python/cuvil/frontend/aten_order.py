@@ -5,8 +5,9 @@ resampling is Resize with the coordinate mapping torch uses for each mode."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 
-from .torchscript import ConvertContext, converter
+from .context import ConvertContext, converter
 from .aten_core import result_dtype
 from .aten_shape import axes, dims_of, emit_n, norm_dim, reshape, shape_of, size_tensor, static_dim
 
@@ -38,7 +39,6 @@ def _topk_conv(ctx: ConvertContext, ins):
 
 def _sort_args(ctx: ConvertContext, ins):
     """(x, dim, descending) from sort/argsort and their .stable overloads (which put `stable` second)."""
-    import torch
     names = [a.name for a in torch._C.parse_schema(ctx.node.schema()).arguments]
     args = dict(zip(names, ins))
     return args["self"], args.get("dim", -1), bool(ctx.const(args.get("descending", False), "descending"))
@@ -272,7 +272,6 @@ def _upsample(ctx: ConvertContext, mode: str, x, output_size, align_corners, sca
 
 def _upsample_conv(mode: str):
     def conv(ctx: ConvertContext, ins):
-        import torch
         names = [a.name for a in torch._C.parse_schema(ctx.node.schema()).arguments]
         args = dict(zip(names, ins))
         x = args.get("self", args.get("input"))
@@ -336,3 +335,42 @@ def _tri_indices(ctx: ConvertContext, ins):
     row, col, offset = (ctx.const(v, "size") for v in ins[:3])
     fn = np.triu_indices if ctx.node.kind() == "aten::triu_indices" else np.tril_indices
     return ctx.tensor(np.stack(fn(row, offset, col)).astype(np.int64))
+
+
+@converter("aten::kthvalue")
+def _kthvalue(ctx: ConvertContext, ins):
+    """The k-th smallest value along dim (1-based k) and its index."""
+    x, k, dim, keep = (list(ins) + [-1, False][len(ins) - 2:])[:4]
+    d = norm_dim(ctx, dim, ctx.rank_of(x))
+    k = ctx.const(k, "k")
+    values, indices = _topk(ctx, x, k, d, largest=False)
+    last = lambda t: ctx.emit("Slice", [t, axes([-1]), axes([_BIG]), axes([d])])  # noqa: E731
+    values, indices = last(values), last(indices)
+    if not ctx.const(keep, "keepdim"):
+        values, indices = (ctx.emit("Squeeze", [t, axes([d])]) for t in (values, indices))
+    return values, indices
+
+
+@converter("aten::searchsorted")
+def _searchsorted(ctx: ConvertContext, ins):
+    """For a 1-D sorted sequence: how many of its values lie below each input (right: at or below)."""
+    seq, x = ins[0], ins[1]
+    out_int32 = bool(ctx.const(ins[2], "out_int32")) if len(ins) > 2 else False
+    right = bool(ctx.const(ins[3], "right")) if len(ins) > 3 else False
+    side = ctx.const(ins[4], "side") if len(ins) > 4 and ins[4] is not None else None
+    if ctx.rank_of(seq) != 1:
+        raise ctx.error("searchsorted is supported for a 1-D sorted sequence")
+    if len(ins) > 5 and ins[5] is not None:
+        raise ctx.error("searchsorted with a sorter is not supported")
+    right = right or side == "right"
+    return _bucketize(ctx, [x, seq, out_int32, right])
+
+
+@converter("aten::masked_select")
+def _masked_select(ctx: ConvertContext, ins):
+    """The elements where mask is true, in order, as a 1-D tensor (both broadcast to one shape first)."""
+    x, mask = ctx.tensor(ins[0]), ctx.tensor(ins[1])
+    shape = ctx.emit("Shape", [ctx.emit("Where", [mask, x, x])])  # the broadcast shape
+    flat_x = reshape(ctx, ctx.emit("Expand", [x, shape]), [-1])
+    flat_m = reshape(ctx, ctx.emit("Expand", [mask, shape]), [-1])
+    return ctx.emit("Compress", [flat_x, flat_m], {"axis": 0})

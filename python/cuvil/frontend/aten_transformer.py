@@ -465,9 +465,14 @@ def _masked_fill(ctx: ConvertContext, ins):
 
 @converter("aten::where")
 def _where(ctx: ConvertContext, ins):
-    if len(ins) == 1:
-        raise ctx.error("torch.where(condition) (the indices of true elements) has a data-dependent shape and is "
-                        "not supported; use torch.where(condition, x, y)")
+    if len(ins) == 1:  # torch.where(condition): the indices of the true elements, one tensor per dim
+        cond = _bool_mask(ctx, ins[0])
+        if ctx.rank_of(cond) == 0:
+            cond = ctx.emit("Reshape", [cond, np.array([1], np.int64)])
+        idx = ctx.emit("NonZero", [cond])  # [rank, count]
+        return tuple(ctx.emit("Squeeze", [ctx.emit("Slice", [idx, np.array([d], np.int64), np.array([d + 1], np.int64),
+                                                             np.array([0], np.int64)]), np.array([0], np.int64)])
+                     for d in range(ctx.rank_of(cond)))
     cond, a, b = ins
     dt = result_dtype(ctx, a, b)
     return ctx.emit("Where", [_bool_mask(ctx, cond), _cast(ctx, a, dt), _cast(ctx, b, dt)])

@@ -339,6 +339,11 @@ def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int],
             outs = [None if n else next(it) for n in nones]
         return pytree.tree_unflatten(outs, out_spec)
 
+    # What an artifact stores of it (cuvil.artifact): the spec as JSON, where pytree can write it.
+    try:
+        unflatten.cuvil_saved = {"pytree": pytree.treespec_dumps(out_spec), "nones": nones}
+    except Exception:  # noqa: BLE001 - a custom node type: saved modules then return flat outputs
+        pass
     compiled = CompiledModule(model_c, unflatten=unflatten, dim_bounds=bounds)
     return compiled
 

@@ -15,6 +15,7 @@ or tuple of those.
 from __future__ import annotations
 
 import inspect
+import re
 import warnings
 from typing import Any, Callable, Optional
 
@@ -168,7 +169,7 @@ class _Converter:
         ctx = self.ctx
         exception, message = self.raised(blocks[raising])
         ctx.node = node
-        ok = ctx.emit("Cast", [cond], {"to": _onnx_dtype_id("bool")}) if cond.dtype != "bool" else cond
+        ok = ctx.emit("Cast", [cond], {"to": onnx_dtype_id("bool")}) if cond.dtype != "bool" else cond
         if raising == 0:
             ok = ctx.emit("Not", [ok])
         ctx.emit("Assert", [ok], {"exception": exception, "message": message}, num_outputs=0)

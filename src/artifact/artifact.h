@@ -1,0 +1,96 @@
+// The .cuv artifact: a compiled model in one versioned file (format.h), written by the compiler and loaded by
+// the runtime library alone (no LLVM, no Python). Loading checks every field and offset before use: a
+// truncated, corrupted, wrong-version or foreign file is a cuvil::Error naming what is wrong, and a file whose
+// code needs CPU features the host lacks is refused with the list of those features.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_code.h"
+#include "ir/graph.h"
+
+namespace cuvil::artifact {
+
+// A symbol's range as compiled (`--dim batch=1..64`); -1: unbounded on that side.
+struct DimRange {
+  std::string symbol;
+  int64_t lo = -1, hi = -1;
+};
+
+// What goes into an artifact besides the graph.
+struct SaveInput {
+  std::shared_ptr<const Graph> graph;  // optimized, shape-inferred, verified
+  std::string config_json = "{}";      // the normalized compile configuration (a JSON object)
+  std::string extra_json = "{}";       // the front end's data (a JSON object; e.g. Python's output structure)
+  std::string model_fingerprint;       // the source model's, when known (else the graph's is used)
+  std::vector<DimRange> dim_ranges;
+  // Generated kernels linked into a shared object (optional), the features its code needs and the CPU it was
+  // tuned for.
+  std::string kernels_so;
+  std::vector<std::string> kernel_features;
+  std::string tuned_for;
+  std::string llvm_version;  // of the compiler that made the kernels ("" when none)
+};
+
+// The serialized file. Throws cuvil::Error when the graph holds what an artifact cannot (none today).
+std::string serialize(const SaveInput& in);
+// serialize() written to `path` atomically (a temporary file in the same directory, then rename).
+void save(const std::string& path, const SaveInput& in);
+
+struct Signature {
+  std::string name;
+  std::string type;  // "f32[batch, 3, 224, 224]"
+};
+
+struct Manifest {
+  std::string json;  // the whole manifest as stored
+  uint32_t format_version = 0;
+  std::string cuvil_version, git_revision, llvm_version, onednn_version;
+  std::string config_json, extra_json, model_fingerprint, graph_fingerprint, tuned_for;
+  std::vector<Signature> inputs, outputs;
+  std::vector<DimRange> dim_ranges;
+  std::vector<std::string> required_cpu_features;
+};
+
+struct SectionInfo {
+  std::string name;
+  uint64_t offset = 0, size = 0, checksum = 0;
+};
+
+struct LoadOptions {
+  // The host's CPU features (tests pretend another CPU); nullopt: this CPU's.
+  std::optional<std::vector<std::string>> host_features;
+  // Whether to parse the graph (false: manifest and sections only, for `cuvil inspect`).
+  bool graph = true;
+  // False only for the fuzzer, so mutated inputs reach the checks behind the checksums.
+  bool verify_checksums = true;
+};
+
+struct Loaded {
+  Manifest manifest;
+  std::vector<SectionInfo> sections;
+  // Shape-inferred and verified; its large constants view the mapped weights, which live as long as the graph
+  // does (copies of those constants must not outlive it).
+  std::shared_ptr<Graph> graph;
+  // The artifact's machine code for generated kernels; null when it has none (they then come from the process's
+  // compiler when it has one, else run op by op).
+  std::shared_ptr<codegen::KernelCodeSource> kernel_code;
+  std::string source_map_json;
+};
+
+// Maps the file (private, copy-on-write: the weights are used where they lie).
+Loaded load_file(const std::string& path, const LoadOptions& opts = {});
+// From a caller's buffer (copied once into an aligned mapping; the caller's buffer may go afterwards).
+Loaded load_memory(const void* data, size_t size, const LoadOptions& opts = {});
+
+// The manifest, the sections and the host check as text (`cuvil inspect m.cuv`).
+std::string describe(const Loaded& a);
+
+// Whether these bytes start like an artifact (the magic), for tools choosing a loader.
+bool looks_like_artifact(const void* data, size_t size);
+
+}  // namespace cuvil::artifact
