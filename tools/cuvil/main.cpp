@@ -76,7 +76,6 @@ struct Args {
   std::map<std::string, int64_t> dims;        // symbol -> value, for random inputs
   std::map<std::string, std::string> dim_specs;  // symbol -> "N" or "LO..HI" as given (compile: the ranges)
   std::string output;                            // compile: -o
-  std::string precision = "fp32";
   std::string output_dir;
   int threads = 0, iters = 10, warmup = 2;  // threads 0: all cores
   bool json = false, ir = false, kernels = false, stages = false, reference = false, winograd = true, codegen = true, cpu_gemm = true;
@@ -169,7 +168,6 @@ Args parse_args(int argc, char** argv) {
       a.dim_specs[n] = v;
     } else if (s == "--output-dir") a.output_dir = value();
     else if (s == "-o") a.output = value();
-    else if (s == "--precision") a.precision = value();
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
     else if (s == "--precision") apply_kernel_flag(a, "--precision=" + value());
     else if (apply_kernel_flag(a, s)) continue;
@@ -569,7 +567,10 @@ std::string file_fingerprint(const std::string& path) {
 int cmd_compile(const Args& a) {
   if (a.output.empty()) throw UsageError("compile needs -o OUT.cuv");
   if (is_artifact_path(a.model)) throw UsageError("compile takes an .onnx or .cvir model, not an artifact");
-  if (a.precision != "fp32") throw UsageError("--precision: only fp32 is available yet, got '" + a.precision + "'");
+  // The artifact does not record per-node precision decisions yet: it holds fp32 models only.
+  if (a.precision != Precision::fp32)
+    throw UsageError("--precision: cuvil compile writes fp32 artifacts only yet, got '" +
+                     std::string(precision_name(a.precision)) + "'");
   auto t0 = std::chrono::steady_clock::now();
   auto g = load_model(a.model);
   optimize_model(*g, a);
@@ -578,7 +579,7 @@ int cmd_compile(const Args& a) {
   std::string skip;
   for (const std::string& p : a.skip_passes) skip += (skip.empty() ? "\"" : ", \"") + json_escape(p) + "\"";
   in.config_json = "{\"device\": \"cpu\", \"opt_level\": " + std::to_string(a.opt_level) +
-                   ", \"precision\": \"" + a.precision + "\", \"skip_passes\": [" + skip + "]}";
+                   ", \"precision\": \"" + std::string(precision_name(a.precision)) + "\", \"skip_passes\": [" + skip + "]}";
   for (auto& [sym, spec] : a.dim_specs) {
     artifact::DimRange r{sym};
     size_t dots = spec.find("..");
