@@ -225,6 +225,13 @@ TEST(Bf16Kernels, KeepsF32WithReasons) {
     EXPECT_EQ(plain.precision.reason, "");
     EXPECT_EQ(plain.impl.find('['), std::string::npos) << plain.impl;
   }
+  {  // depthwise: memory-bound, kept f32 whatever the machine
+    Tensor x = random_tensor({1, 15, 15, 32}, 43), w = random_tensor({32, 1, 3, 3}, 44);
+    OneOp one = build_op(OpKind::FusedConv, {input(x), constant(w)}, nhwc({1, 1, 1, 1}, {1, 1}, 32));
+    NodeTime t = Executor(one.g, bf16_options()).profile(one.feeds)[0];
+    EXPECT_EQ(t.precision.precision, Precision::fp32);
+    EXPECT_EQ(t.precision.reason.rfind("grouped convolution", 0), 0u) << t.precision.reason;
+  }
   {
     OneOp one = build_op(OpKind::Softmax, {input(a)});
     NodeTime t = Executor(one.g, bf16_options()).profile(one.feeds)[0];

@@ -121,13 +121,15 @@ class Bf16Source {
  public:
   Bf16Source() = default;
   Bf16Source(const memory::desc& from, const memory::desc& to);
-  // Converts `data` (laid out as `from`) and returns the bf16 memory.
+  // Converts `data` (laid out as `from`) and returns the bf16 memory. Small tensors convert on the calling thread:
+  // one more parallel region per layer costs more than their conversion.
   memory& convert(const void* data);
   memory& converted() { return lp_; }
 
  private:
   memory user_, lp_;
   Reorder reorder_;
+  bool single_ = false;
 };
 
 // A primitive plus its arguments, built once: run() only points the memories at this call's tensors.
