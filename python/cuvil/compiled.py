@@ -35,7 +35,8 @@ def check_options(precision: str, device: str, threads: Optional[int], unknown: 
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))} "
                         f"(the options are {names})")
     if not isinstance(precision, str) or precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}")
+        raise ValueError(f"unknown precision {precision!r}: precision must be one of "
+                         f"{', '.join(map(repr, PRECISIONS))}")
     if device != "cpu":
         raise ValueError(f"device {device!r} is not available yet (only 'cpu')")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
