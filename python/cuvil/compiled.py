@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from . import _C
-from .errors import CompileError, InputError, RunCancelled, RunLimitExceeded  # noqa: F401 (documented here)
+from .errors import CompileError, InputError, RunCancelled, RunLimitExceeded, compile_error  # noqa: F401 (documented here)
 
 try:  # torch is optional: ONNX models run without it
     import torch
@@ -101,6 +101,10 @@ class ProfileRow(NamedTuple):
     op: str        #: Cuvil op name ("Conv", "MatMul", ...)
     location: str  #: where the node came from: Python "file:line", or an ONNX node name
     ms: float      #: milliseconds spent in the kernel
+    impl: str = ""      #: the kernel that ran: "onednn:brgconv:avx512_core", "jit:Add+Relu:...", "ref:Gather"
+    fallback: str = ""  #: why a faster kernel was passed over (empty when none was)
+    nested: int = 0     #: rows just before this one that ran inside it (a fused body op by op); their time is its
+    stack: str = ""     #: the user's Python call chain ("test.py:40 in test -> model.py:12 in forward"), if known
 
 
 class Profile:
@@ -110,10 +114,28 @@ class Profile:
     def __init__(self, rows: Sequence[ProfileRow]):
         self.nodes: list[ProfileRow] = list(rows)
 
+    def top_level(self) -> list[bool]:
+        """Per row: whether it ran at the top (not inside another row's kernel, whose time holds its own)."""
+        top = [True] * len(self.nodes)
+        for i, r in enumerate(self.nodes):
+            covered, j = r.nested, i - 1
+            while covered > 0 and j >= 0:  # (`nested` counts every row run inside it, grandchildren too)
+                top[j] = False
+                covered -= 1
+                j -= 1
+        return top
+
     @property
     def total_ms(self) -> float:
-        """The sum of all kernels' times (excludes the Python call and input validation)."""
+        """The sum of all rows' times (excludes the Python call and input validation). A row that ran inside
+        another (see ``nested``) counts in both: ``kernel_ms`` counts each kernel once."""
         return sum(r.ms for r in self.nodes)
+
+    @property
+    def kernel_ms(self) -> float:
+        """The sum of the top-level rows' times: each kernel counted once (a fused body run op by op, a Loop's
+        body, is inside the time of the node that ran it)."""
+        return sum(r.ms for r, top in zip(self.nodes, self.top_level()) if top)
 
     def by_op(self) -> dict[str, tuple[float, int]]:
         """{op: (total ms, number of kernel runs)}, slowest op first."""
@@ -298,7 +320,7 @@ class CompiledModule:
         share, op and source location (Python file:line for torch models, node name for ONNX), and totals per op.
         ``print(compiled.profile(x))`` prints the table."""
         arrays, _ = self._arrays(args, kwargs)
-        return Profile([ProfileRow(op, loc, ms) for op, loc, ms in self._model.profile(arrays)])
+        return Profile([ProfileRow(*row) for row in self._model.profile(arrays)])
 
     def stats(self) -> dict:
         """Counters of the engine behind this module: ``plans_built`` (shape signatures planned; again after an
@@ -342,7 +364,7 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         model.prepare_static()
         return CompiledModule(model)
     except _C.Error as e:
-        raise CompileError(_with_path(path, str(e))) from None
+        raise compile_error(e, _with_path(path, str(e))) from None
 
 
 def _with_path(path: str, message: str) -> str:

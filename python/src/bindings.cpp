@@ -24,6 +24,7 @@
 #include "kernels/onednn/onednn_kernels.h"
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
+#include "runtime/run_error.h"
 #include "support/check_failed.h"
 
 namespace py = pybind11;
@@ -72,7 +73,7 @@ py::dtype numpy_dtype(DType t) {
     case DType::u32: return py::dtype("uint32");
     case DType::u64: return py::dtype("uint64");
   }
-  throw Error("internal error: no NumPy dtype");
+  throw InternalError("internal error: no NumPy dtype");
 }
 
 DType parse_dtype(const std::string& s) {
@@ -96,7 +97,7 @@ StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = st
   if (!(a.flags() & py::array::c_style)) {
     auto item = py::ssize_t(a.itemsize());
     for (py::ssize_t d = 0; d < a.ndim(); ++d) {
-      if (a.strides(d) % item != 0) throw InputError("internal error: array strides are not whole elements");
+      if (a.strides(d) % item != 0) throw InternalError("internal error: array strides are not whole elements");
       in.strides.push_back(int64_t(a.strides(d) / item));
     }
   }
@@ -105,7 +106,7 @@ StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = st
 
 // A view of a C-contiguous array as a Tensor (constants; profiled inputs, made contiguous first).
 Tensor tensor_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt) {
-  if (!(a.flags() & py::array::c_style)) throw InputError("internal error: array is not C-contiguous");
+  if (!(a.flags() & py::array::c_style)) throw InternalError("internal error: array is not C-contiguous");
   StridedInput in = strided_view(a, as_dtype);
   static uint8_t empty_anchor[kTensorAlignment];
   return Tensor::view(in.dtype, in.shape, const_cast<void*>(in.data ? in.data : empty_anchor));
@@ -181,15 +182,16 @@ class GraphBuilder {
 
   std::vector<PyValue> add_node(const std::string& op, const std::vector<std::optional<PyValue>>& inputs,
                                 size_t num_outputs, const py::dict& attrs, const std::string& file, int line,
-                                const std::string& name, const std::vector<std::string>& output_names) {
+                                const std::string& name, const std::vector<std::string>& output_names,
+                                const std::string& stack) {
     auto kind = op_from_name(op);
-    CUVIL_CHECK(kind, "internal error: no op '", op, "' in the op table");
+    CUVIL_ASSERT(kind, "no op '", op, "' in the op table");
     std::vector<Value*> ins;
     for (auto& i : inputs) ins.push_back(i ? i->v : nullptr);
     std::vector<std::string> names;
     for (size_t k = 0; k < num_outputs; ++k)
       names.push_back(fresh_name(k < output_names.size() && !output_names[k].empty() ? output_names[k] : "t"));
-    Location loc{name, file, line};
+    Location loc{name, file, line, stack};
     Node* n = graph_->add_node(*kind, ins, names, convert_attrs(*kind, attrs), loc);
     inference_->infer_node(*n);
     std::vector<PyValue> out;
@@ -227,7 +229,7 @@ class GraphBuilder {
     for (auto [k, v] : attrs) {
       std::string key = k.cast<std::string>();
       const AttrSpec* spec = s.find_attr(key);
-      CUVIL_CHECK(spec, "internal error: op ", op_name(op), " has no attribute '", key, "'");
+      CUVIL_ASSERT(spec, "op ", op_name(op), " has no attribute '", key, "'");
       switch (spec->kind) {
         case AttrKind::Int: m[key] = Attribute(v.cast<int64_t>()); break;
         case AttrKind::Float: m[key] = Attribute(v.cast<double>()); break;
@@ -354,8 +356,9 @@ class Model {
     return result;
   }
 
-  // Per node: (op, location, ms), in execution order.
-  std::vector<std::tuple<std::string, std::string, double>> profile(const std::vector<py::array>& inputs) {
+  // Per node, in execution order: (op, location, ms, kernel, fallback reason, nested entries before it, call chain).
+  using ProfileRow = std::tuple<std::string, std::string, double, std::string, std::string, size_t, std::string>;
+  std::vector<ProfileRow> profile(const std::vector<py::array>& inputs) {
     std::vector<Tensor> ins = views(inputs);
     std::vector<NodeTime> times;
     bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
@@ -364,8 +367,10 @@ class Model {
       Lease lease(*this, on_main_thread);
       times = lease.exec->profile(ins);
     }
-    std::vector<std::tuple<std::string, std::string, double>> r;
-    for (auto& t : times) r.emplace_back(node_label(*t.node), t.node->loc().str(), t.ms);
+    std::vector<ProfileRow> r;
+    for (auto& t : times)
+      r.emplace_back(node_label(*t.node), t.node->loc().str(), t.ms, t.impl, t.fallback, t.nested,
+                     t.node->loc().stack.empty() ? "" : t.node->loc().chain());
     return r;
   }
 
@@ -472,12 +477,16 @@ class Model {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Cuvil's native core (bindings only; use the `cuvil` package).";
   m.attr("__version__") = CUVIL_VERSION;
+  // The hierarchy of python/cuvil/errors.py: Error (a RuntimeError) > InputError (also a ValueError), RunError >
+  // RunCancelled, RunLimitExceeded, CheckFailed; InternalError. (CompileError is the Python layer's.)
   static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
-  static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
-  static py::exception<RunCancelled> run_cancelled(m, "RunCancelled", error.ptr());
-  static py::exception<RunLimitExceeded> run_limit_exceeded(m, "RunLimitExceeded", error.ptr());
+  static py::exception<InputError> input_error(m, "InputError", py::make_tuple(error, py::handle(PyExc_ValueError)));
+  static py::exception<InternalError> internal_error(m, "InternalError", error.ptr());
+  static py::exception<RunError> run_error(m, "RunError", error.ptr());
+  static py::exception<RunCancelled> run_cancelled(m, "RunCancelled", run_error.ptr());
+  static py::exception<RunLimitExceeded> run_limit_exceeded(m, "RunLimitExceeded", run_error.ptr());
   // A failed run-time check (Assert): the Python layer raises the model's own exception from its attributes.
-  static py::exception<CheckFailed> check_failed(m, "CheckFailed", error.ptr());
+  static py::exception<CheckFailed> check_failed(m, "CheckFailed", run_error.ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -493,6 +502,17 @@ PYBIND11_MODULE(_C, m) {
       run_cancelled(e.what());
     } catch (const RunLimitExceeded& e) {
       run_limit_exceeded(e.what());
+    } catch (const RunError& e) {
+      // node, kernel, fused_kernel, source (the call chain or ONNX node), detail (the kernel's own message)
+      py::object exc = py::reinterpret_borrow<py::object>(run_error.ptr())(e.what());
+      exc.attr("node") = e.node();
+      exc.attr("kernel") = e.kernel();
+      exc.attr("fused_kernel") = e.fused();
+      exc.attr("source") = e.source();
+      exc.attr("detail") = e.detail();
+      PyErr_SetObject(run_error.ptr(), exc.ptr());
+    } catch (const InternalError& e) {
+      internal_error(e.what());
     } catch (const Error& e) {
       error(e.what());
     }
@@ -513,7 +533,7 @@ PYBIND11_MODULE(_C, m) {
       .def("add_constant", &GraphBuilder::add_constant, py::arg("hint"), py::arg("array"), py::arg("dtype") = "")
       .def("add_node", &GraphBuilder::add_node, py::arg("op"), py::arg("inputs"), py::arg("num_outputs") = 1,
            py::arg("attrs") = py::dict(), py::arg("file") = "", py::arg("line") = 0, py::arg("name") = "",
-           py::arg("output_names") = std::vector<std::string>{})
+           py::arg("output_names") = std::vector<std::string>{}, py::arg("stack") = "")
       .def("new_region", &GraphBuilder::new_region, py::arg("name"))
       .def("set_outputs", &GraphBuilder::set_outputs)
       .def("ir", [](const GraphBuilder& b) { return print_graph(*b.graph(), {true}); })

@@ -24,6 +24,14 @@ class PreparedKernel {
   virtual void run(KernelContext& ctx) = 0;
   // What runs, for profiles: "onednn:brgconv:avx512_core", "cpu:softmax", "ref:Conv".
   virtual std::string impl_name() const = 0;
+  // Why a faster path was passed over for this kernel ("no fast kernel covers Gather at i64[3]", the generator's
+  // reason for a fused body run op by op), or why its last call took a slower path; empty when it did not. Kernel
+  // selection records it; profiles show it.
+  virtual std::string fallback() const { return fallback_; }
+  void set_fallback(std::string why) { fallback_ = std::move(why); }
+
+ private:
+  std::string fallback_;
 };
 
 // What prepare_kernel may use.

@@ -51,6 +51,11 @@ struct NodeTime {
   const Node* node;
   double ms;
   std::string impl;  // the kernel that ran: "onednn:brgconv:avx512_core", "cpu:softmax", "ref:Conv"
+  std::string fallback;  // why a faster kernel was passed over (PreparedKernel::fallback); empty when none was
+  // Entries of the nodes it ran inside (a fused body run op by op, a Loop's body), listed just before this one:
+  // their time is part of this node's.
+  size_t nested = 0;
+  double start_ms = 0;  // when the kernel started, from the start of the profiled run
 };
 
 // Stops runs from another thread: after cancel(), every run watching this token throws RunCancelled at its next

@@ -440,16 +440,23 @@ int cmd_profile(const Args& a) {
     const Node* node;
     std::string impl;
     double ms;
+    std::string fallback;
   };
   std::vector<Row> rows;
   double total = 0;
+  size_t covered = 0;  // rows still to come that ran inside a later one (counted there)
+  std::vector<bool> top(runs[0].size(), true);
+  for (size_t k = runs[0].size(); k-- > 0;) {
+    if (covered > 0) top[k] = false, --covered;
+    covered = std::max(covered, runs[0][k].nested);  // (a nested row's own rows are inside its parent's span)
+  }
   for (size_t k = 0; k < runs[0].size(); ++k) {
     std::vector<double> t;
     for (auto& r : runs)
       if (k < r.size() && r[k].node == runs[0][k].node) t.push_back(r[k].ms);
     std::sort(t.begin(), t.end());
-    rows.push_back({runs[0][k].node, runs[0][k].impl, t[t.size() / 2]});
-    total += rows.back().ms;
+    rows.push_back({runs[0][k].node, runs[0][k].impl, t[t.size() / 2], runs[0][k].fallback});
+    if (top[k]) total += rows.back().ms;
   }
   // Achieved rate: GFLOP/s for convolutions and matrix products, GB/s (inputs + outputs) for the rest; sizes
   // from the IR evaluated at this run's symbol values (blank where a size depends on data).
@@ -492,6 +499,13 @@ int cmd_profile(const Args& a) {
   std::printf("per op:\n");
   for (auto& [op, e] : ops)
     std::printf("%10.3f %6.1f%%  %-18s x%d\n", e.first, 100 * e.first / std::max(total, 1e-12), op.c_str(), e.second);
+  // Why kernels took a slower path (kernel selection's reason), once per distinct reason and op.
+  std::map<std::pair<std::string, std::string>, int> fallbacks;
+  for (auto& r : rows)
+    if (!r.fallback.empty()) ++fallbacks[{node_label(*r.node), r.fallback}];
+  if (!fallbacks.empty()) std::printf("fallbacks (slower kernels, and why):\n");
+  for (auto& [key, n] : fallbacks)
+    std::printf("  %-18s x%-3d %s\n", key.first.c_str(), n, printable(key.second).c_str());
   return 0;
 }
 
@@ -516,6 +530,9 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "cuvil: " << printable(e.what()) << "\n" << kUsage;
     return 2;
+  } catch (const InternalError& e) {
+    std::cerr << "cuvil: " << printable(e.what()) << " (a bug in Cuvil: please report it with this message)\n";
+    return 70;  // EX_SOFTWARE
   } catch (const std::exception& e) {
     std::cerr << "cuvil: error: " << printable(e.what()) << "\n";
     return 1;

@@ -24,8 +24,9 @@ import numpy as np
 import torch
 
 from .. import _C
+from . import call_chain
 from ..compiled import CompiledModule, check_options
-from ..errors import CaptureWarning, CompileError, UnsupportedError
+from ..errors import CaptureWarning, CompileError, InternalError, UnsupportedError, compile_error
 from . import mutation, trace_guards
 
 # torch dtype <-> Cuvil dtype name
@@ -82,10 +83,32 @@ class ConvertContext:
         self.builder = builder
         self.node = None
         self._const_cache: dict[int, Any] = {}
+        # A scripted model's submodule call sites (call_chain.script_call_sites), for the nodes' call chains.
+        self.call_sites: dict = {}
 
     # ---- locations and errors
+    def source(self) -> tuple[str, int, str]:
+        """The node's (file, line, call chain): the chain as call_chain.format_chain makes it; file:line its
+        innermost user frame where the node's own line is a library's (torch/nn/functional.py)."""
+        if self.node is None:
+            return "", 0, ""
+        file, line = _location(self.node)
+        fx = getattr(self.node, "fx", None)
+        if fx is not None:
+            frames = call_chain.fx_frames(fx.meta.get("stack_trace"))
+        else:
+            text = self.node.sourceRange() or ""
+            frames = (call_chain.script_frames(self._module_path(), (file, line), self.call_sites)
+                      if _LOC_RE.search(text) else call_chain.trace_frames(text))
+        stack = call_chain.format_chain(frames)
+        if stack and not call_chain.is_user_file(file):
+            innermost = stack.rsplit("\n", 1)[-1]
+            file, line = innermost.rsplit(" in ", 1)[0].rsplit(":", 1)
+            line = int(line)
+        return file, line, stack
+
     def where(self) -> str:
-        file, line = _location(self.node) if self.node is not None else ("", 0)
+        file, line, _ = self.source()
         return f"{file}:{line}" if file else "<unknown location>"
 
     def error(self, msg: str) -> CompileError:
@@ -102,10 +125,11 @@ class ConvertContext:
     def emit(self, op: str, inputs: list, attrs: Optional[dict] = None, num_outputs: int = 1):
         """Adds a Cuvil node; inputs may be cuvil Values, None (omitted optional input) or constants (made
         tensors). Returns one Value, or a list when num_outputs != 1."""
-        file, line = _location(self.node) if self.node is not None else ("", 0)
+        file, line, stack = self.source()
         ins = [None if x is None else self.tensor(x) for x in inputs]
         try:
-            outs = self.builder.add_node(op, ins, num_outputs, attrs or {}, file, line, self._module_path())
+            outs = self.builder.add_node(op, ins, num_outputs, attrs or {}, file, line, self._module_path(),
+                                         stack=stack)
         except (_C.Error, ValueError) as e:
             # The core names the node with its location ("MatMul at model.py:12: ..."): say the location once.
             raise self.error(str(e).replace(f" at {file}:{line}", "", 1) if file else str(e)) from None
@@ -223,7 +247,7 @@ class _Converter:
     def value(self, v):
         if v in self.env:
             return self.env[v]
-        raise CompileError(f"internal error: TorchScript value %{v.debugName()} used before it is converted")
+        raise InternalError(f"internal error: TorchScript value %{v.debugName()} used before it is converted")
 
     def block(self, block):
         for node in block.nodes():
@@ -253,7 +277,7 @@ class _Converter:
             self.env[outs[0]] = result
         else:
             if not isinstance(result, (tuple, list)) or len(result) != len(outs):
-                raise ctx.error(f"internal error: converter returned {type(result).__name__} for {len(outs)} outputs")
+                raise InternalError(f"internal error: {ctx.op()} at {ctx.where()}: converter returned {type(result).__name__} for {len(outs)} outputs")
             for o, r in zip(outs, result):
                 self.env[o] = r
 
@@ -473,7 +497,7 @@ def build_model(ctx: ConvertContext, outputs: list, threads: Optional[int]) -> "
     try:
         model_c = ctx.builder.build()
     except _C.Error as e:
-        raise CompileError(str(e)) from None
+        raise compile_error(e) from None
     if threads is not None:
         model_c.set_threads(threads)
     return model_c
@@ -725,6 +749,7 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
 
     builder = _C.GraphBuilder("main")
     ctx = ConvertContext(builder)
+    ctx.call_sites = call_chain.script_call_sites(scripted)
     graph_inputs = list(graph.inputs())
     if len(graph_inputs) - has_self != len(examples):
         raise CompileError(f"the captured forward() takes {len(graph_inputs) - has_self} tensor input(s), "
@@ -747,5 +772,5 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     try:
         model_c.prepare([list(x.shape) for x in examples])
     except _C.Error as e:
-        raise CompileError(str(e)) from None
+        raise compile_error(e) from None
     return CompiledModule(model_c, _output_structure(result))
