@@ -1,8 +1,9 @@
 """CompiledModule: a compiled model you call like the original one, and load_onnx."""
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -111,8 +112,41 @@ class Profile:
     """The result of CompiledModule.profile: per-node kernel times in execution order (nodes inside If/Loop
     regions included, once per execution) and totals per op. ``str(profile)`` is a readable table."""
 
-    def __init__(self, rows: Sequence[ProfileRow]):
+    def __init__(self, rows: Sequence[ProfileRow], report: Optional[Callable[[int], str]] = None):
         self.nodes: list[ProfileRow] = list(rows)
+        self._make_report = report  # iters -> the report's JSON text (src/report/profile_report.h)
+        self._report: Optional[str] = None
+
+    # ---- the report: HTML, JSON, Chrome trace
+    def report(self, iters: int = 10) -> dict:
+        """The profile report (a "cuvil-profile" version 1 document): ``iters`` more profiled runs and as many
+        unprofiled ones on the same inputs give each kernel's median and p90 time, its implementation, fallback
+        reason, shapes, FLOPs, bytes, rates and share of this machine's roof, a fused kernel's IR nodes with their
+        source lines, the end-to-end latency and the time no kernel accounts for. Measured once, then kept."""
+        return json.loads(self._report_json(iters))
+
+    def _report_json(self, iters: int = 10) -> str:
+        if self._report is None:
+            if self._make_report is None:
+                raise ValueError("this Profile was not made by CompiledModule.profile: it has no report")
+            self._report = self._make_report(iters)
+        return self._report
+
+    def to_json(self, path: "str | os.PathLike", iters: int = 10) -> None:
+        """Writes the report's JSON (``cuvil profile --diff a.json b.json`` compares two)."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self._report_json(iters))
+
+    def to_html(self, path: "str | os.PathLike", iters: int = 10) -> None:
+        """Writes the report as one self-contained HTML page (opens offline): summary, sortable kernel table,
+        roofline against this machine's measured roofs, time per op, fused kernels' IR nodes and source lines."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_C.report_html(self._report_json(iters)))
+
+    def to_chrome_trace(self, path: "str | os.PathLike", iters: int = 10) -> None:
+        """Writes the report's first profiled run as Chrome trace JSON (Perfetto, chrome://tracing)."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_C.chrome_trace(self._report_json(iters)))
 
     def top_level(self) -> list[bool]:
         """Per row: whether it ran at the top (not inside another row's kernel, whose time holds its own)."""
@@ -320,7 +354,9 @@ class CompiledModule:
         share, op and source location (Python file:line for torch models, node name for ONNX), and totals per op.
         ``print(compiled.profile(x))`` prints the table."""
         arrays, _ = self._arrays(args, kwargs)
-        return Profile([ProfileRow(*row) for row in self._model.profile(arrays)])
+        name = getattr(self, "_report_name", "")  # (load_onnx: the file)
+        return Profile([ProfileRow(*row) for row in self._model.profile(arrays)],
+                       lambda iters: self._model.profile_report(arrays, iters, 1, name))
 
     def stats(self) -> dict:
         """Counters of the engine behind this module: ``plans_built`` (shape signatures planned; again after an
@@ -362,7 +398,9 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         model.set_limits(*limits)
         # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
         model.prepare_static()
-        return CompiledModule(model)
+        compiled = CompiledModule(model)
+        compiled._report_name = os.fspath(path)
+        return compiled
     except _C.Error as e:
         raise compile_error(e, _with_path(path, str(e))) from None
 

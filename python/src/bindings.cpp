@@ -25,6 +25,9 @@
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
 #include "runtime/run_error.h"
+#include "report/html_report.h"
+#include "report/profile_report.h"
+#include "report/roofs.h"
 #include "support/check_failed.h"
 
 namespace py = pybind11;
@@ -374,6 +377,19 @@ class Model {
     return r;
   }
 
+  // The profile report's JSON (report/profile_report.h): `iters` profiled and unprofiled runs after `warmup`.
+  std::string profile_report(const std::vector<py::array>& inputs, int iters, int warmup, const std::string& name) {
+    std::vector<Tensor> ins = views(inputs);
+    bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
+    report::ProfileOptions o;
+    o.iters = iters;
+    o.warmup = warmup;
+    o.model = name;
+    py::gil_scoped_release nogil;
+    Lease lease(*this, on_main_thread);
+    return report::profile_json(*lease.exec, ins, o);
+  }
+
   int64_t executors_created() const { return created_; }
 
   // RunStats counters summed over the pooled executors (those not running a call at this moment).
@@ -554,6 +570,8 @@ PYBIND11_MODULE(_C, m) {
       .def("cancel", &Model::cancel)
       .def("run", &Model::run)
       .def("profile", &Model::profile)
+      .def("profile_report", &Model::profile_report, py::arg("inputs"), py::arg("iters") = 10, py::arg("warmup") = 2,
+           py::arg("name") = "")
       .def("stats", &Model::stats);
   // Machine code made in this process so far: generated kernels compiled by LLVM or loaded from the disk cache,
   // and oneDNN primitives created.
@@ -568,6 +586,13 @@ PYBIND11_MODULE(_C, m) {
       "load_onnx",
       [](const std::string& path, int opt_level) { return std::make_unique<Model>(import_onnx_file(path), opt_level); },
       py::arg("path"), py::arg("opt_level") = 1);
+  // The profile report's other forms (src/report): the HTML page, the Chrome trace, the diff of two reports.
+  m.def("report_html", &report::profile_html, py::arg("report_json"));
+  m.def("chrome_trace", &report::chrome_trace_json, py::arg("report_json"));
+  m.def("diff_reports", &report::diff_reports, py::arg("a_json"), py::arg("b_json"));
+  m.def(
+      "roofs", [](int threads, bool remeasure) { return report::machine_roofs(threads, remeasure).to_json(); },
+      py::arg("threads") = 0, py::arg("remeasure") = false);
   m.def("op_names", []() {
     std::vector<std::string> r;
     for (int i = 0; i < kNumOps; ++i) r.emplace_back(op_name(OpKind(i)));

@@ -74,7 +74,7 @@ Tensor i32s(std::vector<int32_t> v) {
 
 TEST(ErrorsTraced, LocationStackRoundTripsThroughText) {
   auto g = parsed(R"(graph @g(%x: f32[2]) {
-  %y: f32[2] = Relu(%x) loc("model.py":12 "blk.act" via "test.py:40 in test_it\nmodel.py:12 in forward")
+  %y: f32[2] = Relu(%x) loc("model.py":12 "blk.act" via "test.py:40 in test_it\x0amodel.py:12 in forward")
   return %y
 })");
   const Location& l = g->nodes()[0]->loc();
@@ -113,7 +113,7 @@ TEST(ErrorsTraced, GatherOutOfRangeIsARunErrorNamingNodeKernelAndSource) {
 TEST(ErrorsTraced, DivisionByZeroInAFusedKernelNamesTheFusedKernel) {
   // (300 elements: fewer would be shape arithmetic, left unfused)
   auto g = parsed(R"(graph @g(%x: i32[300], %y: i32[300]) {
-  %q: i32[300] = Div(%x, %y) loc("m.py":3 via "app.py:10 in main\nm.py:3 in f")
+  %q: i32[300] = Div(%x, %y) loc("m.py":3 via "app.py:10 in main\x0am.py:3 in f")
   %r: i32[300] = Neg(%q) loc("m.py":4)
   return %r
 })",
@@ -142,8 +142,11 @@ TEST(ErrorsTraced, ReferenceKernelsSayWhyNothingFasterRan) {
 })");
   ExecutorOptions fast;
   Executor ex(g, fast);
-  for (const NodeTime& t : ex.profile({Tensor::zeros(DType::f32, {4, 2}), i64s({0, 1, 2})}))
-    if (t.impl.rfind("ref:", 0) == 0) EXPECT_FALSE(t.fallback.empty()) << t.impl;
+  for (const NodeTime& t : ex.profile({Tensor::zeros(DType::f32, {4, 2}), i64s({0, 1, 2})})) {
+    if (t.impl.rfind("ref:", 0) == 0) {
+      EXPECT_FALSE(t.fallback.empty()) << t.impl;
+    }
+  }
   ExecutorOptions ref;
   ref.kernels.fast = false;
   Executor slow(g, ref);
