@@ -124,9 +124,12 @@ double read_gbps(int threads, int64_t bytes_per_thread, int sweeps) {
     for (int64_t i = 0; i < n; ++i) p[i] = float(i & 7);
     bufs[size_t(t)].reset(p);
   }
-  double s = best_seconds(threads, 3, [&](int t) {
+  double s = best_seconds(threads, 5, [&](int t) {
     float acc = 0;
-    for (int k = 0; k < sweeps; ++k) acc += read_sum(bufs[size_t(t)].get(), n);
+    for (int k = 0; k < sweeps; ++k) {
+      acc += read_sum(bufs[size_t(t)].get(), n);
+      asm volatile("" ::: "memory");  // (read_sum is pure: without a barrier the sweeps fold into one)
+    }
     sinks[size_t(t) * 16] = acc;
   });
   return double(bytes_per_thread) * threads * sweeps / s / 1e9;
@@ -182,7 +185,7 @@ Roofs measure_roofs(int threads) {
   std::vector<float> sinks(size_t(r.threads) * 16);
   std::vector<double> flops(size_t(r.threads));
   int64_t iters = avx512 || avx2 ? kFmaIters : kFmaIters / 8;
-  double s = best_seconds(r.threads, 3, [&](int t) {
+  double s = best_seconds(r.threads, 5, [&](int t) {
     float* sink = &sinks[size_t(t) * 16];
     flops[size_t(t)] = avx512 ? fma_avx512(iters, sink) : avx2 ? fma_avx2(iters, sink) : fma_scalar(iters, sink);
   });
@@ -191,7 +194,7 @@ Roofs measure_roofs(int threads) {
   r.fma_gflops = total / s / 1e9;
   if (avx2 || avx512) {
     r.dram_gbps = read_gbps(r.threads, (int64_t(256) << 20) / r.threads, 2);  // 256 MB in all: past any L3
-    r.cache_gbps = read_gbps(r.threads, int64_t(128) << 10, 200);             // 128 KB per thread: in L2
+    r.cache_gbps = read_gbps(r.threads, int64_t(128) << 10, 8000);  // 128 KB per thread, in L2: 1 GB read each
   } else {
     r.dram_gbps = r.cache_gbps = 1;  // (no vector loads to measure with: a placeholder roof)
   }

@@ -176,3 +176,6 @@ def test_cli_reports_diff_and_roofs(cuvil_bin, tmp_path):
     assert r.returncode == 0, r.stderr
     roofs = json.loads(r.stdout[r.stdout.index("{"):])
     assert roofs["fma_gflops"] > 1 and roofs["dram_gbps"] > 0.1 and roofs["cache_gbps"] > 0.1
+    # and not beyond what a core can do (64 FLOP and 128 bytes a cycle at 8 GHz): a measurement the compiler
+    # optimized away would show as an impossible rate
+    assert roofs["fma_gflops"] < 512 * roofs["threads"] and roofs["cache_gbps"] < 1024 * roofs["threads"], roofs
