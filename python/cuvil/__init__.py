@@ -18,7 +18,8 @@ if "OMP_WAIT_POLICY" not in _os.environ:
     _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from . import _C
-from .errors import CaptureWarning, CompileError, InputError, RunCancelled, RunLimitExceeded
+from .errors import (CaptureWarning, CheckFailed, CompileError, Error, InputError, InternalError, RunCancelled,
+                     RunError, RunLimitExceeded)
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx
 from .artifact import ArtifactError, load
 try:
@@ -37,5 +38,6 @@ try:  # torch.compile(model, backend="cuvil") also when cuvil is used from a sou
 except ImportError:  # no torch: ONNX models only
     pass
 
-__all__ = ["compile", "load_onnx", "load", "ArtifactError", "CompiledModule", "Profile", "ProfileRow", "CompileError", "InputError",
-           "RunCancelled", "RunLimitExceeded", "CaptureWarning", "__version__"]
+__all__ = ["compile", "load_onnx", "load", "ArtifactError", "CompiledModule", "Profile", "ProfileRow", "Error",
+           "CompileError", "InputError", "RunError", "RunCancelled", "RunLimitExceeded", "CheckFailed", "InternalError",
+           "CaptureWarning", "__version__"]

@@ -1,14 +1,15 @@
 """CompiledModule: a compiled model you call like the original one, and load_onnx."""
 from __future__ import annotations
 
+import json
 import os
 import sys
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from . import _C
-from .errors import CompileError, InputError, RunCancelled, RunLimitExceeded  # noqa: F401 (documented here)
+from .errors import CompileError, InputError, RunCancelled, RunLimitExceeded, compile_error  # noqa: F401 (documented here)
 
 try:  # torch is optional: ONNX models run without it
     import torch
@@ -107,19 +108,74 @@ class ProfileRow(NamedTuple):
     op: str        #: Cuvil op name ("Conv", "MatMul", ...)
     location: str  #: where the node came from: Python "file:line", or an ONNX node name
     ms: float      #: milliseconds spent in the kernel
+    impl: str = ""      #: the kernel that ran: "onednn:brgconv:avx512_core", "jit:Add+Relu:...", "ref:Gather"
+    fallback: str = ""  #: why a faster kernel was passed over (empty when none was)
+    nested: int = 0     #: rows just before this one that ran inside it (a fused body op by op); their time is its
+    stack: str = ""     #: the user's Python call chain ("test.py:40 in test -> model.py:12 in forward"), if known
 
 
 class Profile:
     """The result of CompiledModule.profile: per-node kernel times in execution order (nodes inside If/Loop
     regions included, once per execution) and totals per op. ``str(profile)`` is a readable table."""
 
-    def __init__(self, rows: Sequence[ProfileRow]):
+    def __init__(self, rows: Sequence[ProfileRow], report: Optional[Callable[[int], str]] = None):
         self.nodes: list[ProfileRow] = list(rows)
+        self._make_report = report  # iters -> the report's JSON text (src/report/profile_report.h)
+        self._report: Optional[str] = None
+
+    # ---- the report: HTML, JSON, Chrome trace
+    def report(self, iters: int = 10) -> dict:
+        """The profile report (a "cuvil-profile" version 1 document): ``iters`` more profiled runs and as many
+        unprofiled ones on the same inputs give each kernel's median and p90 time, its implementation, fallback
+        reason, shapes, FLOPs, bytes, rates and share of this machine's roof, a fused kernel's IR nodes with their
+        source lines, the end-to-end latency and the time no kernel accounts for. Measured once, then kept."""
+        return json.loads(self._report_json(iters))
+
+    def _report_json(self, iters: int = 10) -> str:
+        if self._report is None:
+            if self._make_report is None:
+                raise ValueError("this Profile was not made by CompiledModule.profile: it has no report")
+            self._report = self._make_report(iters)
+        return self._report
+
+    def to_json(self, path: "str | os.PathLike", iters: int = 10) -> None:
+        """Writes the report's JSON (``cuvil profile --diff a.json b.json`` compares two)."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self._report_json(iters))
+
+    def to_html(self, path: "str | os.PathLike", iters: int = 10) -> None:
+        """Writes the report as one self-contained HTML page (opens offline): summary, sortable kernel table,
+        roofline against this machine's measured roofs, time per op, fused kernels' IR nodes and source lines."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_C.report_html(self._report_json(iters)))
+
+    def to_chrome_trace(self, path: "str | os.PathLike", iters: int = 10) -> None:
+        """Writes the report's first profiled run as Chrome trace JSON (Perfetto, chrome://tracing)."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_C.chrome_trace(self._report_json(iters)))
+
+    def top_level(self) -> list[bool]:
+        """Per row: whether it ran at the top (not inside another row's kernel, whose time holds its own)."""
+        top = [True] * len(self.nodes)
+        for i, r in enumerate(self.nodes):
+            covered, j = r.nested, i - 1
+            while covered > 0 and j >= 0:  # (`nested` counts every row run inside it, grandchildren too)
+                top[j] = False
+                covered -= 1
+                j -= 1
+        return top
 
     @property
     def total_ms(self) -> float:
-        """The sum of all kernels' times (excludes the Python call and input validation)."""
+        """The sum of all rows' times (excludes the Python call and input validation). A row that ran inside
+        another (see ``nested``) counts in both: ``kernel_ms`` counts each kernel once."""
         return sum(r.ms for r in self.nodes)
+
+    @property
+    def kernel_ms(self) -> float:
+        """The sum of the top-level rows' times: each kernel counted once (a fused body run op by op, a Loop's
+        body, is inside the time of the node that ran it)."""
+        return sum(r.ms for r, top in zip(self.nodes, self.top_level()) if top)
 
     def by_op(self) -> dict[str, tuple[float, int]]:
         """{op: (total ms, number of kernel runs)}, slowest op first."""
@@ -354,7 +410,9 @@ class CompiledModule:
         share, op and source location (Python file:line for torch models, node name for ONNX), and totals per op.
         ``print(compiled.profile(x))`` prints the table."""
         arrays, _ = self._arrays(args, kwargs)
-        return Profile([ProfileRow(op, loc, ms) for op, loc, ms in self._model.profile(arrays)])
+        name = getattr(self, "_report_name", "")  # (load_onnx: the file)
+        return Profile([ProfileRow(*row) for row in self._model.profile(arrays)],
+                       lambda iters: self._model.profile_report(arrays, iters, 1, name))
 
     def precision_report(self, *args, **kwargs) -> list[dict]:
         """Runs once on these inputs and returns, per node in execution order, what it ran at: ``op``,
@@ -427,9 +485,10 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         model.prepare_static()
         compiled = CompiledModule(model)
         compiled._source_path = path
+        compiled._report_name = os.fspath(path)
         return compiled
     except _C.Error as e:
-        raise CompileError(_with_path(path, str(e))) from None
+        raise compile_error(e, _with_path(path, str(e))) from None
 
 
 def _with_path(path: str, message: str) -> str:

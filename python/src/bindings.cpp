@@ -27,6 +27,10 @@
 #include "kernels/onednn/onednn_kernels.h"
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
+#include "runtime/run_error.h"
+#include "report/html_report.h"
+#include "report/profile_report.h"
+#include "report/roofs.h"
 #include "support/check_failed.h"
 
 namespace py = pybind11;
@@ -75,7 +79,7 @@ py::dtype numpy_dtype(DType t) {
     case DType::u32: return py::dtype("uint32");
     case DType::u64: return py::dtype("uint64");
   }
-  throw Error("internal error: no NumPy dtype");
+  throw InternalError("internal error: no NumPy dtype");
 }
 
 DType parse_dtype(const std::string& s) {
@@ -99,7 +103,7 @@ StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = st
   if (!(a.flags() & py::array::c_style)) {
     auto item = py::ssize_t(a.itemsize());
     for (py::ssize_t d = 0; d < a.ndim(); ++d) {
-      if (a.strides(d) % item != 0) throw InputError("internal error: array strides are not whole elements");
+      if (a.strides(d) % item != 0) throw InternalError("internal error: array strides are not whole elements");
       in.strides.push_back(int64_t(a.strides(d) / item));
     }
   }
@@ -108,7 +112,7 @@ StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = st
 
 // A view of a C-contiguous array as a Tensor (constants; profiled inputs, made contiguous first).
 Tensor tensor_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt) {
-  if (!(a.flags() & py::array::c_style)) throw InputError("internal error: array is not C-contiguous");
+  if (!(a.flags() & py::array::c_style)) throw InternalError("internal error: array is not C-contiguous");
   StridedInput in = strided_view(a, as_dtype);
   static uint8_t empty_anchor[kTensorAlignment];
   return Tensor::view(in.dtype, in.shape, const_cast<void*>(in.data ? in.data : empty_anchor));
@@ -184,15 +188,16 @@ class GraphBuilder {
 
   std::vector<PyValue> add_node(const std::string& op, const std::vector<std::optional<PyValue>>& inputs,
                                 size_t num_outputs, const py::dict& attrs, const std::string& file, int line,
-                                const std::string& name, const std::vector<std::string>& output_names) {
+                                const std::string& name, const std::vector<std::string>& output_names,
+                                const std::string& stack) {
     auto kind = op_from_name(op);
-    CUVIL_CHECK(kind, "internal error: no op '", op, "' in the op table");
+    CUVIL_ASSERT(kind, "no op '", op, "' in the op table");
     std::vector<Value*> ins;
     for (auto& i : inputs) ins.push_back(i ? i->v : nullptr);
     std::vector<std::string> names;
     for (size_t k = 0; k < num_outputs; ++k)
       names.push_back(fresh_name(k < output_names.size() && !output_names[k].empty() ? output_names[k] : "t"));
-    Location loc{name, file, line};
+    Location loc{name, file, line, stack};
     Node* n = graph_->add_node(*kind, ins, names, convert_attrs(*kind, attrs), loc);
     inference_->infer_node(*n);
     std::vector<PyValue> out;
@@ -230,7 +235,7 @@ class GraphBuilder {
     for (auto [k, v] : attrs) {
       std::string key = k.cast<std::string>();
       const AttrSpec* spec = s.find_attr(key);
-      CUVIL_CHECK(spec, "internal error: op ", op_name(op), " has no attribute '", key, "'");
+      CUVIL_ASSERT(spec, "op ", op_name(op), " has no attribute '", key, "'");
       switch (spec->kind) {
         case AttrKind::Int: m[key] = Attribute(v.cast<int64_t>()); break;
         case AttrKind::Float: m[key] = Attribute(v.cast<double>()); break;
@@ -394,8 +399,9 @@ class Model {
     return result;
   }
 
-  // Per node: (op, location, ms), in execution order.
-  std::vector<std::tuple<std::string, std::string, double>> profile(const std::vector<py::array>& inputs) {
+  // Per node, in execution order: (op, location, ms, kernel, fallback reason, nested entries before it, call chain).
+  using ProfileRow = std::tuple<std::string, std::string, double, std::string, std::string, size_t, std::string>;
+  std::vector<ProfileRow> profile(const std::vector<py::array>& inputs) {
     std::vector<Tensor> ins = views(inputs);
     std::vector<NodeTime> times;
     bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
@@ -404,8 +410,10 @@ class Model {
       Lease lease(*this, on_main_thread);
       times = lease.exec->profile(ins);
     }
-    std::vector<std::tuple<std::string, std::string, double>> r;
-    for (auto& t : times) r.emplace_back(node_label(*t.node), t.node->loc().str(), t.ms);
+    std::vector<ProfileRow> r;
+    for (auto& t : times)
+      r.emplace_back(node_label(*t.node), t.node->loc().str(), t.ms, t.impl, t.fallback, t.nested,
+                     t.node->loc().stack.empty() ? "" : t.node->loc().chain());
     return r;
   }
 
@@ -424,6 +432,19 @@ class Model {
       r.emplace_back(node_label(*t.node), t.node->loc().str(), t.impl.substr(0, t.impl.find(" [")),
                      std::string(precision_name(t.precision.precision)), t.precision.reason);
     return r;
+  }
+
+  // The profile report's JSON (report/profile_report.h): `iters` profiled and unprofiled runs after `warmup`.
+  std::string profile_report(const std::vector<py::array>& inputs, int iters, int warmup, const std::string& name) {
+    std::vector<Tensor> ins = views(inputs);
+    bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
+    report::ProfileOptions o;
+    o.iters = iters;
+    o.warmup = warmup;
+    o.model = name;
+    py::gil_scoped_release nogil;
+    Lease lease(*this, on_main_thread);
+    return report::profile_json(*lease.exec, ins, o);
   }
 
   int64_t executors_created() const { return created_; }
@@ -534,12 +555,16 @@ class Model {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Cuvil's native core (bindings only; use the `cuvil` package).";
   m.attr("__version__") = CUVIL_VERSION;
+  // The hierarchy of python/cuvil/errors.py: Error (a RuntimeError) > InputError (also a ValueError), RunError >
+  // RunCancelled, RunLimitExceeded, CheckFailed; InternalError. (CompileError is the Python layer's.)
   static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
-  static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
-  static py::exception<RunCancelled> run_cancelled(m, "RunCancelled", error.ptr());
-  static py::exception<RunLimitExceeded> run_limit_exceeded(m, "RunLimitExceeded", error.ptr());
+  static py::exception<InputError> input_error(m, "InputError", py::make_tuple(error, py::handle(PyExc_ValueError)));
+  static py::exception<InternalError> internal_error(m, "InternalError", error.ptr());
+  static py::exception<RunError> run_error(m, "RunError", error.ptr());
+  static py::exception<RunCancelled> run_cancelled(m, "RunCancelled", run_error.ptr());
+  static py::exception<RunLimitExceeded> run_limit_exceeded(m, "RunLimitExceeded", run_error.ptr());
   // A failed run-time check (Assert): the Python layer raises the model's own exception from its attributes.
-  static py::exception<CheckFailed> check_failed(m, "CheckFailed", error.ptr());
+  static py::exception<CheckFailed> check_failed(m, "CheckFailed", run_error.ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -555,6 +580,17 @@ PYBIND11_MODULE(_C, m) {
       run_cancelled(e.what());
     } catch (const RunLimitExceeded& e) {
       run_limit_exceeded(e.what());
+    } catch (const RunError& e) {
+      // node, kernel, fused_kernel, source (the call chain or ONNX node), detail (the kernel's own message)
+      py::object exc = py::reinterpret_borrow<py::object>(run_error.ptr())(e.what());
+      exc.attr("node") = e.node();
+      exc.attr("kernel") = e.kernel();
+      exc.attr("fused_kernel") = e.fused();
+      exc.attr("source") = e.source();
+      exc.attr("detail") = e.detail();
+      PyErr_SetObject(run_error.ptr(), exc.ptr());
+    } catch (const InternalError& e) {
+      internal_error(e.what());
     } catch (const Error& e) {
       error(e.what());
     }
@@ -575,7 +611,7 @@ PYBIND11_MODULE(_C, m) {
       .def("add_constant", &GraphBuilder::add_constant, py::arg("hint"), py::arg("array"), py::arg("dtype") = "")
       .def("add_node", &GraphBuilder::add_node, py::arg("op"), py::arg("inputs"), py::arg("num_outputs") = 1,
            py::arg("attrs") = py::dict(), py::arg("file") = "", py::arg("line") = 0, py::arg("name") = "",
-           py::arg("output_names") = std::vector<std::string>{})
+           py::arg("output_names") = std::vector<std::string>{}, py::arg("stack") = "")
       .def("new_region", &GraphBuilder::new_region, py::arg("name"))
       .def("set_outputs", &GraphBuilder::set_outputs)
       .def("ir", [](const GraphBuilder& b) { return print_graph(*b.graph(), {true}); })
@@ -605,6 +641,8 @@ PYBIND11_MODULE(_C, m) {
       .def("cancel", &Model::cancel)
       .def("run", &Model::run, py::arg("inputs"), py::arg("cancel") = nullptr)
       .def("profile", &Model::profile)
+      .def("profile_report", &Model::profile_report, py::arg("inputs"), py::arg("iters") = 10, py::arg("warmup") = 2,
+           py::arg("name") = "")
       .def("stats", &Model::stats)
       .def("save", &Model::save, py::arg("path"), py::arg("config_json"), py::arg("extra_json"),
            py::arg("fingerprint"), py::arg("dim_ranges"));
@@ -632,6 +670,13 @@ PYBIND11_MODULE(_C, m) {
       "load_onnx",
       [](const std::string& path, int opt_level) { return std::make_unique<Model>(import_onnx_file(path), opt_level); },
       py::arg("path"), py::arg("opt_level") = 1);
+  // The profile report's other forms (src/report): the HTML page, the Chrome trace, the diff of two reports.
+  m.def("report_html", &report::profile_html, py::arg("report_json"));
+  m.def("chrome_trace", &report::chrome_trace_json, py::arg("report_json"));
+  m.def("diff_reports", &report::diff_reports, py::arg("a_json"), py::arg("b_json"));
+  m.def(
+      "roofs", [](int threads, bool remeasure) { return report::machine_roofs(threads, remeasure).to_json(); },
+      py::arg("threads") = 0, py::arg("remeasure") = false);
   m.def("op_names", []() {
     std::vector<std::string> r;
     for (int i = 0; i < kNumOps; ++i) r.emplace_back(op_name(OpKind(i)));

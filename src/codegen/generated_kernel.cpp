@@ -27,23 +27,24 @@ bool any_integer(const Tensor& t, Pred pred) {
 
 // The inputs the kernel must not meet: a zero integer divisor (the reference reports it), a negative integer
 // exponent (0 to a negative power is an error; other bases give 0 or +-1), a loss's target that is no class
-// (the reference reports it). With any of them the body runs op by op instead.
-bool needs_reference(const LoweredKernel& lk, const KernelContext& ctx) {
+// (the reference reports it). With any of them the body runs op by op instead; the result says which (null: none).
+const char* needs_reference(const LoweredKernel& lk, const KernelContext& ctx) {
   for (int i : lk.nonzero_inputs)
-    if (any_integer(ctx.input(size_t(i)), [](auto v) { return v == 0; })) return true;
+    if (any_integer(ctx.input(size_t(i)), [](auto v) { return v == 0; }))
+      return "an integer divisor holds 0 in this call: the body ran op by op (the reference reports it)";
   for (int i : lk.nonnegative_inputs)
     if (any_integer(ctx.input(size_t(i)), [](auto v) {
           if constexpr (std::is_signed_v<decltype(v)>) return v < 0;
           else return false;
         }))
-      return true;
+      return "an integer exponent is negative in this call: the body ran op by op";
   for (const auto& ct : lk.class_targets)
     if (any_integer(ctx.input(size_t(ct.input)), [&](auto v) {
           int64_t t = int64_t(v);
           return !((t >= 0 && t < ct.classes) || (ct.ignore && t == *ct.ignore));
         }))
-      return true;
-  return false;
+      return "a loss target is no class in this call: the body ran op by op (the reference reports it)";
+  return nullptr;
 }
 
 // Expressions computed per element (not once per row) whose math costs several times a load and a store.
@@ -77,7 +78,8 @@ class GeneratedKernel final : public PreparedKernel {
   static constexpr int64_t kMinWorkAsleep = int64_t(1) << 20, kMinWorkSpinning = int64_t(1) << 16;
 
   void run(KernelContext& ctx) override {
-    if (needs_reference(lk_, ctx)) {
+    per_call_fallback_ = needs_reference(lk_, ctx);
+    if (per_call_fallback_) {
       ref_kernel(OpKind::FusedKernel)(ctx);
       return;
     }
@@ -100,8 +102,10 @@ class GeneratedKernel final : public PreparedKernel {
                          min_work);
   }
   std::string impl_name() const override { return name_; }
+  std::string fallback() const override { return per_call_fallback_ ? per_call_fallback_ : ""; }
 
  private:
+  const char* per_call_fallback_ = nullptr;  // why the last call ran op by op; null when it ran the code
   LoweredKernel lk_;
   Schedule s_;
   GeneratedFn fn_;
@@ -187,18 +191,33 @@ Schedule choose_schedule(const LoweredKernel& lk) {
 
 std::unique_ptr<PreparedKernel> prepare_generated_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                          const KernelOptions& options,
-                                                         const std::shared_ptr<KernelCodeSource>& code) {
-  if (!options.codegen || n.op() != OpKind::FusedKernel) return nullptr;
-  const Graph& body = *AttrReader(n).g("body");
-  if (body_disabled(body, options)) return nullptr;
-  std::vector<std::vector<int64_t>> shapes;
-  for (const PrepareInput& in : inputs) {
-    if (!in.present) return nullptr;
-    shapes.push_back(in.shape);
+                                                         const std::shared_ptr<KernelCodeSource>& code,
+                                                         std::string* why) {
+  std::string ignored;
+  if (!why) why = &ignored;
+  if (n.op() != OpKind::FusedKernel) return nullptr;
+  if (!options.codegen) {
+    *why = "code generation is off (KernelOptions::codegen)";
+    return nullptr;
   }
-  std::string why;
-  std::optional<LoweredKernel> lk = lower_body(body, shapes, &why);
-  if (!lk) return nullptr;
+  const Graph& body = *AttrReader(n).g("body");
+  if (body_disabled(body, options)) {
+    *why = "code generation is off for an op of the body (CUVIL_NO_CODEGEN or KernelOptions::no_codegen_ops)";
+    return nullptr;
+  }
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].present) {
+      *why = str_cat("input ", i, " is omitted");
+      return nullptr;
+    }
+    shapes.push_back(inputs[i].shape);
+  }
+  std::optional<LoweredKernel> lk = lower_body(body, shapes, why);
+  if (!lk) {
+    if (why->empty()) *why = "the generator does not handle this body at these shapes";
+    return nullptr;
+  }
   Schedule s = choose_schedule(*lk);
   GeneratedFn fn = code ? code->find(lk->kernel, s) : nullptr;
   std::shared_ptr<KernelCodeSource> keep = code;
@@ -207,7 +226,10 @@ std::unique_ptr<PreparedKernel> prepare_generated_kernel(const Node& n, const st
       fn = compiler->find(lk->kernel, s);
       keep = nullptr;  // the process's compiler lives as long as the process
     }
-  if (!fn) return nullptr;
+  if (!fn) {
+    *why = "no machine code: the build has no LLVM and no artifact holds this kernel";
+    return nullptr;
+  }
   return std::make_unique<GeneratedKernel>(std::move(*lk), s, fn, std::move(keep));
 }
 

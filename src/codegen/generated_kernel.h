@@ -17,9 +17,11 @@ Schedule choose_schedule(const LoweredKernel& lk);
 
 // Null when code generation is off for this node (KernelOptions), its body falls outside what the generator
 // handles at these shapes, or no code is to be had: `code` (an artifact's kernels; may be null) is asked first,
-// then the process's compiler (kernel_code.h), absent without LLVM. The caller then runs the body op by op.
+// then the process's compiler (kernel_code.h), absent without LLVM. The caller then runs the body op by op;
+// *why (if given) then says why (empty when `n` is no FusedKernel), for the profile.
 std::unique_ptr<PreparedKernel> prepare_generated_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                          const KernelOptions& options,
-                                                         const std::shared_ptr<KernelCodeSource>& code = nullptr);
+                                                         const std::shared_ptr<KernelCodeSource>& code = nullptr,
+                                                         std::string* why = nullptr);
 
 }  // namespace cuvil::codegen

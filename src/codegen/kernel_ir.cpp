@@ -222,7 +222,7 @@ void check_own_rule(const Kernel& k, size_t i) {
       CUVIL_CHECK(e.type == Scalar::i64 && type_of(e.a) != Scalar::i1, "kernel IR: %", i,
                   " takes the position of a number and is i64");
       break;
-    default: fail("internal error: kernel IR op ", op_name(e.op), " has no rule of its own");
+    default: fail_internal("kernel IR op ", op_name(e.op), " has no rule of its own");
   }
 }
 

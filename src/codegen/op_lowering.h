@@ -85,8 +85,8 @@ CUVIL_LOWERING(lower_unary) {
 class LoweringTable {
  public:
   void add(OpKind op, OpLowering record) {
-    CUVIL_CHECK(!records_[size_t(op)], "internal error: op ", op_name(op), " has two lowering records");
-    CUVIL_CHECK(record.lower, "internal error: the lowering record of ", op_name(op), " has no lowering");
+    CUVIL_ASSERT(!records_[size_t(op)], "op ", op_name(op), " has two lowering records");
+    CUVIL_ASSERT(record.lower, "the lowering record of ", op_name(op), " has no lowering");
     records_[size_t(op)] = record;
   }
   const OpLowering* find(OpKind op) const {

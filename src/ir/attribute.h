@@ -51,7 +51,7 @@ class Attribute {
   template <class T>
   const T& get() const {
     const T* p = std::get_if<T>(&v_);
-    CUVIL_CHECK(p, "internal error: attribute of kind ", attr_kind_name(kind()), " read as another kind");
+    CUVIL_ASSERT(p, "attribute of kind ", attr_kind_name(kind()), " read as another kind");
     return *p;
   }
   Storage v_;

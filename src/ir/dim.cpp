@@ -119,7 +119,7 @@ Dim Dim::symbol(const std::string& name) {
 }
 
 int64_t Dim::value() const {
-  CUVIL_CHECK(is_const(), "internal error: dim ", str(), " is not a constant");
+  CUVIL_ASSERT(is_const(), "dim ", str(), " is not a constant");
   return value_;
 }
 

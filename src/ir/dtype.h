@@ -75,7 +75,7 @@ decltype(auto) visit_dtype(DType t, Fn&& fn) {
     CUVIL_DTYPES(CUVIL_X)
 #undef CUVIL_X
   }
-  fail("internal error: bad dtype ", int(t));
+  fail_internal("bad dtype ", int(t));
 }
 
 }  // namespace cuvil

@@ -11,13 +11,24 @@ std::string Location::str() const {
   return s;
 }
 
+std::string Location::chain() const {
+  if (stack.empty()) return str();
+  std::string s;
+  for (size_t at = 0; at <= stack.size();) {
+    size_t end = std::min(stack.find('\n', at), stack.size());
+    if (end > at) s += (s.empty() ? "" : " -> ") + stack.substr(at, end - at);
+    at = end + 1;
+  }
+  return s;
+}
+
 std::string_view Node::op_name() const { return cuvil::op_name(op_); }
 
 const Attribute& Node::attr(const std::string& n) const {
   auto it = attrs_.find(n);
   if (it != attrs_.end()) return it->second;
   const AttrSpec* spec = op_schema(op_).find_attr(n);
-  CUVIL_CHECK(spec, describe(), ": internal error: attribute '", n, "' is not in the op's schema");
+  CUVIL_ASSERT(spec, describe(), ": attribute '", n, "' is not in the op's schema");
   CUVIL_CHECK(!spec->required, describe(), ": required attribute '", n, "' is missing");
   return spec->default_value;
 }
@@ -40,7 +51,7 @@ std::string Node::describe() const {
 }
 
 Value* Graph::new_value(const std::string& name) {
-  CUVIL_CHECK(!name.empty(), "internal error: empty value name");
+  CUVIL_ASSERT(!name.empty(), "empty value name");
   CUVIL_CHECK(!by_name_.count(name), "duplicate value name '", name, "' in graph '", name_, "'");
   auto v = std::make_unique<Value>();
   v->name_ = name;
@@ -77,7 +88,7 @@ Node* Graph::add_node(OpKind op, std::vector<Value*> inputs, const std::vector<s
 
 Node* Graph::insert_node(size_t pos, OpKind op, std::vector<Value*> inputs,
                          const std::vector<std::string>& output_names, AttrMap attrs, Location loc) {
-  CUVIL_CHECK(pos <= nodes_.size(), "internal error: insert_node position ", pos, " out of range");
+  CUVIL_ASSERT(pos <= nodes_.size(), "insert_node position ", pos, " out of range");
   Node* p = make_node(op, std::move(inputs), output_names, std::move(attrs), std::move(loc));
   nodes_.insert(nodes_.begin() + std::ptrdiff_t(pos), std::unique_ptr<Node>(p));
   return p;
@@ -104,7 +115,7 @@ Node* Graph::make_node(OpKind op, std::vector<Value*> inputs, const std::vector<
 size_t Graph::node_index(const Node* n) const {
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].get() == n) return i;
-  fail("internal error: node ", n->describe(), " is not in graph '", name_, "'");
+  fail_internal("node ", n->describe(), " is not in graph '", name_, "'");
 }
 
 namespace {
@@ -130,9 +141,9 @@ void Graph::replace_all_uses(Value* from, Value* to) {
 }
 
 void Graph::rename_value(Value* v, const std::string& name) {
-  CUVIL_CHECK(v->graph_ == this, "internal error: rename_value of a value of another graph");
+  CUVIL_ASSERT(v->graph_ == this, "rename_value of a value of another graph");
   if (v->name_ == name) return;
-  CUVIL_CHECK(!lookup(name), "internal error: rename_value: name '", name, "' is taken");
+  CUVIL_ASSERT(!lookup(name), "rename_value: name '", name, "' is taken");
   by_name_.erase(v->name_);
   v->name_ = name;
   by_name_[name] = v;
@@ -142,8 +153,8 @@ void Graph::erase_values(const std::vector<Value*>& dead) {
   if (dead.empty()) return;
   std::unordered_map<const Value*, bool> gone;
   for (Value* v : dead) {
-    CUVIL_CHECK(v->graph_ == this, "internal error: erasing a value of another graph");
-    for (Value* o : outputs_) CUVIL_CHECK(o != v, "internal error: erasing graph output '", v->name_, "'");
+    CUVIL_ASSERT(v->graph_ == this, "erasing a value of another graph");
+    for (Value* o : outputs_) CUVIL_ASSERT(o != v, "erasing graph output '", v->name_, "'");
     gone[v] = true;
     by_name_.erase(v->name_);
   }
@@ -162,7 +173,7 @@ void Graph::erase_nodes(const std::vector<Node*>& nodes) {
   std::unordered_map<const Node*, bool> gone;
   std::vector<Value*> dead;
   for (Node* n : nodes) {
-    CUVIL_CHECK(n->graph_ == this, "internal error: erasing a node of another graph");
+    CUVIL_ASSERT(n->graph_ == this, "erasing a node of another graph");
     gone[n] = true;
     for (Value* v : n->outputs_) dead.push_back(v);
   }
@@ -177,7 +188,7 @@ void Graph::erase_constants(const std::vector<Value*>& constants) {
   if (constants.empty()) return;
   std::unordered_map<const Value*, bool> gone;
   for (Value* c : constants) {
-    CUVIL_CHECK(c->is_constant() && c->graph_ == this, "internal error: erase_constants of a non-constant");
+    CUVIL_ASSERT(c->is_constant() && c->graph_ == this, "erase_constants of a non-constant");
     gone[c] = true;
   }
   std::vector<Value*> kept;

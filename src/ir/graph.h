@@ -27,9 +27,17 @@ struct Location {
   std::string name;  // ONNX node name, or a description
   std::string file;  // source file, when known
   int line = 0;
+  // The Python call chain that made the node, outermost first, one "file:line in function" per line ('\n'
+  // between frames), the library's own frames (torch's) left out; its last frame is usually file:line. Empty
+  // when unknown (ONNX models, passes' new nodes).
+  std::string stack;
   bool empty() const { return name.empty() && file.empty(); }
   std::string str() const;  // "node 'conv1'" / "model.py:12" / "model.py:12 (conv1)"
-  bool operator==(const Location& o) const { return name == o.name && file == o.file && line == o.line; }
+  // The call chain on one line: "test.py:40 in test_it -> model.py:12 in forward"; str() when no chain is known.
+  std::string chain() const;
+  bool operator==(const Location& o) const {
+    return name == o.name && file == o.file && line == o.line && stack == o.stack;
+  }
 };
 
 class Value {

@@ -53,7 +53,7 @@ std::string descr_of(DType t) {
     case DType::boolean: return "|b1";
     case DType::bf16: break;
   }
-  fail("internal error: no npy descr for ", dtype_name(t));
+  fail_internal("no npy descr for ", dtype_name(t));
 }
 
 // The header dict, parsed as the NPY format specifies it: a Python literal dict whose keys are exactly 'descr' (a

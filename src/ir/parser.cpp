@@ -358,6 +358,7 @@ class Parser {
         } else {
           loc.name = first;
         }
+        if (eat_keyword("via")) loc.stack = string_lit();
       }
       expect(')');
     }

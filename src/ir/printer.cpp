@@ -140,6 +140,7 @@ class Printer {
       os_ << " loc(";
       if (!l.file.empty()) os_ << quoted(l.file) << ":" << l.line << (l.name.empty() ? "" : " ");
       if (!l.name.empty()) os_ << quoted(l.name);
+      if (!l.stack.empty()) os_ << " via " << quoted(l.stack);
       os_ << ")";
     }
     os_ << "\n";

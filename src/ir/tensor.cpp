@@ -38,7 +38,7 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
 }
 
 Tensor Tensor::view(DType dtype, std::vector<int64_t> shape, void* data) {
-  CUVIL_CHECK(data, "internal error: tensor view of a null pointer");
+  CUVIL_ASSERT(data, "tensor view of a null pointer");
   Tensor t;
   t.dtype_ = dtype;
   t.numel_ = shape_numel(shape);
@@ -54,7 +54,7 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
-  CUVIL_CHECK(shape_numel(shape) == numel_, "internal error: reshape of ", type_str(), " to ", shape_str(shape));
+  CUVIL_ASSERT(shape_numel(shape) == numel_, "reshape of ", type_str(), " to ", shape_str(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;

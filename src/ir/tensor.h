@@ -24,7 +24,7 @@ class Tensor {
   template <class T>
   static Tensor from_vector(const std::vector<T>& v, std::vector<int64_t> shape) {
     Tensor t = zeros(dtype_of<T>::value, std::move(shape));
-    CUVIL_CHECK(int64_t(v.size()) == t.numel(), "internal error: from_vector size mismatch");
+    CUVIL_ASSERT(int64_t(v.size()) == t.numel(), "from_vector size mismatch");
     for (size_t i = 0; i < v.size(); ++i) t.data<T>()[i] = v[i];
     return t;
   }
@@ -61,7 +61,7 @@ class Tensor {
  private:
   template <class T>
   void check_type() const {
-    CUVIL_CHECK(dtype_of<T>::value == dtype_, "internal error: tensor of ", dtype_name(dtype_), " read as ",
+    CUVIL_ASSERT(dtype_of<T>::value == dtype_, "tensor of ", dtype_name(dtype_), " read as ",
                 dtype_name(dtype_of<T>::value));
   }
   DType dtype_ = DType::f32;

@@ -5,7 +5,7 @@
 namespace cuvil {
 
 size_t Shape::rank() const {
-  CUVIL_CHECK(rank_known_, "internal error: rank of an unknown-rank shape requested");
+  CUVIL_ASSERT(rank_known_, "rank of an unknown-rank shape requested");
   return dims_.size();
 }
 

@@ -55,7 +55,7 @@ class KernelContext : public AttrReader {
   // An output allocated by the runtime (its shape is final).
   Tensor& output(size_t i) {
     Tensor& t = outputs_->at(i);
-    CUVIL_CHECK(t.defined(), node_.describe(), ": internal error: output ", i,
+    CUVIL_ASSERT(t.defined(), node_.describe(), ": output ", i,
                 " has a data-dependent size; the kernel must call allocate_output()");
     return t;
   }
@@ -74,6 +74,11 @@ class KernelContext : public AttrReader {
   template <class... Args>
   [[noreturn]] void error(const Args&... args) const {
     fail(node_.describe(), ": ", args...);
+  }
+  // A broken invariant of the kernel's own (InternalError), not a problem with the model or its inputs.
+  template <class... Args>
+  [[noreturn]] void internal_error(const Args&... args) const {
+    fail_internal(node_.describe(), ": ", args...);
   }
 
  private:

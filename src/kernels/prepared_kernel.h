@@ -28,6 +28,14 @@ class PreparedKernel {
   // The precision this kernel multiplies at and, where that is not what was asked, why (set by the kernel or by
   // kernel selection; see kernels/precision.h).
   PrecisionDecision precision;
+  // Why a faster path was passed over for this kernel ("no fast kernel covers Gather at i64[3]", the generator's
+  // reason for a fused body run op by op), or why its last call took a slower path; empty when it did not. Kernel
+  // selection records it; profiles show it.
+  virtual std::string fallback() const { return fallback_; }
+  void set_fallback(std::string why) { fallback_ = std::move(why); }
+
+ private:
+  std::string fallback_;
 };
 
 // What prepare_kernel may use.

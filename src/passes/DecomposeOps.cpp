@@ -189,8 +189,8 @@ bool decompose(const FusionFacts& facts, Graph& g) {
     }
     // (The replacements are new nodes' outputs, which can always take a graph output's name.)
     for (size_t o = 0; o < r->size(); ++o)
-      CUVIL_CHECK(rewrite::replace_value(g, n->output(o), (*r)[o]), n->describe(),
-                  ": internal error: decompose-ops could not replace output ", o);
+      CUVIL_ASSERT(rewrite::replace_value(g, n->output(o), (*r)[o]), n->describe(),
+                   ": decompose-ops could not replace output ", o);
     g.erase_nodes({n});
     changed = true;
     i += in.made.size() - 1;  // past the inserted nodes (none is to be written out again)

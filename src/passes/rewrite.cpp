@@ -209,7 +209,7 @@ std::optional<double> scalar_constant(const Value* v) {
 size_t node_index(const Graph& g, const Node* n) {
   for (size_t i = 0; i < g.nodes().size(); ++i)
     if (g.nodes()[i].get() == n) return i;
-  fail("internal error: node not in graph");
+  fail_internal("node not in graph");
 }
 
 bool attr_equal(const Attribute& a, const Attribute& b) {

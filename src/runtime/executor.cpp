@@ -16,8 +16,10 @@
 
 #include "ir/op_schema.h"
 #include "ir/verifier.h"
+#include "support/check_failed.h"
 #include "runtime/kernel_selection.h"
 #include "runtime/memory_plan.h"
+#include "runtime/run_error.h"
 #include "runtime/strided_copy.h"
 
 namespace cuvil {
@@ -395,6 +397,7 @@ struct Executor::Impl : RegionRunner {
   Watch watch;  // the running run's control
   int region_depth = 0;  // regions being run inside one another now
   std::vector<NodeTime>* profile = nullptr;  // set while profiling
+  std::chrono::steady_clock::time_point profile_start;  // when the profiled run started
   const std::vector<Tensor>* bound = nullptr;  // run_into: the caller's buffers for the main graph's outputs
   std::unordered_map<const Graph*, std::unique_ptr<Program>> programs;
   // Plans of the main graph by signature, most recently used first in `lru`.
@@ -449,7 +452,7 @@ struct Executor::Impl : RegionRunner {
   void execute(const Graph& g, const std::vector<Tensor>& inputs, Frame* parent, Plan* plan, uint8_t* arena_base,
                std::vector<Tensor>& result, size_t borrowed = 0) {
     Program& p = program(g);
-    CUVIL_CHECK(!p.busy, "internal error: graph '", g.name(), "' runs inside itself");
+    CUVIL_ASSERT(!p.busy, "graph '", g.name(), "' runs inside itself");
     // Marks the program's storage in use and drops the frame's values when done, also when a kernel throws: they
     // may hold the caller's inputs, and buffers are only recycled once nothing holds them.
     struct Release {
@@ -485,7 +488,7 @@ struct Executor::Impl : RegionRunner {
           continue;
         }
         Tensor* t = find(&frame, v);
-        CUVIL_CHECK(t && t->defined(), n.describe(), ": internal error: input '", v->name(), "' has no value");
+        CUVIL_ASSERT(t && t->defined(), n.describe(), ": input '", v->name(), "' has no value");
         ins.push_back(t);
       }
       outs.assign(n.num_outputs(), Tensor());  // fresh: a moved-from Tensor keeps its data pointer
@@ -494,16 +497,39 @@ struct Executor::Impl : RegionRunner {
       if (!runs_regions(n)) allocate_outputs(p, n, i, ins, outs, plan, entry, arena_base, fresh);
       PreparedKernel* generic = shape_generic(p, i);
       std::unique_ptr<PreparedKernel>& slot = planned ? plan->kernels[i] : entry->kernel;
-      if (!generic && !slot) slot = prepare(n, ins);
-      PreparedKernel& kernel = generic ? *generic : *slot;
-      KernelContext ctx(n, ins, &outs, this);
+      PreparedKernel* kernel = generic ? generic : slot.get();
+      // A kernel's failure (its Error) leaves as a RunError naming the node, its kernel and its source; one from
+      // inside a FusedKernel's body gains the fused kernel. Interruptions, input errors, the model's own checks
+      // and internal errors leave as they are.
+      size_t profiled = profile ? profile->size() : 0;
       auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      kernel.run(ctx);
-      if (profile)
-        profile->push_back({&n, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-                            profile_name(kernel), kernel.precision});
+      try {
+        if (!kernel) kernel = (slot = prepare(n, ins)).get();
+        KernelContext ctx(n, ins, &outs, this);
+        kernel->run(ctx);
+      } catch (const RunError& e) {
+        if (n.op() == OpKind::FusedKernel && e.fused().empty()) throw e.in_fused(n, kernel ? kernel->impl_name() : "");
+        throw;
+      } catch (const RunInterrupted&) {
+        throw;
+      } catch (const InputError&) {
+        throw;
+      } catch (const InternalError&) {
+        throw;
+      } catch (const CheckFailed&) {
+        throw;
+      } catch (const Error& e) {
+        throw RunError::at(n, kernel ? kernel->impl_name() : "", e.what());
+      }
+      if (profile) {
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        // (a fused body run op by op lists its nodes first, then this node's whole time)
+        double start = std::chrono::duration<double, std::milli>(t0 - profile_start).count();
+        profile->push_back({&n, ms, profile_name(*kernel), kernel->precision, kernel->fallback(), profile->size() - profiled,
+                            start});
+      }
       for (size_t k = 0; k < outs.size(); ++k) {
-        CUVIL_CHECK(outs[k].defined(), n.describe(), ": internal error: kernel left output ", k, " unset");
+        CUVIL_ASSERT(outs[k].defined(), n.describe(), ": kernel left output ", k, " unset");
         frame.values[size_t(n.output(k)->id())] = std::move(outs[k]);
       }
       for (size_t id : p.frees_after[i]) frame.values[id] = Tensor();
@@ -513,7 +539,7 @@ struct Executor::Impl : RegionRunner {
     for (size_t j = 0; j < graph_outputs.size(); ++j) {
       const Value* v = graph_outputs[j];
       Tensor* t = find(&frame, v);
-      CUVIL_CHECK(t && t->defined(), "internal error: graph output '", v->name(), "' has no value");
+      CUVIL_ASSERT(t && t->defined(), "graph output '", v->name(), "' has no value");
       // Outputs never alias constants, inputs or the arena: the caller owns them.
       bool owned = j < borrowed || (v->graph() == &g && v->producer() && !(plan && plan->offset[size_t(v->id())] >= 0));
       // A value listed twice as an output is returned as separate tensors: the caller may write one of them.
@@ -583,7 +609,7 @@ struct Executor::Impl : RegionRunner {
         if (!ctx.output_set(k)) continue;
         const TensorType& t = ctx.output_types()[k];
         if (!t.shape.is_static()) continue;  // data-dependent: the kernel allocates it
-        CUVIL_CHECK(t.dtype == n.output(k)->dtype(), n.describe(), ": internal error: output ", k, " has dtype ",
+        CUVIL_ASSERT(t.dtype == n.output(k)->dtype(), n.describe(), ": output ", k, " has dtype ",
                     dtype_name(t.dtype), " at run time but ", dtype_name(n.output(k)->dtype()), " in the IR");
         dims[k] = t.shape.static_dims();
         sized[k] = true;
@@ -606,8 +632,8 @@ struct Executor::Impl : RegionRunner {
         outs[k] = Tensor::view(dt, (*known)[k], const_cast<void*>((*bound)[size_t(j)].raw()));
       } else if (off >= 0) {
         Tensor view = Tensor::view(dt, (*known)[k], arena_base + off);
-        CUVIL_CHECK(int64_t(view.nbytes()) == plan->bytes[size_t(v->id())], n.describe(),
-                    ": internal error: output ", k, " is ", view.type_str(), " at run time but the plan sized it ",
+        CUVIL_ASSERT(int64_t(view.nbytes()) == plan->bytes[size_t(v->id())], n.describe(),
+                     ": output ", k, " is ", view.type_str(), " at run time but the plan sized it ",
                     plan->bytes[size_t(v->id())], " bytes from ", v->type().str());
         outs[k] = view;
       } else if (entry) {
@@ -686,6 +712,7 @@ void Executor::set_control(RunControl control) { options_.control = std::move(co
 std::vector<NodeTime> Executor::profile(const std::vector<Tensor>& inputs) {
   std::vector<NodeTime> times;
   impl_->profile = &times;
+  impl_->profile_start = std::chrono::steady_clock::now();
   struct Reset {
     Impl* impl;
     ~Reset() { impl->profile = nullptr; }

@@ -53,6 +53,11 @@ struct NodeTime {
   std::string impl;  // the kernel that ran: "onednn:brgconv:avx512_core", "cpu:softmax", "ref:Conv"
                     // (with " [bf16]" / " [fp32 (why)]" where a lower precision was asked)
   PrecisionDecision precision;  // what the kernel multiplies at and, where not what was asked, why
+  std::string fallback;  // why a faster kernel was passed over (PreparedKernel::fallback); empty when none was
+  // Entries of the nodes it ran inside (a fused body run op by op, a Loop's body), listed just before this one:
+  // their time is part of this node's.
+  size_t nested = 0;
+  double start_ms = 0;  // when the kernel started, from the start of the profiled run
 };
 
 // Stops runs from another thread: after cancel(), every run watching this token throws RunCancelled at its next

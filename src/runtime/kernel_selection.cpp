@@ -21,6 +21,22 @@ bool writes_graph_output(const Node& n) {
   return false;
 }
 
+// "i64[3], f32[5, 3]": the types a kernel was asked for, for fallback reasons.
+std::string input_types(const std::vector<PrepareInput>& inputs) {
+  std::string s;
+  for (const PrepareInput& in : inputs) {
+    if (!s.empty()) s += ", ";
+    if (!in.present) {
+      s += "-";
+      continue;
+    }
+    s += std::string(dtype_name(in.dtype)) + "[";
+    for (size_t d = 0; d < in.shape.size(); ++d) s += (d ? ", " : "") + std::to_string(in.shape[d]);
+    s += "]";
+  }
+  return s;
+}
+
 // Why a node runs in f32 when a lower precision was asked and its kernel gave no reason of its own.
 std::string why_f32(const Node& n, const KernelOptions& options) {
   if (!options.fast || options.reference_ops.count(n.op())) return "reference kernel";
@@ -40,14 +56,23 @@ std::string why_f32(const Node& n, const KernelOptions& options) {
 std::unique_ptr<PreparedKernel> prepare_f32_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                    const KernelOptions& options,
                                                    const std::shared_ptr<codegen::KernelCodeSource>& code) {
-  if (options.fast && !options.reference_ops.count(n.op())) {
-    if (auto k = codegen::prepare_generated_kernel(n, inputs, options, code)) return k;
+  std::string why;  // why the reference kernel runs, recorded as its fallback reason
+  if (!options.fast) {
+    why = "fast kernels are off (reference kernels only)";
+  } else if (options.reference_ops.count(n.op())) {
+    why = str_cat("KernelOptions::reference_ops holds ", op_name(n.op()));
+  } else {
+    if (auto k = codegen::prepare_generated_kernel(n, inputs, options, code, &why)) return k;
     if (options.cpu_gemm)
       if (auto k = cpu::prepare_matmul(n, inputs)) return k;
     if (auto k = onednn::prepare_onednn_kernel(n, inputs, options)) return k;
     if (auto k = cpu::prepare_cpu_kernel(n, inputs)) return k;
+    if (n.op() == OpKind::FusedKernel) why = "generated code: " + why + "; the body runs op by op";
+    else why = str_cat("no fast kernel covers ", op_name(n.op()), " at ", input_types(inputs));
   }
-  return wrap_kernel(ref_kernel(n.op()), "ref:" + std::string(op_name(n.op())));
+  auto k = wrap_kernel(ref_kernel(n.op()), "ref:" + std::string(op_name(n.op())));
+  k->set_fallback(std::move(why));
+  return k;
 }
 
 }  // namespace

@@ -90,7 +90,7 @@ void copy_strided(void* dst, const void* src, const std::vector<int64_t>& shape,
     case 2: copy_typed<uint16_t>(dst, src, dims, steps); break;
     case 4: copy_typed<uint32_t>(dst, src, dims, steps); break;
     case 8: copy_typed<uint64_t>(dst, src, dims, steps); break;
-    default: CUVIL_CHECK(false, "internal error: copy_strided of ", elem_size, "-byte elements");
+    default: CUVIL_ASSERT(false, "copy_strided of ", elem_size, "-byte elements");
   }
 }
 

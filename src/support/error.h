@@ -1,6 +1,12 @@
 // Error reporting. Every failure a user can cause (bad model, bad input, unsupported op) is a cuvil::Error with a
-// message that names what went wrong and where; internal invariants use CUVIL_ASSERT, which also throws, so a
-// bug surfaces as a clear message instead of a crash.
+// message that names what went wrong and where; internal invariants use CUVIL_ASSERT, which throws InternalError
+// (a bug of Cuvil's, never the user's input), so a bug surfaces as a clear message instead of a crash.
+//
+// The kinds (Python maps each to its own class under cuvil.Error; see python/cuvil/errors.py):
+//   Error          what the user's model or call cannot do (compile-time by default)
+//   InputError     a call's inputs do not match the model
+//   RunError       a run-time failure inside the model (runtime/run_error.h: names the node, kernel, source)
+//   InternalError  a broken invariant of Cuvil's own (CUVIL_ASSERT, fail_internal)
 //
 // Messages are one line of text that is safe to print: names in them come from untrusted files (node, value,
 // tensor and file names may hold any bytes), so every Error escapes what would break the line or drive a terminal
@@ -81,6 +87,13 @@ class InputError : public Error {
   using Error::Error;
 };
 
+// A broken invariant of Cuvil's own: a bug to report, never a problem with the user's model or inputs. Its
+// message starts with "internal error: ".
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
 template <class... Args>
 std::string str_cat(const Args&... args) {
   std::ostringstream os;
@@ -93,6 +106,21 @@ template <class... Args>
   throw Error(str_cat(args...));
 }
 
+// Throws InternalError("internal error: <args>").
+template <class... Args>
+[[noreturn]] void fail_internal(const Args&... args) {
+  throw InternalError(str_cat("internal error: ", args...));
+}
+
+// CUVIL_ASSERT's failure: the message (or the condition's text when none is given) and where the check is.
+template <class... Args>
+[[noreturn]] void assert_failed(const char* cond, const char* file, int line, const Args&... args) {
+  std::string_view f(file);
+  if (size_t at = f.rfind("/src/"); at != std::string_view::npos) f.remove_prefix(at + 1);  // "src/ir/graph.cpp"
+  if constexpr (sizeof...(args) > 0) fail_internal(str_cat(args...), " (", f, ":", line, ")");
+  else fail_internal(cond, " failed (", f, ":", line, ")");
+}
+
 }  // namespace cuvil
 
 #define CUVIL_CHECK(cond, ...)                   \
@@ -100,7 +128,9 @@ template <class... Args>
     if (!(cond)) ::cuvil::fail(__VA_ARGS__);     \
   } while (0)
 
-#define CUVIL_ASSERT(cond)                                                                            \
-  do {                                                                                                \
-    if (!(cond)) ::cuvil::fail("internal error: ", #cond, " failed at ", __FILE__, ":", __LINE__);   \
+// An invariant of Cuvil's own, with an optional message: CUVIL_ASSERT(p, "output ", k, " unset") throws
+// InternalError "internal error: output 2 unset (src/runtime/executor.cpp:499)".
+#define CUVIL_ASSERT(cond, ...)                                                                   \
+  do {                                                                                            \
+    if (!(cond)) ::cuvil::assert_failed(#cond, __FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__);    \
   } while (0)

@@ -6,6 +6,9 @@
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
 //               [--versus "FLAGS"]
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
+//                 [--html FILE] [--json FILE] [--trace FILE]   (the report: src/report/profile_report.h)
+//   cuvil profile --diff A.json B.json                          (two --json reports side by side)
+//   cuvil roofs [--threads N] [--remeasure]                     (this machine's FMA rate and bandwidths, cached)
 //
 // --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels;
 // --no-winograd keeps 3x3 convolutions on direct (non-Winograd) kernels; --no-cpu-gemm runs products with a constant
@@ -24,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
@@ -40,6 +44,9 @@
 #include "ir/graph_stats.h"
 #include "ir/text_format.h"
 #include "runtime/executor.h"
+#include "report/html_report.h"
+#include "report/profile_report.h"
+#include "report/roofs.h"
 #include "ir/npy.h"
 #include "serving/serve.h"
 #include "support/file_io.h"
@@ -60,6 +67,9 @@ constexpr const char* kUsage =
     "              [--precision fp32|bf16]\n"
     "              [--skip-pass=NAME ...] [--versus \"FLAGS\"]\n"
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
+    "                [--html FILE] [--json FILE] [--trace FILE]\n"
+    "  cuvil profile --diff A.json B.json\n"
+    "  cuvil roofs [--threads N] [--remeasure]\n"
     "  cuvil serve --model-repository DIR [--http-port N] [--metrics-port N] ...  (cuvil serve --help)\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx), Cuvil IR text (.cvir) or a compiled artifact (.cuv; not for compile).\n";
@@ -86,6 +96,9 @@ struct Args {
   std::string versus;            // bench: flags of a second configuration timed against this one
   std::set<std::string> skip_passes;  // --skip-pass=NAME: passes left out of the pipeline
   Precision precision = Precision::fp32;  // --precision
+  std::string html, json_out, trace;  // profile: where to write the HTML report, its JSON, the Chrome trace
+  std::vector<std::string> diff;      // profile --diff A B
+  bool remeasure = false;             // roofs: measure even when cached
 };
 
 int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
@@ -176,16 +189,25 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--versus") a.versus = value();
     else if (s == "--iters") a.iters = int(parse_int(s, value(), 1));
     else if (s == "--warmup") a.warmup = int(parse_int(s, value(), 0));
-    else if (s == "--json") a.json = true;
+    else if (s == "--json" && (i + 1 >= argc || argv[i + 1][0] == '-')) a.json = true;
+    else if (s == "--json") a.json_out = value();
+    else if (s == "--html") a.html = value();
+    else if (s == "--trace") a.trace = value();
+    else if (s == "--diff") {
+      a.diff.push_back(value());
+      a.diff.push_back(value());
+    } else if (s == "--remeasure") a.remeasure = true;
     else if (s == "--ir") a.ir = true;
     else if (s == "--kernels") a.kernels = true;
     else if (s == "--stages") a.stages = true;
     else if (s.size() > 1 && s[0] == '-') throw UsageError("unknown option " + s);
     else pos.push_back(s);
   }
-  if (pos.size() != 2) throw UsageError("expected a command and a model");
+  bool no_model = (pos.size() == 1 && pos[0] == "roofs") || (pos.size() == 1 && pos[0] == "profile" && !a.diff.empty());
+  if (pos.size() != 2 && !no_model) throw UsageError("expected a command and a model");
   a.command = pos[0];
-  a.model = pos[1];
+  if (pos.size() == 2) a.model = pos[1];
+  if (!a.diff.empty() && pos.size() == 2) throw UsageError("profile --diff takes two reports, not a model");
   // compile takes ranges (recorded in the artifact); the other commands a size for random inputs.
   for (auto& [n, v] : a.dim_specs)
     if (a.command != "compile") a.dims[n] = parse_int("--dim", v, 0);
@@ -484,7 +506,45 @@ int cmd_bench(const Args& a) {
 }
 
 // Per node: median time over --iters profiled runs, share of the total, the kernel that ran; then totals per op.
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error("cannot write '" + path + "'");
+}
+
+// profile --html/--json/--trace: the report (src/report) of --iters profiled and unprofiled runs.
+void write_reports(Executor& exec, const std::vector<Tensor>& ins, const Args& a) {
+  report::ProfileOptions po;
+  po.iters = a.iters;
+  po.warmup = a.warmup;
+  po.model = a.model;
+  std::string doc = report::profile_json(exec, ins, po);
+  if (!a.json_out.empty()) write_text(a.json_out, doc);
+  if (!a.html.empty()) write_text(a.html, report::profile_html(doc));
+  if (!a.trace.empty()) write_text(a.trace, report::chrome_trace_json(doc));
+}
+
+int cmd_roofs(const Args& a) {
+  report::Roofs r = report::machine_roofs(a.threads, a.remeasure);
+  std::printf("%s, %d thread(s): fp32 FMA %.1f GFLOP/s (%s), DRAM read %.1f GB/s, L2 read %.1f GB/s\n", r.cpu.c_str(),
+              r.threads, r.fma_gflops, r.isa.c_str(), r.dram_gbps, r.cache_gbps);
+  if (a.json) std::printf("%s\n", r.to_json().c_str());
+  return 0;
+}
+
 int cmd_profile(const Args& a) {
+  if (!a.diff.empty()) {
+    std::fputs(report::diff_reports(read_text(a.diff[0]), read_text(a.diff[1])).c_str(), stdout);
+    return 0;
+  }
   auto g = load_any(a.model);
   optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
@@ -496,16 +556,23 @@ int cmd_profile(const Args& a) {
     const Node* node;
     std::string impl;
     double ms;
+    std::string fallback;
   };
   std::vector<Row> rows;
   double total = 0;
+  size_t covered = 0;  // rows still to come that ran inside a later one (counted there)
+  std::vector<bool> top(runs[0].size(), true);
+  for (size_t k = runs[0].size(); k-- > 0;) {
+    if (covered > 0) top[k] = false, --covered;
+    covered = std::max(covered, runs[0][k].nested);  // (a nested row's own rows are inside its parent's span)
+  }
   for (size_t k = 0; k < runs[0].size(); ++k) {
     std::vector<double> t;
     for (auto& r : runs)
       if (k < r.size() && r[k].node == runs[0][k].node) t.push_back(r[k].ms);
     std::sort(t.begin(), t.end());
-    rows.push_back({runs[0][k].node, runs[0][k].impl, t[t.size() / 2]});
-    total += rows.back().ms;
+    rows.push_back({runs[0][k].node, runs[0][k].impl, t[t.size() / 2], runs[0][k].fallback});
+    if (top[k]) total += rows.back().ms;
   }
   // Achieved rate: GFLOP/s for convolutions and matrix products, GB/s (inputs + outputs) for the rest; sizes
   // from the IR evaluated at this run's symbol values (blank where a size depends on data).
@@ -548,6 +615,14 @@ int cmd_profile(const Args& a) {
   std::printf("per op:\n");
   for (auto& [op, e] : ops)
     std::printf("%10.3f %6.1f%%  %-18s x%d\n", e.first, 100 * e.first / std::max(total, 1e-12), op.c_str(), e.second);
+  // Why kernels took a slower path (kernel selection's reason), once per distinct reason and op.
+  std::map<std::pair<std::string, std::string>, int> fallbacks;
+  for (auto& r : rows)
+    if (!r.fallback.empty()) ++fallbacks[{node_label(*r.node), r.fallback}];
+  if (!fallbacks.empty()) std::printf("fallbacks (slower kernels, and why):\n");
+  for (auto& [key, n] : fallbacks)
+    std::printf("  %-18s x%-3d %s\n", key.first.c_str(), n, printable(key.second).c_str());
+  if (!a.html.empty() || !a.json_out.empty() || !a.trace.empty()) write_reports(*exec, ins, a);
   return 0;
 }
 
@@ -632,10 +707,14 @@ int main(int argc, char** argv) {
     if (a.command == "run") return cmd_run(a);
     if (a.command == "bench") return cmd_bench(a);
     if (a.command == "profile") return cmd_profile(a);
+    if (a.command == "roofs") return cmd_roofs(a);
     throw UsageError("unknown command '" + a.command + "'");
   } catch (const UsageError& e) {
     std::cerr << "cuvil: " << printable(e.what()) << "\n" << kUsage;
     return 2;
+  } catch (const InternalError& e) {
+    std::cerr << "cuvil: " << printable(e.what()) << " (a bug in Cuvil: please report it with this message)\n";
+    return 70;  // EX_SOFTWARE
   } catch (const std::exception& e) {
     std::cerr << "cuvil: error: " << printable(e.what()) << "\n";
     return 1;

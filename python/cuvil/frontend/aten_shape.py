@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from .context import ConvertContext, converter, location
+from .context import ConvertContext, converter
 from .. import _C
 from .aten_core import result_dtype
 
@@ -120,10 +120,11 @@ def axes(values) -> np.ndarray:
 def emit_n(ctx: ConvertContext, op: str, inputs: list, attrs: dict, n: int) -> list:
     """ctx.emit for a node with n > 1 outputs, as a list. Each output gets its own name hint: GraphBuilder.add_node
     derives every output's name from the hint "t" and gives them all "t" while no value has that name yet."""
-    file, line = location(ctx.node) if ctx.node is not None else ("", 0)
+    file, line, stack = ctx.source()
     ins = [None if x is None else ctx.tensor(x) for x in inputs]
     try:
-        return list(ctx.builder.add_node(op, ins, n, attrs, file, line, "", [f"{op.lower()}{k}" for k in range(n)]))
+        return list(ctx.builder.add_node(op, ins, n, attrs, file, line, "", [f"{op.lower()}{k}" for k in range(n)],
+                                         stack=stack))
     except (_C.Error, ValueError) as e:
         raise ctx.error(str(e)) from None
 

@@ -8,8 +8,9 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from .. import _C
 from ..compiled import CompiledModule, check_options
-from ..errors import CaptureWarning, CompileError, UnsupportedError
+from ..errors import CaptureWarning, CompileError, UnsupportedError, compile_error
 from . import export as export_frontend
 from . import lazy
 from . import torchscript
@@ -199,8 +200,8 @@ def _prepare(compiled: CompiledModule, args: tuple, kwargs: dict) -> None:
     shapes = [list(x.shape) for x in list(args) + list(kwargs.values())]
     try:
         compiled._model.prepare(shapes)
-    except Exception as e:  # noqa: BLE001 - _C.Error
-        raise CompileError(str(e)) from None
+    except _C.Error as e:
+        raise compile_error(e) from None
 
 
 def _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads) -> CompiledModule:

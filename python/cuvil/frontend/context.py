@@ -20,6 +20,7 @@ import torch
 
 from .. import _C
 from ..errors import CompileError, UnsupportedError
+from . import call_chain
 
 # ---- dtypes
 
@@ -111,7 +112,7 @@ class ConvertContext:
 
 
     # Every field a converter may read or set, declared: no state hangs off the instance ad hoc.
-    __slots__ = ("builder", "node", "list_regions", "dim_symbols")
+    __slots__ = ("builder", "node", "list_regions", "dim_symbols", "call_sites")
 
     def __init__(self, builder: "_C.GraphBuilder"):
         self.builder = builder  # the region being built (converters of If/Loop bodies swap it)
@@ -122,10 +123,32 @@ class ConvertContext:
         # Run-time ints read from symbolic dims, by id: (the Value, the dim's expression) -- aten_core's
         # note_symbol / symbol_of.
         self.dim_symbols: dict[int, tuple[Any, str]] = {}
+        # A scripted model's submodule call sites (call_chain.script_call_sites), for the nodes' call chains.
+        self.call_sites: dict = {}
 
     # ---- locations and errors
+    def source(self) -> tuple[str, int, str]:
+        """The node's (file, line, call chain): the chain as call_chain.format_chain makes it; file:line its
+        innermost user frame where the node's own line is a library's (torch/nn/functional.py)."""
+        if self.node is None:
+            return "", 0, ""
+        file, line = location(self.node)
+        fx = getattr(self.node, "fx", None)
+        if fx is not None:
+            frames = call_chain.fx_frames(fx.meta.get("stack_trace"))
+        else:
+            text = self.node.sourceRange() or ""
+            frames = (call_chain.script_frames(self._module_path(), (file, line), self.call_sites)
+                      if LOC_RE.search(text) else call_chain.trace_frames(text))
+        stack = call_chain.format_chain(frames)
+        if stack and not call_chain.is_user_file(file):
+            innermost = stack.rsplit("\n", 1)[-1]
+            file, line = innermost.rsplit(" in ", 1)[0].rsplit(":", 1)
+            line = int(line)
+        return file, line, stack
+
     def where(self) -> str:
-        file, line = location(self.node) if self.node is not None else ("", 0)
+        file, line, _ = self.source()
         return f"{file}:{line}" if file else "<unknown location>"
 
     def error(self, msg: str) -> CompileError:
@@ -142,10 +165,11 @@ class ConvertContext:
     def emit(self, op: str, inputs: list, attrs: Optional[dict] = None, num_outputs: int = 1):
         """Adds a Cuvil node; inputs may be cuvil Values, None (omitted optional input) or constants (made
         tensors). Returns one Value, or a list when num_outputs != 1."""
-        file, line = location(self.node) if self.node is not None else ("", 0)
+        file, line, stack = self.source()
         ins = [None if x is None else self.tensor(x) for x in inputs]
         try:
-            outs = self.builder.add_node(op, ins, num_outputs, attrs or {}, file, line, self._module_path())
+            outs = self.builder.add_node(op, ins, num_outputs, attrs or {}, file, line, self._module_path(),
+                                         stack=stack)
         except (_C.Error, ValueError) as e:
             # The core names the node with its location ("MatMul at model.py:12: ..."): say the location once.
             raise self.error(str(e).replace(f" at {file}:{line}", "", 1) if file else str(e)) from None

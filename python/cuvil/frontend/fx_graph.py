@@ -21,7 +21,7 @@ import torch
 import torch.fx
 
 from .. import _C
-from ..errors import CompileError
+from ..errors import CompileError, InternalError
 from .context import CONVERTERS, TORCH_TO_CUVIL, TORCH_TO_SCALAR_TYPE, ConvertContext, unsupported_error
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -186,7 +186,7 @@ class FxConverter:
         """An FX argument as a converter input: nodes looked up, dtypes as ScalarType codes, lists recursively."""
         if isinstance(a, torch.fx.Node):
             if a not in self.env:
-                raise CompileError(f"internal error: FX node {a.name} used before it is converted")
+                raise InternalError(f"internal error: FX node {a.name} used before it is converted")
             return self.env[a]
         if isinstance(a, torch.dtype):
             return TORCH_TO_SCALAR_TYPE.get(a, a)  # (the form converters read dtype arguments in)
@@ -233,7 +233,7 @@ class FxConverter:
         result = fn(ctx, self.inputs(node))
         val = node.meta.get("val")
         if isinstance(val, (tuple, list)) and not isinstance(result, (tuple, list)):
-            raise ctx.error(f"internal error: the converter returned one value for {len(val)} outputs")
+            raise InternalError(f"internal error: {ctx.op()} at {ctx.where()}: the converter returned one value for {len(val)} outputs")
         self.env[node] = result
 
     def check(self, node: torch.fx.Node) -> None:
@@ -261,7 +261,7 @@ class FxConverter:
         for node in graph.nodes:
             if node.op == "placeholder":
                 if node not in self.env:
-                    raise CompileError(f"internal error: placeholder {node.name} is not bound")
+                    raise InternalError(f"internal error: placeholder {node.name} is not bound")
             elif node.op == "call_function":
                 self.call(node)
             elif node.op == "get_attr":
@@ -272,7 +272,7 @@ class FxConverter:
                 return [self.arg(o) for o in (outs if isinstance(outs, (list, tuple)) else [outs])]
             else:
                 raise CompileError(f"unsupported FX node {node.op} {node.target}")
-        raise CompileError("internal error: the FX graph has no output node")
+        raise InternalError("internal error: the FX graph has no output node")
 
 
 def _attr(module, target: str):

@@ -23,8 +23,9 @@ import numpy as np
 import torch
 
 from .. import _C
+from . import call_chain
 from ..compiled import CompiledModule, check_options
-from ..errors import CaptureWarning, CompileError, UnsupportedError
+from ..errors import CaptureWarning, CompileError, InternalError, UnsupportedError, compile_error
 from . import aten_ops  # noqa: F401 - registers the converters
 from . import mutation, trace_guards
 from .context import CATEGORY, CONVERTERS, LOC_RE, TORCH_TO_CUVIL, ConvertContext, location, onnx_dtype_id, unsupported_error
@@ -41,7 +42,7 @@ class _Converter:
     def value(self, v):
         if v in self.env:
             return self.env[v]
-        raise CompileError(f"internal error: TorchScript value %{v.debugName()} used before it is converted")
+        raise InternalError(f"internal error: TorchScript value %{v.debugName()} used before it is converted")
 
     def block(self, block):
         for node in block.nodes():
@@ -71,7 +72,7 @@ class _Converter:
             self.env[outs[0]] = result
         else:
             if not isinstance(result, (tuple, list)) or len(result) != len(outs):
-                raise ctx.error(f"internal error: converter returned {type(result).__name__} for {len(outs)} outputs")
+                raise InternalError(f"internal error: {ctx.op()} at {ctx.where()}: converter returned {type(result).__name__} for {len(outs)} outputs")
             for o, r in zip(outs, result):
                 self.env[o] = r
 
@@ -379,7 +380,7 @@ def build_model(ctx: ConvertContext, outputs: list, threads: Optional[int],
     try:
         model_c = ctx.builder.build()
     except _C.Error as e:
-        raise CompileError(str(e)) from None
+        raise compile_error(e) from None
     if threads is not None:
         model_c.set_threads(threads)
     if precision != "fp32":
@@ -611,6 +612,7 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
 
     builder = _C.GraphBuilder("main")
     ctx = ConvertContext(builder)
+    ctx.call_sites = call_chain.script_call_sites(scripted)
     graph_inputs = list(graph.inputs())
     if len(graph_inputs) - has_self != len(examples):
         raise CompileError(f"the captured forward() takes {len(graph_inputs) - has_self} tensor input(s), "
@@ -633,5 +635,5 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     try:
         model_c.prepare([list(x.shape) for x in examples])
     except _C.Error as e:
-        raise CompileError(str(e)) from None
+        raise compile_error(e) from None
     return CompiledModule(model_c, _output_structure(result))

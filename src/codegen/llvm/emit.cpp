@@ -68,7 +68,7 @@ void Emitter::emit(const std::string& symbol, const llvm::TargetMachine& tm) {
   B.CreateRetVoid();
   std::string err;
   llvm::raw_string_ostream os(err);
-  CUVIL_CHECK(!llvm::verifyFunction(*F, &os), "internal error: generated kernel does not verify: ", os.str());
+  CUVIL_ASSERT(!llvm::verifyFunction(*F, &os), "generated kernel does not verify: ", os.str());
 }
 
 // Rows [begin, end) (row kernels), flat elements [begin, end) (element-wise kernels) or flat positions of the

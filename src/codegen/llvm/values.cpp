@@ -171,7 +171,7 @@ Value* Emitter::compute(const Expr& x, Value* a, Value* b, Value* c, int w) {
     case Op::logical_xor: return B.CreateXor(a, b);
     case Op::select: return B.CreateSelect(a, b, c);
     case Op::cast: return cast(a, K.exprs[size_t(x.a)].type, x.type, w);
-    default: fail("internal error: kernel IR op ", op_name(x.op), " reached element-wise emission");
+    default: fail_internal("kernel IR op ", op_name(x.op), " reached element-wise emission");
   }
 }
 

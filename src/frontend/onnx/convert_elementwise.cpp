@@ -22,7 +22,7 @@ namespace {
 
 OpKind kind_of(ConvertContext& ctx) {
   auto k = op_from_name(ctx.op_type());
-  if (!k) ctx.error("internal error: no op named ", ctx.op_type());
+  if (!k) fail_internal("no op named ", ctx.op_type());
   return *k;
 }
 

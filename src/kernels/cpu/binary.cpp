@@ -170,7 +170,7 @@ std::unique_ptr<PreparedKernel> prepare_binary(const Node& n, const std::vector<
         const float* a = ctx.input(0).data<float>();
         const float* b = ctx.input(1).data<float>();
         Tensor& out = ctx.output(0);
-        if (out.numel() != plan.numel) ctx.error("internal error: output ", out.type_str(), " does not match the plan");
+        if (out.numel() != plan.numel) ctx.internal_error("output ", out.type_str(), " does not match the plan");
         float* y = out.data<float>();
         parallel_ranges(plan.numel, 1, 16, [&](int64_t b0, int64_t e0) { run_range(plan, fn, a, b, y, b0, e0); });
       },

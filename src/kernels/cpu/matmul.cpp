@@ -52,7 +52,7 @@ class GemmMatMul final : public PreparedKernel {
     const Tensor& a = ctx.input(0);
     Tensor& y = ctx.output(0);
     int64_t rows = a.numel() / k_;
-    CUVIL_CHECK(rows * n_ == y.numel(), ctx.node().describe(), ": internal error: ", a.type_str(), " x [", k_, ", ",
+    CUVIL_ASSERT(rows * n_ == y.numel(), ctx.node().describe(), ": ", a.type_str(), " x [", k_, ", ",
                 n_, "] does not give ", y.type_str());
     GemmEpilogue e;
     e.act = spec_.act;
@@ -60,7 +60,7 @@ class GemmMatMul final : public PreparedKernel {
       e.bias = bias_.empty() ? ctx.input(size_t(spec_.bias_input)).data<float>() : bias_.data();
     if (spec_.sum_input >= 0) {
       const Tensor& sum = ctx.input(size_t(spec_.sum_input));
-      CUVIL_CHECK(sum.shape() == y.shape(), ctx.node().describe(), ": internal error: the residual input is ",
+      CUVIL_ASSERT(sum.shape() == y.shape(), ctx.node().describe(), ": the residual input is ",
                   sum.type_str(), " but the output ", y.type_str());
       e.sum = sum.data<float>();
       e.sum_scale = spec_.sum_scale;

@@ -275,7 +275,7 @@ class ShapeGenericMatMul final : public PrimitiveKernel {
     }
     if (spec_.sum_input >= 0) {
       const Tensor& sum = ctx.input(size_t(spec_.sum_input));
-      CUVIL_CHECK(sum.shape() == y.shape(), ctx.node().describe(), ": internal error: the residual input is ",
+      CUVIL_ASSERT(sum.shape() == y.shape(), ctx.node().describe(), ": the residual input is ",
                   sum.type_str(), " but the output ", y.type_str());
       if (sum.raw() != y.raw()) std::memcpy(y.raw(), sum.raw(), y.nbytes());
     }

@@ -94,8 +94,8 @@ std::string primitive_created(const dnnl::primitive_desc_base& pd) {
 }
 
 void PrimitiveKernel::set_name(const dnnl::primitive_desc_base& pd) {
-  CUVIL_CHECK(pd.get_primitive_attr().get_scratchpad_mode() == dnnl::scratchpad_mode::user,
-              "internal error: oneDNN primitive ", pd.impl_info_str(), " not created with thread_safe_attr()");
+  CUVIL_ASSERT(pd.get_primitive_attr().get_scratchpad_mode() == dnnl::scratchpad_mode::user,
+               "oneDNN primitive ", pd.impl_info_str(), " not created with thread_safe_attr()");
   name_ = primitive_created(pd);
   memory::desc scratch = pd.scratchpad_desc();
   if (scratch.get_size() > 0) args_[DNNL_ARG_SCRATCHPAD] = memory(scratch, cpu_engine(), DNNL_MEMORY_NONE);
@@ -209,7 +209,7 @@ std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, 
   // Packed outside the lock: two threads may pack the same constant at once; both results are right.
   Tensor src = t;
   if (scale != 1.f) {
-    CUVIL_CHECK(t.dtype() == DType::f32, "internal error: only f32 constants are scaled when packed");
+    CUVIL_ASSERT(t.dtype() == DType::f32, "only f32 constants are scaled when packed");
     src = t.clone();
     float* p = src.data<float>();
     for (int64_t i = 0; i < src.numel(); ++i) p[i] *= scale;

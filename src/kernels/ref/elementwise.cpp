@@ -161,7 +161,7 @@ template <class T, class R = T, class Fn>
 void map_unary(KernelContext& ctx, Fn&& fn) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  if (x.numel() != y.numel()) ctx.error("internal error: output size ", y.numel(), " != input size ", x.numel());
+  if (x.numel() != y.numel()) ctx.internal_error("output size ", y.numel(), " != input size ", x.numel());
   const T* in = x.data<T>();
   R* out = y.data<R>();
   for (int64_t i = 0; i < x.numel(); ++i) out[i] = R(fn(widen(in[i])));
@@ -204,7 +204,7 @@ void compare(KernelContext& ctx, Fn&& fn) {
 void copy_input_to_output(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  if (x.nbytes() != y.nbytes()) ctx.error("internal error: output size differs from the input's");
+  if (x.nbytes() != y.nbytes()) ctx.internal_error("output size differs from the input's");
   if (y.raw() != x.raw() && x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
 }
 
@@ -662,7 +662,7 @@ namespace {
 void cast_to(KernelContext& ctx, DType to) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  if (y.dtype() != to || x.numel() != y.numel()) ctx.error("internal error: output is ", y.type_str());
+  if (y.dtype() != to || x.numel() != y.numel()) ctx.internal_error("output is ", y.type_str());
   visit_dtype(x.dtype(), [&]<class From>() {
     visit_dtype(to, [&]<class To>() {
       const From* in = x.data<From>();

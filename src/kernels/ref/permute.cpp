@@ -18,11 +18,11 @@ void copy_permuted(const Tensor& src, Tensor& dst, const std::vector<int64_t>& r
 
 void permute_into(const Tensor& src, const std::vector<int64_t>& perm, Tensor& dst) {
   size_t r = src.rank();
-  CUVIL_CHECK(perm.size() == r && dst.rank() == r && dst.dtype() == src.dtype(), "internal error: bad permute");
+  CUVIL_ASSERT(perm.size() == r && dst.rank() == r && dst.dtype() == src.dtype(), "bad permute");
   std::vector<int64_t> in_strides = strides_of(src.shape()), read(r);
   for (size_t d = 0; d < r; ++d) {
     read[d] = in_strides[size_t(perm[d])];
-    CUVIL_CHECK(dst.dim(d) == src.dim(size_t(perm[d])), "internal error: permute output shape");
+    CUVIL_ASSERT(dst.dim(d) == src.dim(size_t(perm[d])), "permute output shape");
   }
   if (dst.numel() == 0) return;
   switch (dtype_size(src.dtype())) {
@@ -30,7 +30,7 @@ void permute_into(const Tensor& src, const std::vector<int64_t>& perm, Tensor& d
     case 2: copy_permuted<uint16_t>(src, dst, read); break;
     case 4: copy_permuted<uint32_t>(src, dst, read); break;
     case 8: copy_permuted<uint64_t>(src, dst, read); break;
-    default: fail("internal error: permute of ", dtype_name(src.dtype()));
+    default: fail_internal("permute of ", dtype_name(src.dtype()));
   }
 }
 

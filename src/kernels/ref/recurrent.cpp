@@ -403,7 +403,7 @@ CUVIL_REF_KERNEL(Resize) {
   const size_t rank = X.rank();
   for (size_t a = 0; a < rank; ++a)
     if (Y.rank() != rank || Y.dim(a) != r.axes[a].out)
-      ctx.error("internal error: output is ", Y.type_str(), " but the scales/sizes give another shape");
+      ctx.internal_error("output is ", Y.type_str(), " but the scales/sizes give another shape");
   if (Y.numel() == 0) return;
   const bool crop = p.coord == recurrent::CoordMode::TfCropAndResize;
   if (crop && (!roi || roi->numel() != int64_t(2 * rank)))

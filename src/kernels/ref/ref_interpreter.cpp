@@ -38,7 +38,7 @@ class Interpreter final : public RegionRunner {
       std::vector<const Tensor*> ins;
       for (const Value* v : n.inputs()) {
         const Tensor* t = v ? frame.find(v) : nullptr;
-        CUVIL_CHECK(!v || t, n.describe(), ": internal error: input '", v ? v->name() : "", "' has no value");
+        CUVIL_ASSERT(!v || t, n.describe(), ": input '", v ? v->name() : "", "' has no value");
         ins.push_back(t);
       }
       std::vector<Tensor> outs = run_node(n, ins, &frame);
@@ -47,7 +47,7 @@ class Interpreter final : public RegionRunner {
     std::vector<Tensor> results;
     for (const Value* v : g.outputs()) {
       const Tensor* t = frame.find(v);
-      CUVIL_CHECK(t, "graph '", g.name(), "': internal error: output '", v->name(), "' has no value");
+      CUVIL_ASSERT(t, "graph \'", g.name(), "\': output '", v->name(), "' has no value");
       results.push_back(*t);
     }
     return results;

@@ -33,7 +33,7 @@ void visit_width(size_t bytes, Fn&& fn) {
     case 4: return fn.template operator()<uint32_t>();
     case 8: return fn.template operator()<uint64_t>();
   }
-  fail("internal error: no element type of ", bytes, " bytes");
+  fail_internal("no element type of ", bytes, " bytes");
 }
 
 template <class U>
@@ -47,7 +47,7 @@ U* elems(Tensor& t) {
 
 // Same bytes into the output; a no-op when the runtime placed the output on the input's buffer (in place).
 void copy_all(Tensor& out, const Tensor& in) {
-  CUVIL_CHECK(out.nbytes() == in.nbytes(), "internal error: copy of ", in.type_str(), " into ", out.type_str());
+  CUVIL_ASSERT(out.nbytes() == in.nbytes(), "copy of ", in.type_str(), " into ", out.type_str());
   if (out.raw() != in.raw() && in.nbytes()) std::memmove(out.raw(), in.raw(), in.nbytes());
 }
 
@@ -195,7 +195,7 @@ CUVIL_REF_KERNEL(Slice) {
   for (size_t k = 0; k < starts.size(); ++k) {
     int64_t a = norm_axis(ctx, axes.at(k), r);
     auto rg = tensor_ops::slice_range(in.dim(size_t(a)), starts[k], ends.at(k), steps.at(k));
-    CUVIL_CHECK(rg.len == out.dim(size_t(a)), ctx.node().describe(), ": internal error: slice length mismatch");
+    CUVIL_ASSERT(rg.len == out.dim(size_t(a)), ctx.node().describe(), ": slice length mismatch");
     first[size_t(a)] = rg.start;
     step[size_t(a)] = rg.step;
   }

@@ -100,8 +100,8 @@ CUVIL_REF_KERNEL(TfIdfVectorizer) {
   const int64_t rows = x.rank() == 2 ? x.dim(0) : 1;
   const int64_t len = x.rank() == 2 ? x.dim(1) : x.dim(0);
   const int64_t out_size = y.rank() == 0 ? 0 : y.dim(y.rank() - 1);
-  CUVIL_CHECK(y.dtype() == DType::f32 && y.numel() == rows * out_size, ctx.node().describe(),
-              ": internal error: output is ", y.type_str(), " for input ", x.type_str());
+  CUVIL_ASSERT(y.dtype() == DType::f32 && y.numel() == rows * out_size, ctx.node().describe(),
+               ": output is ", y.type_str(), " for input ", x.type_str());
 
   // Token ids widened to int64, the pool's type, once for the whole input.
   std::vector<int64_t> tokens(static_cast<size_t>(x.numel()));

@@ -1,0 +1,210 @@
+"""Performance regression check: a fixed set of single-op and small-chain ONNX models run on Cuvil and on ONNX
+Runtime alternately in one process, compared as ratios (Cuvil time / ONNX Runtime time) with a stored baseline
+for this kind of machine. Ratios, not times: load on a shared machine slows both alike.
+
+    python bench/regress.py                       # compare with the baseline; exit 1 on a regression
+    python bench/regress.py --update-baseline     # measure and store the baseline for this machine
+    python bench/regress.py --inject matmul=15    # slow one case's Cuvil calls by 15 % (to check the check)
+
+Per case, `--rounds` rounds each time `--calls` calls of Cuvil then as many of ONNX Runtime; the case's ratio is
+the median of the rounds' ratios; its spread is the rounds' median absolute deviation relative to the median
+(times 1.4826: a standard deviation for normal noise), and the median's own error 1.2533 x spread / sqrt(rounds).
+A case regresses when its ratio exceeds the baseline's by more than threshold = max(--min-threshold,
+3 x sqrt(error_baseline^2 + error_now^2)): three standard deviations of the difference of the two medians, so an
+unchanged build fails about 1 case in 700 by chance. The report prints each case's spread and threshold.
+Baselines: bench/regress/baseline-<machine>.json; each run is appended to bench/regress/history-<machine>.jsonl.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "regress")
+SCALE = 1.4826  # MAD -> standard deviation for normal noise
+
+
+# ---- the decision (pure: tested on synthetic numbers in tests/python/test_regress.py)
+def summarize(ratios: list[float]) -> dict:
+    """A case's rounds -> its median ratio and relative spread."""
+    med = statistics.median(ratios)
+    mad = statistics.median(abs(r - med) for r in ratios)
+    return {"ratio": med, "spread": SCALE * mad / med if med > 0 else 0.0, "rounds": len(ratios)}
+
+
+def median_error(c: dict) -> float:
+    """The relative standard error of a case's median ratio (1.2533 sigma / sqrt(n) for normal noise)."""
+    return 1.2533 * c["spread"] / math.sqrt(max(c.get("rounds", 1), 1))
+
+
+def threshold(base: dict, now: dict, min_threshold: float) -> float:
+    return max(min_threshold, 3.0 * math.hypot(median_error(base), median_error(now)))
+
+
+def compare(baseline: dict, current: dict, min_threshold: float = 0.05) -> list[dict]:
+    """Per case of `current`: its change against `baseline` (relative), the threshold, and whether it regressed
+    (or 'new' when the baseline lacks it)."""
+    out = []
+    for name, now in sorted(current.items()):
+        base = baseline.get(name)
+        if base is None:
+            out.append({"case": name, "status": "new", "ratio": now["ratio"], "spread": now["spread"]})
+            continue
+        change = now["ratio"] / base["ratio"] - 1
+        t = threshold(base, now, min_threshold)
+        out.append({"case": name, "status": "regressed" if change > t else "ok", "change": change, "threshold": t,
+                    "ratio": now["ratio"], "base_ratio": base["ratio"], "spread": now["spread"],
+                    "base_spread": base["spread"]})
+    return out
+
+
+# ---- the cases
+def _models():
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+
+    def f32(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    def const(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+    def model(nodes, inputs, outputs, inits=()):
+        g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        return m
+
+    yield "matmul", model([helper.make_node("MatMul", ["x", "w"], ["y"])], [f32("x", [128, 768])],
+                          [f32("y", [128, 768])], [const("w", rng.standard_normal((768, 768)) * 0.05)]), \
+        {"x": rng.standard_normal((128, 768)).astype(np.float32)}
+    yield "conv3x3", model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                            helper.make_node("Relu", ["c"], ["y"])], [f32("x", [1, 32, 56, 56])],
+                           [f32("y", [1, 32, 56, 56])],
+                           [const("w", rng.standard_normal((32, 32, 3, 3)) * 0.05), const("b", np.zeros(32))]), \
+        {"x": rng.standard_normal((1, 32, 56, 56)).astype(np.float32)}
+    yield "softmax", model([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [f32("x", [12, 128, 128])],
+                           [f32("y", [12, 128, 128])]), {"x": rng.standard_normal((12, 128, 128)).astype(np.float32)}
+    yield "add_relu_4m", model([helper.make_node("Add", ["x", "b"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+                               [f32("x", [1024, 4096])], [f32("y", [1024, 4096])], [const("b", np.ones(4096))]), \
+        {"x": rng.standard_normal((1024, 4096)).astype(np.float32)}
+
+
+def machine_key(threads: int) -> str:
+    cpu = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return re.sub(r"[^A-Za-z0-9]+", "_", cpu).strip("_") + f"-t{threads}"
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def measure(rounds: int, calls: int, threads: int, inject: dict[str, float], only: "set | None" = None) -> dict:
+    import onnx
+    import onnxruntime as ort
+
+    import cuvil
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, m, feeds in _models():
+            if only and name not in only:
+                continue
+            path = os.path.join(tmp, name + ".onnx")
+            onnx.save(m, path)
+            cv = cuvil.load_onnx(path, threads=threads)
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = threads
+            so.inter_op_num_threads = 1
+            sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            args = list(feeds.values())
+            for _ in range(3):
+                cv(*args)
+                sess.run(None, feeds)
+            extra = 0.0
+            if name in inject:  # a slowdown of this case's Cuvil calls, as a fraction of their time
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    cv(*args)
+                extra = inject[name] * (time.perf_counter() - t0) / calls
+            ratios = []
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    cv(*args)
+                    if extra:
+                        _spin(extra)
+                t1 = time.perf_counter()
+                for _ in range(calls):
+                    sess.run(None, feeds)
+                t2 = time.perf_counter()
+                ratios.append((t1 - t0) / (t2 - t1))
+            out[name] = summarize(ratios)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--min-threshold", type=float, default=0.05)
+    ap.add_argument("--update-baseline", action="store_true")
+    ap.add_argument("--inject", action="append", default=[], metavar="CASE=PERCENT")
+    ap.add_argument("--only", action="append", default=[], metavar="CASE")
+    ap.add_argument("--data-dir", default=DATA, help="where baselines and history live (default bench/regress)")
+    ap.add_argument("--report-only", action="store_true", help="print the comparison, exit 0 even on regressions")
+    a = ap.parse_args(argv)
+    inject = {k: float(v) / 100 for k, v in (s.split("=", 1) for s in a.inject)}
+    key = machine_key(a.threads)
+    current = measure(a.rounds, a.calls, a.threads, inject, set(a.only) or None)
+    os.makedirs(a.data_dir, exist_ok=True)
+    base_path = os.path.join(a.data_dir, f"baseline-{key}.json")
+    with open(os.path.join(a.data_dir, f"history-{key}.jsonl"), "a") as f:
+        f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "inject": a.inject,
+                            "cases": current}) + "\n")
+    if a.update_baseline:
+        with open(base_path, "w") as f:
+            json.dump({"machine": key, "cases": current}, f, indent=1)
+        for name, c in current.items():
+            print(f"{name:14s} ratio {c['ratio']:.3f}  spread {100 * c['spread']:.1f} %")
+        print(f"baseline written: {base_path}")
+        return 0
+    if not os.path.exists(base_path):
+        print(f"no baseline for this machine ({base_path}): run with --update-baseline first", file=sys.stderr)
+        return 2
+    with open(base_path) as f:
+        baseline = json.load(f)["cases"]
+    rows = compare(baseline, current, a.min_threshold)
+    print(f"{'case':14s} {'ratio':>7s} {'base':>7s} {'change':>8s} {'thresh':>7s} {'spread':>7s}  status")
+    for r in rows:
+        if r["status"] == "new":
+            print(f"{r['case']:14s} {r['ratio']:7.3f} {'-':>7s} {'-':>8s} {'-':>7s} {100 * r['spread']:6.1f}%  new")
+            continue
+        print(f"{r['case']:14s} {r['ratio']:7.3f} {r['base_ratio']:7.3f} {100 * r['change']:+7.1f}% "
+              f"{100 * r['threshold']:6.1f}% {100 * r['spread']:6.1f}%  {r['status']}")
+    bad = [r["case"] for r in rows if r["status"] == "regressed"]
+    if bad:
+        print(f"REGRESSED: {', '.join(bad)}")
+    return 1 if bad and not a.report_only else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
