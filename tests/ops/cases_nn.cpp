@@ -23,12 +23,19 @@ void conv_cases(Cases& cs) {
                       Cv{{1, 6, 8, 8}, {6, 1, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 6, "depthwise dilated"},
                       Cv{{2, 5, 17}, {4, 5, 3}, {2}, {1, 1}, {1}, 1, "1-D"},
                       Cv{{1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}, {1, 1, 1}, 1, "3-D"},
-                      Cv{{1, 16, 7, 7}, {8, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1"}}) {
+                      Cv{{1, 16, 7, 7}, {8, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1"},
+                      Cv{{1, 3, 17, 13}, {5, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, "3x3, odd"},
+                      Cv{{2, 4, 9, 11}, {6, 2, 3, 2}, {2, 1}, {0, 1, 2, 0}, {1, 1}, 2, "groups, asymmetric pads"},
+                      Cv{{1, 8, 15, 15}, {8, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 8, "depthwise, stride 2"},
+                      Cv{{1, 3, 12, 10}, {4, 3, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1, "dilation"},
+                      Cv{{1, 16, 7, 7}, {33, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1, odd channel count"},
+                      Cv{{1, 5, 31}, {7, 5, 4}, {3}, {1, 2}, {1}, 1, "1-D, stride 3"}}) {
     AttrMap a{{"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations}, {"group", c.group}};
     OpCase& k = cs.add(OpKind::Conv, std::string(c.what) + ", constant weights").in(f32(c.x)).in(f32(c.w).cst())
                     .in(f32({c.w[0]}).cst()).tol(kProduct).needs({D});
     k.attrs = a;
-    OpCase& r = cs.add(OpKind::Conv, std::string(c.what) + ", weights as input").in(f32(c.x)).in(f32(c.w)).tol(kProduct);
+    OpCase& r = cs.add(OpKind::Conv, std::string(c.what) + ", weights as input").in(f32(c.x)).in(f32(c.w)).tol(kProduct)
+                    .needs({D});
     r.attrs = a;
   }
   cs.add(OpKind::Conv, "auto_pad SAME_UPPER").in(f32({1, 2, 7, 6})).in(f32({3, 2, 3, 3}).cst())
@@ -75,21 +82,29 @@ void pool_cases(Cases& cs) {
                       Pl{{1, 2, 7, 5}, {3, 2}, {1, 2}, {1, 0, 1, 1}, "asymmetric"},
                       Pl{{2, 3, 17}, {4}, {3}, {1, 2}, "1-D"}}) {
     AttrMap a{{"kernel_shape", p.kernel}, {"strides", p.strides}, {"pads", p.pads}};
-    OpCase& mx = cs.add(OpKind::MaxPool, p.what).in(f32(p.x).sp()).exact();
+    OpCase& mx = cs.add(OpKind::MaxPool, p.what).in(f32(p.x).sp()).exact().needs({D});
     mx.attrs = a;
-    OpCase& av = cs.add(OpKind::AveragePool, p.what).in(f32(p.x)).tol({1e-6, 1e-6});
+    OpCase& av = cs.add(OpKind::AveragePool, p.what).in(f32(p.x)).tol({1e-6, 1e-6}).needs({D});
     av.attrs = a;
     OpCase& ex = cs.add(OpKind::AveragePool, std::string(p.what) + ", pads counted").in(f32(p.x)).tol({1e-6, 1e-6})
-                     .attr("count_include_pad", int64_t(1));
+                     .attr("count_include_pad", int64_t(1)).needs({D});
     for (auto& [k, v] : a) ex.attrs[k] = v;
   }
+  cs.add(OpKind::MaxPool, "ceil mode").in(f32({2, 5, 13, 11})).attr("kernel_shape", Ints{3, 3}).attr("strides", Ints{2, 2})
+      .attr("pads", Ints{1, 1, 1, 1}).attr("ceil_mode", int64_t(1)).exact().needs({D});
+  for (int64_t count_pad : {0, 1})
+    cs.add(OpKind::AveragePool, "2x3, pads " + std::to_string(count_pad)).in(f32({2, 5, 13, 11}))
+        .attr("kernel_shape", Ints{2, 3}).attr("pads", Ints{0, 1, 1, 0}).attr("count_include_pad", count_pad)
+        .tol({1e-4, 1e-4}).needs({D});
+  cs.add(OpKind::GlobalAveragePool, "channels last").in(f32({2, 7, 5, 3})).attr("channels_last", int64_t(1))
+      .tol({1e-4, 1e-4}).needs({D});
   cs.add(OpKind::MaxPool, "indices, ceil mode").in(f32({1, 2, 6, 7})).attr("kernel_shape", Ints{3, 3})
       .attr("strides", Ints{2, 2}).attr("ceil_mode", int64_t(1)).outs(2).exact();
   cs.add(OpKind::MaxPool, "dilated, i8").in(rnd(DType::i8, {1, 2, 9, 9}, -128, 127)).attr("kernel_shape", Ints{2, 2})
       .attr("dilations", Ints{2, 2});
-  cs.add(OpKind::GlobalAveragePool, "odd").in(f32({2, 7, 5, 3})).tol({1e-6, 1e-6});
+  cs.add(OpKind::GlobalAveragePool, "odd").in(f32({2, 7, 5, 3})).tol({1e-6, 1e-6}).needs({D});
   cs.add(OpKind::GlobalAveragePool, "1-D").in(f32({3, 4, 9})).tol({1e-6, 1e-6});
-  cs.add(OpKind::GlobalMaxPool, "odd, specials").in(f32({2, 7, 5, 3}).sp()).exact();
+  cs.add(OpKind::GlobalMaxPool, "odd, specials").in(f32({2, 7, 5, 3}).sp()).exact().needs({D});
   cs.add(OpKind::MaxUnpool, "from pooled indices")
       .in(f32({1, 1, 2, 2}))
       .in(val(tensor<int64_t>({5, 7, 13, 15}, {1, 1, 2, 2})))
@@ -120,7 +135,8 @@ void product_cases(Cases& cs) {
       .attr("alpha", 0.5)
       .tol(kProduct)
       .needs({D});
-  cs.add(OpKind::Gemm, "C full, beta").in(f32({4, 6})).in(f32({6, 3})).in(f32({4, 3})).attr("beta", 0.25).tol(kProduct);
+  cs.add(OpKind::Gemm, "C full, beta").in(f32({4, 6})).in(f32({6, 3})).in(f32({4, 3})).attr("beta", 0.25).tol(kProduct)
+      .needs({D});
   cs.add(OpKind::Gemm, "no C, CPU GEMM").in(f32({64, 33})).in(f32({33, 17}).cst()).tol(kProduct).needs({C});
   cs.add(OpKind::MatMulInteger, "u8 x u8 zero points")
       .in(rnd(DType::u8, {5, 7}, 0, 255))
