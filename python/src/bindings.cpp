@@ -307,17 +307,7 @@ class Model {
     for (const auto& [sym, lo, hi] : dims) in.dim_ranges.push_back({sym, lo, hi});
     in.tuned_for = codegen::jit_host_description();
     py::gil_scoped_release nogil;
-    // The generated kernels as machine code (artifact/kernel_library.h, codegen/llvm/aot.h).
-    artifact::KernelList ks = artifact::kernels_of(graph_);
-    if (!ks.empty()) {
-      std::vector<std::string> keys;
-      for (auto& [k, s] : ks) keys.push_back(artifact::kernel_key(k, s));
-      codegen::LinkedKernels lk = codegen::link_kernels(ks, keys);
-      in.kernels_so = std::move(lk.shared_object);
-      in.kernel_index = artifact::kernel_index(lk.symbols);
-      in.kernel_features = artifact::required_features(codegen::jit_host_description());
-      in.llvm_version = codegen::llvm_version();
-    }
+    codegen::add_compiled_kernels(graph_, in);  // the generated kernels as machine code
     artifact::save(path, in);
   }
 

@@ -670,17 +670,7 @@ int cmd_compile(const Args& a) {
   }
   in.model_fingerprint = file_fingerprint(a.model);
   in.tuned_for = codegen::jit_host_description();
-  // The generated kernels as machine code (artifact/kernel_library.h, codegen/llvm/aot.h).
-  artifact::KernelList ks = artifact::kernels_of(g);
-  if (!ks.empty()) {
-    std::vector<std::string> keys;
-    for (auto& [k, s] : ks) keys.push_back(artifact::kernel_key(k, s));
-    codegen::LinkedKernels lk = codegen::link_kernels(ks, keys);
-    in.kernels_so = std::move(lk.shared_object);
-    in.kernel_index = artifact::kernel_index(lk.symbols);
-    in.kernel_features = artifact::required_features(codegen::jit_host_description());
-    in.llvm_version = codegen::llvm_version();
-  }
+  codegen::add_compiled_kernels(g, in);  // the generated kernels as machine code
   artifact::save(a.output, in);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "wrote " << printable(a.output) << " (" << human_bytes(int64_t(std::filesystem::file_size(a.output)))

@@ -12,6 +12,7 @@
 #include <llvm/Config/llvm-config.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "artifact/kernel_library.h"
 #include "codegen/llvm/jit.h"
 #include "support/error.h"
 
@@ -64,6 +65,18 @@ LinkedKernels link_kernels(const std::vector<std::pair<Kernel, Schedule>>& kerne
   out.shared_object.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   if (out.shared_object.empty()) throw Error("linking the generated kernels produced nothing");
   return out;
+}
+
+void add_compiled_kernels(const std::shared_ptr<const Graph>& g, artifact::SaveInput& in) {
+  artifact::KernelList ks = artifact::kernels_of(g);
+  if (ks.empty()) return;
+  std::vector<std::string> keys;
+  for (auto& [k, s] : ks) keys.push_back(artifact::kernel_key(k, s));
+  LinkedKernels lk = link_kernels(ks, keys);
+  in.kernels_so = std::move(lk.shared_object);
+  in.kernel_index = artifact::kernel_index(lk.symbols);
+  in.kernel_features = artifact::required_features(jit_host_description());
+  in.llvm_version = llvm_version();
 }
 
 }  // namespace cuvil::codegen

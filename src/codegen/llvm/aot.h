@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "artifact/artifact.h"
 #include "codegen/kernel_ir.h"
 #include "codegen/schedule.h"
 
@@ -24,5 +25,9 @@ LinkedKernels link_kernels(const std::vector<std::pair<Kernel, Schedule>>& kerne
 
 // The LLVM version the kernels are compiled with.
 const char* llvm_version();
+
+// The generated kernels `g` runs (artifact::kernels_of), compiled and linked into `in`'s kernels section with
+// their index, the CPU features they require and the LLVM version; nothing when `g` runs none.
+void add_compiled_kernels(const std::shared_ptr<const Graph>& g, artifact::SaveInput& in);
 
 }  // namespace cuvil::codegen
