@@ -155,9 +155,11 @@ void DynamicBatcher::work() {
               g->second += j->rows_;
             }
           }
-          for (auto& [g, r] : groups) {
+          for (const auto& group : groups) {  // (not a structured binding: clang 14 cannot capture one)
+            const std::string* g = group.first;
             auto oldest = std::find_if(queue_.begin(), queue_.end(), [&](auto& j) { return j->signature_ == *g; });
-            if (r >= options_.max_batch_size || stopping_ || now >= (*oldest)->enqueued_ + options_.max_queue_delay) {
+            if (group.second >= options_.max_batch_size || stopping_ ||
+                now >= (*oldest)->enqueued_ + options_.max_queue_delay) {
               sig = *g;
               break;
             }

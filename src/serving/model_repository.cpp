@@ -77,9 +77,11 @@ ModelConfig parse_model_config(const std::string& text) {
   };
   static const char* const kKeys[] = {"max_batch_size", "max_queue_delay_us", "max_queue_size", "instances",
                                       "threads", "timeout_ms", "warmup"};
-  for (auto& [k, v] : j.items())
+  for (const auto& item : j.items()) {  // (not a structured binding: clang 14 cannot capture one)
+    const std::string& k = item.key();
     CUVIL_CHECK(std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* x) { return k == x; }) != std::end(kKeys),
                 "config.json: unknown key '", k, "'");
+  }
   c.batcher.max_batch_size = get_int("max_batch_size", 0, 1 << 16, 0);
   c.batcher.max_queue_delay = std::chrono::microseconds(get_int("max_queue_delay_us", 0, 10'000'000, 500));
   c.batcher.max_queue_size = size_t(get_int("max_queue_size", 1, 1 << 20, 1024));
