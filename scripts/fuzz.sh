@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 RUNS=${CUVIL_FUZZ_RUNS:-150000}
 CORPUS=out/fuzz
-mkdir -p "$CORPUS"/{onnx,ir,npy,cuv,c_api}
+mkdir -p "$CORPUS"/{onnx,ir,npy,cuv,c_api,kserve}
 # Seeds: a few small node-suite models and their tensors.
 for c in test_relu test_add_bcast test_if test_loop11 test_reshape_negative_dim test_conv_with_strides_padding \
          test_maxpool_2d_default test_lstm_defaults test_gemm_default_matrix_bias test_softmax_example test_scan9_sum \
@@ -29,6 +29,11 @@ for m in "$CORPUS"/onnx/*.onnx; do
   build/bin/cuvil compile "$m" -o "$CORPUS/cuv/$(basename "$m" .onnx).cuv" >/dev/null 2>&1 || true
 done
 head -c 64 /dev/zero > "$CORPUS/c_api/zeros"
+# KServe v2 request seeds (the first byte: whether a binary header length follows, see fuzz_kserve_request.cpp)
+printf '%s' '0{"id":"1","inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8]}],"outputs":[{"name":"x"}]}' \
+  > "$CORPUS/kserve/json"
+printf '%s' '0{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","data":[[1,2,3,4]]},{"name":"ids","shape":[3],"datatype":"INT64","data":[1,2,3]}],"parameters":{"binary_data_output":true}}' \
+  > "$CORPUS/kserve/two"
 run() {
   local target=$1 corpus=$2  # $3: read-only seed directory
   mkdir -p "$CORPUS/$target"
@@ -56,4 +61,6 @@ run fuzz_npy "$CORPUS/npy" tests/fuzz/regressions/npy || status=1
 mkdir -p tests/fuzz/regressions/{cuv,c_api}
 run fuzz_artifact "$CORPUS/cuv" tests/fuzz/regressions/cuv || status=1
 run fuzz_c_api "$CORPUS/c_api" tests/fuzz/regressions/c_api || status=1
+mkdir -p tests/fuzz/regressions/kserve
+run fuzz_kserve_request "$CORPUS/kserve" tests/fuzz/regressions/kserve || status=1
 exit $status
