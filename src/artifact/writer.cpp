@@ -105,6 +105,16 @@ const char* section_name(SectionKind k) {
   return "?";
 }
 
+// JSON text; a name that is not valid UTF-8 (which JSON cannot hold) is a clear error, not nlohmann's exception.
+static std::string dump_json(const json& j, int indent, const char* what) {
+  try {
+    return j.dump(indent);
+  } catch (const json::exception& e) {
+    throw Error(str_cat("artifact: cannot write the ", what, ": ", e.what(),
+                        " (the model's names must be valid UTF-8)"));
+  }
+}
+
 std::string serialize(const SaveInput& in) {
   CUVIL_CHECK(in.graph, "artifact: no graph to save");
   WeightsBuilder weights;
@@ -137,8 +147,8 @@ std::string serialize(const SaveInput& in) {
   m["required_cpu_features"] = in.kernels_so.empty() ? baseline_cpu_features() : in.kernel_features;
   m["tuned_for"] = in.tuned_for;
   m["extra"] = parse_object(in.extra_json, "front end's data");
-  std::string manifest = m.dump(2);
-  std::string smap = source_map(*in.graph).dump();
+  std::string manifest = dump_json(m, 2, "manifest");
+  std::string smap = dump_json(source_map(*in.graph), -1, "source map");
 
   std::vector<std::pair<SectionKind, const std::string*>> sections = {{SectionKind::manifest, &manifest},
                                                                       {SectionKind::graph, &graph_text},

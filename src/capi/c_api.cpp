@@ -34,9 +34,18 @@ namespace {
 constexpr DType kDtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8,  DType::i16,    DType::i32,
                              DType::i64, DType::u8,  DType::u16, DType::u32,  DType::u64, DType::boolean};
 
-bool to_dtype(cuvil_dtype c, DType* out) {
-  if (int(c) < 0 || size_t(c) >= std::size(kDtypes)) return false;
-  *out = kDtypes[size_t(c)];
+// A dtype as the caller wrote it. C lets an enum object hold any int; C++ reading one that is not an enumerator is
+// undefined (UBSan's -fsanitize=enum), so the bits are read as the int they are.
+int32_t raw_dtype(const cuvil_dtype& c) {
+  static_assert(sizeof(cuvil_dtype) == sizeof(int32_t));
+  int32_t v;
+  std::memcpy(&v, &c, sizeof v);
+  return v;
+}
+bool to_dtype(const cuvil_dtype& c, DType* out) {
+  int32_t v = raw_dtype(c);
+  if (v < 0 || size_t(v) >= std::size(kDtypes)) return false;
+  *out = kDtypes[size_t(v)];
   return true;
 }
 cuvil_dtype from_dtype(DType t) {

@@ -181,7 +181,7 @@ std::string profile_json(Executor& ex, const std::vector<Tensor>& inputs, const 
   if (options.roofs)
     doc["roofs"] = {{"cpu", roofs.cpu},          {"threads", roofs.threads},     {"fma_gflops", roofs.fma_gflops},
                     {"dram_gbps", roofs.dram_gbps}, {"cache_gbps", roofs.cache_gbps}, {"isa", roofs.isa}};
-  return doc.dump(1);
+  return doc.dump(1, ' ', false, json::error_handler_t::replace);  // (names need not be UTF-8)
 }
 
 namespace {
@@ -216,7 +216,7 @@ std::string chrome_trace_json(const std::string& report_json) {
                       {"tid", k["parent"].get<int64_t>() < 0 ? 1 : 2},
                       {"args", args}});
   }
-  return json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump();
+  return json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string diff_reports(const std::string& a_json, const std::string& b_json) {
