@@ -10,7 +10,8 @@ import math
 import numpy as np
 import torch
 
-from .context import CATEGORY, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL, ConvertContext, converter, onnx_dtype_id
+from .context import (CATEGORY, NUMPY_DTYPES, SCALAR_TYPE_TO_TORCH, TORCH_TO_CUVIL, ConvertContext, converter,
+                      onnx_dtype_id)
 from .aten_core import binary, result_dtype
 from .aten_nn import _reduce_axes
 from .aten_shape import axes, dims_of, norm_dim, product, static_dim
@@ -23,8 +24,8 @@ def _float_dtype(ctx: ConvertContext, *xs) -> str:
 
 
 def _c(value, dtype: str) -> np.ndarray:
-    return np.array(value, {"f16": np.float16, "f64": np.float64}.get(dtype, np.float32) if CATEGORY.get(dtype) == 2
-                    else np.int64 if dtype == "i64" else np.float32)
+    """A constant of the given Cuvil dtype (bf16 has no NumPy type: f32, which the ops' promotion accepts)."""
+    return np.array(value, NUMPY_DTYPES.get(dtype, np.float32))
 
 
 # ---- division and rounding

@@ -20,7 +20,8 @@ def _dim_size(ctx: ConvertContext, x, d: int):
     return size_tensor(ctx, [n])
 
 
-def _topk(ctx: ConvertContext, x, k, d: int, largest: bool, want_indices: bool = True):
+def _topk(ctx: ConvertContext, x, k, d: int, largest: bool):
+    """(values, indices) of the k largest (or smallest) along d, sorted; k an int or a run-time i64."""
     if ctx.rank_of(x) == 0:
         return x, np.array(0, np.int64)
     k = size_tensor(ctx, [k]) if not ctx.is_value(k) else ctx.emit("Reshape", [ctx.tensor(k, "i64"),
