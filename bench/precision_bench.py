@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import cuvil  # noqa: E402
+from peers import export_onnx, openvino_runner, ort_runner  # noqa: E402
 
 
 def model_and_inputs(name: str):
@@ -89,39 +90,20 @@ def engines(name, model, inputs, threads, tmp):
     add("cuvil bf16", cuvil_fn("bf16"))
 
     path = os.path.join(tmp, f"{name}.onnx")
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if positional:
-                torch.onnx.export(model, args, path, input_names=list(inputs), opset_version=17, dynamo=False)
-            else:
-                torch.onnx.export(model, (), path, kwargs=inputs, dynamo=True, external_data=False)
-    except Exception as e:  # noqa: BLE001
-        print(f"  ONNX export failed ({type(e).__name__}); ONNX Runtime and OpenVINO left out")
+    if not export_onnx(model, args, inputs, positional, path):
         return out
     feeds = {k: v.numpy() for k, v in inputs.items()}
 
     def ort():
-        import onnxruntime as rt
-        so = rt.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        s = rt.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        names = {i.name for i in s.get_inputs()}
-        f = {k: v for k, v in feeds.items() if k in names}
-        return lambda: first_array(s.run(None, f))
+        run = ort_runner(path, feeds, threads)
+        return lambda: first_array(run())
 
     add("onnxruntime fp32", ort)
 
     def openvino(hint):
         def make():
-            import openvino as ov
-            cm = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": hint,
-                                                       "INFERENCE_NUM_THREADS": str(threads),
-                                                       "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1"})
-            req = cm.create_infer_request()
-            f = {k: v for k, v in feeds.items() if k in {i.get_any_name() for i in cm.inputs}}
-            return lambda: first_array(req.infer(f)[cm.outputs[0]]).copy()
+            run = openvino_runner(path, feeds, threads, hint)
+            return lambda: first_array(run()).copy()
         return make
 
     add("openvino fp32", openvino("f32"))

@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import cuvil  # noqa: E402
+from peers import export_onnx, openvino_runner, ort_runner  # noqa: E402
 
 
 def model_and_inputs(name: str):
@@ -88,40 +89,12 @@ def engines(name: str, model, inputs: dict, threads: int, tmp: str):
     timed("eager", lambda: (lambda: model(*args)) if positional else (lambda: model(**inputs)))
 
     path = os.path.join(tmp, f"{name}.onnx")
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if positional:
-                torch.onnx.export(model, args, path, input_names=list(inputs), opset_version=17, dynamo=False)
-            else:  # transformers 5 models export through torch.export only (the file is for the peers alone)
-                torch.onnx.export(model, (), path, kwargs=inputs, dynamo=True, external_data=False)
-    except Exception as e:  # noqa: BLE001
-        print(f"  ONNX export failed ({type(e).__name__}); ONNX Runtime and OpenVINO left out")
+    if not export_onnx(model, args, inputs, positional, path):
         return out
     feeds = {k: v.numpy() for k, v in inputs.items()}
 
-    def ort():
-        import onnxruntime as rt
-        so = rt.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        s = rt.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        names = {i.name for i in s.get_inputs()}
-        f = {k: v for k, v in feeds.items() if k in names}
-        return lambda: s.run(None, f)
-
-    timed("onnxruntime", ort)
-
-    def openvino():
-        import openvino as ov
-        core = ov.Core()
-        cm = core.compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
-                                              "INFERENCE_NUM_THREADS": str(threads)})
-        req = cm.create_infer_request()
-        f = {k: v for k, v in feeds.items() if k in {i.get_any_name() for i in cm.inputs}}
-        return lambda: req.infer(f)
-
-    timed("openvino", openvino)
+    timed("onnxruntime", lambda: ort_runner(path, feeds, threads))
+    timed("openvino", lambda: openvino_runner(path, feeds, threads, "f32"))
     return out
 
 
