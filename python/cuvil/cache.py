@@ -186,8 +186,9 @@ def _mapped_hash(path: str) -> str:
 _build: Optional[dict] = None
 
 
-def _package_sources_hash() -> str:
-    """The cuvil package's own Python files (the front ends turn models into graphs)."""
+def _package_sources() -> list[str]:
+    """The cuvil package's own Python files (the front ends turn models into graphs), as path, size and mtime:
+    any edit changes them (as the JIT cache keys on its library's)."""
     pkg = os.path.dirname(os.path.abspath(__file__))
     items = []
     for dirpath, dirnames, files in os.walk(pkg):
@@ -195,31 +196,9 @@ def _package_sources_hash() -> str:
         for f in sorted(files):
             if f.endswith(".py"):
                 p = os.path.join(dirpath, f)
-                items.append(f"{os.path.relpath(p, pkg)}={_file_hash(p)}")
-    return _h(*items)
-
-
-def _native_libraries() -> list[str]:
-    """The identity (path, size, mtime) of the loaded Cuvil native libraries (_C and libcuvil*): a rebuild changes
-    the code without necessarily changing the version or the configure-time git revision."""
-    paths = set()
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                p = line.rstrip("\n").split(None, 5)
-                if len(p) == 6 and "cuvil" in os.path.basename(p[5]) and ".so" in p[5]:
-                    paths.add(p[5])
-    except OSError:
-        pass
-    paths.add(_C.__file__)
-    out = []
-    for p in sorted(paths):
-        try:
-            st = os.stat(p)
-            out.append(f"{p} {st.st_size} {st.st_mtime_ns}")
-        except OSError:
-            out.append(p)
-    return out
+                st = os.stat(p)
+                items.append(f"{p[len(pkg) + 1:]} {st.st_size} {st.st_mtime_ns}")
+    return items
 
 
 def _build_parts() -> dict:
@@ -227,8 +206,8 @@ def _build_parts() -> dict:
     global _build
     if _build is None:
         info = _C.build_info()
-        libs = _native_libraries()
-        sources = _package_sources_hash()
+        libs = [ln for ln in info["libraries"].splitlines() if ln]  # _C, libcuvil, libcuvil_runtime
+        sources = _h(*_package_sources())
         version = f"cuvil {info['version']} (git {info['git_revision']})"
         deps = {"llvm": info["llvm_version"], "onednn": info["onednn_version"], "numpy": np.__version__,
                 "python": ".".join(map(str, sys.version_info[:3]))}
@@ -538,6 +517,8 @@ def _detail_diff(name: str, mine: Any, theirs: Any) -> str:
                      if mine.get("files", {}).get(k) != theirs.get("files", {}).get(k)]
             what = f"files {', '.join(files)}" if files else "the byte code of a method or helper"
             return f": {what} changed"
+        if changed and name in ("config", "deps"):  # short values: show them
+            return ": " + ", ".join(f"{k}: {theirs.get(k)} -> {mine.get(k)}" for k in changed)
         if changed:
             shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
             return f": {shown}"

@@ -8,6 +8,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -18,6 +21,7 @@
 #include "artifact/cache_key.h"
 #include "artifact/kernel_library.h"
 #include "codegen/llvm/aot.h"
+#include "codegen/llvm/host_cpu.h"
 #include "codegen/llvm/jit.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/graph_stats.h"
@@ -283,6 +287,25 @@ void check_python_signals() {
 // How often a run on the main thread looks for signals: Ctrl-C interrupts within about this (plus the node or
 // loop iteration in progress).
 constexpr auto kSignalPollInterval = std::chrono::milliseconds(20);
+
+// The files holding this module's code, the compiler's and the runtime's, each as "path size mtime" (a rebuild
+// changes them; the model cache keys on them).
+std::string library_identities() {
+  std::string out;
+  for (const void* fn : {reinterpret_cast<const void*>(&library_identities),
+                         reinterpret_cast<const void*>(&codegen::llvm_version),
+                         reinterpret_cast<const void*>(&artifact::bytes_hash)}) {
+    Dl_info info{};
+    struct stat st {};
+    if (!::dladdr(fn, &info) || !info.dli_fname) continue;
+    out += info.dli_fname;
+    if (::stat(info.dli_fname, &st) == 0)
+      out += " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+             std::to_string(st.st_mtim.tv_nsec);
+    out += "\n";
+  }
+  return out;
+}
 
 // ---- compiled models
 
@@ -675,7 +698,8 @@ PYBIND11_MODULE(_C, m) {
                                               {"git_revision", artifact::git_revision()},
                                               {"llvm_version", codegen::llvm_version()},
                                               {"onednn_version", artifact::onednn_version()},
-                                              {"host", codegen::jit_host_description()}};
+                                              {"host", codegen::host_cpu_description()},
+                                              {"libraries", library_identities()}};
   });
   m.def("bytes_hash", [](py::buffer b) {
     py::buffer_info info = b.request();

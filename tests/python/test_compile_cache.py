@@ -298,21 +298,85 @@ def test_concurrent_writers(cache_dir, tmp_path):
 def _onnx_model(path, w_offset=0.0):
     import onnx
     from onnx import TensorProto, helper
-    w = helper.make_tensor("W", TensorProto.FLOAT, [4, 3], np.arange(12, dtype=np.float32) / 10 - 0.5 + w_offset)
+    # 20 weights: more than print inline in the IR, so they count as the graph's weights, not its structure
+    w = helper.make_tensor("W", TensorProto.FLOAT, [4, 5], np.arange(20, dtype=np.float32) / 10 - 0.5 + w_offset)
     g = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["xw"], name="mm"),
                            helper.make_node("Tanh", ["xw"], ["y"], name="tanh")], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])], [w])
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 5])], [w])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     return str(path)
 
 
-def _cli(*args, ok=True):
-    r = subprocess.run([CUVIL, "cache", *args], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, CUVIL_PYTHON=sys.executable))
+def test_onnx_external_data_is_keyed_after_import(cache_dir, tmp_path, capfd):
+    import onnx
+    model = onnx.load(_onnx_model(tmp_path / "inline.onnx"))
+    w = model.graph.initializer[0]
+    w.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(w), "W"))  # raw data: can go external
+    ext = str(tmp_path / "ext.onnx")
+    onnx.save(model, ext, save_as_external_data=True, all_tensors_to_one_file=True, location="ext.bin",
+              size_threshold=0)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    a = cuvil.load_onnx(ext)
+    b = cuvil.load_onnx(ext)
+    log = _log(capfd)
+    assert "keyed after import" in log and "hit" in log, log
+    assert np.array_equal(a(x), b(x))
+    # the external weights change, the .onnx file does not: a miss naming the graph's constants
+    assert (tmp_path / "ext.bin").exists()
+    data = np.fromfile(tmp_path / "ext.bin", dtype=np.float32)
+    (data + 1).tofile(tmp_path / "ext.bin")
+    c = cuvil.load_onnx(ext)
+    line = _miss_line(capfd)
+    assert "differs in 1 part(s): graph_weights" in line, line
+    assert not np.array_equal(a(x), c(x))
+
+
+TRACED = '''
+import torch
+
+
+class Branchy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.sum().numpy() > 0:  # not scriptable (.numpy()): traced, this branch frozen
+            return self.fc(x)
+        return -self.fc(x)
+'''
+
+
+def test_traced_model_needs_the_same_example_values(cache_dir, tmp_path, capfd):
+    (tmp_path / "cache_traced_model.py").write_text(TRACED)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        mod = importlib.import_module("cache_traced_model")
+    finally:
+        sys.path.remove(str(tmp_path))
+    m = mod.Branchy().eval()
+    pos = torch.ones(2, 4)
+    with pytest.warns(cuvil.CaptureWarning, match="torch.jit.trace"):
+        cuvil.compile(m, (pos,), capture="torchscript")
+    with pytest.warns(cuvil.CaptureWarning, match="replayed"):  # a hit replays the capture's warning
+        cuvil.compile(m, (pos,), capture="torchscript")
+    assert "hit" in _log(capfd)
+    neg = -torch.ones(2, 4)
+    with pytest.warns(cuvil.CaptureWarning):
+        c = cuvil.compile(m, (neg,), capture="torchscript")
+    assert "example_values" in _log(capfd)
+    torch.testing.assert_close(c(neg), m(neg))
+
+
+def _cli(capfd, *args, ok=True):
+    """`cuvil cache ARGS` in this process (cuvil.cache_cli.main; the native CLI's hand-over is tested once)."""
+    from cuvil import cache_cli
+    code = cache_cli.main(list(args))
+    out = capfd.readouterr().out
     if ok:
-        assert r.returncode == 0, r.stderr + r.stdout
-    return r
+        assert code == 0, out
+    return code, out
 
 
 def test_onnx_cache_and_cli(cache_dir, tmp_path, capfd):
@@ -322,22 +386,25 @@ def test_onnx_cache_and_cli(cache_dir, tmp_path, capfd):
     b = cuvil.load_onnx(src)
     assert "hit" in _log(capfd)
     assert np.array_equal(a(x), b(x))
-    assert "hit: entry" in _cli("explain", src).stdout
-    out = _cli("explain", src, "--precision", "bf16").stdout
-    assert "differs in 1 part(s): config" in out, out
+    # the native CLI hands `cuvil cache` to Python
+    r = subprocess.run([CUVIL, "cache", "ls"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, CUVIL_PYTHON=sys.executable))
+    assert r.returncode == 0 and "1 entries" in r.stdout and "m.onnx" in r.stdout, r.stderr + r.stdout
+    assert "hit: entry" in _cli(capfd, "explain", src)[1]
+    out = _cli(capfd, "explain", src, "--precision", "bf16")[1]
+    assert "differs in 1 part(s): config" in out and "precision: fp32 -> bf16" in out, out
     other = _onnx_model(tmp_path / "m2.onnx", w_offset=1.0)
-    out = _cli("explain", other).stdout
+    out = _cli(capfd, "explain", other)[1]
     assert "differs in 1 part(s): model_file" in out, out
-    out = _cli("ls").stdout
-    assert "1 entries" in out and "m.onnx" in out, out
-    assert "1 entries, 0 damaged" in _cli("verify", "--deep").stdout
+    assert json.loads(_cli(capfd, "ls", "--json")[1])[0]["kind"] == "onnx"
+    assert "1 entries, 0 damaged" in _cli(capfd, "verify", "--deep")[1]
     (rec,) = _records(cache_dir)
     art = cache_dir / json.loads((cache_dir / rec).read_text())["artifact"]
     data = bytearray(art.read_bytes())
     data[len(data) // 2] ^= 1
     art.write_bytes(bytes(data))
-    r = _cli("verify", ok=False)
-    assert r.returncode == 1 and "DAMAGED" in r.stdout, r.stdout
-    assert "removed 1 entries; 0 left" in _cli("prune", "--all").stdout
+    code, out = _cli(capfd, "verify", ok=False)
+    assert code == 1 and "DAMAGED" in out and "hash differs" in out, out
+    assert "removed 1 entries; 0 left" in _cli(capfd, "prune", "--all")[1]
     assert _records(cache_dir) == []
-    assert "models" in _cli("dir").stdout
+    assert _cli(capfd, "dir")[1].strip() == str(cache_dir)
