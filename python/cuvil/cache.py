@@ -632,6 +632,11 @@ class Lookup:
             except ValueError as e:  # what an artifact cannot hold yet (e.g. bf16 decisions)
                 log(f"not stored {self.description}: {e}")
                 return None
+            except _C.Error as e:  # never fails the compile itself
+                _remove(art)
+                warnings.warn(f"cuvil: the compiled model could not be stored in the cache ({e})", CacheWarning,
+                              stacklevel=3)
+                return None
             record = {
                 "format": RECORD_FORMAT, "format_version": RECORD_VERSION, "key": self.key, "kind": self.kind,
                 "model": self.description, "parts": self.parts, "details": self.details,

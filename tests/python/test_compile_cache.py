@@ -357,10 +357,12 @@ def test_traced_model_needs_the_same_example_values(cache_dir, tmp_path, capfd):
         sys.path.remove(str(tmp_path))
     m = mod.Branchy().eval()
     pos = torch.ones(2, 4)
-    with pytest.warns(cuvil.CaptureWarning, match="torch.jit.trace"):
+    with pytest.warns(cuvil.CaptureWarning, match="torch.jit.trace") as first:
         cuvil.compile(m, (pos,), capture="torchscript")
-    with pytest.warns(cuvil.CaptureWarning, match="replayed"):  # a hit replays the capture's warning
+    with pytest.warns(cuvil.CaptureWarning, match="replayed") as again:  # a hit replays the capture's warning
         cuvil.compile(m, (pos,), capture="torchscript")
+    for w in (first, again):  # pointing at the caller, as without the cache
+        assert [x.filename for x in w if issubclass(x.category, cuvil.CaptureWarning)] == [__file__]
     assert "hit" in _log(capfd)
     neg = -torch.ones(2, 4)
     with pytest.warns(cuvil.CaptureWarning):
