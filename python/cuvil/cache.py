@@ -37,6 +37,7 @@ import marshal
 import mmap
 import os
 import re
+import stat
 import sys
 import sysconfig
 import tempfile
@@ -117,6 +118,33 @@ def max_bytes() -> int:
     return int(mb * 1024 * 1024)
 
 
+_refused: set = set()  # directories warned about once
+
+
+def _trusted(path: str, directory: bool) -> bool:
+    """Whether an existing path deserves trust (docs/SECURITY.md): not a symbolic link, owned by this user, not
+    writable by group or others; a directory or a regular file as expected."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    kind_ok = stat.S_ISDIR(st.st_mode) if directory else stat.S_ISREG(st.st_mode)
+    return kind_ok and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _usable_dir(directory: str) -> bool:
+    """The models directory and its parent must be this user's alone (an artifact holds machine code): else one
+    warning and no model cache for the process."""
+    for d in (os.path.dirname(directory), directory):
+        if not _trusted(d, True):
+            if d not in _refused:
+                _refused.add(d)
+                warnings.warn(f"cuvil: the compiled-model cache is off: {d} is not a directory owned by this user "
+                              f"and writable by no one else", CacheWarning, stacklevel=4)
+            return False
+    return True
+
+
 def enabled(cache: Optional[bool]) -> bool:
     """cache=True/False decides; None: on unless CUVIL_MODEL_CACHE=off. Never without a directory
     (CUVIL_CACHE_DIR=off)."""
@@ -126,7 +154,7 @@ def enabled(cache: Optional[bool]) -> bool:
         cache = os.environ.get("CUVIL_MODEL_CACHE", "on") not in ("off", "0", "false", "no")
     if cache and models_dir() is not None:
         max_bytes()  # a malformed bound is an error before compiling, not after
-        return True
+        return _usable_dir(models_dir())
     return False
 
 
@@ -579,7 +607,7 @@ class Lookup:
             if r is None or r.get("key") != self.key:
                 return self._damaged("its record is unreadable or not a cache record")
             art = os.path.join(self.directory, r["artifact"])
-            if os.path.exists(art):
+            if os.path.lexists(art):
                 break
             # Another process may have just replaced the entry (and pruned the artifact this record named).
             if attempt == 2 or _read_record(self.record_path) == r:
@@ -589,6 +617,8 @@ class Lookup:
             log(f"miss {self.description} [{self.key[:16]}]: example_values ({PART_MEANING['example_values']}) "
                 f"differ from the entry's")
             return None
+        if not (_trusted(self.record_path, False) and _trusted(art, False)):
+            return self._damaged("its record or artifact is not a regular file of this user's, writable by no one else")
         try:
             size = os.path.getsize(art)
         except OSError:
@@ -627,8 +657,11 @@ class Lookup:
             gparts, gdetails = graph_parts(compiled._model, self.details.get("config", {}))
             art_name = f"{self.key}.{os.getpid()}.{os.urandom(4).hex()}.cuv"
             art = os.path.join(self.directory, art_name)
+            if not _usable_dir(self.directory):
+                return None
             try:
                 compiled.save(art)
+                os.chmod(art, 0o600)
             except ValueError as e:  # what an artifact cannot hold yet (e.g. bf16 decisions)
                 log(f"not stored {self.description}: {e}")
                 return None

@@ -410,3 +410,23 @@ def test_onnx_cache_and_cli(cache_dir, tmp_path, capfd):
     assert "removed 1 entries; 0 left" in _cli(capfd, "prune", "--all")[1]
     assert _records(cache_dir) == []
     assert _cli(capfd, "dir")[1].strip() == str(cache_dir)
+
+
+def test_directories_others_can_write_are_refused(cache_dir, tmp_path, capfd):
+    m = _mlp(tmp_path)
+    x = torch.randn(3, 8)
+    cuvil.compile(m, (x,))
+    os.chmod(cache_dir, 0o777)
+    cache._refused.clear()
+    with pytest.warns(cuvil.CacheWarning, match="compiled-model cache is off"):
+        cuvil.compile(m, (x,))
+    assert "hit" not in _log(capfd)
+    os.chmod(cache_dir, 0o700)
+    (rec,) = _records(cache_dir)
+    art = cache_dir / json.loads((cache_dir / rec).read_text())["artifact"]
+    assert art.stat().st_mode & 0o777 == 0o600
+    os.chmod(art, 0o666)
+    with pytest.warns(cuvil.CacheWarning, match="not a regular file of this user"):
+        cuvil.compile(m, (x,))
+    cuvil.compile(m, (x,))
+    assert "hit" in _log(capfd).splitlines()[-1]
