@@ -274,7 +274,9 @@ def _torch_dir() -> str:
 
 
 def _is_torch_module(name: str) -> bool:
-    return name == "torch" or name.startswith("torch.")
+    """Code whose version is a part already: torch, cuvil itself, and built-in modules."""
+    return (name in ("torch", "cuvil", "builtins") or name.startswith(("torch.", "cuvil.")) or
+            name in sys.builtin_module_names)
 
 
 def _module_file(modname: str) -> Optional[str]:
@@ -313,6 +315,7 @@ class _SourceWalk:
         self.seen_classes: set = set()
         self.seen_modules: set = set()
         self.queue: list = []
+        self.packages: dict[str, str] = {}  # installed packages defining the model's classes -> version
 
     def add_class(self, cls: type) -> None:
         for c in cls.__mro__:
@@ -329,7 +332,10 @@ class _SourceWalk:
                     b = _code_bytes(fn) if fn is not None else None
                     if b is not None:
                         self.code.update(name.encode() + b"\0" + b)
-            if _is_user_file(path) and c.__module__ not in self.seen_modules:
+            if not _is_user_file(path):  # an installed package: its version covers the helpers it calls
+                top = c.__module__.split(".")[0]
+                self.packages[top] = str(getattr(sys.modules.get(top), "__version__", "unknown"))
+            elif c.__module__ not in self.seen_modules:
                 self.seen_modules.add(c.__module__)
                 self.queue.append(c.__module__)
 
@@ -362,7 +368,9 @@ class _SourceWalk:
 
     def result(self) -> tuple[str, dict]:
         files = dict(sorted(self.files.items()))
-        return _h(json.dumps(files), self.code.hexdigest()), {"files": files, "code": self.code.hexdigest()[:32]}
+        packages = dict(sorted(self.packages.items()))
+        return (_h(json.dumps(files), json.dumps(packages), self.code.hexdigest()),
+                {"files": files, "packages": packages, "code": self.code.hexdigest()[:32]})
 
 
 def _stable_repr(v: Any, depth: int = 0) -> str:
@@ -543,7 +551,11 @@ def _detail_diff(name: str, mine: Any, theirs: Any) -> str:
         if name == "source":
             files = [os.path.basename(k) for k in sorted(set(mine.get("files", {})) | set(theirs.get("files", {})))
                      if mine.get("files", {}).get(k) != theirs.get("files", {}).get(k)]
-            what = f"files {', '.join(files)}" if files else "the byte code of a method or helper"
+            pk = [f"{k} {theirs.get('packages', {}).get(k)} -> {mine.get('packages', {}).get(k)}"
+                  for k in sorted(set(mine.get("packages", {})) | set(theirs.get("packages", {})))
+                  if mine.get("packages", {}).get(k) != theirs.get("packages", {}).get(k)]
+            what = (f"files {', '.join(files)}" if files else f"packages {', '.join(pk)}" if pk
+                    else "the byte code of a method or helper")
             return f": {what} changed"
         if changed and name in ("config", "deps"):  # short values: show them
             return ": " + ", ".join(f"{k}: {theirs.get(k)} -> {mine.get(k)}" for k in changed)
