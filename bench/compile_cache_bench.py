@@ -2,7 +2,7 @@
 process, and one in a fresh process (a hit), with the time of the first call after each (a hit defers
 preparation to it).
 
-    PYTHONPATH=python python bench/compile_cache_bench.py [--models resnet18,mlp]
+    PYTHONPATH=python python bench/compile_cache_bench.py [--models resnet18,mlp] [--warm-jit]
 """
 import argparse
 import json
@@ -48,6 +48,8 @@ def main() -> None:
     p.add_argument("--models", default="resnet18,mlp")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--runs", type=int, default=2, help=argparse.SUPPRESS)
+    p.add_argument("--warm-jit", action="store_true",
+                   help="fill the per-kernel JIT cache first (model cache off), so the first compile generates no code")
     a = p.parse_args()
     if a.child:
         child(a.child, a.runs)
@@ -63,9 +65,12 @@ def main() -> None:
                                    capture_output=True, text=True, check=True)
                 return json.loads(r.stdout.strip().splitlines()[-1])
 
+            if a.warm_jit:
+                subprocess.run([sys.executable, __file__, "--child", name, "--runs", "1"], check=True,
+                               env=dict(env, CUVIL_MODEL_CACHE="off"), capture_output=True)
             first, same = run(2)
             fresh = run(1)[0]
-            print(f"{name}: first compile {first['compile_s']:.3f} s (+ first call {first['first_call_s']:.3f} s); "
+            print(f"{name}{' (warm JIT cache)' if a.warm_jit else ''}: first compile {first['compile_s']:.3f} s (+ first call {first['first_call_s']:.3f} s); "
                   f"second, same process {same['compile_s']:.3f} s = {100 * same['compile_s'] / first['compile_s']:.1f} % "
                   f"(+ first call {same['first_call_s']:.3f} s, hit={same['hit']}); "
                   f"fresh process {fresh['compile_s']:.3f} s = {100 * fresh['compile_s'] / first['compile_s']:.1f} % "
