@@ -389,7 +389,15 @@ def _stable_repr(v: Any, depth: int = 0) -> str:
                                       for k, x in v.items())) + "}"
     if isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType)):
         return f"<{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', repr(v))}>"
-    return f"{type(v).__module__}.{type(v).__qualname__}:{_ADDRESS.sub('', repr(v))}"
+    if isinstance(v, np.ndarray):  # (their reprs elide the middle of large arrays)
+        return f"ndarray {v.dtype}{list(v.shape)}:{_bytes_hash(np.ascontiguousarray(v).reshape(-1).view(np.uint8))}"
+    if type(v).__module__.startswith("torch") and hasattr(v, "dtype") and hasattr(v, "shape"):
+        return f"tensor {v.dtype}{list(v.shape)}:{_bytes_hash(_tensor_bytes(v))}"
+    try:
+        text = repr(v)
+    except Exception as e:  # noqa: BLE001 - whatever a user's __repr__ raises
+        raise NotCacheable(f"an attribute of type {type(v).__qualname__} has no repr ({type(e).__name__})") from None
+    return f"{type(v).__module__}.{type(v).__qualname__}:{_ADDRESS.sub('', text)}"
 
 
 def _tensor_bytes(t) -> np.ndarray:

@@ -430,3 +430,25 @@ def test_directories_others_can_write_are_refused(cache_dir, tmp_path, capfd):
         cuvil.compile(m, (x,))
     cuvil.compile(m, (x,))
     assert "hit" in _log(capfd).splitlines()[-1]
+
+
+class _Anchored(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.anchors = [torch.zeros(1000)]  # a plain list attribute: not a buffer, its repr elides the middle
+
+    def forward(self, x):
+        return self.fc(x) + self.anchors[0][500]
+
+
+def test_tensors_in_plain_attributes_count(cache_dir, capfd):
+    torch.manual_seed(0)
+    m = _Anchored().eval()
+    x = torch.randn(2, 4)
+    cuvil.compile(m, (x,), capture="export")
+    m.anchors[0][500] = 1.0
+    c = cuvil.compile(m, (x,), capture="export")
+    line = _miss_line(capfd)
+    assert "differs in 1 part(s): module_state" in line, line
+    torch.testing.assert_close(c(x), m(x))
