@@ -70,10 +70,12 @@ def main() -> None:
                                env=dict(env, CUVIL_MODEL_CACHE="off"), capture_output=True)
             first, same = run(2)
             fresh = run(1)[0]
-            print(f"{name}{' (warm JIT cache)' if a.warm_jit else ''}: first compile {first['compile_s']:.3f} s (+ first call {first['first_call_s']:.3f} s); "
-                  f"second, same process {same['compile_s']:.3f} s = {100 * same['compile_s'] / first['compile_s']:.1f} % "
-                  f"(+ first call {same['first_call_s']:.3f} s, hit={same['hit']}); "
-                  f"fresh process {fresh['compile_s']:.3f} s = {100 * fresh['compile_s'] / first['compile_s']:.1f} % "
+            tag = " (warm JIT cache)" if a.warm_jit else ""
+            pct = lambda r: 100 * r["compile_s"] / first["compile_s"]  # noqa: E731
+            print(f"{name}{tag}: first compile {first['compile_s']:.3f} s (+ first call "
+                  f"{first['first_call_s']:.3f} s); second, same process {same['compile_s']:.3f} s = "
+                  f"{pct(same):.1f} % (+ first call {same['first_call_s']:.3f} s, hit={same['hit']}); "
+                  f"fresh process {fresh['compile_s']:.3f} s = {pct(fresh):.1f} % "
                   f"(+ first call {fresh['first_call_s']:.3f} s, hit={fresh['hit']})", flush=True)
 
 

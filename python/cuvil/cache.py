@@ -261,7 +261,7 @@ def _with_build(parts: dict, details: dict, config: dict, torch_version: Optiona
 
 _TORCH_DIR = None
 _STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"])
-_LIBRARY_DIRS = tuple({os.path.realpath(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])})
+_LIBRARY_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")})
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -420,7 +420,8 @@ _SKIPPED_ATTRS = frozenset({"training", "_parameters", "_buffers", "_modules", "
                             "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks"})
 
 
-def torch_parts(model, args: tuple, kwargs: dict, dynamic_shapes: Optional[dict], config: dict) -> tuple[dict, dict, str]:
+def torch_parts(model, args: tuple, kwargs: dict, dynamic_shapes: Optional[dict],
+                config: dict) -> tuple[dict, dict, str]:
     """(parts, details, example values' hash) of an nn.Module before capture; NotCacheable says why there are
     none."""
     import torch
@@ -451,7 +452,8 @@ def torch_parts(model, args: tuple, kwargs: dict, dynamic_shapes: Optional[dict]
                 attrs.append(f"{k}={_stable_repr(v)}")
             else:
                 attrs.append(f"{k}={_stable_repr(v)}")
-        state[name or "(root)"] = _h(f"{type(m).__module__}.{type(m).__qualname__} training={m.training} {' '.join(attrs)}")[:16]
+        cls = f"{type(m).__module__}.{type(m).__qualname__}"
+        state[name or "(root)"] = _h(f"{cls} training={m.training} {' '.join(attrs)}")[:16]
     walk.walk()
     for name, t in model.named_parameters(remove_duplicate=False):
         weights[name] = t

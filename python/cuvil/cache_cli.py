@@ -53,7 +53,8 @@ def cmd_ls(a) -> int:
     for e in es:
         r = e["record"]
         if r is None:
-            print(f"  {os.path.basename(e['path'])[:16]:16}  {_size(e['bytes']):>9}  {_when(e['used'])}  (unreadable record)")
+            print(f"  {os.path.basename(e['path'])[:16]:16}  {_size(e['bytes']):>9}  {_when(e['used'])}  "
+                  f"(unreadable record)")
             continue
         print(f"  {r['key'][:16]:16}  {_size(e['bytes']):>9}  {_when(e['used'])}  {r.get('kind', '?'):5}  "
               f"{r.get('model', '?')}  (compiled in {r.get('compile_s', 0):.2f} s)")

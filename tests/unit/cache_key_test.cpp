@@ -34,7 +34,8 @@ TEST(CacheKeyTest, LocationsDoNotCountStructureAndWeightsApart) {
 }
 
 TEST(CacheKeyTest, StripLocationsSkipsQuotedText) {
-  EXPECT_EQ(artifact::strip_locations("%a = Relu(%b) loc(\"m.py\":3)\n%c = Neg(%a)\n"), "%a = Relu(%b)\n%c = Neg(%a)\n");
+  EXPECT_EQ(artifact::strip_locations("%a = Relu(%b) loc(\"m.py\":3)\n%c = Neg(%a)\n"),
+            "%a = Relu(%b)\n%c = Neg(%a)\n");
   // a name holding ` loc(` (quoted) stays; the real location after it goes
   EXPECT_EQ(artifact::strip_locations("%\"x loc(y\" = Relu(%b) loc(\"q \\\" loc(\")\n"), "%\"x loc(y\" = Relu(%b)\n");
   EXPECT_EQ(artifact::strip_locations("no newline at the end"), "no newline at the end");
