@@ -13,6 +13,7 @@ from ..compiled import CompiledModule, check_options
 from ..errors import CaptureWarning, CompileError, UnsupportedError, compile_error
 from . import export as export_frontend
 from . import lazy
+from . import tensorflow as tensorflow_frontend
 from . import torchscript
 
 CAPTURES = ("auto", "export", "torchscript")
@@ -109,7 +110,9 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
             **options):
     """Compiles a PyTorch model into a :class:`cuvil.CompiledModule` with the same call signature.
 
-    model: a torch.nn.Module, a function of tensors, a torch.export.ExportedProgram, or a ScriptModule.
+    model: a torch.nn.Module, a function of tensors, a torch.export.ExportedProgram, or a ScriptModule; or a
+    Keras model or tf.function, converted in-process through tf2onnx (frontend/tensorflow.py; NumPy or tf.Tensor
+    examples, optional for a Keras model with declared input shapes, whose open dims become symbols).
     args, kwargs: example inputs, as ``torch.export.export(model, args, kwargs)`` takes them (a single tensor is
     taken as ``(tensor,)``; NumPy arrays are accepted); they fix each input's dtype, rank and sizes.
     dynamic_shapes: as torch.export takes it — a dict by argument name or a tuple by position of
@@ -136,6 +139,10 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     (``if x.max() > 1: raise ValueError(...)``, ``assert``, ``torch._check`` on an ``.item()``) becomes a run-time
     check: the call raises the model's own exception (same type and message, with a note naming the line) when
     and only when eager PyTorch would."""
+    if model is not None and tensorflow_frontend.is_tensorflow(model):  # Keras / tf.function: through tf2onnx
+        return tensorflow_frontend.compile_tensorflow(model, args, kwargs, dynamic_shapes=dynamic_shapes,
+                                                      precision=precision, device=device, threads=threads,
+                                                      **options)
     check_options(precision, device, threads, options)
     settings = dict(dynamic_shapes=dynamic_shapes, capture=capture, precision=precision, device=device,
                     threads=threads)
