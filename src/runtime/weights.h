@@ -25,6 +25,8 @@ struct WeightInfo {
 std::vector<WeightInfo> list_weights(const Graph& g);
 
 // A deep copy of `g` (regions included) whose constants share their storage with g's; shape-inferred and verified.
+// Constants that view memory owned elsewhere (a loaded artifact's mapped weights) stay views: the caller keeps
+// their owner alive (the artifact's graph) as long as the copy.
 std::shared_ptr<Graph> clone_graph(const Graph& g);
 
 // Every problem with `updates` against g's weights at once (unknown or repeated names, dtypes, shapes; with
