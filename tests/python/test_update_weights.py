@@ -7,6 +7,7 @@ the old weights serving. Under load, 8 threads call the model while its weights 
 output is the reference output of exactly the version it reports.
 """
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -194,36 +195,45 @@ def test_swaps_under_load(tmp_path):
     set_of = {1: 0}
     lock = threading.Lock()
     stop = threading.Event()
-    failures, versions_seen, calls = [], set(), [0]
+    failures, versions_seen, calls, ended = [], set(), [0] * 8, [False] * 8
 
-    def worker():
+    def worker(i):
         try:
             while not stop.is_set():
                 out, v = m.call_with_version(X)
                 with lock:
                     k = set_of[v]
                     versions_seen.add(v)
-                    calls[0] += 1
+                    calls[i] += 1
                 matches = [i for i, r in enumerate(refs) if _same(out, r)]
                 if matches != [k]:
                     failures.append(f"version {v}: output matches sets {matches}, expected [{k}]")
                     return
         except Exception as e:  # noqa: BLE001
             failures.append(repr(e))
+        finally:
+            ended[i] = True
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
+    def each_called():  # every thread calls before the first swap and after the last (or has failed)
+        before = list(calls)
+        while any(calls[i] == before[i] and not ended[i] for i in range(8)):
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
     try:
+        each_called()
         for s in range(1, 101):
             k = s % 4
             with lock:  # the version the update will publish (updates are serialized; runs read it after)
                 set_of[m.weights_version + 1] = k
             assert m.update_weights(sets[k]) == s + 1
+        each_called()
     finally:
         stop.set()
         for t in threads:
             t.join()
     assert not failures, failures[:3]
     assert m.weights_version == 101
-    assert len(versions_seen) > 1 and calls[0] > 8
+    assert {1, 101} <= versions_seen and min(calls) >= 2

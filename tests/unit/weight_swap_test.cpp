@@ -202,12 +202,17 @@ void swap_under_load(int executor_threads) {
   std::map<uint64_t, int> set_of{{1, 0}};
   std::atomic<bool> stop{false};
   std::vector<std::string> failures(kThreads);
-  std::vector<int64_t> runs(kThreads, 0);
+  std::vector<std::atomic<int64_t>> runs(kThreads);
+  std::vector<std::atomic<bool>> ended(kThreads);
   std::vector<std::set<uint64_t>> seen(kThreads);  // versions each thread ran on
   std::vector<std::thread> threads;
   std::vector<Tensor> in = feeds();
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
+      struct End {
+        std::atomic<bool>& e;
+        ~End() { e = true; }
+      } end{ended[size_t(t)]};
       try {
         while (!stop.load()) {
           VersionedModel::Lease l = m.lease();
@@ -232,6 +237,14 @@ void swap_under_load(int executor_threads) {
         failures[size_t(t)] = e.what();
       }
     });
+  // Every thread runs before the first swap and after the last (a thread that failed has ended).
+  auto each_ran = [&] {
+    std::vector<int64_t> before(kThreads);
+    for (int t = 0; t < kThreads; ++t) before[size_t(t)] = runs[size_t(t)];
+    for (int t = 0; t < kThreads; ++t)
+      while (runs[size_t(t)] == before[size_t(t)] && !ended[size_t(t)]) std::this_thread::yield();
+  };
+  each_ran();
   for (int s = 1; s <= kSwaps; ++s) {
     int k = s % kSets;
     std::shared_ptr<WeightsVersion> v = m.stage(graphs[size_t(k)]);
@@ -241,11 +254,12 @@ void swap_under_load(int executor_threads) {
     }
     m.commit(v);
   }
+  each_ran();
   stop = true;
   for (auto& t : threads) t.join();
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(failures[size_t(t)], "") << "thread " << t;
-    EXPECT_GT(runs[size_t(t)], 0) << "thread " << t;
+    EXPECT_GE(runs[size_t(t)], 2) << "thread " << t;
   }
   EXPECT_EQ(m.current_id(), uint64_t(kSwaps + 1));
   std::set<uint64_t> all;
