@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <unordered_set>
@@ -290,13 +291,17 @@ constexpr auto kSignalPollInterval = std::chrono::milliseconds(20);
 
 class Model {
  public:
-  // Infers, verifies and optimizes at `opt_level` (0: none; 1: folding and cleanups, the default). With
-  // `keep_source`, a copy of the graph before the passes is kept (its constants shared where the passes left
-  // them): update_weights replaces constants there and runs the passes again (BatchNorm folding, ...).
-  Model(std::shared_ptr<Graph> g, int opt_level, bool keep_source = false) : opt_level_(opt_level) {
+  // Infers, verifies and optimizes at `opt_level` (0: none; 1: folding and cleanups, the default). An ONNX
+  // model's `onnx_path`: update_weights imports that file again, replaces initializers in the graph before the
+  // passes and runs them again (BatchNorm folding, ...); nothing of the unoptimized graph is kept meanwhile.
+  Model(std::shared_ptr<Graph> g, int opt_level, const std::string& onnx_path = "") : opt_level_(opt_level) {
     infer_shapes(*g);
     verify(*g);
-    if (keep_source) source_ = clone_graph(*g);
+    if (!onnx_path.empty()) {
+      onnx_path_ = onnx_path;
+      onnx_stamp_ = file_stamp(onnx_path);
+      source_weights_ = list_weights(*g);
+    }
     optimize(*g, opt_level);
     versions_ = std::make_unique<VersionedModel>(std::move(g), executor_options());
   }
@@ -306,8 +311,8 @@ class Model {
   }
 
   // Hot weight swap (runtime/versioned_model.h): the named constants replaced (all checked first: names,
-  // dtypes, shapes; with `strict` every floating-point weight given), the passes run again on the source graph
-  // when the model keeps one, executors prepared for the shapes served — all on this thread, with the GIL
+  // dtypes, shapes; with `strict` every floating-point weight given), for an ONNX model in the graph before the
+  // passes, which then run again; executors prepared for the shapes served — all on this thread, with the GIL
   // released and no run waiting — then published at once. Returns the new weights version.
   uint64_t update_weights(const std::vector<std::pair<std::string, py::array>>& weights, bool strict) {
     // The data is copied (the caller may change its arrays afterwards), with the GIL; the rest runs without it.
@@ -316,21 +321,34 @@ class Model {
       ts.emplace_back(name, tensor_view(py::array::ensure(a, py::array::c_style)).clone());
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> one_swap(swap_mu_);
-    std::shared_ptr<const Graph> base = source_ ? std::shared_ptr<const Graph>(source_) : graph();
-    for (auto& [name, t] : ts) {  // bf16 weights travel as uint16 bits
-      Value* v = base->lookup(name);
-      if (v && v->dtype() == DType::bf16 && t.dtype() == DType::u16) {
-        Tensor b = Tensor::zeros(DType::bf16, t.shape());
-        std::memcpy(b.raw(), t.raw(), t.nbytes());
-        t = b;
-      }
+    std::vector<WeightInfo> known = weight_list();
+    for (auto& [name, t] : ts)  // bf16 weights travel as uint16 bits
+      for (const WeightInfo& w : known)
+        if (w.name == name && w.type.dtype == DType::bf16 && t.dtype() == DType::u16) {
+          Tensor b = Tensor::zeros(DType::bf16, t.shape());
+          std::memcpy(b.raw(), t.raw(), t.nbytes());
+          t = b;
+        }
+    if (onnx_path_.empty()) return versions_->swap(with_weights(*graph(), ts, strict));
+    // The ONNX graph as imported, with every update so far and then these.
+    CUVIL_CHECK(file_stamp(onnx_path_) == onnx_stamp_, "weights not updated: '", onnx_path_,
+                "' changed since the model was loaded (load it again)");
+    std::shared_ptr<Graph> src = import_onnx_file(onnx_path_);
+    infer_shapes(*src);
+    verify(*src);
+    check_weights(*src, ts, strict);
+    std::vector<std::pair<std::string, Tensor>> merged;
+    for (const auto& [name, t] : applied_) {
+      bool replaced = false;
+      for (const auto& u : ts) replaced |= u.first == name;
+      if (!replaced) merged.emplace_back(name, t);
     }
-    if (!source_) return versions_->swap(with_weights(*base, ts, strict));
-    std::shared_ptr<Graph> src = with_weights(*base, ts, strict);
-    std::shared_ptr<Graph> g = clone_graph(*src);
+    merged.insert(merged.end(), ts.begin(), ts.end());
+    std::shared_ptr<Graph> g = with_weights(*src, merged, false);
+    src.reset();
     optimize(*g, opt_level_);
     uint64_t id = versions_->swap(std::move(g));
-    source_ = std::move(src);
+    applied_ = std::move(merged);
     return id;
   }
   // Publishes `other`'s graph (the same model recompiled with other weights: cuvil.compile'd torch modules) as
@@ -347,7 +365,7 @@ class Model {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> one_swap(swap_mu_);
     std::vector<std::tuple<std::string, std::string, bool>> r;
-    for (const WeightInfo& w : list_weights(source_ ? *source_ : *graph())) r.emplace_back(w.name, w.type.str(), w.required);
+    for (const WeightInfo& w : weight_list()) r.emplace_back(w.name, w.type.str(), w.required);
     return r;
   }
 
@@ -553,6 +571,16 @@ class Model {
     }
   };
 
+  std::vector<WeightInfo> weight_list() const {
+    return onnx_path_.empty() ? list_weights(*graph()) : source_weights_;
+  }
+  static std::pair<uintmax_t, int64_t> file_stamp(const std::string& path) {
+    std::error_code ec;
+    uintmax_t size = std::filesystem::file_size(path, ec);
+    auto t = std::filesystem::last_write_time(path, ec);
+    if (ec) return {0, -1};
+    return {size, int64_t(t.time_since_epoch().count())};
+  }
   // The current weights version's graph (inputs and outputs are the same in every version).
   std::shared_ptr<const Graph> graph() const { return versions_->current()->graph(); }
   // For executors created from now on (under mu_, or before the model is shared).
@@ -594,8 +622,13 @@ class Model {
   // replaced). Null for other models.
   std::shared_ptr<const Graph> mapped_;
   int opt_level_ = 1;
-  std::mutex swap_mu_;  // one weight update at a time (runs never take it); guards source_
-  std::shared_ptr<Graph> source_;  // the graph before the passes, with the current weights (null: not kept)
+  std::mutex swap_mu_;  // one weight update at a time (runs never take it); guards applied_
+  // An ONNX model's file (and its size and modification time when loaded), the weights its graph had before
+  // the passes, and the updates applied so far (one per name, the latest).
+  std::string onnx_path_;
+  std::pair<uintmax_t, int64_t> onnx_stamp_{0, 0};
+  std::vector<WeightInfo> source_weights_;
+  std::vector<std::pair<std::string, Tensor>> applied_;
   std::unique_ptr<VersionedModel> versions_;  // the weights versions and their executors
   std::mutex mu_;
   int threads_ = 0;  // for executors created from now on; 0 = all cores
@@ -729,7 +762,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "load_onnx",
       [](const std::string& path, int opt_level) {
-        return std::make_unique<Model>(import_onnx_file(path), opt_level, /*keep_source=*/true);
+        return std::make_unique<Model>(import_onnx_file(path), opt_level, /*onnx_path=*/path);
       },
       py::arg("path"), py::arg("opt_level") = 1);
   // The profile report's other forms (src/report): the HTML page, the Chrome trace, the diff of two reports.

@@ -161,6 +161,21 @@ def test_onnx_update_equals_fresh_load(tmp_path):
     assert _same(m(X), before)
 
 
+def test_onnx_file_changed_since_load(tmp_path):
+    # An ONNX model's update imports its file again (the unoptimized graph is not kept in memory): a file that
+    # changed since the load is refused, and the old weights keep serving.
+    path = _onnx_model(tmp_path / "a.onnx", _onnx_weights(1))
+    m = cuvil.load_onnx(path)
+    want = m(X)
+    _onnx_model(tmp_path / "a.onnx", _onnx_weights(3))
+    import os
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(cuvil.Error, match="changed since the model was loaded"):
+        m.update_weights(_onnx_weights(2))
+    assert m.weights_version == 1 and _same(m(X), want)
+
+
 def test_artifact_update_equals_fresh_artifact(tmp_path):
     # An artifact holds the optimized graph: its weights are the constants the passes left (the Gemm's by their
     # initializer names; the folded convolution's under the pass's name).
