@@ -85,13 +85,27 @@ class TorchRecipe:
             raise InputError("weights not updated: " + "; ".join(problems[:8]))
         merged = dict(self.base)
         merged.update({k: v.clone() for k, v in given.items()})  # ours: the caller may change its tensors
-        module = copy.deepcopy(self.model)
-        module.load_state_dict(merged, strict=True)
+        module = _copy_with(self.model, merged)
         fresh = self.compile_fn(module, self.args, self.kwargs, **self.settings)
         version = compiled._model.adopt(fresh._model)
         self.base = merged
         self.stamps = {k: _stamp(v) for k, v in merged.items()}
         return version
+
+
+def _copy_with(model, state: dict):
+    """A deep copy of the module holding `state`'s tensors: its parameters and buffers are not copied first
+    (deepcopy's memo maps each to its new tensor), then load_state_dict makes sure every entry landed."""
+    memo = {}
+    named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
+    for name, t in named:
+        if name in state and id(t) not in memo:
+            new = state[name]
+            memo[id(t)] = torch.nn.Parameter(new, requires_grad=t.requires_grad) \
+                if isinstance(t, torch.nn.Parameter) else new
+    module = copy.deepcopy(model, memo)
+    module.load_state_dict(state, strict=True)
+    return module
 
 
 def _stamp(t) -> tuple:
