@@ -68,7 +68,7 @@ def setup(name: str, tmp: str):
     return cuvil.compile(m, (x,)), x, sets
 
 
-def measure(compiled, x, threads: int, seconds: float, swap_every: float | None, sets: list):
+def measure(compiled, x, threads: int, seconds: float, swap_every: float | None, sets: list, nice: int = 0):
     stop = threading.Event()
     lat: list[list[float]] = [[] for _ in range(threads)]
     swaps: list[float] = []
@@ -80,6 +80,8 @@ def measure(compiled, x, threads: int, seconds: float, swap_every: float | None,
             lat[i].append(time.perf_counter() - t0)
 
     def swapper():
+        if nice:  # this thread only (Linux: a thread id is a process id for setpriority)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
         k = 0
         while not stop.is_set():
             k += 1
@@ -107,6 +109,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--interval", type=float, default=0.25, help="seconds between swaps")
+    ap.add_argument("--nice", type=int, default=0, help="niceness of the swapping thread (0: the callers')")
     a = ap.parse_args()
     names = ["convnet", "resnet18"] if a.model == "all" else [a.model]
     print(f"{'model':<10} {'phase':<12} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'swaps':>6} "
@@ -118,7 +121,7 @@ def main():
                 compiled(x)
             compiled.update_weights(sets[1])  # the first swap prepares as many executors as the threads will use
             for phase, every in (("no swaps", None), ("swapping", a.interval)):
-                lat, sw = measure(compiled, x, a.threads, a.seconds, every, sets)
+                lat, sw = measure(compiled, x, a.threads, a.seconds, every, sets, a.nice)
                 swap = f"{sw.mean():8.1f}" if len(sw) else f"{'-':>8}"
                 print(f"{name:<10} {phase:<12} {len(lat):>6} {np.percentile(lat, 50):8.2f} "
                       f"{np.percentile(lat, 99):8.2f} {lat.max():8.2f} {len(sw):>6} {swap}")
