@@ -15,6 +15,7 @@ from . import export as export_frontend
 from . import lazy
 from . import tensorflow as tensorflow_frontend
 from . import torchscript
+from ..weights import TorchRecipe
 
 CAPTURES = ("auto", "export", "torchscript")
 
@@ -172,7 +173,8 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     dynamic_shapes = normalize_dynamic_shapes(dynamic_shapes, names, list(args) + list(kwargs.values()))
     if capture == "torchscript" or (capture == "auto" and not kwargs):
         try:
-            return _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads)
+            return _recompilable(_torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads),
+                                 model, args, kwargs, settings)
         except UnsupportedError as e:  # (other CompileErrors are about the model itself: no second try)
             if capture == "torchscript" or isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
                 raise
@@ -192,6 +194,13 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     if reason is not None:
         warnings.warn(f"cuvil.compile: TorchScript could not compile the model ({reason}); compiled through "
                       f"torch.export instead (capture='export' asks for it directly)", CaptureWarning, stacklevel=2)
+    return _recompilable(compiled, model, args, kwargs, settings)
+
+
+def _recompilable(compiled: CompiledModule, model, args: tuple, kwargs: dict, settings: dict) -> CompiledModule:
+    """Lets update_weights compile the module again with other weights (cuvil/weights.py)."""
+    if isinstance(model, torch.nn.Module):
+        compiled._weights_recipe = TorchRecipe(model, args, kwargs, settings, compile)
     return compiled
 
 
