@@ -110,6 +110,11 @@ def test_kserve_model_server_answers_v2(kserve_server, artifact):
         assert r.get_response()["id"] == "req-7"
     r = infer(kserve_server, rng.standard_normal((2, 16)).astype(np.float32), False, outputs=("s",))
     assert [o["name"] for o in r.get_response()["outputs"]] == ["s"]
+    # A request without an id (the response gets one).
+    inp = httpclient.InferInput("x", [1, 16], "FP32")
+    inp.set_data_from_numpy(np.ones((1, 16), np.float32), binary_data=True)
+    r = c.infer("mlp", [inp])
+    np.testing.assert_array_equal(r.as_numpy("s"), model(np.ones((1, 16), np.float32))[1])
 
 
 def test_kserve_model_server_rejects_bad_requests(kserve_server):

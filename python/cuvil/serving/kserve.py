@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import uuid
 from typing import Dict, Optional, Union
 
 import kserve
@@ -78,7 +79,8 @@ class CuvilKServeModel(kserve.Model):
             o = InferOutput(name=n, shape=list(a.shape), datatype=v2.datatype_of(a))
             o.set_data_from_numpy(a, binary_data=payload.use_binary_outputs)
             outs.append(o)
-        return InferResponse(response_id=payload.id, model_name=self.name, model_version=self.version,
+        # (KServe's REST layer needs an id: the request's, else a fresh one)
+        return InferResponse(response_id=payload.id or str(uuid.uuid4()), model_name=self.name, model_version=self.version,
                              infer_outputs=outs, use_binary_outputs=payload.use_binary_outputs)
 
 
