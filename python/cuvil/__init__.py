@@ -33,6 +33,7 @@ from .errors import (CaptureWarning, CheckFailed, CompileError, Error, InputErro
                      RunError, RunLimitExceeded)
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx
 from .artifact import ArtifactError, load
+from .cache import CacheWarning
 try:
     from .frontend.capture import compile
 except ImportError as _e:  # no torch: ONNX models only
@@ -59,4 +60,4 @@ if "tensorflow" not in _sys.modules or "triton" in _sys.modules:
 
 __all__ = ["compile", "load_onnx", "load", "ArtifactError", "CompiledModule", "Profile", "ProfileRow", "Error",
            "CompileError", "InputError", "RunError", "RunCancelled", "RunLimitExceeded", "CheckFailed", "InternalError",
-           "CaptureWarning", "__version__"]
+           "CaptureWarning", "CacheWarning", "__version__"]
