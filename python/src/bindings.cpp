@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <unordered_set>
@@ -33,6 +35,8 @@
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
 #include "runtime/run_error.h"
+#include "runtime/versioned_model.h"
+#include "runtime/weights.h"
 #include "report/html_report.h"
 #include "report/profile_report.h"
 #include "report/roofs.h"
@@ -311,44 +315,113 @@ std::string library_identities() {
 
 class Model {
  public:
-  // Infers, verifies and optimizes at `opt_level` (0: none; 1: folding and cleanups, the default).
-  Model(std::shared_ptr<Graph> g, int opt_level) : graph_(std::move(g)) {
-    infer_shapes(*graph_);
-    verify(*graph_);
-    optimize(*graph_, opt_level);
+  // Infers, verifies and optimizes at `opt_level` (0: none; 1: folding and cleanups, the default). An ONNX
+  // model's `onnx_path`: update_weights imports that file again, replaces initializers in the graph before the
+  // passes and runs them again (BatchNorm folding, ...); nothing of the unoptimized graph is kept meanwhile.
+  Model(std::shared_ptr<Graph> g, int opt_level, const std::string& onnx_path = "") : opt_level_(opt_level) {
+    infer_shapes(*g);
+    verify(*g);
+    if (!onnx_path.empty()) {
+      onnx_path_ = onnx_path;
+      onnx_stamp_ = file_stamp(onnx_path);
+      source_weights_ = list_weights(*g);
+    }
+    optimize(*g, opt_level);
+    versions_ = std::make_unique<VersionedModel>(std::move(g), executor_options());
   }
   // A loaded artifact's graph (already optimized, inferred and verified) and its kernels' code (may be null).
-  Model(artifact::Loaded a) : graph_(std::move(a.graph)), code_(std::move(a.kernel_code)) {}
+  Model(artifact::Loaded a) : code_(std::move(a.kernel_code)), mapped_(a.graph) {
+    versions_ = std::make_unique<VersionedModel>(std::move(a.graph), executor_options());
+  }
+
+  // Hot weight swap (runtime/versioned_model.h): the named constants replaced (all checked first: names,
+  // dtypes, shapes; with `strict` every floating-point weight given), for an ONNX model in the graph before the
+  // passes, which then run again; executors prepared for the shapes served — all on this thread, with the GIL
+  // released and no run waiting — then published at once. Returns the new weights version.
+  uint64_t update_weights(const std::vector<std::pair<std::string, py::array>>& weights, bool strict) {
+    // The data is copied (the caller may change its arrays afterwards), with the GIL; the rest runs without it.
+    std::vector<std::pair<std::string, Tensor>> ts;
+    for (const auto& [name, a] : weights)
+      ts.emplace_back(name, tensor_view(py::array::ensure(a, py::array::c_style)).clone());
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> one_swap(swap_mu_);
+    std::vector<WeightInfo> known = weight_list();
+    for (auto& [name, t] : ts)  // bf16 weights travel as uint16 bits
+      for (const WeightInfo& w : known)
+        if (w.name == name && w.type.dtype == DType::bf16 && t.dtype() == DType::u16) {
+          Tensor b = Tensor::zeros(DType::bf16, t.shape());
+          std::memcpy(b.raw(), t.raw(), t.nbytes());
+          t = b;
+        }
+    if (onnx_path_.empty()) return versions_->swap(with_weights(*graph(), ts, strict));
+    // The ONNX graph as imported, with every update so far and then these.
+    CUVIL_CHECK(file_stamp(onnx_path_) == onnx_stamp_, "weights not updated: '", onnx_path_,
+                "' changed since the model was loaded (load it again)");
+    std::shared_ptr<Graph> src = import_onnx_file(onnx_path_);
+    infer_shapes(*src);
+    verify(*src);
+    check_weights(*src, ts, strict);
+    std::vector<std::pair<std::string, Tensor>> merged;
+    for (const auto& [name, t] : applied_) {
+      bool replaced = false;
+      for (const auto& u : ts) replaced |= u.first == name;
+      if (!replaced) merged.emplace_back(name, t);
+    }
+    merged.insert(merged.end(), ts.begin(), ts.end());
+    std::shared_ptr<Graph> g = with_weights(*src, merged, false);
+    src.reset();
+    optimize(*g, opt_level_);
+    uint64_t id = versions_->swap(std::move(g));
+    applied_ = std::move(merged);
+    return id;
+  }
+  // Publishes `other`'s graph (the same model recompiled with other weights: cuvil.compile'd torch modules) as
+  // this model's next weights version. Returns its id.
+  uint64_t adopt(Model& other) {
+    std::shared_ptr<const Graph> g = other.graph();
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> one_swap(swap_mu_);
+    return versions_->swap(std::move(g));
+  }
+  uint64_t weights_version() const { return versions_->current_id(); }
+  // (name, type, required by a strict update) of each weight update_weights takes.
+  std::vector<std::tuple<std::string, std::string, bool>> weights() {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> one_swap(swap_mu_);
+    std::vector<std::tuple<std::string, std::string, bool>> r;
+    for (const WeightInfo& w : weight_list()) r.emplace_back(w.name, w.type.str(), w.required);
+    return r;
+  }
 
   // Writes the compiled graph as a .cuv artifact; dim_ranges: (symbol, lo, hi), -1 for no bound.
   void save(const std::string& path, const std::string& config_json, const std::string& extra_json,
             const std::string& fingerprint, const std::vector<std::tuple<std::string, int64_t, int64_t>>& dims) {
     artifact::SaveInput in;
-    in.graph = graph_;
+    in.graph = graph();
     in.config_json = config_json;
     in.extra_json = extra_json;
     in.model_fingerprint = fingerprint;
     for (const auto& [sym, lo, hi] : dims) in.dim_ranges.push_back({sym, lo, hi});
     in.tuned_for = codegen::jit_host_description();
     py::gil_scoped_release nogil;
-    codegen::add_compiled_kernels(graph_, in);  // the generated kernels as machine code
+    codegen::add_compiled_kernels(in.graph, in);  // the generated kernels as machine code
     artifact::save(path, in);
   }
 
   // The model cache's graph and weights hashes (artifact/cache_key.h).
   std::pair<std::string, std::string> cache_key() const {
-    artifact::GraphKey k = artifact::graph_key(*graph_);
+    artifact::GraphKey k = artifact::graph_key(*graph());
     return {k.graph, k.weights};
   }
 
-  std::vector<std::string> input_names() const { return names(graph_->inputs()); }
+  std::vector<std::string> input_names() const { return names(graph()->inputs()); }
 
   // Threads of oneDNN and Cuvil's loops for every later call (0: all cores). Drops the pooled executors.
   void set_threads(int t) {
     if (t < 0) throw Error("threads must be >= 0, got " + std::to_string(t));
     std::lock_guard<std::mutex> lock(mu_);
     threads_ = t;
-    pool_.clear();
+    versions_->set_options(executor_options());
   }
   // The lowest precision convolutions and matrix products may use ("fp32", "bf16"; kernels/precision.h) for
   // every later call. Drops the pooled executors.
@@ -356,21 +429,21 @@ class Model {
     Precision parsed = parse_precision(p);
     std::lock_guard<std::mutex> lock(mu_);
     precision_ = parsed;
-    pool_.clear();
+    versions_->set_options(executor_options());
   }
   std::string precision() const { return std::string(precision_name(precision_)); }
   // Plans and prepares kernels (oneDNN primitives, packed weights) for inputs of these shapes, at compile time, so
   // the first call only runs. The prepared executor joins the pool.
   void prepare(const std::vector<std::vector<int64_t>>& shapes) {
-    Lease lease(*this);
     py::gil_scoped_release nogil;
-    lease.exec->prepare(shapes);
+    versions_->prepare(shapes);  // (also the shapes every later weights version is prepared for)
   }
 
   // prepare() for the declared input shapes when all are static; returns whether it did.
   bool prepare_static() {
     std::vector<std::vector<int64_t>> shapes;
-    for (Value* v : graph_->inputs()) {
+    std::shared_ptr<const Graph> g = graph();
+    for (Value* v : g->inputs()) {
       if (!v->shape().is_static()) return false;
       shapes.push_back(v->shape().static_dims());
     }
@@ -378,13 +451,13 @@ class Model {
     return true;
   }
 
-  std::vector<std::string> output_names() const { return names(graph_->outputs()); }
-  std::vector<std::string> input_types() const { return types(graph_->inputs()); }
-  std::vector<std::string> output_types() const { return types(graph_->outputs()); }
+  std::vector<std::string> output_names() const { return names(graph()->outputs()); }
+  std::vector<std::string> input_types() const { return types(graph()->inputs()); }
+  std::vector<std::string> output_types() const { return types(graph()->outputs()); }
   std::string ir(bool elide) const {
     PrintOptions o;
     o.elide_large_constants = elide;
-    return print_graph(*graph_, o);
+    return print_graph(*graph(), o);
   }
 
   // Limits of every later call (0: none): wall-clock time per call, iterations per execution of a Loop/Scan node.
@@ -405,18 +478,29 @@ class Model {
   // Inputs may be strided views: the executor copies a non-contiguous one once, into its plan's buffer.
   // `cancel`, when given, stops this call alone (run_async's cancellation); cancel() reaches it too.
   std::vector<py::array> run(const std::vector<py::array>& inputs, std::shared_ptr<CancelToken> cancel) {
+    return run_versioned(inputs, std::move(cancel)).first;
+  }
+  // run(), and the weights version that produced the outputs (the one current when the call started).
+  std::pair<std::vector<py::array>, uint64_t> run_versioned(const std::vector<py::array>& inputs,
+                                                             std::shared_ptr<CancelToken> cancel) {
+    std::shared_ptr<const Graph> g = graph();
     std::vector<StridedInput> ins;
-    for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(strided_view(inputs[i], bf16_bits(i, inputs[i])));
+    for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(strided_view(inputs[i], bf16_bits(*g, i, inputs[i])));
     std::vector<Tensor> outs;
+    uint64_t version = 0;
     bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
     {
       py::gil_scoped_release nogil;
       Lease lease(*this, on_main_thread, std::move(cancel));
       outs = lease.exec->run_strided(ins);
+      version = lease.l.version_id();
+      InputShapes shapes;
+      for (const StridedInput& in : ins) shapes.push_back(in.shape);
+      lease.l.note_shapes(std::move(shapes));
     }
     std::vector<py::array> result;
     for (auto& t : outs) result.push_back(to_numpy(t));
-    return result;
+    return {std::move(result), version};
   }
 
   // Per node, in execution order: (op, location, ms, kernel, fallback reason, nested entries before it, call chain).
@@ -467,15 +551,13 @@ class Model {
     return report::profile_json(*lease.exec, ins, o);
   }
 
-  int64_t executors_created() const { return created_; }
+  int64_t executors_created() const { return versions_->current()->executors_created(); }
 
   // RunStats counters summed over the pooled executors (those not running a call at this moment).
   std::map<std::string, int64_t> stats() {
-    std::lock_guard<std::mutex> lock(mu_);
     std::map<std::string, int64_t> r{{"plans_built", 0},      {"plans_cached", 0},     {"plan_evictions", 0},
                                      {"kernel_evictions", 0}, {"kernels_prepared", 0}, {"staged_inputs", 0}};
-    for (const auto& e : pool_) {
-      const RunStats& s = e->stats();
+    for (const RunStats& s : versions_->current()->pooled_stats()) {
       r["plans_built"] += s.plans_built;
       r["plans_cached"] += s.plans_cached;
       r["plan_evictions"] += s.plan_evictions;
@@ -487,21 +569,20 @@ class Model {
   }
 
  private:
-  // Executors are not thread-safe; concurrent callers each lease their own from a pool. A lease for a call also
-  // sets the executor's run control: the model's limits, a fresh cancellation token that cancel() reaches while
-  // the call runs, and on Python's main thread the signal poll.
+  // Executors are not thread-safe; concurrent callers each lease their own from the current weights version's
+  // pool (runtime/versioned_model.h). A lease for a call also sets the executor's run control: the model's
+  // limits, a fresh cancellation token that cancel() reaches while the call runs, and on Python's main thread the
+  // signal poll.
   struct Lease {
     Model& m;
-    std::unique_ptr<Executor> exec;
+    VersionedModel::Lease l;
+    Executor* exec;
     std::shared_ptr<CancelToken> token;
-    explicit Lease(Model& model) : m(model) {
-      std::lock_guard<std::mutex> lock(m.mu_);
-      take();
-    }
+    explicit Lease(Model& model) : m(model), l(model.versions_->lease()), exec(&l.executor()) {}
     Lease(Model& model, bool poll_signals, std::shared_ptr<CancelToken> given = nullptr)
-        : m(model), token(given ? std::move(given) : std::make_shared<CancelToken>()) {
+        : m(model), l(model.versions_->lease()), exec(&l.executor()),
+          token(given ? std::move(given) : std::make_shared<CancelToken>()) {
       std::lock_guard<std::mutex> lock(m.mu_);
-      take();
       RunControl c;
       c.cancel = token;
       c.timeout = m.timeout_;
@@ -513,38 +594,46 @@ class Model {
       exec->set_control(std::move(c));
       m.running_.insert(token.get());
     }
-    void take() {
-      if (!m.pool_.empty()) {
-        exec = std::move(m.pool_.back());
-        m.pool_.pop_back();
-      } else {
-        ExecutorOptions o;
-        o.threads = m.threads_;
-        o.kernel_code = m.code_;
-        o.kernels.precision = m.precision_;
-        exec = std::make_unique<Executor>(m.graph_, o);
-        ++m.created_;
-      }
-    }
     ~Lease() {
+      if (!token) return;
       std::lock_guard<std::mutex> lock(m.mu_);
-      if (token) m.running_.erase(token.get());
-      m.pool_.push_back(std::move(exec));
+      m.running_.erase(token.get());
     }
   };
 
+  std::vector<WeightInfo> weight_list() const {
+    return onnx_path_.empty() ? list_weights(*graph()) : source_weights_;
+  }
+  static std::pair<uintmax_t, int64_t> file_stamp(const std::string& path) {
+    std::error_code ec;
+    uintmax_t size = std::filesystem::file_size(path, ec);
+    auto t = std::filesystem::last_write_time(path, ec);
+    if (ec) return {0, -1};
+    return {size, int64_t(t.time_since_epoch().count())};
+  }
+  // The current weights version's graph (inputs and outputs are the same in every version).
+  std::shared_ptr<const Graph> graph() const { return versions_->current()->graph(); }
+  // For executors created from now on (under mu_, or before the model is shared).
+  ExecutorOptions executor_options() const {
+    ExecutorOptions o;
+    o.threads = threads_;
+    o.kernel_code = code_;
+    o.kernels.precision = precision_;
+    return o;
+  }
+
   // bf16 when graph input i is bf16 and the array holds its bits as uint16.
-  std::optional<DType> bf16_bits(size_t i, const py::array& a) const {
-    if (i < graph_->inputs().size() && graph_->inputs()[i]->dtype() == DType::bf16 &&
-        dtype_from_numpy(a.dtype()) == DType::u16)
+  static std::optional<DType> bf16_bits(const Graph& g, size_t i, const py::array& a) {
+    if (i < g.inputs().size() && g.inputs()[i]->dtype() == DType::bf16 && dtype_from_numpy(a.dtype()) == DType::u16)
       return DType::bf16;
     return std::nullopt;
   }
   // Contiguous views (a strided input is copied here, with the GIL held).
   std::vector<Tensor> views(const std::vector<py::array>& inputs) const {
+    std::shared_ptr<const Graph> g = graph();
     std::vector<Tensor> ins;
     for (size_t i = 0; i < inputs.size(); ++i)
-      ins.push_back(tensor_view(py::array::ensure(inputs[i], py::array::c_style), bf16_bits(i, inputs[i])));
+      ins.push_back(tensor_view(py::array::ensure(inputs[i], py::array::c_style), bf16_bits(*g, i, inputs[i])));
     return ins;
   }
   static std::vector<std::string> names(const std::vector<Value*>& vs) {
@@ -558,13 +647,22 @@ class Model {
     return r;
   }
 
-  std::shared_ptr<Graph> graph_;
   std::shared_ptr<codegen::KernelCodeSource> code_;  // an artifact's generated kernels; null otherwise
+  // A loaded artifact's graph: it keeps the file mapped, whose weights later versions still view (those not
+  // replaced). Null for other models.
+  std::shared_ptr<const Graph> mapped_;
+  int opt_level_ = 1;
+  std::mutex swap_mu_;  // one weight update at a time (runs never take it); guards applied_
+  // An ONNX model's file (and its size and modification time when loaded), the weights its graph had before
+  // the passes, and the updates applied so far (one per name, the latest).
+  std::string onnx_path_;
+  std::pair<uintmax_t, int64_t> onnx_stamp_{0, 0};
+  std::vector<WeightInfo> source_weights_;
+  std::vector<std::pair<std::string, Tensor>> applied_;
+  std::unique_ptr<VersionedModel> versions_;  // the weights versions and their executors
   std::mutex mu_;
-  std::vector<std::unique_ptr<Executor>> pool_;
   int threads_ = 0;  // for executors created from now on; 0 = all cores
   Precision precision_ = Precision::fp32;  // for executors created from now on
-  int64_t created_ = 0;
   std::chrono::nanoseconds timeout_{0};  // per call; 0: none
   int64_t max_loop_iterations_ = 0;      // per Loop/Scan execution; 0: none
   std::unordered_set<CancelToken*> running_;  // the tokens of the calls running now
@@ -660,6 +758,11 @@ PYBIND11_MODULE(_C, m) {
       .def("set_limits", &Model::set_limits, py::arg("timeout_s"), py::arg("max_loop_iterations"))
       .def("cancel", &Model::cancel)
       .def("run", &Model::run, py::arg("inputs"), py::arg("cancel") = nullptr)
+      .def("run_versioned", &Model::run_versioned, py::arg("inputs"), py::arg("cancel") = nullptr)
+      .def("update_weights", &Model::update_weights, py::arg("weights"), py::arg("strict") = true)
+      .def("adopt", &Model::adopt, py::arg("other"))
+      .def_property_readonly("weights_version", &Model::weights_version)
+      .def("weights", &Model::weights)
       .def("profile", &Model::profile)
       .def("profile_report", &Model::profile_report, py::arg("inputs"), py::arg("iters") = 10, py::arg("warmup") = 2,
            py::arg("name") = "")
@@ -689,7 +792,9 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "load_onnx",
-      [](const std::string& path, int opt_level) { return std::make_unique<Model>(import_onnx_file(path), opt_level); },
+      [](const std::string& path, int opt_level) {
+        return std::make_unique<Model>(import_onnx_file(path), opt_level, /*onnx_path=*/path);
+      },
       py::arg("path"), py::arg("opt_level") = 1);
   // The profile report's other forms (src/report): the HTML page, the Chrome trace, the diff of two reports.
   // The model cache (python/cuvil/cache.py): what this build is, and a fast hash of a buffer (weights).

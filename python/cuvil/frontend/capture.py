@@ -14,7 +14,9 @@ from ..compiled import CompiledModule, check_options
 from ..errors import CaptureWarning, CompileError, UnsupportedError, compile_error
 from . import export as export_frontend
 from . import lazy
+from . import tensorflow as tensorflow_frontend
 from . import torchscript
+from ..weights import TorchRecipe
 
 CAPTURES = ("auto", "export", "torchscript")
 
@@ -110,7 +112,9 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
             cache: Optional[bool] = None, **options):
     """Compiles a PyTorch model into a :class:`cuvil.CompiledModule` with the same call signature.
 
-    model: a torch.nn.Module, a function of tensors, a torch.export.ExportedProgram, or a ScriptModule.
+    model: a torch.nn.Module, a function of tensors, a torch.export.ExportedProgram, or a ScriptModule; or a
+    Keras model or tf.function, converted in-process through tf2onnx (frontend/tensorflow.py; NumPy or tf.Tensor
+    examples, optional for a Keras model with declared input shapes, whose open dims become symbols).
     args, kwargs: example inputs, as ``torch.export.export(model, args, kwargs)`` takes them (a single tensor is
     taken as ``(tensor,)``; NumPy arrays are accepted); they fix each input's dtype, rank and sizes.
     dynamic_shapes: as torch.export takes it — a dict by argument name or a tuple by position of
@@ -140,6 +144,10 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     (``if x.max() > 1: raise ValueError(...)``, ``assert``, ``torch._check`` on an ``.item()``) becomes a run-time
     check: the call raises the model's own exception (same type and message, with a note naming the line) when
     and only when eager PyTorch would."""
+    if model is not None and tensorflow_frontend.is_tensorflow(model):  # Keras / tf.function: through tf2onnx
+        return tensorflow_frontend.compile_tensorflow(model, args, kwargs, dynamic_shapes=dynamic_shapes,
+                                                      precision=precision, device=device, threads=threads,
+                                                      **options)
     check_options(precision, device, threads, options)
     settings = dict(dynamic_shapes=dynamic_shapes, capture=capture, precision=precision, device=device,
                     threads=threads, cache=cache)
@@ -170,17 +178,18 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     lookup = _cache.torch_lookup(model, args, kwargs, dynamic_shapes, capture=capture, precision=precision,
                                  device=device, cache=cache)
     if lookup is None:
-        return _capture_and_compile(model, args, kwargs, dynamic_shapes, capture, precision, device, threads)
+        compiled = _capture_and_compile(model, args, kwargs, dynamic_shapes, capture, precision, device, threads)
+        return _recompilable(compiled, model, args, kwargs, settings)
     hit = lookup.hit(threads=threads)
     if hit is not None:
-        return hit
+        return _recompilable(hit, model, args, kwargs, settings)
     with warnings.catch_warnings(record=True) as seen:  # capture warnings are kept with the entry, replayed on a hit
         compiled = _capture_and_compile(model, args, kwargs, dynamic_shapes, capture, precision, device, threads)
     for w in seen:  # as they came (the caller's filters apply again)
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     traced = any("torch.jit.trace" in str(w.message) for w in seen if issubclass(w.category, CaptureWarning))
     lookup.store(compiled, [w for w in seen if issubclass(w.category, CaptureWarning)], trace=traced)
-    return compiled
+    return _recompilable(compiled, model, args, kwargs, settings)
 
 
 def _capture_and_compile(model, args: tuple, kwargs: dict, dynamic_shapes, capture: str, precision: str,
@@ -207,6 +216,14 @@ def _capture_and_compile(model, args: tuple, kwargs: dict, dynamic_shapes, captu
     if reason is not None:
         warnings.warn(f"cuvil.compile: TorchScript could not compile the model ({reason}); compiled through "
                       f"torch.export instead (capture='export' asks for it directly)", CaptureWarning, stacklevel=3)
+    return compiled
+
+
+def _recompilable(compiled: CompiledModule, model, args: tuple, kwargs: dict, settings: dict) -> CompiledModule:
+    """Lets update_weights compile the module again with other weights (cuvil/weights.py); those compiles skip
+    the model cache (each weights version would be an entry of its own)."""
+    if isinstance(model, torch.nn.Module):
+        compiled._weights_recipe = TorchRecipe(model, args, kwargs, dict(settings, cache=False), compile)
     return compiled
 
 
