@@ -452,3 +452,21 @@ def test_tensors_in_plain_attributes_count(cache_dir, capfd):
     line = _miss_line(capfd)
     assert "differs in 1 part(s): module_state" in line, line
     torch.testing.assert_close(c(x), m(x))
+
+
+def test_update_weights_on_a_hit(cache_dir, tmp_path, capfd):
+    m = _mlp(tmp_path)
+    x = torch.randn(3, 8)
+    cuvil.compile(m, (x,))
+    hit = cuvil.compile(m, (x,))
+    assert "hit" in _log(capfd)
+    old = {k: v.clone() for k, v in m.state_dict().items()}
+    new = {k: v + 0.25 for k, v in old.items()}
+    assert hit.update_weights(new) == 2
+    m.load_state_dict(new)
+    torch.testing.assert_close(hit(x), m(x), rtol=1e-5, atol=1e-5)
+    # the entry still holds the weights it was stored with
+    m.load_state_dict(old)
+    again = cuvil.compile(m, (x,))
+    assert "hit" in _log(capfd)
+    torch.testing.assert_close(again(x), m(x), rtol=1e-5, atol=1e-5)
