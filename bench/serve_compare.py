@@ -201,6 +201,7 @@ def main() -> None:
     p.add_argument("--clients", default="1,32")
     p.add_argument("--seconds", type=int, default=5)
     p.add_argument("--servers", default="cuvil,kserve-ort,ray-ort,kserve-cuvil,ray-cuvil")
+    p.add_argument("--rounds", type=int, default=1, help="servers measured in turn this many times; medians")
     p.add_argument("--_server", nargs=3, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a._server:
@@ -233,34 +234,46 @@ def main() -> None:
         body_path = os.path.join(work, name, "body.json")
         with open(body_path, "wb") as f:
             f.write(body)
-        for kind in a.servers.split(","):
-            proc, url = start(kind, onnx_path if kind.endswith("ort") else cuv, repo, work)
-            try:
-                deadline = time.time() + 180
-                while True:  # ready = a first request answered
-                    try:
-                        ref = post_ok(url, body, timeout=30)
-                        break
-                    except urllib.error.HTTPError as e:
-                        raise RuntimeError(f"{kind} answered {e.code}: {e.read()[:500]!r}; see {work}/{kind}.log")
-                    except OSError:
-                        if proc.poll() is not None or time.time() > deadline:
-                            raise RuntimeError(f"{kind} did not start; see {work}/{kind}.log")
-                        time.sleep(0.5)
-                assert ref["outputs"], ref
-                for c in clients:
-                    r = wrk(url, body_path, work, c, a.seconds)
-                    rows.append((name, kind, c, r))
-                    print(f"{name:9} {kind:13} {c:3} clients: {r['rps']:8.0f} req/s  p50 {r['p50_us'] / 1e3:8.2f} ms  "
-                          f"p99 {r['p99_us'] / 1e3:8.2f} ms  non-200 {r['bad']}  socket errors {r['errors']}",
-                          flush=True)
-            finally:
-                stop(proc)
-    print(f"\n| model | server | clients | req/s | p50 ms | p99 ms | failed |\n|---|---|---|---|---|---|---|")
-    for name, kind, c, r in rows:
-        print(f"| {name} | {kind} | {c} | {r['rps']:.0f} | {r['p50_us'] / 1e3:.2f} | {r['p99_us'] / 1e3:.2f} | "
-              f"{r['bad'] + r['errors']} |")
-
+        for rnd in range(a.rounds):  # in turn, so that the machine's load drift hits every server alike
+            for kind in a.servers.split(","):
+                proc, url = start(kind, onnx_path if kind.endswith("ort") else cuv, repo, work)
+                try:
+                    deadline = time.time() + 180
+                    while True:  # ready = a first request answered
+                        try:
+                            ref = post_ok(url, body, timeout=30)
+                            break
+                        except urllib.error.HTTPError as e:
+                            if e.code not in (404, 503):  # (Ray's proxy: 404 until the application is deployed)
+                                raise RuntimeError(f"{kind} answered {e.code}: {e.read()[:500]!r}; see "
+                                                   f"{work}/{kind}.log")
+                            if time.time() > deadline:
+                                raise RuntimeError(f"{kind} did not start; see {work}/{kind}.log")
+                            time.sleep(0.5)
+                        except OSError:
+                            if proc.poll() is not None or time.time() > deadline:
+                                raise RuntimeError(f"{kind} did not start; see {work}/{kind}.log")
+                            time.sleep(0.5)
+                    assert ref["outputs"], ref
+                    for c in clients:
+                        r = wrk(url, body_path, work, c, a.seconds)
+                        rows.append((name, kind, c, r))
+                        print(f"{name:9} {kind:13} {c:3} clients: {r['rps']:8.0f} req/s  p50 {r['p50_us'] / 1e3:8.2f} ms  "
+                              f"p99 {r['p99_us'] / 1e3:8.2f} ms  non-200 {r['bad']}  socket errors {r['errors']}"
+                              f"  (round {rnd + 1})", flush=True)
+                finally:
+                    stop(proc)
+    print(f"\n| model | server | clients | req/s | p50 ms | p99 ms | failed |  (median of {a.rounds} round(s))\n"
+          "|---|---|---|---|---|---|---|")
+    seen = []
+    for name, kind, c, _ in rows:
+        if (name, kind, c) in seen:
+            continue
+        seen.append((name, kind, c))
+        rs = [r for n, k, cc, r in rows if (n, k, cc) == (name, kind, c)]
+        med = lambda key: float(np.median([r[key] for r in rs]))  # noqa: E731
+        print(f"| {name} | {kind} | {c} | {med('rps'):.0f} | {med('p50_us') / 1e3:.2f} | {med('p99_us') / 1e3:.2f} | "
+              f"{sum(r['bad'] + r['errors'] for r in rs)} |")
 
 if __name__ == "__main__":
     main()
