@@ -2,6 +2,7 @@
 v2 requests (JSON and binary tensors) with the in-process model's outputs; bad requests answer 400. And the
 deploy/kserve manifests: valid YAML of the right kinds, and the probes and the command they give `cuvil serve`
 work on a repository of a .cuv artifact, served for real here."""
+import importlib.util
 import os
 import re
 import signal
@@ -16,7 +17,10 @@ import pytest
 
 import cuvil
 
-pytest.importorskip("kserve")
+# Not imported here: kserve registers the v2 protos (package `inference`) in protobuf's default pool, as
+# test_serve_grpc.py's stubs do, and one pytest process cannot hold both. The ModelServer runs in a subprocess.
+if importlib.util.find_spec("kserve") is None:
+    pytest.skip("kserve is not installed", allow_module_level=True)
 httpclient = pytest.importorskip("tritonclient.http")
 yaml = pytest.importorskip("yaml")
 from serve_util import mlp_model, save  # noqa: E402
