@@ -40,8 +40,8 @@ bool workers_spinning(int64_t now = now_ns());
 // with no more: threads not held by other runnable tasks (the kernel's count of running tasks in /proc/loadavg,
 // read at most every kLoadRecheckNs), at least 1.
 
-// Re-read the machine's runnable tasks at most this often.
-inline constexpr int64_t kLoadRecheckNs = 500'000;
+// Re-read the machine's runnable tasks at most this often (a read costs 5-25 us here).
+inline constexpr int64_t kLoadRecheckNs = 2'000'000;
 // After a parallel region, our own workers may spin (and count as running) this long: GOMP_SPINCOUNT=10000 spins
 // ~0.2 ms, libgomp's default (when torch loaded it before Cuvil could set the variable) milliseconds.
 inline constexpr int64_t kOwnSpinNs = 5'000'000;
