@@ -298,8 +298,10 @@ class Model {
     infer_shapes(*g);
     verify(*g);
     if (!onnx_path.empty()) {
-      onnx_path_ = onnx_path;
-      onnx_stamp_ = file_stamp(onnx_path);
+      std::error_code ec;  // (absolute: the process may change its directory before an update)
+      std::filesystem::path abs = std::filesystem::absolute(onnx_path, ec);
+      onnx_path_ = ec ? onnx_path : abs.string();
+      onnx_stamp_ = file_stamp(onnx_path_);
       source_weights_ = list_weights(*g);
     }
     optimize(*g, opt_level);
