@@ -503,14 +503,15 @@ def model_exception(e: "_C.CheckFailed") -> Exception:
 
 def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str = "cpu",
               threads: Optional[int] = None, timeout: Optional[float] = None,
-              max_loop_iterations: Optional[int] = None, **options) -> CompiledModule:
+              max_loop_iterations: Optional[int] = None, cache: Optional[bool] = None, **options) -> CompiledModule:
     """Compiles an ONNX model file into a :class:`CompiledModule`, called with the ONNX graph's inputs in order
     (or by name) and returning its outputs (one array/tensor, or a tuple of them).
 
     Options are those of :func:`cuvil.compile`: ``precision`` ("fp32" or "bf16"), ``device`` ("cpu"), ``threads`` (threads of
     oneDNN and Cuvil's kernels; None: all cores); and the run limits of :meth:`CompiledModule.set_limits`:
     ``timeout`` (seconds per call) and ``max_loop_iterations`` (per execution of a Loop/Scan node), None for no
-    limit. Symbolic dims come from the ONNX model's input shapes. Raises FileNotFoundError for a missing file and
+    limit. ``cache``: whether to use the compiled-model cache (cuvil.cache; None: unless CUVIL_CACHE_DIR=off).
+    Symbolic dims come from the ONNX model's input shapes. Raises FileNotFoundError for a missing file and
     cuvil.CompileError for an unreadable or unsupported model."""
     check_options(precision, device, threads, options,
                   names="precision, device, threads, timeout, max_loop_iterations")
@@ -518,8 +519,21 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such ONNX file: {path}")
+    from . import cache as _cache
+    lookup = _cache.onnx_lookup(path, precision=precision, cache=cache)
+    if isinstance(lookup, _cache.Lookup):
+        hit = lookup.hit(threads=threads, timeout=timeout, max_loop_iterations=max_loop_iterations)
+        if hit is not None:
+            hit._source_path = hit._report_name = path
+            return hit
     try:
         model = _C.load_onnx(path)
+        if lookup is not None and not isinstance(lookup, _cache.Lookup):  # keyed after import
+            lookup = lookup.after_import(model)
+            hit = lookup.hit(threads=threads, timeout=timeout, max_loop_iterations=max_loop_iterations)
+            if hit is not None:
+                hit._source_path = hit._report_name = path
+                return hit
         if threads is not None:
             model.set_threads(threads)
         if precision != "fp32":
@@ -530,9 +544,11 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         compiled = CompiledModule(model)
         compiled._source_path = path
         compiled._report_name = os.fspath(path)
-        return compiled
     except _C.Error as e:
         raise compile_error(e, _with_path(path, str(e))) from None
+    if lookup is not None:
+        lookup.store(compiled)
+    return compiled
 
 
 def _with_path(path: str, message: str) -> str:

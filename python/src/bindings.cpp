@@ -8,6 +8,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -17,8 +20,10 @@
 #include <unordered_set>
 
 #include "artifact/artifact.h"
+#include "artifact/cache_key.h"
 #include "artifact/kernel_library.h"
 #include "codegen/llvm/aot.h"
+#include "codegen/llvm/host_cpu.h"
 #include "codegen/llvm/jit.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/graph_stats.h"
@@ -287,6 +292,25 @@ void check_python_signals() {
 // loop iteration in progress).
 constexpr auto kSignalPollInterval = std::chrono::milliseconds(20);
 
+// The files holding this module's code, the compiler's and the runtime's, each as "path size mtime" (a rebuild
+// changes them; the model cache keys on them).
+std::string library_identities() {
+  std::string out;
+  for (const void* fn : {reinterpret_cast<const void*>(&library_identities),
+                         reinterpret_cast<const void*>(&codegen::llvm_version),
+                         reinterpret_cast<const void*>(&artifact::bytes_hash)}) {
+    Dl_info info{};
+    struct stat st {};
+    if (!::dladdr(fn, &info) || !info.dli_fname) continue;
+    out += info.dli_fname;
+    if (::stat(info.dli_fname, &st) == 0)
+      out += " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+             std::to_string(st.st_mtim.tv_nsec);
+    out += "\n";
+  }
+  return out;
+}
+
 // ---- compiled models
 
 class Model {
@@ -384,6 +408,12 @@ class Model {
     py::gil_scoped_release nogil;
     codegen::add_compiled_kernels(in.graph, in);  // the generated kernels as machine code
     artifact::save(path, in);
+  }
+
+  // The model cache's graph and weights hashes (artifact/cache_key.h).
+  std::pair<std::string, std::string> cache_key() const {
+    artifact::GraphKey k = artifact::graph_key(*graph());
+    return {k.graph, k.weights};
   }
 
   std::vector<std::string> input_names() const { return names(graph()->inputs()); }
@@ -739,6 +769,7 @@ PYBIND11_MODULE(_C, m) {
       .def("profile_report", &Model::profile_report, py::arg("inputs"), py::arg("iters") = 10, py::arg("warmup") = 2,
            py::arg("name") = "")
       .def("stats", &Model::stats)
+      .def("cache_key", &Model::cache_key)
       .def("save", &Model::save, py::arg("path"), py::arg("config_json"), py::arg("extra_json"),
            py::arg("fingerprint"), py::arg("dim_ranges"));
   // A .cuv artifact: (model, manifest JSON, the front end's data JSON, dim ranges per input axis).
@@ -768,6 +799,26 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("path"), py::arg("opt_level") = 1);
   // The profile report's other forms (src/report): the HTML page, the Chrome trace, the diff of two reports.
+  // The model cache (python/cuvil/cache.py): what this build is, and a fast hash of a buffer (weights).
+  m.def("build_info", []() {
+    return std::map<std::string, std::string>{{"version", CUVIL_VERSION},
+                                              {"git_revision", artifact::git_revision()},
+                                              {"llvm_version", codegen::llvm_version()},
+                                              {"onednn_version", artifact::onednn_version()},
+                                              {"host", codegen::host_cpu_description()},
+                                              {"libraries", library_identities()}};
+  });
+  m.def("bytes_hash", [](py::buffer b) {
+    py::buffer_info info = b.request();
+    py::ssize_t expect = info.itemsize;
+    for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+      if (info.shape[d] != 1 && info.strides[d] != expect) throw Error("bytes_hash: the buffer must be C-contiguous");
+      expect *= info.shape[d];
+    }
+    size_t n = size_t(info.size) * size_t(info.itemsize);
+    py::gil_scoped_release nogil;
+    return artifact::bytes_hash(info.ptr, n);
+  });
   m.def("report_html", &report::profile_html, py::arg("report_json"));
   m.def("chrome_trace", &report::chrome_trace_json, py::arg("report_json"));
   m.def("diff_reports", &report::diff_reports, py::arg("a_json"), py::arg("b_json"));
