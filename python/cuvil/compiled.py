@@ -525,6 +525,7 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         hit = lookup.hit(threads=threads, timeout=timeout, max_loop_iterations=max_loop_iterations)
         if hit is not None:
             hit._source_path = hit._report_name = path
+            hit._model.set_onnx_source(path)  # (update_weights: by initializer names, as a fresh load)
             return hit
     try:
         model = _C.load_onnx(path)
@@ -533,6 +534,7 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
             hit = lookup.hit(threads=threads, timeout=timeout, max_loop_iterations=max_loop_iterations)
             if hit is not None:
                 hit._source_path = hit._report_name = path
+                hit._model.set_onnx_source(path)
                 return hit
         if threads is not None:
             model.set_threads(threads)

@@ -10,6 +10,7 @@ on the caller's thread and published at once; calls in flight finish on the weig
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -56,11 +57,16 @@ class TorchRecipe:
         self.compile_fn = compile_fn
         self.base = dict(model.state_dict())
         self.stamps = {k: _stamp(v) for k, v in self.base.items()}
+        self.lock = threading.Lock()  # one update at a time: each builds on the last one's weights
 
     def names(self) -> dict:
         return {k: f"{str(v.dtype).replace('torch.', '')}{list(v.shape)}" for k, v in self.base.items()}
 
     def update(self, compiled, weights: Mapping, strict: bool) -> int:
+        with self.lock:
+            return self._update(compiled, weights, strict)
+
+    def _update(self, compiled, weights: Mapping, strict: bool) -> int:
         given = {k: _as_tensor(k, v) for k, v in weights.items()}
         problems = []
         for k, v in given.items():

@@ -322,12 +322,22 @@ class Model {
     infer_shapes(*g);
     verify(*g);
     if (!onnx_path.empty()) {
-      onnx_path_ = onnx_path;
-      onnx_stamp_ = file_stamp(onnx_path);
+      set_onnx_source(onnx_path);
       source_weights_ = list_weights(*g);
     }
     optimize(*g, opt_level);
     versions_ = std::make_unique<VersionedModel>(std::move(g), executor_options());
+  }
+  // The ONNX file this model was compiled from (a compiled-model cache hit loads an artifact): update_weights
+  // then takes its initializers' names, imports it again and runs the passes, as for a model loaded from it.
+  void set_onnx_source(const std::string& path) {
+    std::error_code ec;  // (absolute: the process may change its directory before an update)
+    std::filesystem::path abs = std::filesystem::absolute(path, ec);
+    std::lock_guard<std::mutex> one_swap(swap_mu_);
+    onnx_path_ = ec ? path : abs.string();
+    onnx_stamp_ = file_stamp(onnx_path_);
+    source_weights_.clear();  // (listed at the first update)
+    applied_.clear();
   }
   // A loaded artifact's graph (already optimized, inferred and verified) and its kernels' code (may be null).
   Model(artifact::Loaded a) : code_(std::move(a.kernel_code)), mapped_(a.graph) {
@@ -355,11 +365,7 @@ class Model {
         }
     if (onnx_path_.empty()) return versions_->swap(with_weights(*graph(), ts, strict));
     // The ONNX graph as imported, with every update so far and then these.
-    CUVIL_CHECK(file_stamp(onnx_path_) == onnx_stamp_, "weights not updated: '", onnx_path_,
-                "' changed since the model was loaded (load it again)");
-    std::shared_ptr<Graph> src = import_onnx_file(onnx_path_);
-    infer_shapes(*src);
-    verify(*src);
+    std::shared_ptr<Graph> src = import_source();
     check_weights(*src, ts, strict);
     std::vector<std::pair<std::string, Tensor>> merged;
     for (const auto& [name, t] : applied_) {
@@ -601,8 +607,20 @@ class Model {
     }
   };
 
-  std::vector<WeightInfo> weight_list() const {
-    return onnx_path_.empty() ? list_weights(*graph()) : source_weights_;
+  // The weights update_weights takes (under swap_mu_).
+  std::vector<WeightInfo> weight_list() {
+    if (onnx_path_.empty()) return list_weights(*graph());
+    if (source_weights_.empty()) source_weights_ = list_weights(*import_source());
+    return source_weights_;
+  }
+  // The ONNX file imported again, inferred and verified (under swap_mu_).
+  std::shared_ptr<Graph> import_source() {
+    CUVIL_CHECK(file_stamp(onnx_path_) == onnx_stamp_, "weights not updated: '", onnx_path_,
+                "' changed since the model was loaded (load it again)");
+    std::shared_ptr<Graph> g = import_onnx_file(onnx_path_);
+    infer_shapes(*g);
+    verify(*g);
+    return g;
   }
   static std::pair<uintmax_t, int64_t> file_stamp(const std::string& path) {
     std::error_code ec;
@@ -761,6 +779,7 @@ PYBIND11_MODULE(_C, m) {
       .def("run_versioned", &Model::run_versioned, py::arg("inputs"), py::arg("cancel") = nullptr)
       .def("update_weights", &Model::update_weights, py::arg("weights"), py::arg("strict") = true)
       .def("adopt", &Model::adopt, py::arg("other"))
+      .def("set_onnx_source", &Model::set_onnx_source, py::arg("path"))
       .def_property_readonly("weights_version", &Model::weights_version)
       .def("weights", &Model::weights)
       .def("profile", &Model::profile)

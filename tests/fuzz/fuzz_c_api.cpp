@@ -1,5 +1,6 @@
 // libFuzzer target: the C API's buffer handling. The input's first bytes choose tensor descriptions (dtype, rank,
-// dims, buffer sizes, null pointers) passed with a fixed small artifact; every call must answer with a status,
+// dims, buffer sizes, null pointers) passed with a fixed small artifact, as run inputs and outputs and as staged
+// weights; every call must answer with a status,
 // never read or write outside the buffers it was given (ASan checks).
 #include <cstddef>
 #include <cstdint>
@@ -75,5 +76,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int32_t rank = cuvil_session_output_shape(s, ts.data(), n_in, r.byte() % 3, out, 8, &st);
   if ((rank < 0) != (st != nullptr)) __builtin_trap();
   cuvil_status_free(st);
+  st = nullptr;
+  // Weights staged from the same descriptions (names known, unknown or null; any flags), committed when they fit.
+  const char* const choices[] = {"w", "x", "nope", nullptr};
+  const char* names[2] = {choices[r.byte() % 4], choices[r.byte() % 4]};
+  cuvil_weights* w = nullptr;
+  c = cuvil_weights_stage(s, names, ts.data(), r.byte() % 3, r.byte() % 3, &w, &st);
+  if ((c == CUVIL_OK) != (st == nullptr) || (c == CUVIL_OK) != (w != nullptr)) __builtin_trap();
+  cuvil_status_free(st);
+  st = nullptr;
+  if (w) {
+    c = cuvil_weights_commit(s, w, nullptr, &st);
+    if ((c == CUVIL_OK) != (st == nullptr)) __builtin_trap();
+    cuvil_status_free(st);
+    cuvil_weights_free(w);
+  }
   return 0;
 }
