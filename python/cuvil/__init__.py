@@ -22,6 +22,7 @@ from .errors import (CaptureWarning, CheckFailed, CompileError, Error, InputErro
                      RunError, RunLimitExceeded)
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx
 from .artifact import ArtifactError, load
+from .quantization import quantize
 try:
     from .frontend.capture import compile
 except ImportError as _e:  # no torch: ONNX models only
@@ -38,6 +39,6 @@ try:  # torch.compile(model, backend="cuvil") also when cuvil is used from a sou
 except ImportError:  # no torch: ONNX models only
     pass
 
-__all__ = ["compile", "load_onnx", "load", "ArtifactError", "CompiledModule", "Profile", "ProfileRow", "Error",
+__all__ = ["compile", "load_onnx", "load", "quantize", "ArtifactError", "CompiledModule", "Profile", "ProfileRow", "Error",
            "CompileError", "InputError", "RunError", "RunCancelled", "RunLimitExceeded", "CheckFailed", "InternalError",
            "CaptureWarning", "__version__"]

@@ -122,6 +122,8 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     precision: "fp32" (the default: nothing is lowered) or "bf16": convolutions and matrix products multiply in
     bf16 with f32 accumulation where this machine runs that faster than f32 (oneDNN's kernels on AVX512-BF16 or
     AMX), everything else stays f32; each node's decision is in ``CompiledModule.precision_report(*inputs)``.
+    "int8": compiled at fp32, then calibrated on ``calibration`` (a list of input samples; default: the example
+    inputs) by ``calibration_method`` ("minmax", "percentile", "mse") and quantized (see :func:`cuvil.quantize`).
     device: "cpu". threads: threads for oneDNN and Cuvil's kernels (None: all cores).
 
     As a decorator (``@cuvil.compile`` or ``@cuvil.compile(dynamic_shapes=..., args=...)``) on a function of
@@ -136,7 +138,18 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     (``if x.max() > 1: raise ValueError(...)``, ``assert``, ``torch._check`` on an ``.item()``) becomes a run-time
     check: the call raises the model's own exception (same type and message, with a note naming the line) when
     and only when eager PyTorch would."""
+    calibration, method = options.pop("calibration", None), options.pop("calibration_method", "minmax")
     check_options(precision, device, threads, options)
+    if precision == "int8":  # compiled at fp32, then calibrated and quantized (cuvil/quantization.py)
+        from ..quantization import quantize
+        if model is None or (args is None and kwargs is None):
+            raise ValueError("precision='int8' needs example inputs (or cuvil.quantize on a compiled model)")
+        compiled = compile(model, args, kwargs, dynamic_shapes=dynamic_shapes, capture=capture, device=device,
+                           threads=threads, **options)
+        samples = calibration if calibration is not None else [tuple(_as_args(args)) + tuple((kwargs or {}).values())]
+        return quantize(compiled, samples, method=method)
+    if calibration is not None:
+        raise ValueError("calibration is for precision='int8'")
     settings = dict(dynamic_shapes=dynamic_shapes, capture=capture, precision=precision, device=device,
                     threads=threads)
     if model is None:  # @cuvil.compile(...): the decorator
