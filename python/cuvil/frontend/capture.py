@@ -146,7 +146,8 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
             raise ValueError("precision='int8' needs example inputs (or cuvil.quantize on a compiled model)")
         compiled = compile(model, args, kwargs, dynamic_shapes=dynamic_shapes, capture=capture, device=device,
                            threads=threads, **options)
-        samples = calibration if calibration is not None else [tuple(_as_args(args)) + tuple((kwargs or {}).values())]
+        samples = calibration if calibration is not None else \
+            [(tuple(_as_args(args)) if args is not None else ()) + tuple((kwargs or {}).values())]
         return quantize(compiled, samples, method=method)
     if calibration is not None:
         raise ValueError("calibration is for precision='int8'")
