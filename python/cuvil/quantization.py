@@ -19,7 +19,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
-METHODS = ("minmax", "percentile", "mse")
+METHODS = ("minmax", "percentile", "mse", "dynamic")
 # Values kept per layer for the percentile and MSE searches (a uniform subsample; minmax sees every value).
 _SAMPLE = 1 << 20
 
@@ -106,13 +106,14 @@ class _Observer:
         return sqnr_db(s, fake_quant(s, scale, zp))
 
 
-def quantize(model, calibration: Iterable[Any], *, method: str = "minmax", percentile: float = 99.99,
+def quantize(model, calibration: Optional[Iterable[Any]] = None, *, method: str = "minmax", percentile: float = 99.99,
              min_sqnr: Optional[float] = None):
     """Quantizes a :class:`cuvil.CompiledModule` to int8 in place and returns it.
 
     calibration: samples of the model's inputs, each a tuple of arrays/tensors (one per input), a dict by input
     name, or a single array for a one-input model; a few representative ones (8-32) are enough. method:
-    "minmax", "percentile" (with ``percentile``, e.g. 99.99) or "mse". min_sqnr: layers whose input quantization
+    "minmax", "percentile" (with ``percentile``, e.g. 99.99), "mse", or "dynamic" (no calibration: the matrix
+    products quantize each row of their input symmetrically at run time; convolutions stay fp32). min_sqnr: layers whose input quantization
     SQNR (dB) on the samples is below it stay fp32 (None: every calibrated layer runs int8 where the machine
     runs int8 faster). Convolutions and products that stay fp32 say why in ``precision_report``."""
     if method not in METHODS:
@@ -120,10 +121,21 @@ def quantize(model, calibration: Iterable[Any], *, method: str = "minmax", perce
                          f"{', '.join(map(repr, METHODS))}")
     if not (0 < percentile <= 100):
         raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
-    samples = [[_numpy(x) for x in _as_input_list(s)] for s in calibration]
+    core = model._model
+    if method == "dynamic":  # matrix products only, each row of their input quantized at run time
+        info = {}
+        for index, op, loc, x_name, y_name, _ in core.quant_targets():
+            product = "Conv" not in op
+            core.set_quant_hint(index, -1.0 if product else 0.0, 0)
+            info[y_name] = dict(input_sqnr=math.nan, scale=-1.0, zero_point=128,
+                                reason="" if product else "dynamic quantization is for matrix products")
+        core.set_precision("int8")
+        model._quant = dict(method=method, layers=info)
+        model._config = dict(model._config, precision="int8")
+        return model
+    samples = [[_numpy(x) for x in _as_input_list(s)] for s in calibration or ()]
     if not samples:
         raise ValueError("int8 quantization needs at least one calibration sample")
-    core = model._model
     targets = core.quant_targets()
     names = sorted({t[3] for t in targets})
     observers = {n: _Observer() for n in names}

@@ -435,7 +435,7 @@ class Model {
     const auto& nodes = graph_->nodes();
     for (Node* n : cuvil::quant_targets(*graph_)) {
       int64_t i = std::find_if(nodes.begin(), nodes.end(), [&](const auto& p) { return p.get() == n; }) - nodes.begin();
-      bool hinted = n->has_attr("quant_x_scale") && n->attr("quant_x_scale").f() > 0;
+      bool hinted = n->has_attr("quant_x_scale") && n->attr("quant_x_scale").f() != 0;
       r.emplace_back(i, node_label(*n), n->loc().str(), n->input(0)->name(), n->output(0)->name(), hinted);
     }
     return r;

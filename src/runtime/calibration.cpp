@@ -27,13 +27,13 @@ std::vector<Node*> quant_targets(const Graph& g) {
 
 bool has_quant_hints(const Graph& g) {
   for (Node* n : quant_targets(g))
-    if (n->has_attr("quant_x_scale") && n->attr("quant_x_scale").f() > 0) return true;
+    if (n->has_attr("quant_x_scale") && n->attr("quant_x_scale").f() != 0) return true;
   return false;
 }
 
 void set_quant_hint(Node& n, double scale, int64_t zero_point) {
   if (!quantizable(n.op())) throw Error(n.describe() + ": only convolutions and matrix products take int8 hints");
-  if (!(scale >= 0) || !std::isfinite(scale) || zero_point < 0 || zero_point > 255)
+  if (!(scale >= 0 || scale == -1) || !std::isfinite(scale) || zero_point < 0 || zero_point > 255)
     throw Error(n.describe() + ": bad int8 grid (scale " + std::to_string(scale) + ", zero point " +
                 std::to_string(zero_point) + ")");
   n.attrs()["quant_x_scale"] = Attribute(scale);

@@ -15,7 +15,8 @@ namespace cuvil {
 std::vector<Node*> quant_targets(const Graph& g);
 // Whether any node carries int8 hints (a QDQ model's, or an earlier calibration's).
 bool has_quant_hints(const Graph& g);
-// Sets node n's input grid (scale > 0) or clears it (scale 0). Throws cuvil::Error for a bad grid.
+// Sets node n's input grid (scale > 0), asks for dynamic per-row quantization (scale -1, products only), or
+// clears it (scale 0). Throws cuvil::Error for a bad grid.
 void set_quant_hint(Node& n, double scale, int64_t zero_point);
 // The u8 grid (scale, zero point) of [lo, hi] widened to hold 0 (so a real 0, such as padding, is exact).
 std::pair<double, int64_t> u8_grid(double lo, double hi);

@@ -278,7 +278,26 @@ def test_real_minilm_int8_embeddings_match_fp32():
         assert sum(r["precision"] == "int8" for r in report) >= 6 * 4, report
         assert any("min_sqnr" in r["reason"] for r in report)
         assert torch.any(cos < 1 - 1e-6)
-    pairs = [(i, j) for i in range(len(SENTENCES)) for j in range(i + 1, len(SENTENCES))]
+    assert_same_ranking(e32, e8)
+    # Dynamic quantization (no calibration): each row of each product's input on its own grid at run time.
+    cd = cuvil.compile(m, kwargs=enc, dynamic_shapes=ds)
+    cuvil.quantize(cd, method="dynamic")
+    ed = embed(cd(**enc).last_hidden_state)
+    cos = (e32 * ed).sum(1)
+    print(f"MiniLM dynamic int8 cosine to fp32: min {float(cos.min()):.5f}")
+    assert torch.all(cos >= 0.99), cos
+    if machine_has_vnni():
+        report = cd.precision_report(**enc)
+        assert sum(r["precision"] == "int8" for r in report) >= 6 * 4, report
+        assert any(r["reason"] == "dynamic int8 takes no activation but Relu" for r in report)
+    assert_same_ranking(e32, ed)
+
+
+def assert_same_ranking(e32, e8):
+    """Pairs of sentences ranked alike; pairs whose fp32 similarities differ by less than the embeddings moved
+    (4 d_max bounds the change of a difference of two similarities) are ties."""
+    n = len(e32)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
     s32, s8 = e32 @ e32.T, e8 @ e8.T
     d_max = float((e8 - e32).norm(dim=1).max())
     swapped = [(a, b) for a in pairs for b in pairs

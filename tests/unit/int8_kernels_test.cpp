@@ -75,6 +75,20 @@ Tensor dequantized_input(const Tensor& x, float scale, int32_t zp) {
   return r;
 }
 
+// Dynamic quantization: each row (last dim) on its own symmetric grid, max |x| / 127, zero point 128.
+Tensor dequantized_rows(const Tensor& x) {
+  Tensor r = x.clone();
+  int64_t k = x.shape().back(), rows = x.numel() / k;
+  for (int64_t i = 0; i < rows; ++i) {
+    float m = 0;
+    for (int64_t j = 0; j < k; ++j) m = std::max(m, std::fabs(x.data<float>()[i * k + j]));
+    float s = m > 0 ? m / 127.f : 1.f;
+    for (int64_t j = 0; j < k; ++j)
+      r.data<float>()[i * k + j] = float(int32_t(onednn::quantize_u8(x.data<float>()[i * k + j], 1.f / s, 128)) - 128) * s;
+  }
+  return r;
+}
+
 Tensor dequantized_weights(const Tensor& w, int64_t channels, bool channels_fastest, std::vector<double> given) {
   Tensor r = w.clone();
   int64_t inner = w.numel() / channels;
@@ -120,7 +134,7 @@ void check(const Case& c) {
   std::vector<double> given;
   if (c.attrs.count("quant_w_scales")) given = c.attrs.at("quant_w_scales").floats();
   std::vector<OpArg> quantized = c.args, magnitude = c.args;
-  quantized[0].t = dequantized_input(c.args[0].t, xs, zp);
+  quantized[0].t = xs == -1.f ? dequantized_rows(c.args[0].t) : dequantized_input(c.args[0].t, xs, zp);
   quantized[1].t = dequantized_weights(c.args[1].t, c.channels, c.channels_fastest, given);
   for (size_t i = 0; i < c.args.size(); ++i)
     if (c.args[i].kind != OpArg::Absent) magnitude[i].t = map_abs(quantized[i].t);
@@ -204,6 +218,16 @@ TEST(Int8Kernels, MatrixProductsMatchQuantizedReference) {
                      {input(random_tensor({17, 33}, 29)), constant(random_tensor({21, 33}, 30)),
                       constant(random_tensor({21}, 31))},
                      a, 33, 21, false, "transB, alpha 0.5, bias, zp 0 with negative inputs"});
+  }
+  {  // dynamic: rows quantized at run time, one row all zeros, rows of very different magnitudes
+    Tensor x = random_tensor({2, 13, 96}, 32);
+    for (int64_t j = 0; j < 96; ++j) x.data<float>()[5 * 96 + j] = 0.f;
+    for (int64_t j = 0; j < 96; ++j) x.data<float>()[7 * 96 + j] *= 1000.f;
+    AttrMap a{{"quant_x_scale", Attribute(-1.0)}, {"activation", Attribute("Relu")}};
+    cases.push_back({OpKind::FusedMatMul,
+                     {input(x), constant(spread_channels(random_tensor({96, 40}, 33), 40, true)),
+                      constant(random_tensor({40}, 34)), input(random_tensor({2, 13, 40}, 35))},
+                     a, 96, 40, true, "dynamic per row, bias + residual + Relu"});
   }
   for (const Case& c : cases) check(c);
 }

@@ -98,8 +98,8 @@ Shape matmul_param_shape(const Shape& s, bool is_a) {
 // ---- convolutions
 
 // int8 hints of Conv/FusedConv/MatMul/Gemm/FusedMatMul (issue 28): the scale and zero point of input X's u8 grid
-// (quant_x_scale 0: not calibrated) and, optionally, the weights' s8 scales, one per output channel (or one for
-// all). They change nothing at fp32 or bf16; at int8 the kernel quantizes X to that grid and multiplies u8 x s8
+// (quant_x_scale 0: not calibrated; -1: each row quantized symmetrically at run time, products only) and,
+// optionally, the weights' s8 scales, one per output channel (or one for all). They change nothing at fp32 or bf16; at int8 the kernel quantizes X to that grid and multiplies u8 x s8
 // (kernels/onednn/int8.cpp).
 void quant_attrs(OpSchema& s) {
   s.attr("quant_x_scale", AttrKind::Float, 0.0)

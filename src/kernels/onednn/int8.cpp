@@ -72,11 +72,19 @@ void quantize(const float* x, uint8_t* q, int64_t n, float inv, int32_t zp, int 
 struct QuantHints {
   float x_scale = 0;
   int32_t x_zp = 0;
+  bool dynamic = false;  // quant_x_scale -1: each row of X on its own symmetric grid, found per call
   std::vector<double> w_scales;
 };
 
 bool read_hints(const Node& n, QuantHints& h, std::string* reason) {
-  if (!n.has_attr("quant_x_scale") || !(n.attr("quant_x_scale").f() > 0)) {
+  double xs = n.has_attr("quant_x_scale") ? n.attr("quant_x_scale").f() : 0.0;
+  if (xs == -1.0) {
+    // Symmetric per row: q = round(x / s_row) in -127..127, stored +128 (u8, zero point 128 for all rows).
+    h.dynamic = true, h.x_scale = 1.f, h.x_zp = 128;
+    if (n.has_attr("quant_w_scales")) h.w_scales = n.attr("quant_w_scales").floats();
+    return true;
+  }
+  if (!(xs > 0)) {
     *reason = "not calibrated (no int8 quantization for its input)";
     return false;
   }
@@ -173,6 +181,10 @@ class Int8ConvKernel final : public Int8Kernel {
   bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y,
                std::string* reason) {
     if (!read_hints(n, q_, reason)) return false;
+    if (q_.dynamic) {
+      *reason = "dynamic quantization is for matrix products";
+      return false;
+    }
     AttrReader attrs(n);
     const PrepareInput &x = in[0], &w = in[1];
     if (x.dtype != DType::f32 || x.shape.size() < 3 || x.shape.size() > 5) {
@@ -308,14 +320,24 @@ class Int8MatMulKernel final : public Int8Kernel {
     if (s.alpha == 0.f) return false;
 
     dnnl::post_ops po;
-    if (s.sum_input >= 0) po.append_sum(s.sum_scale);
-    if (!append_activation(po, s.act)) return false;
+    // Dynamic: the primitive applies the columns' scales only; the rows' scales, bias, sum and activation follow
+    // in one pass over the output (oneDNN 2.6 runs a per-row binary post-op on its reference kernel only).
+    bool bias_post_op = q_.dynamic && s.bias_input >= 0;
+    if (q_.dynamic) {
+      if (s.act.kind != nn::Act::None && s.act.kind != nn::Act::Relu) {
+        *reason = "dynamic int8 takes no activation but Relu";
+        return false;
+      }
+    } else {
+      if (s.sum_input >= 0) po.append_sum(s.sum_scale);
+      if (!append_activation(po, s.act)) return false;
+    }
     dnnl::primitive_attr pattr = quant_attr(po, 1);
     double flops = 2.0 * double(rows) * double(N) * double(K);
     if (flops < kSingleThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);
-    dnnl::matmul::desc d = s.bias_input >= 0 ? dnnl::matmul::desc(a_md, b_any, bias_md, y_md)
-                                             : dnnl::matmul::desc(a_md, b_any, y_md);
+    dnnl::matmul::desc d = s.bias_input >= 0 && !bias_post_op ? dnnl::matmul::desc(a_md, b_any, bias_md, y_md)
+                                                               : dnnl::matmul::desc(a_md, b_any, y_md);
     dnnl::matmul::primitive_desc pd;
     try {
       pd = dnnl::matmul::primitive_desc(d, pattr, cpu_engine());
@@ -330,12 +352,23 @@ class Int8MatMulKernel final : public Int8Kernel {
     dnnl::reorder(user, wq).execute(thread_stream(), user, wq);
     thread_stream().wait();
     args_[DNNL_ARG_WEIGHTS] = wq;
-    if (s.bias_input >= 0) args_[DNNL_ARG_BIAS] = scaled_bias(*in[size_t(s.bias_input)].value, s.bias_scale, bias_md);
+    if (q_.dynamic) {
+      rows_ = rows, k_ = K, n_ = N;
+      row_scales_.assign(size_t(rows), 1.f);
+      if (bias_post_op) {
+        const float* src = in[size_t(s.bias_input)].value->data<float>();
+        for (int64_t c = 0; c < N; ++c) bias_.push_back(src[c] * s.bias_scale);
+      }
+      if (s.sum_input >= 0) acc_.resize(size_t(rows * N));
+    } else if (s.bias_input >= 0) {
+      args_[DNNL_ARG_BIAS] = scaled_bias(*in[size_t(s.bias_input)].value, s.bias_scale, bias_md);
+    }
     return true;
   }
 
   void run(KernelContext& ctx) override {
     Tensor& y = ctx.output(0);
+    if (q_.dynamic) return run_dynamic(ctx);
     if (spec_.sum_input >= 0) {
       const Tensor& sum = ctx.input(size_t(spec_.sum_input));
       if (sum.raw() != y.raw()) std::memcpy(y.raw(), sum.raw(), y.nbytes());
@@ -350,6 +383,59 @@ class Int8MatMulKernel final : public Int8Kernel {
 
  private:
   MatMulSpec spec_;
+  // Dynamic: each row's scale (found per call), the bias (times beta), the accumulator when a sum is added.
+  int64_t rows_ = 0, k_ = 0, n_ = 0;
+  std::vector<float> row_scales_, bias_, acc_;
+
+  void run_dynamic(KernelContext& ctx) {
+    Tensor& y = ctx.output(0);
+    bool has_sum = spec_.sum_input >= 0;
+    const float* sum = has_sum ? ctx.input(size_t(spec_.sum_input)).data<float>() : nullptr;
+    float* acc = has_sum ? acc_.data() : y.data<float>();  // the sum may be y itself (in place)
+    {
+      ScopedThreads t(threads_);
+      quantize_rows(ctx.input(0));
+    }
+    bind(DNNL_ARG_DST, acc);
+    execute();
+    float* out = y.data<float>();
+    bool relu = spec_.act.kind == nn::Act::Relu;
+    float ss = spec_.sum_scale;
+    for (int64_t r = 0; r < rows_; ++r) {
+      float sr = row_scales_[size_t(r)];
+      const float* a = acc + r * n_;
+      float* o = out + r * n_;
+      const float* sm = has_sum ? sum + r * n_ : nullptr;
+      for (int64_t c = 0; c < n_; ++c) {
+        float v = a[c] * sr;
+        if (!bias_.empty()) v += bias_[size_t(c)];
+        if (sm) v += ss * sm[c];
+        o[c] = relu ? std::max(v, 0.f) : v;
+      }
+    }
+  }
+
+  // Dynamic: each row on its own symmetric grid (max |x| / 127), stored with zero point 128.
+  void quantize_rows(const Tensor& x) {
+    const float* px = x.data<float>();
+    uint8_t* q = static_cast<uint8_t*>(src_.get_data_handle());
+    float* scales = row_scales_.data();
+    auto row = [&](int64_t r) {
+      const float* xr = px + r * k_;
+      float m = 0;
+      for (int64_t k = 0; k < k_; ++k) m = std::max(m, std::fabs(xr[k]));
+      float sc = m > 0 && std::isfinite(m) ? m / 127.f : 1.f;
+      scales[r] = sc;
+      quantize_range(xr, q + r * k_, k_, 1.f / sc, 128);
+    };
+    if (x.numel() < kParallelQuantize || threads_ == 1) {
+      for (int64_t r = 0; r < rows_; ++r) row(r);
+      return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows_; ++r) row(r);
+    cpu::note_parallel_end();
+  }
 };
 
 }  // namespace
