@@ -1,6 +1,6 @@
 """Cuvil fp32 against bf16 and int8 (issue 28), beside ONNX Runtime fp32 and int8 (its quantize_static QDQ model,
 per-channel s8 weights, u8 activations, calibrated on the same samples as Cuvil) and OpenVINO fp32 / bf16
-(INFERENCE_PRECISION_HINT):
+(INFERENCE_PRECISION_HINT) / int8 (NNCF's quantize on the same samples):
 batch 1, the same thread count for all, every engine called in turn (one call each per round) so that drift in
 machine load hits all alike; medians, and ratios to Cuvil fp32.
 
@@ -153,6 +153,23 @@ def engines(name, model, inputs, threads, tmp, calib_n=8, only=None):
 
     add("openvino fp32", openvino("f32"))
     add("openvino bf16", openvino("bf16"))
+
+    def openvino_int8():
+        # NNCF's post-training quantization of the same ONNX file, on the same calibration samples.
+        import nncf
+        import openvino as ov
+        core = ov.Core()
+        ov_model = core.read_model(path)
+        names = {i.get_any_name() for i in ov_model.inputs}
+        data = nncf.Dataset([{k: v.numpy() for k, v in s.items() if k in names} for s in calib])
+        cm = core.compile_model(nncf.quantize(ov_model, data, subset_size=len(calib)), "CPU",
+                                {"INFERENCE_NUM_THREADS": str(threads), "PERFORMANCE_HINT": "LATENCY",
+                                 "NUM_STREAMS": "1"})
+        req = cm.create_infer_request()
+        f = {k: v for k, v in feeds.items() if k in names}
+        return lambda: first_array(req.infer(f)[cm.outputs[0]]).copy()
+
+    add("openvino int8", openvino_int8)
     return out
 
 
