@@ -219,6 +219,12 @@ TEST(Int8Kernels, MatrixProductsMatchQuantizedReference) {
                       constant(random_tensor({21}, 31))},
                      a, 33, 21, false, "transB, alpha 0.5, bias, zp 0 with negative inputs"});
   }
+  {  // every input halfway between two grid points (ties to even, in the vector loop too), some past 255 and 0
+    Tensor x = Tensor::zeros(DType::f32, {37, 64});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = (float(i % 301) - 150.5f) / 16;
+    cases.push_back({OpKind::FusedMatMul, {input(x), constant(random_tensor({64, 24}, 36))}, q(1.f / 16, 100), 64, 24,
+                     true, "ties and saturation on a 1/16 grid"});
+  }
   {  // dynamic: rows quantized at run time, one row all zeros, rows of very different magnitudes
     Tensor x = random_tensor({2, 13, 96}, 32);
     for (int64_t j = 0; j < 96; ++j) x.data<float>()[5 * 96 + j] = 0.f;
@@ -241,6 +247,7 @@ TEST(Int8Kernels, QuantizeRoundsAndSaturates) {
   EXPECT_EQ(onednn::quantize_u8(1e30f, 1.f, 0), 255);
   EXPECT_EQ(onednn::quantize_u8(-1e30f, 1.f, 255), 0);
   EXPECT_EQ(onednn::quantize_u8(254.6f, 1.f, 0), 255);
+  EXPECT_EQ(onednn::quantize_u8(NAN, 1.f, 100), 0);
   EXPECT_EQ(onednn::quantize_s8(1.f, 1.f / 127), 127);
   EXPECT_EQ(onednn::quantize_s8(-2.f, 1.f / 127), -127);
   EXPECT_EQ(onednn::quantize_s8(0.5f, 1.f), 0);

@@ -441,13 +441,15 @@ class Int8MatMulKernel final : public Int8Kernel {
 }  // namespace
 
 uint8_t quantize_u8(float x, float inv_scale, int32_t zero_point) {
-  float v = std::nearbyint(std::min(std::max(x * inv_scale, -1024.f), 1024.f)) + float(zero_point);
+  float t = x * inv_scale;
+  t = t >= -1024.f ? std::min(t, 1024.f) : -1024.f;  // NaN as -inf: 0, as the vector loop's max_ps gives
+  float v = std::nearbyint(t) + float(zero_point);
   return uint8_t(std::min(std::max(v, 0.f), 255.f));
 }
 
 int8_t quantize_s8(float w, float scale) {
   float v = std::nearbyint(w / scale);
-  return int8_t(std::min(std::max(v, -127.f), 127.f));
+  return int8_t(v >= -127.f ? std::min(v, 127.f) : -127.f);
 }
 
 std::unique_ptr<PreparedKernel> prepare_onednn_int8_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
