@@ -30,6 +30,9 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import cuvil  # noqa: E402
 
+# Compile times here are real compiles: the compiled-model cache (cuvil.cache) stays out unless asked for.
+os.environ.setdefault("CUVIL_MODEL_CACHE", "off")
+
 
 # ---- models (fixed seeds, random weights: nothing is downloaded)
 

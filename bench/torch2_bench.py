@@ -25,6 +25,9 @@ import torch  # noqa: E402
 import cuvil  # noqa: E402
 from peers import export_onnx, openvino_runner, ort_runner  # noqa: E402
 
+# Compile times here are real compiles: the compiled-model cache (cuvil.cache) stays out unless asked for.
+os.environ.setdefault("CUVIL_MODEL_CACHE", "off")
+
 
 def model_and_inputs(name: str):
     torch.manual_seed(0)

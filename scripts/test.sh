@@ -3,7 +3,8 @@
 #   1. unit tests (gtest, incl. pass tests on text IR)  4. unit tests and the node suite under ASan + UBSan (clang)
 #   2. the ONNX backend node suite, plain and -O1, and    5. libFuzzer targets for every parser and whole models
 #      with NaN/Inf inputs against the reference kernels     (mutated, then run), bounded
-#   3. Python tests: PyTorch front end, model parity with PyTorch, CLI on good and bad input, examples
+#   3. Python tests: PyTorch front end, model parity with PyTorch, CLI on good and bad input, examples;
+#      the performance regression check (bench/regress.py) and the pip wheel
 #   6. the thread-safety tests under ThreadSanitizer (clang)
 # Environment: CUVIL_FUZZ_SECONDS (cap per target, default 60), CUVIL_FUZZ_RUNS (default 150000),
 # CUVIL_SKIP_SANITIZERS=1 to skip 4, 5 and 6.
@@ -35,6 +36,10 @@ build/bin/cuvil_onnx_conformance build/onnx-node-tests/node --special-values --o
 
 section "Python tests (PyTorch front end, model parity, CLI, examples)"
 PYTHONPATH=$PWD/python "$VENV/bin/python" -m pytest -q tests/python
+
+section "performance regression check (bench/regress.py: ratios to ONNX Runtime against this machine's baseline)"
+# A case fails only when a second, longer measurement confirms it; a machine without a baseline only reports.
+PYTHONPATH=$PWD/python "$VENV/bin/python" bench/regress.py --if-baseline --min-threshold 0.10
 
 section "Python package: pip wheel, installed apart from the source tree"
 # build-wheel/ sits beside build/, so ccache serves the objects the build above compiled.

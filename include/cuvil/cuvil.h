@@ -14,8 +14,10 @@
  *
  * Every function that can fail returns NULL or a nonzero cuvil_code and, when `status` is not NULL, stores a
  * status object there (the caller frees it with cuvil_status_free) carrying the code, a message, and the IR node
- * and its source location (Python file:line or ONNX node) when a node failed. Sessions are not thread-safe: one
- * run at a time per session (create one session per thread; they share nothing but the file's pages).
+ * and its source location (Python file:line or ONNX node) when a node failed. A session may run from several
+ * threads at once (each run takes an executor of its own from the session's pool), and its weights may be
+ * replaced while it runs (cuvil_weights_stage / cuvil_weights_commit below); creating and freeing a session are
+ * not concurrent with anything else on it.
  */
 #ifndef CUVIL_CUVIL_H
 #define CUVIL_CUVIL_H
@@ -37,7 +39,8 @@ typedef enum cuvil_code {
   CUVIL_INPUT_MISMATCH = 4,   /* an input's dtype, rank or dims do not fit the model */
   CUVIL_OUTPUT_MISMATCH = 5,  /* an output buffer's dtype, dims or size do not fit what the run produces */
   CUVIL_RUN_FAILED = 6,       /* a node failed while running (node and location in the status) */
-  CUVIL_INTERNAL = 7
+  CUVIL_INTERNAL = 7,
+  CUVIL_WEIGHTS_MISMATCH = 8  /* staged weights: unknown names, dtypes, shapes, a missing weight, a stale stage */
 } cuvil_code;
 
 typedef enum cuvil_dtype {
@@ -103,6 +106,37 @@ cuvil_code cuvil_session_run(cuvil_session* s, const cuvil_tensor* inputs, size_
  * with a status; `dims` receives min(rank, max_dims) dims. */
 int32_t cuvil_session_output_shape(cuvil_session* s, const cuvil_tensor* inputs, size_t n_inputs, size_t i,
                                    int64_t* dims, size_t max_dims, cuvil_status** status);
+
+/* ---- Hot weight swap.
+ *
+ * The weights are the model's named constants (cuvil_session_weight_name; for an artifact of an ONNX model, the
+ * initializers the compiler's passes kept as they were; folded ones carry the pass's name). Staging checks the
+ * whole set first — names, dtypes, shapes, and unless CUVIL_WEIGHTS_SUBSET every floating-point weight given —
+ * copies the data (the caller's buffers may go once it returns), builds the new version and prepares its
+ * executors (weights packed into the kernels' layouts) on the calling thread; nothing serves it yet. Commit
+ * publishes it at once: runs that started before finish on the weights they started with, later runs use the new
+ * ones, no run sees a mix or waits, and the old weights are freed when their last run ends. A stage made before
+ * another commit is refused at commit (CUVIL_WEIGHTS_MISMATCH): stage again. Versions count from 1. */
+typedef struct cuvil_weights cuvil_weights; /* a staged, prepared weights version */
+#define CUVIL_WEIGHTS_SUBSET 1u /* flags: update some weights, keep the others */
+
+size_t cuvil_session_weight_count(const cuvil_session* s);
+const char* cuvil_session_weight_name(const cuvil_session* s, size_t i); /* NULL out of range */
+uint64_t cuvil_session_weights_version(const cuvil_session* s);          /* the version runs starting now use */
+
+/* `names[i]` names `tensors[i]`. On success *staged receives the version (free it with cuvil_weights_free). */
+cuvil_code cuvil_weights_stage(cuvil_session* s, const char* const* names, const cuvil_tensor* tensors, size_t n,
+                               uint32_t flags, cuvil_weights** staged, cuvil_status** status);
+/* Publishes a staged version; `version` (may be NULL) receives its number. The staged object stays the caller's. */
+cuvil_code cuvil_weights_commit(cuvil_session* s, const cuvil_weights* staged, uint64_t* version,
+                                cuvil_status** status);
+uint64_t cuvil_weights_version(const cuvil_weights* w); /* the number it has once committed; 0 for NULL */
+void cuvil_weights_free(cuvil_weights* w);              /* NULL is fine; a committed version lives on in the session */
+
+/* cuvil_session_run, and the weights version that produced the outputs (`weights_version` may be NULL). */
+cuvil_code cuvil_session_run_versioned(cuvil_session* s, const cuvil_tensor* inputs, size_t n_inputs,
+                                       const cuvil_tensor* outputs, size_t n_outputs, uint64_t* weights_version,
+                                       cuvil_status** status);
 
 const char* cuvil_version(void);
 

@@ -24,6 +24,7 @@ def main() -> None:
         exe = executable()
     except FileNotFoundError as e:
         sys.exit(f"error: {e}")
+    os.environ.setdefault("CUVIL_PYTHON", sys.executable)  # `cuvil cache` runs in this Python (cuvil.cache_cli)
     os.execv(exe, [exe, *sys.argv[1:]])
 
 

@@ -94,7 +94,7 @@ def save_module(m: CompiledModule, path: "str | os.PathLike") -> None:
 
 
 def load(path: "str | os.PathLike", *, threads: Optional[int] = None, timeout: Optional[float] = None,
-         max_loop_iterations: Optional[int] = None) -> CompiledModule:
+         max_loop_iterations: Optional[int] = None, _prepare: bool = True) -> CompiledModule:
     """Loads a ``.cuv`` artifact written by :meth:`CompiledModule.save` or ``cuvil compile``: no compilation, the
     weights used where the file is mapped. Options as in :func:`cuvil.load_onnx`. Raises FileNotFoundError for a
     missing file and :class:`ArtifactError` for a file that cannot be loaded (the message says why)."""
@@ -123,7 +123,8 @@ def load(path: "str | os.PathLike", *, threads: Optional[int] = None, timeout: O
     if threads is not None:
         model.set_threads(threads)
     model.set_limits(*limits)
-    model.prepare_static()
+    if _prepare:  # (the model cache defers it to the first call: cuvil.cache)
+        model.prepare_static()
     unflatten = _pytree_unflatten(extra.get("output_pytree"), path)
     compiled = CompiledModule(model, structure, unflatten=unflatten, dim_bounds=bounds)
     compiled._config = json.loads(_manifest).get("config", {})

@@ -262,6 +262,7 @@ class CompiledModule:
         # What an artifact records (cuvil.artifact): the normalized configuration and the source model's file.
         self._config = {"device": "cpu", "opt_level": 1, "precision": "fp32"}
         self._source_path: Optional[str] = None
+        self._weights_recipe = None  # (cuvil.weights.TorchRecipe: modules compiled from PyTorch)
 
     def save(self, path: "str | os.PathLike") -> None:
         """Writes this compiled model as a ``.cuv`` artifact (one file: manifest, optimized graph, weights, source
@@ -292,6 +293,49 @@ class CompiledModule:
     def ir(self, elide_large_constants: bool = True) -> str:
         """The compiled graph as Cuvil IR text; large constants (weights) are elided unless asked for."""
         return self._model.ir(elide_large_constants)
+
+    # ---- hot weight swap (cuvil/weights.py, runtime/versioned_model.h)
+    def update_weights(self, weights: dict, strict: bool = True) -> int:
+        """Replaces the model's weights while it serves, and returns the new :attr:`weights_version`.
+
+        weights: ``{name: tensor}`` (torch tensors or NumPy arrays), named as in the PyTorch ``state_dict`` for
+        modules from :func:`cuvil.compile`, as the ONNX initializers for :func:`cuvil.load_onnx` and ``.cuv``
+        artifacts of ONNX models (:meth:`weight_names` lists them). strict=True: every weight must be given (the
+        full ``state_dict``; for ONNX, every floating-point initializer); strict=False updates a subset.
+
+        The whole set is checked first — unknown names, dtypes, shapes: a :class:`cuvil.InputError` naming every
+        problem, and nothing changes. The new version is then built on this thread (the passes run again, so
+        BatchNorms fold into the new convolution weights; weights are packed into the kernels' layouts for the
+        input shapes served) and published at once: calls in flight finish on the weights they started with, no
+        call sees a mix or waits, and the old weights are freed when their last call ends. Thread-safe."""
+        from . import weights as _w
+        weights = _w.check_mapping(weights)
+        if self._weights_recipe is not None:
+            return self._weights_recipe.update(self, weights, bool(strict))
+        arrays = [(k, _w.as_array(k, v)) for k, v in weights.items()]
+        return self._model.update_weights(arrays, bool(strict))
+
+    @property
+    def weights_version(self) -> int:
+        """The weights version calls starting now run on: 1 as compiled, one more per :meth:`update_weights`."""
+        return self._model.weights_version
+
+    def weight_names(self) -> dict:
+        """The weights :meth:`update_weights` takes: ``{name: type}`` (e.g. ``"f32[64, 3, 7, 7]"``)."""
+        if self._weights_recipe is not None:
+            return self._weights_recipe.names()
+        return {name: t for name, t, _ in self._model.weights()}
+
+    def call_with_version(self, *args, **kwargs) -> tuple:
+        """``(outputs, version)``: a call like ``compiled(*args)``, and the weights version that produced it."""
+        arrays, as_torch = self._arrays(args, kwargs)
+        try:
+            outs, version = self._model.run_versioned(arrays)
+        except _C.CheckFailed as e:
+            raise model_exception(e) from None
+        if as_torch:
+            outs = [_to_torch(a, t) for a, t in zip(outs, self._output_types)]
+        return self._restructure(outs), version
 
     def set_limits(self, *, timeout: Optional[float] = None, max_loop_iterations: Optional[int] = None) -> None:
         """Bounds every later call (None: no limit; each call replaces both limits). `timeout`: seconds of wall-clock
@@ -477,14 +521,15 @@ def model_exception(e: "_C.CheckFailed") -> Exception:
 
 def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str = "cpu",
               threads: Optional[int] = None, timeout: Optional[float] = None,
-              max_loop_iterations: Optional[int] = None, **options) -> CompiledModule:
+              max_loop_iterations: Optional[int] = None, cache: Optional[bool] = None, **options) -> CompiledModule:
     """Compiles an ONNX model file into a :class:`CompiledModule`, called with the ONNX graph's inputs in order
     (or by name) and returning its outputs (one array/tensor, or a tuple of them).
 
     Options are those of :func:`cuvil.compile`: ``precision`` ("fp32" or "bf16"), ``device`` ("cpu"), ``threads`` (threads of
     oneDNN and Cuvil's kernels; None: all cores); and the run limits of :meth:`CompiledModule.set_limits`:
     ``timeout`` (seconds per call) and ``max_loop_iterations`` (per execution of a Loop/Scan node), None for no
-    limit. Symbolic dims come from the ONNX model's input shapes. Raises FileNotFoundError for a missing file and
+    limit. ``cache``: whether to use the compiled-model cache (cuvil.cache; None: unless CUVIL_CACHE_DIR=off).
+    Symbolic dims come from the ONNX model's input shapes. Raises FileNotFoundError for a missing file and
     cuvil.CompileError for an unreadable or unsupported model."""
     calibration, method = options.pop("calibration", None), options.pop("calibration_method", "minmax")
     check_options(precision, device, threads, options,
@@ -496,8 +541,21 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such ONNX file: {path}")
+    from . import cache as _cache
+    lookup = _cache.onnx_lookup(path, precision=precision, cache=cache)
+    if isinstance(lookup, _cache.Lookup):
+        hit = lookup.hit(threads=threads, timeout=timeout, max_loop_iterations=max_loop_iterations)
+        if hit is not None:
+            hit._source_path = hit._report_name = path
+            return hit
     try:
         model = _C.load_onnx(path)
+        if lookup is not None and not isinstance(lookup, _cache.Lookup):  # keyed after import
+            lookup = lookup.after_import(model)
+            hit = lookup.hit(threads=threads, timeout=timeout, max_loop_iterations=max_loop_iterations)
+            if hit is not None:
+                hit._source_path = hit._report_name = path
+                return hit
         if threads is not None:
             model.set_threads(threads)
         if precision not in ("fp32", "int8"):
@@ -519,9 +577,11 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         model.prepare_static()
         compiled._source_path = path
         compiled._report_name = os.fspath(path)
-        return compiled
     except _C.Error as e:
         raise compile_error(e, _with_path(path, str(e))) from None
+    if lookup is not None:
+        lookup.store(compiled)
+    return compiled
 
 
 def _with_path(path: str, message: str) -> str:

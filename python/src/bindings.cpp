@@ -8,15 +8,22 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <unordered_set>
 
 #include "artifact/artifact.h"
+#include "artifact/cache_key.h"
 #include "artifact/kernel_library.h"
 #include "codegen/llvm/aot.h"
+#include "codegen/llvm/host_cpu.h"
 #include "codegen/llvm/jit.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/graph_stats.h"
@@ -29,6 +36,8 @@
 #include "runtime/calibration.h"
 #include "runtime/executor.h"
 #include "runtime/run_error.h"
+#include "runtime/versioned_model.h"
+#include "runtime/weights.h"
 #include "report/html_report.h"
 #include "report/profile_report.h"
 #include "report/roofs.h"
@@ -284,42 +293,136 @@ void check_python_signals() {
 // loop iteration in progress).
 constexpr auto kSignalPollInterval = std::chrono::milliseconds(20);
 
+// The files holding this module's code, the compiler's and the runtime's, each as "path size mtime" (a rebuild
+// changes them; the model cache keys on them).
+std::string library_identities() {
+  std::string out;
+  for (const void* fn : {reinterpret_cast<const void*>(&library_identities),
+                         reinterpret_cast<const void*>(&codegen::llvm_version),
+                         reinterpret_cast<const void*>(&artifact::bytes_hash)}) {
+    Dl_info info{};
+    struct stat st {};
+    if (!::dladdr(fn, &info) || !info.dli_fname) continue;
+    out += info.dli_fname;
+    if (::stat(info.dli_fname, &st) == 0)
+      out += " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+             std::to_string(st.st_mtim.tv_nsec);
+    out += "\n";
+  }
+  return out;
+}
+
 // ---- compiled models
 
 class Model {
  public:
-  // Infers, verifies and optimizes at `opt_level` (0: none; 1: folding and cleanups, the default).
-  Model(std::shared_ptr<Graph> g, int opt_level) : graph_(std::move(g)) {
-    infer_shapes(*graph_);
-    verify(*graph_);
-    optimize(*graph_, opt_level);
+  // Infers, verifies and optimizes at `opt_level` (0: none; 1: folding and cleanups, the default). An ONNX
+  // model's `onnx_path`: update_weights imports that file again, replaces initializers in the graph before the
+  // passes and runs them again (BatchNorm folding, ...); nothing of the unoptimized graph is kept meanwhile.
+  Model(std::shared_ptr<Graph> g, int opt_level, const std::string& onnx_path = "") : opt_level_(opt_level) {
+    infer_shapes(*g);
+    verify(*g);
+    if (!onnx_path.empty()) {
+      onnx_path_ = onnx_path;
+      onnx_stamp_ = file_stamp(onnx_path);
+      source_weights_ = list_weights(*g);
+    }
+    optimize(*g, opt_level);
+    versions_ = std::make_unique<VersionedModel>(std::move(g), executor_options());
   }
   // A loaded artifact's graph (already optimized, inferred and verified) and its kernels' code (may be null).
-  Model(artifact::Loaded a) : graph_(std::move(a.graph)), code_(std::move(a.kernel_code)) {}
+  Model(artifact::Loaded a) : code_(std::move(a.kernel_code)), mapped_(a.graph) {
+    versions_ = std::make_unique<VersionedModel>(std::move(a.graph), executor_options());
+  }
+
+  // Hot weight swap (runtime/versioned_model.h): the named constants replaced (all checked first: names,
+  // dtypes, shapes; with `strict` every floating-point weight given), for an ONNX model in the graph before the
+  // passes, which then run again; executors prepared for the shapes served — all on this thread, with the GIL
+  // released and no run waiting — then published at once. Returns the new weights version.
+  uint64_t update_weights(const std::vector<std::pair<std::string, py::array>>& weights, bool strict) {
+    // The data is copied (the caller may change its arrays afterwards), with the GIL; the rest runs without it.
+    std::vector<std::pair<std::string, Tensor>> ts;
+    for (const auto& [name, a] : weights)
+      ts.emplace_back(name, tensor_view(py::array::ensure(a, py::array::c_style)).clone());
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> one_swap(swap_mu_);
+    std::vector<WeightInfo> known = weight_list();
+    for (auto& [name, t] : ts)  // bf16 weights travel as uint16 bits
+      for (const WeightInfo& w : known)
+        if (w.name == name && w.type.dtype == DType::bf16 && t.dtype() == DType::u16) {
+          Tensor b = Tensor::zeros(DType::bf16, t.shape());
+          std::memcpy(b.raw(), t.raw(), t.nbytes());
+          t = b;
+        }
+    if (onnx_path_.empty()) return versions_->swap(with_weights(*graph(), ts, strict));
+    // The ONNX graph as imported, with every update so far and then these.
+    CUVIL_CHECK(file_stamp(onnx_path_) == onnx_stamp_, "weights not updated: '", onnx_path_,
+                "' changed since the model was loaded (load it again)");
+    std::shared_ptr<Graph> src = import_onnx_file(onnx_path_);
+    infer_shapes(*src);
+    verify(*src);
+    check_weights(*src, ts, strict);
+    std::vector<std::pair<std::string, Tensor>> merged;
+    for (const auto& [name, t] : applied_) {
+      bool replaced = false;
+      for (const auto& u : ts) replaced |= u.first == name;
+      if (!replaced) merged.emplace_back(name, t);
+    }
+    merged.insert(merged.end(), ts.begin(), ts.end());
+    std::shared_ptr<Graph> g = with_weights(*src, merged, false);
+    src.reset();
+    optimize(*g, opt_level_);
+    uint64_t id = versions_->swap(std::move(g));
+    applied_ = std::move(merged);
+    return id;
+  }
+  // Publishes `other`'s graph (the same model recompiled with other weights: cuvil.compile'd torch modules) as
+  // this model's next weights version. Returns its id.
+  uint64_t adopt(Model& other) {
+    std::shared_ptr<const Graph> g = other.graph();
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> one_swap(swap_mu_);
+    return versions_->swap(std::move(g));
+  }
+  uint64_t weights_version() const { return versions_->current_id(); }
+  // (name, type, required by a strict update) of each weight update_weights takes.
+  std::vector<std::tuple<std::string, std::string, bool>> weights() {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> one_swap(swap_mu_);
+    std::vector<std::tuple<std::string, std::string, bool>> r;
+    for (const WeightInfo& w : weight_list()) r.emplace_back(w.name, w.type.str(), w.required);
+    return r;
+  }
 
   // Writes the compiled graph as a .cuv artifact; dim_ranges: (symbol, lo, hi), -1 for no bound.
   void save(const std::string& path, const std::string& config_json, const std::string& extra_json,
             const std::string& fingerprint, const std::vector<std::tuple<std::string, int64_t, int64_t>>& dims) {
     artifact::SaveInput in;
-    in.graph = graph_;
+    in.graph = graph();
     in.config_json = config_json;
     in.extra_json = extra_json;
     in.model_fingerprint = fingerprint;
     for (const auto& [sym, lo, hi] : dims) in.dim_ranges.push_back({sym, lo, hi});
     in.tuned_for = codegen::jit_host_description();
     py::gil_scoped_release nogil;
-    codegen::add_compiled_kernels(graph_, in);  // the generated kernels as machine code
+    codegen::add_compiled_kernels(in.graph, in);  // the generated kernels as machine code
     artifact::save(path, in);
   }
 
-  std::vector<std::string> input_names() const { return names(graph_->inputs()); }
+  // The model cache's graph and weights hashes (artifact/cache_key.h).
+  std::pair<std::string, std::string> cache_key() const {
+    artifact::GraphKey k = artifact::graph_key(*graph());
+    return {k.graph, k.weights};
+  }
+
+  std::vector<std::string> input_names() const { return names(graph()->inputs()); }
 
   // Threads of oneDNN and Cuvil's loops for every later call (0: all cores). Drops the pooled executors.
   void set_threads(int t) {
     if (t < 0) throw Error("threads must be >= 0, got " + std::to_string(t));
     std::lock_guard<std::mutex> lock(mu_);
     threads_ = t;
-    pool_.clear();
+    versions_->set_options(executor_options());
   }
   // The lowest precision convolutions and matrix products may use ("fp32", "bf16"; kernels/precision.h) for
   // every later call. Drops the pooled executors.
@@ -327,21 +430,21 @@ class Model {
     Precision parsed = parse_precision(p);
     std::lock_guard<std::mutex> lock(mu_);
     precision_ = parsed;
-    pool_.clear();
+    versions_->set_options(executor_options());
   }
   std::string precision() const { return std::string(precision_name(precision_)); }
   // Plans and prepares kernels (oneDNN primitives, packed weights) for inputs of these shapes, at compile time, so
   // the first call only runs. The prepared executor joins the pool.
   void prepare(const std::vector<std::vector<int64_t>>& shapes) {
-    Lease lease(*this);
     py::gil_scoped_release nogil;
-    lease.exec->prepare(shapes);
+    versions_->prepare(shapes);  // (also the shapes every later weights version is prepared for)
   }
 
   // prepare() for the declared input shapes when all are static; returns whether it did.
   bool prepare_static() {
     std::vector<std::vector<int64_t>> shapes;
-    for (Value* v : graph_->inputs()) {
+    std::shared_ptr<const Graph> g = graph();
+    for (Value* v : g->inputs()) {
       if (!v->shape().is_static()) return false;
       shapes.push_back(v->shape().static_dims());
     }
@@ -349,13 +452,13 @@ class Model {
     return true;
   }
 
-  std::vector<std::string> output_names() const { return names(graph_->outputs()); }
-  std::vector<std::string> input_types() const { return types(graph_->inputs()); }
-  std::vector<std::string> output_types() const { return types(graph_->outputs()); }
+  std::vector<std::string> output_names() const { return names(graph()->outputs()); }
+  std::vector<std::string> input_types() const { return types(graph()->inputs()); }
+  std::vector<std::string> output_types() const { return types(graph()->outputs()); }
   std::string ir(bool elide) const {
     PrintOptions o;
     o.elide_large_constants = elide;
-    return print_graph(*graph_, o);
+    return print_graph(*graph(), o);
   }
 
   // Limits of every later call (0: none): wall-clock time per call, iterations per execution of a Loop/Scan node.
@@ -376,18 +479,29 @@ class Model {
   // Inputs may be strided views: the executor copies a non-contiguous one once, into its plan's buffer.
   // `cancel`, when given, stops this call alone (run_async's cancellation); cancel() reaches it too.
   std::vector<py::array> run(const std::vector<py::array>& inputs, std::shared_ptr<CancelToken> cancel) {
+    return run_versioned(inputs, std::move(cancel)).first;
+  }
+  // run(), and the weights version that produced the outputs (the one current when the call started).
+  std::pair<std::vector<py::array>, uint64_t> run_versioned(const std::vector<py::array>& inputs,
+                                                             std::shared_ptr<CancelToken> cancel) {
+    std::shared_ptr<const Graph> g = graph();
     std::vector<StridedInput> ins;
-    for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(strided_view(inputs[i], bf16_bits(i, inputs[i])));
+    for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(strided_view(inputs[i], bf16_bits(*g, i, inputs[i])));
     std::vector<Tensor> outs;
+    uint64_t version = 0;
     bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
     {
       py::gil_scoped_release nogil;
       Lease lease(*this, on_main_thread, std::move(cancel));
       outs = lease.exec->run_strided(ins);
+      version = lease.l.version_id();
+      InputShapes shapes;
+      for (const StridedInput& in : ins) shapes.push_back(in.shape);
+      lease.l.note_shapes(std::move(shapes));
     }
     std::vector<py::array> result;
     for (auto& t : outs) result.push_back(to_numpy(t));
-    return result;
+    return {std::move(result), version};
   }
 
   // Per node, in execution order: (op, location, ms, kernel, fallback reason, nested entries before it, call chain).
@@ -427,34 +541,39 @@ class Model {
     return r;
   }
 
-  // ---- int8 calibration (python/cuvil/quantization.py; runtime/calibration.h)
+  // ---- int8 calibration (python/cuvil/quantization.py; runtime/calibration.h). A setup step: the hints are
+  // written into the current weights version's graph, so no run may be in flight meanwhile.
 
   // The nodes int8 may quantize, as (index, op, location, input name, output name, has hints).
   std::vector<std::tuple<int64_t, std::string, std::string, std::string, std::string, bool>> quant_targets() const {
     std::vector<std::tuple<int64_t, std::string, std::string, std::string, std::string, bool>> r;
-    const auto& nodes = graph_->nodes();
-    for (Node* n : cuvil::quant_targets(*graph_)) {
+    std::shared_ptr<const Graph> g = versions_->current()->graph();
+    const auto& nodes = g->nodes();
+    for (Node* n : cuvil::quant_targets(*g)) {
       int64_t i = std::find_if(nodes.begin(), nodes.end(), [&](const auto& p) { return p.get() == n; }) - nodes.begin();
       bool hinted = n->has_attr("quant_x_scale") && n->attr("quant_x_scale").f() != 0;
       r.emplace_back(i, node_label(*n), n->loc().str(), n->input(0)->name(), n->output(0)->name(), hinted);
     }
     return r;
   }
-  // Sets (x_scale > 0) or clears (x_scale 0) node `index`'s int8 grid. Drops the pooled executors.
+  // Sets (x_scale > 0), asks for dynamic quantization (-1) or clears (0) node `index`'s int8 grid. Drops the
+  // pooled executors.
   void set_quant_hint(int64_t index, double x_scale, int64_t zero_point) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (index < 0 || size_t(index) >= graph_->nodes().size()) throw Error("no node " + std::to_string(index));
-    cuvil::set_quant_hint(*graph_->nodes()[size_t(index)], x_scale, zero_point);
-    pool_.clear();
+    auto g = std::const_pointer_cast<Graph>(versions_->current()->graph());
+    if (index < 0 || size_t(index) >= g->nodes().size()) throw Error("no node " + std::to_string(index));
+    cuvil::set_quant_hint(*g->nodes()[size_t(index)], x_scale, zero_point);
+    versions_->set_options(executor_options());
   }
   // Runs once at `precision` with the values named `names` (top-level node outputs or graph inputs) exposed, and
   // returns them (run_with_values).
   std::vector<py::array> run_values(const std::vector<py::array>& inputs, const std::vector<std::string>& names,
                                     const std::string& precision) {
+    auto g = std::const_pointer_cast<Graph>(versions_->current()->graph());
     std::vector<Tensor> ins = views(inputs);
     std::unordered_map<std::string, Value*> by_name;
-    for (Value* v : graph_->inputs()) by_name[v->name()] = v;
-    for (const auto& n : graph_->nodes())
+    for (Value* v : g->inputs()) by_name[v->name()] = v;
+    for (const auto& n : g->nodes())
       for (Value* v : n->outputs())
         if (v) by_name[v->name()] = v;
     std::vector<Value*> values;
@@ -464,15 +583,15 @@ class Model {
       values.push_back(it->second);
     }
     ExecutorOptions o;
-    o.threads = threads_;
-    o.kernel_code = code_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      o = executor_options();
+    }
     o.kernels.precision = parse_precision(precision);
     std::vector<Tensor> outs;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      pool_.clear();
       py::gil_scoped_release nogil;
-      outs = run_with_values(graph_, o, ins, values);
+      outs = run_with_values(g, o, ins, values);
     }
     std::vector<py::array> r;
     for (auto& t : outs) r.push_back(to_numpy(t));
@@ -492,15 +611,13 @@ class Model {
     return report::profile_json(*lease.exec, ins, o);
   }
 
-  int64_t executors_created() const { return created_; }
+  int64_t executors_created() const { return versions_->current()->executors_created(); }
 
   // RunStats counters summed over the pooled executors (those not running a call at this moment).
   std::map<std::string, int64_t> stats() {
-    std::lock_guard<std::mutex> lock(mu_);
     std::map<std::string, int64_t> r{{"plans_built", 0},      {"plans_cached", 0},     {"plan_evictions", 0},
                                      {"kernel_evictions", 0}, {"kernels_prepared", 0}, {"staged_inputs", 0}};
-    for (const auto& e : pool_) {
-      const RunStats& s = e->stats();
+    for (const RunStats& s : versions_->current()->pooled_stats()) {
       r["plans_built"] += s.plans_built;
       r["plans_cached"] += s.plans_cached;
       r["plan_evictions"] += s.plan_evictions;
@@ -512,21 +629,20 @@ class Model {
   }
 
  private:
-  // Executors are not thread-safe; concurrent callers each lease their own from a pool. A lease for a call also
-  // sets the executor's run control: the model's limits, a fresh cancellation token that cancel() reaches while
-  // the call runs, and on Python's main thread the signal poll.
+  // Executors are not thread-safe; concurrent callers each lease their own from the current weights version's
+  // pool (runtime/versioned_model.h). A lease for a call also sets the executor's run control: the model's
+  // limits, a fresh cancellation token that cancel() reaches while the call runs, and on Python's main thread the
+  // signal poll.
   struct Lease {
     Model& m;
-    std::unique_ptr<Executor> exec;
+    VersionedModel::Lease l;
+    Executor* exec;
     std::shared_ptr<CancelToken> token;
-    explicit Lease(Model& model) : m(model) {
-      std::lock_guard<std::mutex> lock(m.mu_);
-      take();
-    }
+    explicit Lease(Model& model) : m(model), l(model.versions_->lease()), exec(&l.executor()) {}
     Lease(Model& model, bool poll_signals, std::shared_ptr<CancelToken> given = nullptr)
-        : m(model), token(given ? std::move(given) : std::make_shared<CancelToken>()) {
+        : m(model), l(model.versions_->lease()), exec(&l.executor()),
+          token(given ? std::move(given) : std::make_shared<CancelToken>()) {
       std::lock_guard<std::mutex> lock(m.mu_);
-      take();
       RunControl c;
       c.cancel = token;
       c.timeout = m.timeout_;
@@ -538,38 +654,46 @@ class Model {
       exec->set_control(std::move(c));
       m.running_.insert(token.get());
     }
-    void take() {
-      if (!m.pool_.empty()) {
-        exec = std::move(m.pool_.back());
-        m.pool_.pop_back();
-      } else {
-        ExecutorOptions o;
-        o.threads = m.threads_;
-        o.kernel_code = m.code_;
-        o.kernels.precision = m.precision_;
-        exec = std::make_unique<Executor>(m.graph_, o);
-        ++m.created_;
-      }
-    }
     ~Lease() {
+      if (!token) return;
       std::lock_guard<std::mutex> lock(m.mu_);
-      if (token) m.running_.erase(token.get());
-      m.pool_.push_back(std::move(exec));
+      m.running_.erase(token.get());
     }
   };
 
+  std::vector<WeightInfo> weight_list() const {
+    return onnx_path_.empty() ? list_weights(*graph()) : source_weights_;
+  }
+  static std::pair<uintmax_t, int64_t> file_stamp(const std::string& path) {
+    std::error_code ec;
+    uintmax_t size = std::filesystem::file_size(path, ec);
+    auto t = std::filesystem::last_write_time(path, ec);
+    if (ec) return {0, -1};
+    return {size, int64_t(t.time_since_epoch().count())};
+  }
+  // The current weights version's graph (inputs and outputs are the same in every version).
+  std::shared_ptr<const Graph> graph() const { return versions_->current()->graph(); }
+  // For executors created from now on (under mu_, or before the model is shared).
+  ExecutorOptions executor_options() const {
+    ExecutorOptions o;
+    o.threads = threads_;
+    o.kernel_code = code_;
+    o.kernels.precision = precision_;
+    return o;
+  }
+
   // bf16 when graph input i is bf16 and the array holds its bits as uint16.
-  std::optional<DType> bf16_bits(size_t i, const py::array& a) const {
-    if (i < graph_->inputs().size() && graph_->inputs()[i]->dtype() == DType::bf16 &&
-        dtype_from_numpy(a.dtype()) == DType::u16)
+  static std::optional<DType> bf16_bits(const Graph& g, size_t i, const py::array& a) {
+    if (i < g.inputs().size() && g.inputs()[i]->dtype() == DType::bf16 && dtype_from_numpy(a.dtype()) == DType::u16)
       return DType::bf16;
     return std::nullopt;
   }
   // Contiguous views (a strided input is copied here, with the GIL held).
   std::vector<Tensor> views(const std::vector<py::array>& inputs) const {
+    std::shared_ptr<const Graph> g = graph();
     std::vector<Tensor> ins;
     for (size_t i = 0; i < inputs.size(); ++i)
-      ins.push_back(tensor_view(py::array::ensure(inputs[i], py::array::c_style), bf16_bits(i, inputs[i])));
+      ins.push_back(tensor_view(py::array::ensure(inputs[i], py::array::c_style), bf16_bits(*g, i, inputs[i])));
     return ins;
   }
   static std::vector<std::string> names(const std::vector<Value*>& vs) {
@@ -583,13 +707,22 @@ class Model {
     return r;
   }
 
-  std::shared_ptr<Graph> graph_;
   std::shared_ptr<codegen::KernelCodeSource> code_;  // an artifact's generated kernels; null otherwise
+  // A loaded artifact's graph: it keeps the file mapped, whose weights later versions still view (those not
+  // replaced). Null for other models.
+  std::shared_ptr<const Graph> mapped_;
+  int opt_level_ = 1;
+  std::mutex swap_mu_;  // one weight update at a time (runs never take it); guards applied_
+  // An ONNX model's file (and its size and modification time when loaded), the weights its graph had before
+  // the passes, and the updates applied so far (one per name, the latest).
+  std::string onnx_path_;
+  std::pair<uintmax_t, int64_t> onnx_stamp_{0, 0};
+  std::vector<WeightInfo> source_weights_;
+  std::vector<std::pair<std::string, Tensor>> applied_;
+  std::unique_ptr<VersionedModel> versions_;  // the weights versions and their executors
   std::mutex mu_;
-  std::vector<std::unique_ptr<Executor>> pool_;
   int threads_ = 0;  // for executors created from now on; 0 = all cores
   Precision precision_ = Precision::fp32;  // for executors created from now on
-  int64_t created_ = 0;
   std::chrono::nanoseconds timeout_{0};  // per call; 0: none
   int64_t max_loop_iterations_ = 0;      // per Loop/Scan execution; 0: none
   std::unordered_set<CancelToken*> running_;  // the tokens of the calls running now
@@ -688,10 +821,16 @@ PYBIND11_MODULE(_C, m) {
       .def("set_limits", &Model::set_limits, py::arg("timeout_s"), py::arg("max_loop_iterations"))
       .def("cancel", &Model::cancel)
       .def("run", &Model::run, py::arg("inputs"), py::arg("cancel") = nullptr)
+      .def("run_versioned", &Model::run_versioned, py::arg("inputs"), py::arg("cancel") = nullptr)
+      .def("update_weights", &Model::update_weights, py::arg("weights"), py::arg("strict") = true)
+      .def("adopt", &Model::adopt, py::arg("other"))
+      .def_property_readonly("weights_version", &Model::weights_version)
+      .def("weights", &Model::weights)
       .def("profile", &Model::profile)
       .def("profile_report", &Model::profile_report, py::arg("inputs"), py::arg("iters") = 10, py::arg("warmup") = 2,
            py::arg("name") = "")
       .def("stats", &Model::stats)
+      .def("cache_key", &Model::cache_key)
       .def("save", &Model::save, py::arg("path"), py::arg("config_json"), py::arg("extra_json"),
            py::arg("fingerprint"), py::arg("dim_ranges"));
   // A .cuv artifact: (model, manifest JSON, the front end's data JSON, dim ranges per input axis).
@@ -716,9 +855,31 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "load_onnx",
-      [](const std::string& path, int opt_level) { return std::make_unique<Model>(import_onnx_file(path), opt_level); },
+      [](const std::string& path, int opt_level) {
+        return std::make_unique<Model>(import_onnx_file(path), opt_level, /*onnx_path=*/path);
+      },
       py::arg("path"), py::arg("opt_level") = 1);
   // The profile report's other forms (src/report): the HTML page, the Chrome trace, the diff of two reports.
+  // The model cache (python/cuvil/cache.py): what this build is, and a fast hash of a buffer (weights).
+  m.def("build_info", []() {
+    return std::map<std::string, std::string>{{"version", CUVIL_VERSION},
+                                              {"git_revision", artifact::git_revision()},
+                                              {"llvm_version", codegen::llvm_version()},
+                                              {"onednn_version", artifact::onednn_version()},
+                                              {"host", codegen::host_cpu_description()},
+                                              {"libraries", library_identities()}};
+  });
+  m.def("bytes_hash", [](py::buffer b) {
+    py::buffer_info info = b.request();
+    py::ssize_t expect = info.itemsize;
+    for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+      if (info.shape[d] != 1 && info.strides[d] != expect) throw Error("bytes_hash: the buffer must be C-contiguous");
+      expect *= info.shape[d];
+    }
+    size_t n = size_t(info.size) * size_t(info.itemsize);
+    py::gil_scoped_release nogil;
+    return artifact::bytes_hash(info.ptr, n);
+  });
   m.def("report_html", &report::profile_html, py::arg("report_json"));
   m.def("chrome_trace", &report::chrome_trace_json, py::arg("report_json"));
   m.def("diff_reports", &report::diff_reports, py::arg("a_json"), py::arg("b_json"));

@@ -8,6 +8,8 @@
 #include "artifact/artifact.h"
 #include "cuvil/cuvil.h"
 #include "runtime/executor.h"
+#include "runtime/versioned_model.h"
+#include "runtime/weights.h"
 
 using namespace cuvil;
 
@@ -17,8 +19,8 @@ struct cuvil_status {
 };
 
 struct cuvil_session {
-  artifact::Loaded loaded;
-  std::unique_ptr<Executor> exec;
+  artifact::Loaded loaded;  // (its graph keeps the file mapped: every weights version views weights there)
+  std::unique_ptr<VersionedModel> versions;  // the weights versions, each with its pool of executors
   struct Io {
     std::string name;
     DType dtype;
@@ -27,6 +29,12 @@ struct cuvil_session {
   };
   std::vector<Io> inputs, outputs;
   std::vector<artifact::DimBound> bounds;  // the manifest's dim ranges, checked on every run
+  std::vector<std::string> weight_names;
+};
+
+struct cuvil_weights {
+  std::shared_ptr<WeightsVersion> version;
+  uint64_t base = 0;  // the version it was staged from
 };
 
 namespace {
@@ -84,7 +92,8 @@ cuvil_session* make_session(artifact::Loaded loaded, const cuvil_session_options
   ExecutorOptions o;
   o.threads = options ? options->threads : 0;
   o.kernel_code = s->loaded.kernel_code;
-  s->exec = std::make_unique<Executor>(s->loaded.graph, o);
+  s->versions = std::make_unique<VersionedModel>(s->loaded.graph, o);
+  for (const WeightInfo& w : list_weights(*s->loaded.graph)) s->weight_names.push_back(w.name);
   auto describe = [](const std::vector<Value*>& vs, std::vector<cuvil_session::Io>& out) {
     for (Value* v : vs) {
       cuvil_session::Io io{v->name(), v->dtype(), {}, {}};
@@ -106,7 +115,7 @@ cuvil_session* make_session(artifact::Loaded loaded, const cuvil_session_options
     all_static = all_static && v->shape().is_static();
     if (all_static) shapes.push_back(v->shape().static_dims());
   }
-  if (all_static) s->exec->prepare(shapes);
+  if (all_static) s->versions->prepare(shapes);
   return s.release();
 }
 
@@ -274,6 +283,12 @@ size_t cuvil_dtype_size(cuvil_dtype t) {
 
 cuvil_code cuvil_session_run(cuvil_session* s, const cuvil_tensor* inputs, size_t n_inputs,
                              const cuvil_tensor* outputs, size_t n_outputs, cuvil_status** status) {
+  return cuvil_session_run_versioned(s, inputs, n_inputs, outputs, n_outputs, nullptr, status);
+}
+
+cuvil_code cuvil_session_run_versioned(cuvil_session* s, const cuvil_tensor* inputs, size_t n_inputs,
+                                       const cuvil_tensor* outputs, size_t n_outputs, uint64_t* weights_version,
+                                       cuvil_status** status) {
   if (!s) {
     set_status(status, CUVIL_INVALID_ARGUMENT, "cuvil_session_run: null session");
     return CUVIL_INVALID_ARGUMENT;
@@ -293,8 +308,11 @@ cuvil_code cuvil_session_run(cuvil_session* s, const cuvil_tensor* inputs, size_
     std::vector<std::vector<int64_t>> shapes;
     for (const Tensor& t : ins) shapes.push_back(t.shape());
     artifact::check_dim_ranges(s->bounds, *s->loaded.graph, shapes);
+    VersionedModel::Lease lease = s->versions->lease();
     try {
-      s->exec->run_into(ins, outs);
+      lease.executor().run_into(ins, outs);
+      if (weights_version) *weights_version = lease.version_id();
+      lease.note_shapes(std::move(shapes));
     } catch (const InputError& e) {
       // run_into's own check of the output buffers is an InputError naming "run_into: output".
       if (std::string(e.what()).find("run_into: output") != std::string::npos) {
@@ -337,12 +355,71 @@ int32_t cuvil_session_output_shape(cuvil_session* s, const cuvil_tensor* inputs,
       if (v) out.push_back(*v);
       else known = false;
     }
-    if (!known) out = s->exec->run(ins).at(i).shape();  // data-dependent: one run tells
+    if (!known) out = s->versions->lease().executor().run(ins).at(i).shape();  // data-dependent: one run tells
     if (dims)
       for (size_t k = 0; k < out.size() && k < max_dims; ++k) dims[k] = out[k];
     return int32_t(out.size());
   });
 }
+
+size_t cuvil_session_weight_count(const cuvil_session* s) { return s ? s->weight_names.size() : 0; }
+const char* cuvil_session_weight_name(const cuvil_session* s, size_t i) {
+  return s && i < s->weight_names.size() ? s->weight_names[i].c_str() : nullptr;
+}
+uint64_t cuvil_session_weights_version(const cuvil_session* s) { return s ? s->versions->current_id() : 0; }
+
+cuvil_code cuvil_weights_stage(cuvil_session* s, const char* const* names, const cuvil_tensor* tensors, size_t n,
+                               uint32_t flags, cuvil_weights** staged, cuvil_status** status) {
+  if (!s || !staged || (n && !names) || (flags & ~CUVIL_WEIGHTS_SUBSET)) {
+    set_status(status, CUVIL_INVALID_ARGUMENT, "cuvil_weights_stage: null session, names or result, or unknown flags");
+    return CUVIL_INVALID_ARGUMENT;
+  }
+  *staged = nullptr;
+  for (size_t i = 0; i < n; ++i)
+    if (!names[i]) {
+      set_status(status, CUVIL_INVALID_ARGUMENT, "cuvil_weights_stage: name " + std::to_string(i) + " is null");
+      return CUVIL_INVALID_ARGUMENT;
+    }
+  std::vector<Tensor> views_of;
+  cuvil_code bad = CUVIL_OK;
+  if (!views(tensors, n, "weight", false, views_of, &bad, status)) return bad;
+  return guarded(status, CUVIL_WEIGHTS_MISMATCH, nullptr, CUVIL_WEIGHTS_MISMATCH, [&]() -> cuvil_code {
+    std::vector<std::pair<std::string, Tensor>> ws;
+    for (size_t i = 0; i < n; ++i) ws.emplace_back(names[i], views_of[i].clone());  // the caller's buffers may go
+    std::shared_ptr<WeightsVersion> base = s->versions->current();
+    auto w = std::make_unique<cuvil_weights>();
+    try {
+      w->version = s->versions->stage(with_weights(*base->graph(), ws, !(flags & CUVIL_WEIGHTS_SUBSET)));
+    } catch (const InputError& e) {  // names, dtypes, shapes, missing weights: nothing was built
+      set_status(status, CUVIL_WEIGHTS_MISMATCH, e.what());
+      return CUVIL_WEIGHTS_MISMATCH;
+    }
+    w->base = base->id();
+    *staged = w.release();
+    return CUVIL_OK;
+  });
+}
+
+cuvil_code cuvil_weights_commit(cuvil_session* s, const cuvil_weights* staged, uint64_t* version,
+                                cuvil_status** status) {
+  if (!s || !staged) {
+    set_status(status, CUVIL_INVALID_ARGUMENT, "cuvil_weights_commit: null session or staged weights");
+    return CUVIL_INVALID_ARGUMENT;
+  }
+  return guarded(status, CUVIL_WEIGHTS_MISMATCH, nullptr, CUVIL_WEIGHTS_MISMATCH, [&]() -> cuvil_code {
+    try {
+      s->versions->commit(staged->version, staged->base);
+    } catch (const InputError& e) {  // staged before another commit
+      set_status(status, CUVIL_WEIGHTS_MISMATCH, e.what());
+      return CUVIL_WEIGHTS_MISMATCH;
+    }
+    if (version) *version = staged->version->id();
+    return CUVIL_OK;
+  });
+}
+
+uint64_t cuvil_weights_version(const cuvil_weights* w) { return w ? w->version->id() : 0; }
+void cuvil_weights_free(cuvil_weights* w) { delete w; }
 
 const char* cuvil_version(void) { return CUVIL_VERSION; }
 

@@ -4,8 +4,9 @@
 //      becomes Transpose(to NHWC) -> op(channels_last = 1) -> Transpose(back to NCHW);
 //   2. a Transpose whose input is another Transpose merges with it (and vanishes when the two cancel), so
 //      back-to-back convolutions exchange NHWC tensors directly;
-//   3. element-wise ops whose inputs are all transposed the same way (Relu, Add of two branches, ...) run on
-//      the untransposed data, moving the Transpose past them so that step 2 can cancel it.
+//   3. element-wise ops whose inputs are all transposed the same way (Relu, Add of two branches, the Mul of a
+//      squeeze-excitation block by its per-channel scale, ...) run on the untransposed data, moving the Transpose
+//      past them so that step 2 can cancel it.
 // What remains are the reorders at the edges of channels-last regions; `cuvil inspect` counts them.
 #include "ir/ops/layout.h"
 #include "passes/pass.h"
@@ -105,18 +106,24 @@ bool merge_and_sink(Graph& g) {
     if (!commutes_with_transpose(*n)) continue;
     const std::vector<int64_t>* perm = nullptr;
     bool all = n->num_inputs() > 0;
+    const Value* y0 = n->output(0);
+    // Inputs of the output's dtype and rank: broadcasting is per axis, so it commutes with one permutation of
+    // every input's axes (a squeeze-excitation block's Mul of [1, C, H, W] by [1, C, 1, 1]).
     for (Value* v : n->inputs()) {
       const std::vector<int64_t>* p = transpose_perm(v);
-      all = all && p && (!perm || *p == *perm) && v->type() == n->input(0)->type();
+      all = all && p && (!perm || *p == *perm) && v->dtype() == y0->dtype() && v->shape().rank_known() &&
+            y0->shape().rank_known() && v->shape().rank() == y0->shape().rank();
       perm = p ? p : perm;
     }
-    if (!all || n->output(0)->type() != n->input(0)->type()) continue;
+    if (!all || perm->size() != y0->shape().rank()) continue;
     // op(T(a), T(b)) -> T(op(a, b)): the op runs in the source layout, the transpose moves below it.
     std::vector<Value*> srcs;
     for (Value* v : n->inputs()) srcs.push_back(v->producer()->input(0));
     Value* y = n->output(0);
     Node* moved = g.insert_node(i + 1, n->op(), srcs, {g.unique_name(y->name() + "_src")}, n->attrs(), n->loc());
-    moved->output(0)->set_type(srcs[0]->type());
+    std::vector<Dim> src_dims(perm->size());  // y = T(moved): y's dim k is moved's dim perm[k]
+    for (size_t k = 0; k < perm->size(); ++k) src_dims[size_t((*perm)[k])] = y->shape()[k];
+    moved->output(0)->set_type({y->dtype(), Shape(src_dims)});
     std::string name = rewrite::free_name(g, y);
     Value* back = add_transpose(g, i + 2, moved->output(0), *perm, n->loc());
     g.rename_value(back, name);

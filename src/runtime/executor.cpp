@@ -16,6 +16,7 @@
 
 #include "ir/op_schema.h"
 #include "ir/verifier.h"
+#include "kernels/workers.h"
 #include "support/check_failed.h"
 #include "runtime/kernel_selection.h"
 #include "runtime/memory_plan.h"
@@ -504,7 +505,14 @@ struct Executor::Impl : RegionRunner {
       size_t profiled = profile ? profile->size() : 0;
       auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       try {
-        if (!kernel) kernel = (slot = prepare(n, ins)).get();
+        if (!kernel) {
+          // oneDNN fixes a primitive's thread split when it is created: prepare for the full count
+          if (omp_get_max_threads() != options->threads) omp_set_num_threads(options->threads);
+          kernel = (slot = prepare(n, ins)).get();
+        }
+        // no more threads than the machine has free now (kernels/workers.h, "Threads under load")
+        int free_threads = cpu::threads_free(options->threads);
+        if (omp_get_max_threads() != free_threads) omp_set_num_threads(free_threads);
         KernelContext ctx(n, ins, &outs, this);
         kernel->run(ctx);
       } catch (const RunError& e) {
@@ -769,6 +777,13 @@ std::vector<Tensor> Executor::Impl::run_with_plan(Plan& plan, const std::vector<
   uint8_t* base = arena(plan.arena_bytes);
   std::vector<Tensor> result;
   watch.arm(options->control);
+  // Kernels may have run on fewer threads (cpu::threads_free): the caller's thread keeps the count asked for.
+  struct RestoreThreads {
+    int threads;
+    ~RestoreThreads() {
+      if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+    }
+  } restore_threads{options->threads};
   execute(*graph, inputs, nullptr, &plan, base, result);
   return result;
 }

@@ -47,6 +47,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   std::atomic<bool> ready_{false};
   int port_ = 0;
+  int listen_fd_ = -1;  // (the listening socket, to widen its backlog past cpp-httplib's 5)
   std::mutex log_mu_;
 };
 

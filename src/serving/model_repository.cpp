@@ -12,7 +12,7 @@ namespace cuvil::serving {
 namespace fs = std::filesystem;
 namespace {
 
-const char* const kModelFiles[] = {"model.onnx", "model.cvir"};
+const char* const kModelFiles[] = {"model.cuv", "model.onnx", "model.cvir"};
 
 bool is_version(const std::string& s) {
   return !s.empty() && s.size() < 19 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -108,7 +108,7 @@ std::shared_ptr<LoadedModel> ModelRepository::build(const std::string& name) con
   fs::path model_dir = dir_ / name;
   CUVIL_CHECK(fs::is_directory(model_dir), "no model '", name, "' in the repository");
   auto [version, file] = newest_version(model_dir);
-  CUVIL_CHECK(!version.empty(), "model '", name, "' has no version folder with model.onnx or model.cvir");
+  CUVIL_CHECK(!version.empty(), "model '", name, "' has no version folder with model.cuv, model.onnx or model.cvir");
   fs::path config_path = model_dir / "config.json";
   auto m = std::make_shared<LoadedModel>();
   m->name = name;

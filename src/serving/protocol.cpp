@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serving/json_parse.h"
+
 namespace cuvil::serving {
 namespace {
 
@@ -129,8 +131,9 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
   if (hlen > body.size())
     bad("Inference-Header-Content-Length " + std::to_string(hlen) + " exceeds the body size " +
         std::to_string(body.size()));
-  json j = json::parse(body.substr(0, hlen), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) bad("the request header is not valid JSON");
+  std::optional<json> parsed = parse_json(body.substr(0, hlen));
+  if (!parsed) bad("the request header is not valid JSON");
+  const json& j = *parsed;
   if (!j.is_object()) bad("the request must be a JSON object");
   InferRequest r;
   if (j.contains("id")) {

@@ -18,7 +18,7 @@ constexpr const char* kUsage =
     "usage: cuvil serve --model-repository DIR [--host ADDR] [--http-port N] [--grpc-port N] [--metrics-port N]\n"
     "                   [--poll-repository SECONDS] [--access-log FILE|-] [--max-request-bytes N]\n"
     "                   [--max-connections N] [--read-timeout SECONDS]\n"
-    "Serves every model in DIR (DIR/<model>/<version>/model.onnx|model.cvir, DIR/<model>/config.json) over the\n"
+    "Serves every model in DIR (DIR/<model>/<version>/model.cuv|.onnx|.cvir, DIR/<model>/config.json) over the\n"
     "KServe v2 protocol (REST and gRPC). Port 0 picks a free port; the ports in use are printed on stdout once ready.\n"
     "SIGINT/SIGTERM stop accepting, finish the requests in flight and exit.\n";
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "artifact/artifact.h"
 #include "frontend/load_model.h"
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
@@ -29,11 +30,13 @@ std::vector<TensorSpec> specs_of(const std::vector<Value*>& values) {
 
 class GraphModel final : public ServedModel {
  public:
-  GraphModel(std::shared_ptr<Graph> g, const ServedModelOptions& o) {
+  GraphModel(std::shared_ptr<Graph> g, const ServedModelOptions& o,
+             std::shared_ptr<codegen::KernelCodeSource> kernel_code = nullptr) {
     inputs_ = specs_of(g->inputs());
     outputs_ = specs_of(g->outputs());
     ExecutorOptions eo;
     eo.threads = o.threads;
+    eo.kernel_code = std::move(kernel_code);  // an artifact's generated kernels, compiled ahead of time
     for (int i = 0; i < std::max(1, o.instances); ++i) {
       executors_.push_back(std::make_unique<Executor>(g, eo));
       free_.push_back(executors_.back().get());
@@ -80,6 +83,10 @@ class GraphModel final : public ServedModel {
 }  // namespace
 
 std::shared_ptr<ServedModel> load_served_model(const std::string& model_file, const ServedModelOptions& options) {
+  if (model_file.size() > 4 && model_file.ends_with(".cuv")) {  // optimized when it was compiled
+    artifact::Loaded l = artifact::load_file(model_file);
+    return std::make_shared<GraphModel>(std::move(l.graph), options, std::move(l.kernel_code));
+  }
   std::shared_ptr<Graph> g = load_model(model_file);
   optimize(*g, 1);
   return std::make_shared<GraphModel>(std::move(g), options);

@@ -34,7 +34,7 @@ class ServedModel {
   virtual void prepare(const std::vector<std::vector<int64_t>>& input_shapes) {}
 };
 
-// Loads MODEL_FILE (.onnx or .cvir today; .cuv once the artifact lands). Throws cuvil::Error on bad input.
+// Loads MODEL_FILE: a .cuv artifact (as compiled), or .onnx / .cvir (optimized at -O1 here). Throws cuvil::Error on bad input.
 std::shared_ptr<ServedModel> load_served_model(const std::string& model_file, const ServedModelOptions& options);
 
 }  // namespace cuvil::serving

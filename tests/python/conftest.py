@@ -7,6 +7,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.join(ROOT, "python"))  # the cuvil package, with the extension built into it
 CUVIL = os.path.join(ROOT, "build", "bin", "cuvil")
+# The compiled-model cache (cuvil.cache) stays out of the tests (and their subprocesses): a hit would skip the
+# compile a test means to exercise. tests/python/test_compile_cache.py turns it on in a temporary directory.
+os.environ.setdefault("CUVIL_MODEL_CACHE", "off")
 
 
 @pytest.fixture(scope="session")

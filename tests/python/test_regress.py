@@ -63,3 +63,66 @@ def test_short_real_run(tmp_path, capsys):
     assert cases["softmax"]["ratio"] > 0 and cases["softmax"]["rounds"] == 3
     (hist,) = [p for p in os.listdir(tmp_path) if p.startswith("history-")]
     assert len(open(tmp_path / hist).read().splitlines()) == 2
+
+
+def _fake_measure(monkeypatch, results):
+    """regress.measure answering from `results` in order (each: {case: (ratio, spread)})."""
+    calls = []
+
+    def measure(rounds, n_calls, threads, inject, only=None):
+        calls.append((rounds, sorted(only) if only else None))
+        r = results[len(calls) - 1]
+        return {c: {"ratio": v[0], "spread": v[1], "rounds": rounds} for c, v in r.items() if not only or c in only}
+    monkeypatch.setattr(regress, "measure", measure)
+    return calls
+
+
+def test_a_regression_is_confirmed_before_it_fails(tmp_path, monkeypatch):
+    args = ["--data-dir", str(tmp_path), "--rounds", "15"]
+    base = {"matmul": (1.0, 0.01), "softmax": (1.0, 0.01)}
+    calls = _fake_measure(monkeypatch, [base, {"matmul": (1.3, 0.01), "softmax": (1.0, 0.01)},
+                                        {"matmul": (1.0, 0.01)},            # a burst of load: not confirmed
+                                        {"matmul": (1.3, 0.01), "softmax": (1.0, 0.01)},
+                                        {"matmul": (1.25, 0.01)}])          # a real slowdown: confirmed
+    assert regress.main(args + ["--update-baseline"]) == 0
+    assert regress.main(args) == 0
+    assert calls[2] == (30, ["matmul"])  # only the regressed case, twice the rounds
+    assert regress.main(args) == 1
+    (hist,) = [p for p in os.listdir(tmp_path) if p.startswith("history-")]
+    runs = [json.loads(line) for line in open(tmp_path / hist)]
+    assert [r.get("regressed") for r in runs] == [None, [], ["matmul"]]
+    assert runs[2]["cases"]["matmul"]["ratio"] == 1.25  # the confirming measurement is what is recorded
+
+
+def test_a_machine_without_baseline(tmp_path, monkeypatch, capsys):
+    _fake_measure(monkeypatch, [{"matmul": (1.1, 0.02)}] * 2)
+    assert regress.main(["--data-dir", str(tmp_path)]) == 2
+    assert regress.main(["--data-dir", str(tmp_path), "--if-baseline"]) == 0  # CI on another kind of machine
+    assert "no baseline for this machine" in capsys.readouterr().err
+
+
+def test_history_chart_renders_in_chromium(tmp_path):
+    import shutil
+    if shutil.which("chromium") is None:
+        pytest.skip("needs Debian's chromium")
+    from chromium_page import Page
+    rng = random.Random(3)
+    runs = [{"time": f"2026-12-0{1 + i // 3}T10:0{i % 3}:00Z", "inject": ["matmul=15"] if i == 4 else [],
+             "cases": run(rng, "matmul" if i == 4 else None, 1.15), "regressed": ["matmul"] if i == 4 else []}
+            for i in range(6)]
+    path = tmp_path / "history.html"
+    import regress_html
+    regress_html.write(str(path), "Test_CPU-t2", runs, run(rng))
+    text = path.read_text()
+    assert "<script src" not in text and "http" not in text.split("<script>")[0]  # self-contained
+    with Page() as page:
+        page.load(path.as_uri())
+        assert page.evaluate("document.body.dataset.rendered") == "yes"
+        assert page.errors() == []
+        assert page.evaluate("document.querySelectorAll('#latest tbody tr').length") == len(CASES)
+        assert page.evaluate("Chart.getChart('history-chart').data.datasets.length") == 2 * len(CASES)
+        # the canvas was drawn on: not one colour everywhere
+        assert page.evaluate("""(() => { const c = document.getElementById('history-chart');
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            const s = new Set(); for (let i = 0; i < d.length; i += 4 * 97) s.add(d[i] + ',' + d[i + 1] + ',' + d[i + 2] + ',' + d[i + 3]);
+            return s.size; })()""") > 3

@@ -211,6 +211,18 @@ def test_many_concurrent_clients_all_correct(client, repo):
         np.testing.assert_allclose(r.as_numpy("y"), sess.run(None, {"x": a})[0], rtol=1e-5, atol=1e-5)
 
 
+def test_listen_backlog_takes_a_burst_of_connections(server):
+    """cpp-httplib listens with a backlog of 5; the server widens it, so 32 clients connecting at once are not
+    dropped and retried a second later. ss shows a listening socket's backlog as its Send-Q."""
+    import shutil
+    import subprocess
+    if not shutil.which("ss"):
+        pytest.skip("ss (iproute2) is not installed")
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{server.http_port}"], capture_output=True, text=True).stdout
+    backlogs = [int(line.split()[2]) for line in out.splitlines() if line.startswith("LISTEN")]
+    assert backlogs and min(backlogs) >= 128, out
+
+
 def test_request_timeout_is_503(client, server):
     expect_error(lambda: client.infer("timeout", [make_input("x", np.ones((1, 3), np.float32), True)]), 503,
                  "timed out after 50 ms")

@@ -209,6 +209,30 @@ TEST(CpuKernels, WorkersSpinningOnlyRightAfterAParallelRegion) {
   EXPECT_EQ(cpu::detail::last_region_end_ns.load(), end);
 }
 
+// The executor's thread count under load: the running tasks come from /proc/loadavg's fourth field, and the
+// threads are the cores other tasks leave free, never fewer than one, never more than asked.
+TEST(CpuKernels, ThreadsFollowTheMachinesLoad) {
+  EXPECT_EQ(cpu::parse_runnable_tasks("0.52 0.58 0.59 3/512 12345\n"), 3);
+  EXPECT_EQ(cpu::parse_runnable_tasks("10.82 9.72 6.82 14/573 18154"), 14);
+  EXPECT_EQ(cpu::parse_runnable_tasks("0.52 0.58 0.59"), -1);
+  EXPECT_EQ(cpu::parse_runnable_tasks("0.52 0.58 0.59 x/512 1"), -1);
+  EXPECT_EQ(cpu::parse_runnable_tasks("0.52 0.58 0.59 3 1"), -1);
+  EXPECT_EQ(cpu::parse_runnable_tasks(""), -1);
+  // want, cores, runnable (ours included), own
+  EXPECT_EQ(cpu::threads_given_load(2, 2, 1, 1), 2);   // idle: only the caller runs
+  EXPECT_EQ(cpu::threads_given_load(2, 2, 2, 2), 2);   // our spinning worker is ours
+  EXPECT_EQ(cpu::threads_given_load(2, 2, 2, 1), 1);   // another task holds a core
+  EXPECT_EQ(cpu::threads_given_load(2, 2, 14, 2), 1);  // never below one
+  EXPECT_EQ(cpu::threads_given_load(8, 16, 10, 1), 7); // the free cores of a larger machine
+  EXPECT_EQ(cpu::threads_given_load(4, 16, 3, 1), 4);  // never above the count asked for
+  EXPECT_EQ(cpu::threads_given_load(2, 2, -1, 1), 2);  // load unknown: as asked
+  EXPECT_EQ(cpu::threads_given_load(1, 2, 9, 1), 1);
+  int t = cpu::threads_free(2);
+  EXPECT_GE(t, 1);
+  EXPECT_LE(t, 2);
+  EXPECT_EQ(cpu::threads_free(1), 1);
+}
+
 // ---- layer normalization
 
 TEST(CpuKernels, LayerNormalizationFallsBack) {

@@ -3,6 +3,8 @@
 // workers spin, Winograd chosen and matching, NaN and infinity through pools.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <random>
 
@@ -57,6 +59,71 @@ TEST(OnednnKernels, SmallConvolutionThreadedOnlyWhileWorkersSpin) {
     for (int64_t i = 0; i < want.numel(); ++i)
       ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-4 * (1 + std::fabs(want.data<float>()[i]))) << i;
   }
+}
+
+// A convolution above 2 MFLOP made for several threads runs on a single-threaded twin, made at its first run on
+// one thread (the executor's count on a loaded machine, kernels/workers.h): oneDNN would fork its primitive's
+// threads whatever OpenMP's count. Direct and Winograd, with a residual sum and odd sizes; both ways match the
+// reference, and the threaded primitive still runs when the count is back.
+TEST(OnednnKernels, LargeConvolutionRunsSingleThreadedTwinOnOneThread) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs two OpenMP threads";
+  for (bool wino : {false, true}) {
+    SCOPED_TRACE(wino ? "3x3 (Winograd where oneDNN has it)" : "5x3 stride 2");
+    Tensor x = random_tensor({1, 23, 19, 24}, 41);  // NHWC
+    Tensor w = random_tensor({40, 24, wino ? 3 : 5, 3}, 42), b = random_tensor({40}, 43);
+    AttrMap attrs{{"pads", Attribute(Ints{1, 1, 1, 1})}, {"channels_last", Attribute(int64_t(1))},
+                  {"activation", Attribute("Relu")}};
+    if (!wino) attrs["strides"] = Attribute(Ints{2, 2});
+    OneOp probe = build_op(OpKind::FusedConv, {input(x), constant(w), constant(b)}, attrs);
+    std::vector<int64_t> ys = probe.node->output(0)->type().shape.static_dims();
+    Tensor sum = random_tensor(ys, 44);
+    OneOp one = build_op(OpKind::FusedConv, {input(x), constant(w), constant(b), input(sum)}, attrs);
+    std::vector<PrepareInput> in{{DType::f32, x.shape(), nullptr, true},
+                                 {DType::f32, w.shape(), &w, true},
+                                 {DType::f32, b.shape(), &b, true},
+                                 {DType::f32, sum.shape(), nullptr, true}};
+    std::unique_ptr<PreparedKernel> k = prepare_kernel(*one.node, in, KernelOptions{});
+    ASSERT_NE(dynamic_cast<onednn::SpinAwareKernel*>(k.get()), nullptr) << k->impl_name();
+    Executor ref(one.g, reference_kernels());
+    Tensor want = ref.run(one.feeds)[0];
+    int threads = omp_get_max_threads();
+    for (int t : {1, threads, 1}) {
+      SCOPED_TRACE("run at " + std::to_string(t) + " thread(s)");
+      omp_set_num_threads(t);
+      std::vector<Tensor> outs{Tensor::zeros(DType::f32, ys)};
+      std::vector<const Tensor*> ins{&x, &w, &b, &sum};
+      KernelContext ctx(*one.node, ins, &outs, nullptr);
+      k->run(ctx);
+      for (int64_t i = 0; i < want.numel(); ++i)
+        ASSERT_NEAR(outs[0].data<float>()[i], want.data<float>()[i], 1e-4 * (1 + std::fabs(want.data<float>()[i])))
+            << i;
+    }
+    omp_set_num_threads(threads);
+  }
+}
+
+// The same for a product above 2 MFLOP on oneDNN (a batched one: no constant B for the CPU GEMM).
+TEST(OnednnKernels, LargeProductRunsSingleThreadedTwinOnOneThread) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs two OpenMP threads";
+  Tensor a = random_tensor({4, 67, 101}, 51), b = random_tensor({4, 101, 53}, 52);  // 2.9 MFLOP
+  OneOp one = build_op(OpKind::MatMul, {input(a), input(b)}, {});
+  std::vector<PrepareInput> in{{DType::f32, a.shape(), nullptr, true}, {DType::f32, b.shape(), nullptr, true}};
+  std::unique_ptr<PreparedKernel> k = prepare_kernel(*one.node, in, KernelOptions{});
+  ASSERT_NE(dynamic_cast<onednn::SpinAwareKernel*>(k.get()), nullptr) << k->impl_name();
+  Executor ref(one.g, reference_kernels());
+  Tensor want = ref.run(one.feeds)[0];
+  int threads = omp_get_max_threads();
+  for (int t : {1, threads, 1}) {
+    SCOPED_TRACE("run at " + std::to_string(t) + " thread(s)");
+    omp_set_num_threads(t);
+    std::vector<Tensor> outs{Tensor::zeros(DType::f32, {4, 67, 53})};
+    std::vector<const Tensor*> ins{&a, &b};
+    KernelContext ctx(*one.node, ins, &outs, nullptr);
+    k->run(ctx);
+    for (int64_t i = 0; i < want.numel(); ++i)
+      ASSERT_NEAR(outs[0].data<float>()[i], want.data<float>()[i], 1e-4 * (1 + std::fabs(want.data<float>()[i]))) << i;
+  }
+  omp_set_num_threads(threads);
 }
 
 // 3x3 stride-1 convolutions with enough channels run Winograd in a blocked layout: check it is chosen and

@@ -25,7 +25,9 @@
 // MODEL is an .onnx file, Cuvil IR text (.cvir) or a compiled artifact (.cuv, from `cuvil compile`; run, bench,
 // profile and inspect take it as it is, without passes). Any error prints one line and exits non-zero.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +56,8 @@
 #include "support/file_io.h"
 #include "support/sha256.h"
 
+#include <unistd.h>
+
 using namespace cuvil;
 namespace fs = std::filesystem;
 
@@ -72,6 +76,7 @@ constexpr const char* kUsage =
     "                [--html FILE] [--json FILE] [--trace FILE]\n"
     "  cuvil profile --diff A.json B.json\n"
     "  cuvil roofs [--threads N] [--remeasure]\n"
+    "  cuvil cache ls|verify|prune|explain ...                 (the compiled-model cache: cuvil cache --help)\n"
     "  cuvil serve --model-repository DIR [--http-port N] [--metrics-port N] ...  (cuvil serve --help)\n"
     "  cuvil --version\n"
     "MODEL is an ONNX file (.onnx), Cuvil IR text (.cvir) or a compiled artifact (.cuv; not for compile).\n";
@@ -712,6 +717,35 @@ int cmd_compile(const Args& a) {
   return 0;
 }
 
+// `cuvil cache ...` is the model cache's tool (python/cuvil/cache_cli.py): the cache is keyed by what only the
+// Python front end knows, so the command runs there, with $CUVIL_PYTHON (else python3) and the cuvil package
+// beside this program (a wheel's cuvil/bin/cuvil) or in the source tree (build/bin/cuvil -> python/).
+int cache_main(int argc, char** argv) {
+  fs::path exe = fs::read_symlink("/proc/self/exe");
+  std::string path;
+  for (const fs::path& p : {exe.parent_path().parent_path().parent_path(),                 // site-packages/cuvil/bin
+                            exe.parent_path().parent_path().parent_path() / "python"}) {  // <tree>/build/bin
+    std::error_code ec;
+    if (fs::exists(p / "cuvil" / "cache_cli.py", ec)) path = p.string();
+  }
+  if (!path.empty()) {
+    const char* old = std::getenv("PYTHONPATH");
+    std::string pp = path + (old && *old ? ":" + std::string(old) : "");
+    ::setenv("PYTHONPATH", pp.c_str(), 1);
+  }
+  const char* py = std::getenv("CUVIL_PYTHON");
+  std::string python = py && *py ? py : "python3";
+  std::vector<std::string> args = {python, "-m", "cuvil.cache_cli"};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  std::vector<char*> cargs;
+  for (std::string& s : args) cargs.push_back(s.data());
+  cargs.push_back(nullptr);
+  ::execvp(python.c_str(), cargs.data());
+  std::cerr << "cuvil: error: cannot run " << printable(python) << " for `cuvil cache` (" << std::strerror(errno)
+            << "; set CUVIL_PYTHON to the Python that has the cuvil package)\n";
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -724,6 +758,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc >= 2 && std::string(argv[1]) == "serve") return serving::serve_main(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "cache") return cache_main(argc, argv);
   try {
     Args a = parse_args(argc, argv);
     if (a.command == "compile") return cmd_compile(a);

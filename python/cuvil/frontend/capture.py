@@ -9,11 +9,14 @@ import numpy as np
 import torch
 
 from .. import _C
+from .. import cache as _cache
 from ..compiled import CompiledModule, check_options
 from ..errors import CaptureWarning, CompileError, UnsupportedError, compile_error
 from . import export as export_frontend
 from . import lazy
+from . import tensorflow as tensorflow_frontend
 from . import torchscript
+from ..weights import TorchRecipe
 
 CAPTURES = ("auto", "export", "torchscript")
 
@@ -106,10 +109,12 @@ def _input_names(model, n_args: int, kwargs: dict) -> list[str]:
 
 def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_shapes: Any = None,
             capture: str = "auto", precision: str = "fp32", device: str = "cpu", threads: Optional[int] = None,
-            **options):
+            cache: Optional[bool] = None, **options):
     """Compiles a PyTorch model into a :class:`cuvil.CompiledModule` with the same call signature.
 
-    model: a torch.nn.Module, a function of tensors, a torch.export.ExportedProgram, or a ScriptModule.
+    model: a torch.nn.Module, a function of tensors, a torch.export.ExportedProgram, or a ScriptModule; or a
+    Keras model or tf.function, converted in-process through tf2onnx (frontend/tensorflow.py; NumPy or tf.Tensor
+    examples, optional for a Keras model with declared input shapes, whose open dims become symbols).
     args, kwargs: example inputs, as ``torch.export.export(model, args, kwargs)`` takes them (a single tensor is
     taken as ``(tensor,)``; NumPy arrays are accepted); they fix each input's dtype, rank and sizes.
     dynamic_shapes: as torch.export takes it — a dict by argument name or a tuple by position of
@@ -125,6 +130,9 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     "int8": compiled at fp32, then calibrated on ``calibration`` (a list of input samples; default: the example
     inputs) by ``calibration_method`` ("minmax", "percentile", "mse") and quantized (see :func:`cuvil.quantize`).
     device: "cpu". threads: threads for oneDNN and Cuvil's kernels (None: all cores).
+    cache: whether to use the compiled-model cache (cuvil.cache; None, the default: unless CUVIL_CACHE_DIR=off).
+    An nn.Module found there (same code, weights, input signature, configuration, Cuvil build and CPU) is loaded
+    instead of compiled, its preparation deferred to the first call; ``CUVIL_LOG=cache`` says why a compile missed.
 
     As a decorator (``@cuvil.compile`` or ``@cuvil.compile(dynamic_shapes=..., args=...)``) on a function of
     tensors or an nn.Module class, or called without example inputs, it returns an object that compiles at its
@@ -139,20 +147,27 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     check: the call raises the model's own exception (same type and message, with a note naming the line) when
     and only when eager PyTorch would."""
     calibration, method = options.pop("calibration", None), options.pop("calibration_method", "minmax")
+    if model is not None and tensorflow_frontend.is_tensorflow(model):  # Keras / tf.function: through tf2onnx
+        if calibration is not None or precision == "int8":
+            raise ValueError("precision='int8' is not available for TensorFlow models yet")
+        return tensorflow_frontend.compile_tensorflow(model, args, kwargs, dynamic_shapes=dynamic_shapes,
+                                                      precision=precision, device=device, threads=threads,
+                                                      **options)
     check_options(precision, device, threads, options)
     if precision == "int8":  # compiled at fp32, then calibrated and quantized (cuvil/quantization.py)
         from ..quantization import quantize
         if model is None or (args is None and kwargs is None):
             raise ValueError("precision='int8' needs example inputs (or cuvil.quantize on a compiled model)")
+        # Not through the compiled-model cache: quantize changes the compiled model it is given.
         compiled = compile(model, args, kwargs, dynamic_shapes=dynamic_shapes, capture=capture, device=device,
-                           threads=threads, **options)
+                           threads=threads, cache=False, **options)
         samples = calibration if calibration is not None else \
             [(tuple(_as_args(args)) if args is not None else ()) + tuple((kwargs or {}).values())]
         return quantize(compiled, samples, method=method)
     if calibration is not None:
         raise ValueError("calibration is for precision='int8'")
     settings = dict(dynamic_shapes=dynamic_shapes, capture=capture, precision=precision, device=device,
-                    threads=threads)
+                    threads=threads, cache=cache)
     if model is None:  # @cuvil.compile(...): the decorator
         return lambda target: lazy.decorate(target, compile, settings, args, kwargs)
     if isinstance(model, type) or (args is None and kwargs is None and
@@ -177,6 +192,25 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     names = _input_names(model, len(args), kwargs)
     _check_tensors(args, kwargs, names)
     dynamic_shapes = normalize_dynamic_shapes(dynamic_shapes, names, list(args) + list(kwargs.values()))
+    lookup = _cache.torch_lookup(model, args, kwargs, dynamic_shapes, capture=capture, precision=precision,
+                                 device=device, cache=cache)
+    if lookup is None:
+        compiled = _capture_and_compile(model, args, kwargs, dynamic_shapes, capture, precision, device, threads)
+        return _recompilable(compiled, model, args, kwargs, settings)
+    hit = lookup.hit(threads=threads)
+    if hit is not None:
+        return _recompilable(hit, model, args, kwargs, settings)
+    with warnings.catch_warnings(record=True) as seen:  # capture warnings are kept with the entry, replayed on a hit
+        compiled = _capture_and_compile(model, args, kwargs, dynamic_shapes, capture, precision, device, threads)
+    for w in seen:  # as they came (the caller's filters apply again)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    traced = any("torch.jit.trace" in str(w.message) for w in seen if issubclass(w.category, CaptureWarning))
+    lookup.store(compiled, [w for w in seen if issubclass(w.category, CaptureWarning)], trace=traced)
+    return _recompilable(compiled, model, args, kwargs, settings)
+
+
+def _capture_and_compile(model, args: tuple, kwargs: dict, dynamic_shapes, capture: str, precision: str,
+                         device: str, threads: Optional[int]) -> CompiledModule:
     if capture == "torchscript" or (capture == "auto" and not kwargs):
         try:
             return _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads)
@@ -198,7 +232,15 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
         raise
     if reason is not None:
         warnings.warn(f"cuvil.compile: TorchScript could not compile the model ({reason}); compiled through "
-                      f"torch.export instead (capture='export' asks for it directly)", CaptureWarning, stacklevel=2)
+                      f"torch.export instead (capture='export' asks for it directly)", CaptureWarning, stacklevel=3)
+    return compiled
+
+
+def _recompilable(compiled: CompiledModule, model, args: tuple, kwargs: dict, settings: dict) -> CompiledModule:
+    """Lets update_weights compile the module again with other weights (cuvil/weights.py); those compiles skip
+    the model cache (each weights version would be an entry of its own)."""
+    if isinstance(model, torch.nn.Module):
+        compiled._weights_recipe = TorchRecipe(model, args, kwargs, dict(settings, cache=False), compile)
     return compiled
 
 
@@ -225,4 +267,4 @@ def _torchscript(model, args, kwargs, dynamic_shapes, precision, device, threads
         dynamic_shapes = {k: {a: s if isinstance(s, str) else getattr(s, "__name__", f"{k}_{a}")
                               for a, s in axes.items()} for k, axes in dynamic_shapes.items()}
     return torchscript.compile(model, args, dynamic_shapes=dynamic_shapes, precision=precision, device=device,
-                               threads=threads, _stacklevel=3)
+                               threads=threads, _stacklevel=4)

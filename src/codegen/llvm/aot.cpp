@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <unordered_map>
 
 #include <lld/Common/CommonLinkerContext.h>
 #include <lld/Common/Driver.h>
@@ -19,6 +20,28 @@
 namespace cuvil::codegen {
 
 const char* llvm_version() { return LLVM_VERSION_STRING; }
+
+namespace {
+
+// The objects made in this process, by kernel, schedule and symbol (the host does not change): a model saved
+// again, e.g. the model cache storing a weights-only change (python/cuvil/cache.py), links the same machine
+// code without running LLVM again. Bounded: past 64 MiB, new objects are not kept.
+std::string object_of(const Kernel& k, const Schedule& s, const std::string& symbol) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::string> made;
+  static size_t bytes = 0;
+  std::string key = k.str() + "\nschedule " + s.str() + "\nsymbol " + symbol;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = made.find(key); it != made.end()) return it->second;
+  }
+  std::string obj = kernel_object(k, s, symbol);
+  std::lock_guard<std::mutex> lock(mu);
+  if (bytes + obj.size() <= (size_t(64) << 20) && made.emplace(key, obj).second) bytes += obj.size();
+  return obj;
+}
+
+}  // namespace
 
 LinkedKernels link_kernels(const std::vector<std::pair<Kernel, Schedule>>& kernels,
                            const std::vector<std::string>& keys) {
@@ -41,7 +64,7 @@ LinkedKernels link_kernels(const std::vector<std::pair<Kernel, Schedule>>& kerne
     char sym[40];
     std::snprintf(sym, sizeof sym, "cuvil_aot_%zu_%016llx", i,
                   static_cast<unsigned long long>(kernels[i].first.hash()));
-    std::string obj = kernel_object(kernels[i].first, kernels[i].second, sym);
+    std::string obj = object_of(kernels[i].first, kernels[i].second, sym);
     objects.push_back((dir / (std::to_string(i) + ".o")).string());
     std::ofstream(objects.back(), std::ios::binary).write(obj.data(), std::streamsize(obj.size()));
     out.symbols.emplace_back(sym, keys[i]);

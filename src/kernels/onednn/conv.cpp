@@ -84,6 +84,7 @@ class ConvKernel final : public PrimitiveKernel {
     flops_ = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(w.shape[0], 1));
     if (single || flops_ < kSpinningThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);  // oneDNN plans its parallel split when the primitive is created
+    created_threads_ = omp_get_max_threads();
     auto make_pd = [&](dnnl::algorithm alg, const memory::desc& xm, const memory::desc& ym) {
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, alg, xm, w.value ? w_any : w_user, b_md,
                                         ym, strides, dil, pl, pr);
@@ -136,7 +137,9 @@ class ConvKernel final : public PrimitiveKernel {
   }
 
   // Work small enough that a single-threaded twin should run it while the workers sleep (SpinAwareKernel).
-  bool wants_single_twin() const { return threads_ != 1 && flops_ < kSingleThreadFlops; }
+  bool wants_single_twin() const { return threaded() && flops_ < kSingleThreadFlops; }
+  // Whether the primitive was made for more than one thread.
+  bool threaded() const { return threads_ != 1 && created_threads_ > 1; }
 
   void run(KernelContext& ctx) override {
     Tensor& y = ctx.output(0);
@@ -170,6 +173,7 @@ class ConvKernel final : public PrimitiveKernel {
  private:
   bool has_sum_ = false, has_bias_ = false, bind_weights_ = false, bind_bias_ = false;
   double flops_ = 0;
+  int created_threads_ = 1;
   // Winograd: the primitive's own blocked activations and the reorders to and from the dense tensors.
   bool blocked_ = false;
   memory x_blocked_, y_blocked_, x_user_, y_user_;
@@ -197,11 +201,24 @@ std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<Pr
   if (!k) bf16 = false, k = make(false, false);
   if (!k) return nullptr;
   if (!bf16 && options.precision != Precision::fp32) k->precision.reason = reason;
-  if (!k->wants_single_twin()) return k;
-  auto single = make(true, bf16);
-  if (!single) return k;
+  if (!k->threaded()) return k;
   PrecisionDecision decision = k->precision;
-  auto twin = std::make_unique<SpinAwareKernel>(std::move(k), std::move(single));
+  std::unique_ptr<SpinAwareKernel> twin;
+  if (k->wants_single_twin()) {
+    auto single = make(true, bf16);
+    if (!single) return k;
+    twin = std::make_unique<SpinAwareKernel>(std::move(k), std::move(single));
+  } else {
+    // The single-threaded twin for a loaded machine, made at its first use (the node outlives its kernels).
+    const Node* node = &n;
+    twin = std::make_unique<SpinAwareKernel>(
+        std::move(k), [node, held = hold_inputs(inputs), y, options, bf16]() -> std::unique_ptr<PreparedKernel> {
+          auto single = std::make_unique<ConvKernel>();
+          std::string why;
+          if (!single->prepare(*node, held.inputs, y, options, true, bf16, &why)) return nullptr;
+          return single;
+        });
+  }
   twin->precision = decision;
   return twin;
 }

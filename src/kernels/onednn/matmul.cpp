@@ -73,8 +73,9 @@ class MatMulKernel final : public PrimitiveKernel {
     }
 
     double flops = 2.0 * double(shape_numel(std::vector<int64_t>(yd.begin(), yd.end()))) * double(ad.back());
-    if (flops < kSingleThreadFlops) threads_ = 1;
+    if (flops < kSingleThreadFlops || single_) threads_ = 1;
     ScopedThreads creating(threads_);  // oneDNN plans its parallel split when the primitive is created
+    created_threads_ = omp_get_max_threads();
     dnnl::post_ops po;
     if (s.alpha != 1.f && !in[1].value) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, s.alpha, 0.f);
     if (s.sum_input >= 0) po.append_sum(s.sum_scale);
@@ -140,9 +141,16 @@ class MatMulKernel final : public PrimitiveKernel {
     execute();
   }
 
+  // Prepare on the calling thread alone whatever the work (the single-threaded half of a SpinAwareKernel).
+  void make_single() { single_ = true; }
+  // Whether the primitive was made for more than one thread.
+  bool threaded() const { return threads_ != 1 && created_threads_ > 1; }
+
  private:
   MatMulSpec spec_;
   bool bind_b_ = false, bind_bias_ = false;
+  bool single_ = false;
+  int created_threads_ = 1;
   Bf16Source src_;  // bf16: A's conversion
 };
 
@@ -340,7 +348,19 @@ std::unique_ptr<PreparedKernel> prepare_shape_generic_matmul(const Node& n) {
 std::unique_ptr<PreparedKernel> prepare_matmul(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y) {
   auto k = std::make_unique<MatMulKernel>();
   if (!k->prepare(n, inputs, y)) return nullptr;
-  return k;
+  if (!k->threaded()) return k;
+  // The single-threaded twin for a loaded machine, made at its first use (the node outlives its kernels).
+  const Node* node = &n;
+  PrecisionDecision decision = k->precision;
+  auto twin = std::make_unique<SpinAwareKernel>(
+      std::move(k), [node, held = hold_inputs(inputs), y]() -> std::unique_ptr<PreparedKernel> {
+        auto single = std::make_unique<MatMulKernel>();
+        single->make_single();
+        if (!single->prepare(*node, held.inputs, y)) return nullptr;
+        return single;
+      });
+  twin->precision = decision;
+  return twin;
 }
 
 std::unique_ptr<PreparedKernel> prepare_matmul_bf16(const Node& n, const std::vector<PrepareInput>& inputs,

@@ -20,6 +20,16 @@ ScopedThreads::~ScopedThreads() {
   if (saved_ > 0) omp_set_num_threads(saved_);
 }
 
+HeldInputs hold_inputs(const std::vector<PrepareInput>& inputs) {
+  HeldInputs h{inputs, std::make_shared<std::vector<Tensor>>()};
+  for (const PrepareInput& in : inputs)
+    if (in.value) h.constants->push_back(*in.value);
+  size_t j = 0;
+  for (PrepareInput& in : h.inputs)
+    if (in.value) in.value = &(*h.constants)[j++];
+  return h;
+}
+
 dnnl::engine& cpu_engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <dnnl.hpp>
+#include <omp.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -45,18 +47,44 @@ inline constexpr double kSingleThreadFlops = 2e6;
 // depthwise convolutions (0.7-1.4 MFLOP) made the model 2-4 % faster in four of five alternated runs.
 inline constexpr double kSpinningThreadFlops = 2e5;
 
-// Runs `threaded` while the workers spin (cpu::workers_spinning()), else `single`, a single-threaded preparation of
-// the same node: oneDNN fixes a primitive's parallel split when it is created.
+// Runs `threaded`, or `single`, a single-threaded preparation of the same node, where one thread is better:
+// whenever the executor runs on one thread because the machine is loaded (kernels/workers.h, "Threads under
+// load": a primitive made for two threads forks two whatever OpenMP's count is then, since oneDNN fixes a
+// primitive's parallel split when it is created), and, for small work (`small`), while the workers sleep
+// (cpu::workers_spinning()). A twin for large work is made at its first use (`make_single`), so models on an idle
+// machine never pay for it; when it cannot be made, `threaded` runs.
 class SpinAwareKernel final : public PreparedKernel {
  public:
+  using Factory = std::function<std::unique_ptr<PreparedKernel>()>;
+  // Small work: both made now; `single` also runs while the workers sleep.
   SpinAwareKernel(std::unique_ptr<PreparedKernel> threaded, std::unique_ptr<PreparedKernel> single)
-      : threaded_(std::move(threaded)), single_(std::move(single)) {}
-  void run(KernelContext& ctx) override { (cpu::workers_spinning() ? threaded_ : single_)->run(ctx); }
+      : threaded_(std::move(threaded)), single_(std::move(single)), small_(true) {}
+  // Large work: `single` made by `make_single` when the executor first runs this kernel on one thread.
+  SpinAwareKernel(std::unique_ptr<PreparedKernel> threaded, Factory make_single)
+      : threaded_(std::move(threaded)), make_single_(std::move(make_single)), small_(false) {}
+  void run(KernelContext& ctx) override {
+    bool one = omp_get_max_threads() == 1 || (small_ && !cpu::workers_spinning());
+    if (one && !single_ && make_single_) {
+      single_ = make_single_();
+      make_single_ = nullptr;  // made, or cannot be: never tried again
+    }
+    (one && single_ ? single_ : threaded_)->run(ctx);
+  }
   std::string impl_name() const override { return threaded_->impl_name(); }
 
  private:
   std::unique_ptr<PreparedKernel> threaded_, single_;
+  Factory make_single_;
+  bool small_;
 };
+
+// `inputs` for a preparation later (a SpinAwareKernel's twin): constant values point into copies the returned
+// holder keeps (tensors share storage, so nothing is copied but handles).
+struct HeldInputs {
+  std::vector<PrepareInput> inputs;
+  std::shared_ptr<std::vector<Tensor>> constants;
+};
+HeldInputs hold_inputs(const std::vector<PrepareInput>& inputs);
 
 // Sets OpenMP's thread count for the current thread until destroyed (oneDNN sizes its parallel work from it,
 // both when a primitive is created and when it runs). threads <= 0: no change.

@@ -1,0 +1,121 @@
+"""Hot weight swap for compiled modules: ``compiled.update_weights({name: tensor}, strict=True)``.
+
+ONNX models (:func:`cuvil.load_onnx`) and ``.cuv`` artifacts replace the named constants in the engine
+(``_C.Model.update_weights``: the ONNX graph before the passes is kept, so BatchNorm folding and every other
+pass run again on the new weights). Modules compiled from PyTorch are recompiled from a copy of the module with
+the new ``state_dict`` loaded (TorchScript's freeze folds BatchNorms and loses the parameter names, so the names
+live only in the module) and the engine adopts the new graph. Either way the new version is built and prepared
+on the caller's thread and published at once; calls in flight finish on the weights they started with.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .errors import InputError
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def as_array(name: str, value: Any) -> np.ndarray:
+    """A weight as a NumPy array the engine reads (torch bf16 as its uint16 bits)."""
+    if torch is not None and isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy().view(np.uint16)
+        return t.numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    raise InputError(f"weight '{name}': expected a torch tensor or a NumPy array, got {type(value).__name__}")
+
+
+def check_mapping(weights: Any) -> Mapping:
+    if not isinstance(weights, Mapping):
+        raise TypeError(f"update_weights takes a dict {{name: tensor}}, got {type(weights).__name__}")
+    for k in weights:
+        if not isinstance(k, str):
+            raise TypeError(f"weight names must be strings, got {k!r}")
+    return weights
+
+
+class TorchRecipe:
+    """How a module compiled from PyTorch is compiled again with other weights.
+
+    `base` holds the weights the engine serves now, by state_dict name: at first the module's own tensors (not
+    copied; their identity and version counter are recorded, so weights changed in place since the compile are
+    noticed), after an update the merged set."""
+
+    def __init__(self, model, args: tuple, kwargs: dict, settings: dict, compile_fn: Callable):
+        self.model = model
+        self.args, self.kwargs, self.settings = args, kwargs, settings
+        self.compile_fn = compile_fn
+        self.base = dict(model.state_dict())
+        self.stamps = {k: _stamp(v) for k, v in self.base.items()}
+
+    def names(self) -> dict:
+        return {k: f"{str(v.dtype).replace('torch.', '')}{list(v.shape)}" for k, v in self.base.items()}
+
+    def update(self, compiled, weights: Mapping, strict: bool) -> int:
+        given = {k: _as_tensor(k, v) for k, v in weights.items()}
+        problems = []
+        for k, v in given.items():
+            b = self.base.get(k)
+            if b is None:
+                problems.append(f"'{k}' is not in the module's state_dict")
+            elif v.dtype != b.dtype:
+                problems.append(f"'{k}' is {str(b.dtype).replace('torch.', '')}, given "
+                                f"{str(v.dtype).replace('torch.', '')}")
+            elif tuple(v.shape) != tuple(b.shape):
+                problems.append(f"'{k}' has shape {list(b.shape)}, given {list(v.shape)}")
+        if strict:
+            missing = [k for k in self.base if k not in given]
+            if missing:
+                shown = ", ".join(f"'{k}'" for k in missing[:8]) + (f", ... ({len(missing)} in all)"
+                                                                     if len(missing) > 8 else "")
+                problems.append(f"strict update: missing {shown} (update a subset with strict=False)")
+        elif any(_stamp(v) != self.stamps[k] for k, v in self.base.items() if k not in given):
+            problems.append("the module's weights changed in place since it was compiled, so the weights not given "
+                            "are unknown: give the full state_dict (strict=True)")
+        if problems:
+            raise InputError("weights not updated: " + "; ".join(problems[:8]))
+        merged = dict(self.base)
+        merged.update({k: v.clone() for k, v in given.items()})  # ours: the caller may change its tensors
+        module = _copy_with(self.model, merged)
+        fresh = self.compile_fn(module, self.args, self.kwargs, **self.settings)
+        version = compiled._model.adopt(fresh._model)
+        self.base = merged
+        self.stamps = {k: _stamp(v) for k, v in merged.items()}
+        return version
+
+
+def _copy_with(model, state: dict):
+    """A deep copy of the module holding `state`'s tensors: its parameters and buffers are not copied first
+    (deepcopy's memo maps each to its new tensor), then load_state_dict makes sure every entry landed."""
+    memo = {}
+    named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
+    for name, t in named:
+        if name in state and id(t) not in memo:
+            new = state[name]
+            memo[id(t)] = torch.nn.Parameter(new, requires_grad=t.requires_grad) \
+                if isinstance(t, torch.nn.Parameter) else new
+    module = copy.deepcopy(model, memo)
+    module.load_state_dict(state, strict=True)
+    return module
+
+
+def _stamp(t) -> tuple:
+    return (t.data_ptr(), t._version) if torch is not None and isinstance(t, torch.Tensor) else (id(t), 0)
+
+
+def _as_tensor(name: str, value: Any):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(value))
+    raise InputError(f"weight '{name}': expected a torch tensor or a NumPy array, got {type(value).__name__}")
+
