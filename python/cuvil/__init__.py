@@ -34,6 +34,7 @@ from .errors import (CaptureWarning, CheckFailed, CompileError, Error, InputErro
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx
 from .artifact import ArtifactError, load
 from .cache import CacheWarning
+from .quantization import quantize
 try:
     from .frontend.capture import compile
 except ImportError as _e:  # no torch: ONNX models only
@@ -58,6 +59,6 @@ if "tensorflow" not in _sys.modules or "triton" in _sys.modules:
     except ImportError:  # no torch: ONNX models only
         pass
 
-__all__ = ["compile", "load_onnx", "load", "ArtifactError", "CompiledModule", "Profile", "ProfileRow", "Error",
+__all__ = ["compile", "load_onnx", "load", "quantize", "ArtifactError", "CompiledModule", "Profile", "ProfileRow", "Error",
            "CompileError", "InputError", "RunError", "RunCancelled", "RunLimitExceeded", "CheckFailed", "InternalError",
            "CaptureWarning", "CacheWarning", "__version__"]

@@ -25,7 +25,7 @@ _PLAIN_TORCH_DTYPES = frozenset() if torch is None else frozenset({
 
 
 # The precisions cuvil.compile and cuvil.load_onnx take (the core's parse_precision takes the same names).
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "int8")
 
 
 def check_options(precision: str, device: str, threads: Optional[int], unknown: dict,
@@ -462,10 +462,28 @@ class CompiledModule:
         """Runs once on these inputs and returns, per node in execution order, what it ran at: ``op``,
         ``location``, ``kernel`` (e.g. "onednn:brg:avx512_core_bf16"), ``precision`` ("fp32" or "bf16") and
         ``reason`` (why a node asked to run in bf16 kept f32: "final output stays f32", "bf16 would run
-        onednn:gemm:jit, slower than f32 on this machine", ...; empty where it got what was asked)."""
+        onednn:gemm:jit, slower than f32 on this machine", ...; empty where it got what was asked). At int8,
+        quantized layers also get ``sqnr`` (their output on these inputs against the fp32 model's, dB) and
+        ``input_sqnr`` (their input's quantization on the calibration samples)."""
         arrays, _ = self._arrays(args, kwargs)
-        return [dict(op=op, location=loc, kernel=kernel, precision=p, reason=reason)
-                for op, loc, kernel, p, reason in self._model.precision_report(arrays)]
+        rows = [dict(op=op, location=loc, kernel=kernel, precision=p, reason=reason, _out=out)
+                for op, loc, kernel, p, reason, out in self._model.precision_report(arrays)]
+        quant = getattr(self, "_quant", None)
+        if self._model.precision == "int8":  # per quantized layer: measured SQNR (dB) and calibration's
+            from .quantization import layer_sqnr
+            sqnr = layer_sqnr(self, arrays)
+            layers = quant["layers"] if quant else {}
+            for r in rows:
+                if r["_out"] in sqnr and r["precision"] == "int8":
+                    r["sqnr"] = sqnr[r["_out"]]
+                layer = layers.get(r["_out"])
+                if layer:
+                    r["input_sqnr"] = layer["input_sqnr"]
+                    if layer["reason"] and r["precision"] == "fp32":
+                        r["reason"] = layer["reason"]
+        for r in rows:
+            del r["_out"]
+        return rows
 
     def stats(self) -> dict:
         """Counters of the engine behind this module: ``plans_built`` (shape signatures planned; again after an
@@ -513,8 +531,12 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
     limit. ``cache``: whether to use the compiled-model cache (cuvil.cache; None: unless CUVIL_CACHE_DIR=off).
     Symbolic dims come from the ONNX model's input shapes. Raises FileNotFoundError for a missing file and
     cuvil.CompileError for an unreadable or unsupported model."""
+    calibration, method = options.pop("calibration", None), options.pop("calibration_method", "minmax")
     check_options(precision, device, threads, options,
-                  names="precision, device, threads, timeout, max_loop_iterations")
+                  names="precision, device, threads, timeout, max_loop_iterations, calibration, "
+                        "calibration_method")
+    if calibration is not None and precision != "int8":
+        raise ValueError("calibration is for precision='int8'")
     limits = _check_limits(timeout, max_loop_iterations)
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -538,12 +560,23 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
                 return hit
         if threads is not None:
             model.set_threads(threads)
-        if precision != "fp32":
+        if precision not in ("fp32", "int8"):
             model.set_precision(precision)
         model.set_limits(*limits)
+        compiled = CompiledModule(model)
+        if precision == "int8":
+            # A QDQ model carries its own quantization (its nodes' hints); a plain one is calibrated here.
+            from .quantization import quantize
+            if calibration is not None or method == "dynamic":
+                quantize(compiled, calibration, method=method)
+            elif any(t[5] for t in model.quant_targets()):
+                model.set_precision("int8")
+                compiled._config = dict(compiled._config, precision="int8")
+            else:
+                raise ValueError("precision='int8' needs calibration=[input samples] (or calibration_method="
+                                 "'dynamic') for a model that is not quantized (QDQ) already")
         # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
         model.prepare_static()
-        compiled = CompiledModule(model)
         compiled._source_path = path
         compiled._report_name = os.fspath(path)
     except _C.Error as e:

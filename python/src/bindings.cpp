@@ -33,6 +33,7 @@
 #include "ir/verifier.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "passes/pipeline.h"
+#include "runtime/calibration.h"
 #include "runtime/executor.h"
 #include "runtime/run_error.h"
 #include "runtime/versioned_model.h"
@@ -527,8 +528,9 @@ class Model {
     return r;
   }
 
-  // Per node of one profiled run: (op, location, kernel, precision, reason why not the precision asked).
-  std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> precision_report(
+  // Per node of one profiled run: (op, location, kernel, precision, reason why not the precision asked, name of
+  // its first output).
+  std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>> precision_report(
       const std::vector<py::array>& inputs) {
     std::vector<Tensor> ins = views(inputs);
     std::vector<NodeTime> times;
@@ -537,10 +539,68 @@ class Model {
       Lease lease(*this);
       times = lease.exec->profile(ins);
     }
-    std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> r;
+    std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>> r;
     for (auto& t : times)
       r.emplace_back(node_label(*t.node), t.node->loc().str(), t.impl.substr(0, t.impl.find(" [")),
-                     std::string(precision_name(t.precision.precision)), t.precision.reason);
+                     std::string(precision_name(t.precision.precision)), t.precision.reason,
+                     t.node->num_outputs() && t.node->output(0) ? t.node->output(0)->name() : std::string());
+    return r;
+  }
+
+  // ---- int8 calibration (python/cuvil/quantization.py; runtime/calibration.h). A setup step: the hints are
+  // written into the current weights version's graph, so no run may be in flight meanwhile.
+
+  // The nodes int8 may quantize, as (index, op, location, input name, output name, has hints).
+  std::vector<std::tuple<int64_t, std::string, std::string, std::string, std::string, bool>> quant_targets() const {
+    std::vector<std::tuple<int64_t, std::string, std::string, std::string, std::string, bool>> r;
+    std::shared_ptr<const Graph> g = versions_->current()->graph();
+    const auto& nodes = g->nodes();
+    for (Node* n : cuvil::quant_targets(*g)) {
+      int64_t i = std::find_if(nodes.begin(), nodes.end(), [&](const auto& p) { return p.get() == n; }) - nodes.begin();
+      bool hinted = n->has_attr("quant_x_scale") && n->attr("quant_x_scale").f() != 0;
+      r.emplace_back(i, node_label(*n), n->loc().str(), n->input(0)->name(), n->output(0)->name(), hinted);
+    }
+    return r;
+  }
+  // Sets (x_scale > 0), asks for dynamic quantization (-1) or clears (0) node `index`'s int8 grid. Drops the
+  // pooled executors.
+  void set_quant_hint(int64_t index, double x_scale, int64_t zero_point) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto g = std::const_pointer_cast<Graph>(versions_->current()->graph());
+    if (index < 0 || size_t(index) >= g->nodes().size()) throw Error("no node " + std::to_string(index));
+    cuvil::set_quant_hint(*g->nodes()[size_t(index)], x_scale, zero_point);
+    versions_->set_options(executor_options());
+  }
+  // Runs once at `precision` with the values named `names` (top-level node outputs or graph inputs) exposed, and
+  // returns them (run_with_values).
+  std::vector<py::array> run_values(const std::vector<py::array>& inputs, const std::vector<std::string>& names,
+                                    const std::string& precision) {
+    auto g = std::const_pointer_cast<Graph>(versions_->current()->graph());
+    std::vector<Tensor> ins = views(inputs);
+    std::unordered_map<std::string, Value*> by_name;
+    for (Value* v : g->inputs()) by_name[v->name()] = v;
+    for (const auto& n : g->nodes())
+      for (Value* v : n->outputs())
+        if (v) by_name[v->name()] = v;
+    std::vector<Value*> values;
+    for (const std::string& name : names) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) throw Error("no value named '" + name + "'");
+      values.push_back(it->second);
+    }
+    ExecutorOptions o;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      o = executor_options();
+    }
+    o.kernels.precision = parse_precision(precision);
+    std::vector<Tensor> outs;
+    {
+      py::gil_scoped_release nogil;
+      outs = run_with_values(g, o, ins, values);
+    }
+    std::vector<py::array> r;
+    for (auto& t : outs) r.push_back(to_numpy(t));
     return r;
   }
 
@@ -771,6 +831,9 @@ PYBIND11_MODULE(_C, m) {
       .def("set_precision", &Model::set_precision)
       .def_property_readonly("precision", &Model::precision)
       .def("precision_report", &Model::precision_report)
+      .def("quant_targets", &Model::quant_targets)
+      .def("set_quant_hint", &Model::set_quant_hint)
+      .def("run_values", &Model::run_values)
       .def("prepare", &Model::prepare)
       .def("prepare_static", &Model::prepare_static)
       .def("set_limits", &Model::set_limits, py::arg("timeout_s"), py::arg("max_loop_iterations"))

@@ -3,7 +3,8 @@
 // `Precision` is a compile setting (KernelOptions::precision): fp32 (the default) never lowers anything. bf16
 // lets convolutions and matrix products multiply in bf16 with f32 accumulation, where the kernel the machine would
 // really run at bf16 is faster than the f32 one; everything else stays f32. Each prepared kernel records what it
-// got and why (PrecisionDecision), which profiles and `cuvil inspect` show.
+// got and why (PrecisionDecision), which profiles and `cuvil inspect` show. int8 lets convolutions and products
+// that carry quantization hints (calibrated: nn::quant_attrs) multiply u8 x s8 with s32 accumulation; the rest f32.
 #pragma once
 
 #include <string>
@@ -11,9 +12,9 @@
 
 namespace cuvil {
 
-enum class Precision { fp32, bf16 };
+enum class Precision { fp32, bf16, int8 };
 
-// "fp32" / "bf16".
+// "fp32" / "bf16" / "int8".
 std::string_view precision_name(Precision p);
 // Parses a user's precision name; throws cuvil::Error naming the valid ones for anything else.
 Precision parse_precision(std::string_view name);

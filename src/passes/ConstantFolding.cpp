@@ -2,12 +2,14 @@
 // outputs become constants (named as the outputs were, so graph outputs keep their names). Left alone:
 //   - nodes with regions (If/Loop/Scan: their bodies may read outer values; the nodes inside the regions are
 //     folded on their own);
-//   - nodes whose outputs together would exceed ctx.max_fold_elements (folding would bloat the weights, e.g. an
-//     Expand or ConstantOfShape of a large size); data-dependent sizes (NonZero, Unique) are checked after
-//     evaluating;
+//   - nodes whose outputs together would exceed ctx.max_fold_elements and their inputs' element count (folding
+//     would bloat the weights, e.g. an Expand or ConstantOfShape of a large size; a DequantizeLinear of large
+//     weights folds); data-dependent sizes (NonZero, Unique) are checked after evaluating;
 //   - nodes whose evaluation fails (the same error is then raised when the graph runs, where it belongs).
 // Shape and Size of a value whose shape is static fold too, without its data.
 // The folded node is removed; inputs it leaves unused are left to dead-code-elimination.
+#include <algorithm>
+
 #include "ir/op_schema.h"
 #include "ir/ops/tensor_helpers.h"
 #include "ir/shape_inference.h"
@@ -18,10 +20,20 @@
 namespace cuvil {
 namespace {
 
+// The size limit for n's outputs: max_elements, or as many elements as its inputs hold when that is more (a node
+// that does not grow its data, such as a DequantizeLinear of a QDQ model's large weights, always folds).
+int64_t fold_limit(const Node& n, int64_t max_elements) {
+  int64_t in = 0;
+  for (Value* v : n.inputs())
+    if (v && v->is_constant()) in += v->constant().numel();
+  return std::max(max_elements, in);
+}
+
 bool foldable(const Node& n, int64_t max_elements) {
   if (!n.regions().empty()) return false;
   for (Value* v : n.inputs())
     if (v && !v->is_constant()) return false;
+  max_elements = fold_limit(n, max_elements);
   int64_t total = 0;
   for (Value* v : n.outputs()) {
     if (!v->shape().is_static()) continue;  // data-dependent: checked after evaluation
@@ -33,6 +45,7 @@ bool foldable(const Node& n, int64_t max_elements) {
 
 // Evaluates n on its constant inputs with the reference kernels; nullopt when it fails or the result is too large.
 std::optional<std::vector<Tensor>> evaluate(const Node& n, int64_t max_elements) {
+  max_elements = fold_limit(n, max_elements);
   try {
     std::vector<const Tensor*> ins;
     for (const Value* v : n.inputs()) ins.push_back(v ? &v->constant() : nullptr);

@@ -8,6 +8,9 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   auto step = [&](Pass&& p) { changed |= run_pass(p, g, ctx); };
   // Drop no-op plumbing (Identity, inference Dropout, same-type Cast, ...) so later passes see through it.
   step(SimplifyIdentitiesPass());
+  // A QDQ model's QuantizeLinear -> DequantizeLinear pairs become int8 hints on the products they feed, before
+  // constant folding turns the weights' DequantizeLinear into f32 weights.
+  step(FoldQuantizeDequantizePass());
   // Inference BatchNorm after a Conv becomes part of the Conv's weights: one pass over the activation less.
   step(FoldBatchNormPass());
   // float16 convolutions, products and pools compute in f32 between casts: on the fast kernels.

@@ -42,7 +42,7 @@ std::string why_f32(const Node& n, const KernelOptions& options) {
   if (!options.fast || options.reference_ops.count(n.op())) return "reference kernel";
   switch (n.op()) {
     case OpKind::Conv: case OpKind::FusedConv: case OpKind::MatMul: case OpKind::Gemm: case OpKind::FusedMatMul:
-      return "no bf16 kernel for this node";
+      return str_cat("no ", precision_name(options.precision), " kernel for this node");
     case OpKind::Attention: return "attention runs f32 (no bf16 kernel)";
     // The block list: results that small relative errors in their inputs move a lot (exp, statistics, sums).
     case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNormalization:
@@ -81,6 +81,12 @@ std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<
                                                const KernelOptions& options,
                                                const std::shared_ptr<codegen::KernelCodeSource>& code) {
   std::string reason;
+  if (options.precision == Precision::int8 && options.fast && !options.reference_ops.count(n.op()) &&
+      (n.op() == OpKind::FusedConv || is_product(n.op()))) {
+    // Calibrated nodes (quantization hints set by cuvil.quantize or an ONNX QDQ model) multiply u8 x s8.
+    if (!options.lower_final_outputs && writes_graph_output(n)) reason = "final output stays f32";
+    else if (auto k = onednn::prepare_onednn_int8_kernel(n, inputs, &reason)) return k;
+  }
   if (options.precision == Precision::bf16 && options.fast && !options.reference_ops.count(n.op()) &&
       is_product(n.op())) {
     // Before Cuvil's f32 GEMM: oneDNN's bf16 product (2x the f32 rate where the CPU has bf16 dot products).

@@ -257,7 +257,7 @@ TEST(Bf16Kernels, DispatchCheckReadsTheIsa) {
 TEST(Bf16Kernels, PrecisionNamesParse) {
   EXPECT_EQ(parse_precision("fp32"), Precision::fp32);
   EXPECT_EQ(parse_precision("bf16"), Precision::bf16);
-  EXPECT_CUVIL_ERROR(parse_precision("fp16"), "unknown precision 'fp16' (the precisions are fp32, bf16)");
+  EXPECT_CUVIL_ERROR(parse_precision("fp16"), "unknown precision 'fp16' (the precisions are fp32, bf16, int8)");
   EXPECT_CUVIL_ERROR(parse_precision(""), "unknown precision");
 }
 

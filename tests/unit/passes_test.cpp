@@ -132,7 +132,7 @@ void check_pass_on(const std::string& text, const std::string& pass, const std::
 
 TEST(Passes, TableAndNames) {
   auto names = pass_names();
-  EXPECT_EQ(names.size(), 17u);  // passes.def rows: update when adding a pass (and its .cvir test)
+  EXPECT_EQ(names.size(), 18u);  // passes.def rows: update when adding a pass (and its .cvir test)
   for (auto& n : names) {
     auto p = create_pass(n);
     ASSERT_TRUE(p) << n;
@@ -289,4 +289,30 @@ TEST(Passes, ConstantFoldingAnswersShapeQueriesFromStaticTypes) {
   EXPECT_EQ(outs[1]->constant().to_i64_vector(), (std::vector<int64_t>{3}));
   EXPECT_EQ(outs[2]->constant().to_i64_vector(), (std::vector<int64_t>{30}));
   EXPECT_EQ(outs[0]->name(), "s");  // graph outputs keep their names
+}
+
+// The size limit stops folding that grows data (an Expand of a small constant past max_fold_elements), not folding
+// that keeps it (a QDQ model's DequantizeLinear of weights larger than the limit).
+TEST(Passes, ConstantFoldingLimitsGrowthNotSize) {
+  using namespace cuvil;
+  Graph g;
+  Tensor wq = Tensor::zeros(DType::i8, {64, 40});
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = int8_t(i % 255 - 127);
+  Tensor s = Tensor::zeros(DType::f32, {});
+  s.data<float>()[0] = 0.5f;
+  Value* w = g.add_node(OpKind::DequantizeLinear, {g.add_constant("wq", wq), g.add_constant("s", s)}, {"w"})->output(0);
+  Tensor shape = Tensor::zeros(DType::i64, {2});
+  shape.data<int64_t>()[0] = 64, shape.data<int64_t>()[1] = 40;
+  Value* e = g.add_node(OpKind::Expand, {g.add_constant("one", s), g.add_constant("shape", shape)}, {"e"})->output(0);
+  g.add_output(w);
+  g.add_output(e);
+  infer_shapes(g);
+  PassContext ctx;
+  ctx.verify_each = true;
+  ctx.max_fold_elements = 1000;  // below both outputs' 2560 elements
+  ASSERT_TRUE(run_pass(*create_pass("constant-folding"), g, ctx));
+  ASSERT_EQ(g.nodes().size(), 1u);
+  EXPECT_EQ(g.nodes()[0]->op(), OpKind::Expand);
+  ASSERT_TRUE(g.outputs()[0]->is_constant());
+  EXPECT_EQ(g.outputs()[0]->constant().data<float>()[3], float(3 - 127) * 0.5f);
 }

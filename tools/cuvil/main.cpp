@@ -16,7 +16,8 @@
 // groups op by op instead of as generated kernels (CUVIL_NO_CODEGEN=Op1,Op2 does it for groups holding those ops).
 // --skip-pass=NAME leaves one pass out of the pipeline (repeatable). --precision fp32|bf16 (default fp32) lets
 // convolutions and matrix products run in bf16 where this machine runs that faster; profile then shows each
-// node's precision and, where it kept f32, why.
+// node's precision and, where it kept f32, why. --precision int8 runs calibrated convolutions and products u8 x s8:
+// a QDQ model as quantized; any other calibrated by MinMax on --calibration DIR's .npy samples or on its inputs.
 // bench --versus "FLAGS" (kernel flags, --skip-pass=NAME and -O0/-O1, e.g. "--no-cpu-gemm") builds a second
 // executor with those flags and times the two alternately in one process, so that drift in machine load hits both
 // alike; it prints both medians and their ratio.
@@ -45,6 +46,7 @@
 #include "codegen/llvm/jit.h"
 #include "ir/graph_stats.h"
 #include "ir/text_format.h"
+#include "runtime/calibration.h"
 #include "runtime/executor.h"
 #include "report/html_report.h"
 #include "report/profile_report.h"
@@ -68,7 +70,7 @@ constexpr const char* kUsage =
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
     "              [--warmup N] [--json] [-O0|-O1] [--ref] [--no-winograd] [--no-codegen] [--no-cpu-gemm]\n"
-    "              [--precision fp32|bf16]\n"
+    "              [--precision fp32|bf16|int8 [--calibration DIR]]\n"
     "              [--skip-pass=NAME ...] [--versus \"FLAGS\"]\n"
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "                [--html FILE] [--json FILE] [--trace FILE]\n"
@@ -101,6 +103,7 @@ struct Args {
   std::string versus;            // bench: flags of a second configuration timed against this one
   std::set<std::string> skip_passes;  // --skip-pass=NAME: passes left out of the pipeline
   Precision precision = Precision::fp32;  // --precision
+  std::string calibration;                // --calibration DIR: int8 calibration samples (.npy)
   std::string html, json_out, trace;  // profile: where to write the HTML report, its JSON, the Chrome trace
   std::vector<std::string> diff;      // profile --diff A B
   bool remeasure = false;             // roofs: measure even when cached
@@ -190,6 +193,7 @@ Args parse_args(int argc, char** argv) {
     else if (s == "-o") a.output = value();
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
     else if (s == "--precision") apply_kernel_flag(a, "--precision=" + value());
+    else if (s == "--calibration") a.calibration = value();
     else if (apply_kernel_flag(a, s)) continue;
     else if (s == "--versus") a.versus = value();
     else if (s == "--iters") a.iters = int(parse_int(s, value(), 1));
@@ -336,7 +340,36 @@ int cmd_inspect(const Args& a) {
   return 0;
 }
 
-std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a) {
+// --precision int8 on a model without int8 hints (not a QDQ model): MinMax calibration on the samples of
+// --calibration DIR (for a one-input model each .npy file is a sample; otherwise each subdirectory, holding
+// NAME.npy per input), else on the inputs of this command.
+void calibrate_if_needed(const std::shared_ptr<Graph>& g, const Args& a, const ExecutorOptions& o,
+                         const std::vector<Tensor>& ins) {
+  if (a.precision != Precision::int8 || has_quant_hints(*g)) return;
+  std::vector<std::vector<Tensor>> samples;
+  if (a.calibration.empty()) {
+    samples.push_back(ins);
+  } else {
+    if (!fs::is_directory(a.calibration)) fail("--calibration: '", a.calibration, "' is not a directory");
+    std::vector<fs::path> entries;
+    for (const auto& e : fs::directory_iterator(a.calibration)) entries.push_back(e.path());
+    std::sort(entries.begin(), entries.end());
+    for (const fs::path& p : entries) {
+      if (g->inputs().size() == 1 && p.extension() == ".npy") {
+        samples.push_back({read_npy_file(p.string())});
+      } else if (g->inputs().size() > 1 && fs::is_directory(p)) {
+        std::vector<Tensor> sample;
+        for (Value* v : g->inputs()) sample.push_back(read_npy_file((p / (v->name() + ".npy")).string()));
+        samples.push_back(std::move(sample));
+      }
+    }
+    if (samples.empty()) fail("--calibration: no samples in '", a.calibration, "'");
+  }
+  calibrate_minmax(g, o, samples);
+}
+
+std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a,
+                                        const std::vector<Tensor>& ins = {}) {
   ExecutorOptions o;
   o.threads = a.threads;
   o.kernels.fast = !a.reference;
@@ -345,6 +378,7 @@ std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a)
   o.kernels.codegen = a.codegen;
   o.kernel_code = g_artifact_code;
   o.kernels.precision = a.precision;
+  calibrate_if_needed(g, a, o, ins);
   return std::make_unique<Executor>(std::move(g), o);
 }
 
@@ -403,7 +437,7 @@ int cmd_run(const Args& a) {
   auto g = load_any(a.model);
   optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/false);
-  auto exec = make_executor(g, a);
+  auto exec = make_executor(g, a, ins);
   auto outs = exec->run(ins);
   fs::create_directories(a.output_dir);
   std::set<std::string> used;
@@ -442,7 +476,7 @@ int bench_versus(const Args& a, Executor& exec, const std::vector<Tensor>& ins) 
   }
   auto g = load_any(b.model);
   optimize_model(*g, b);
-  auto other = make_executor(g, b);
+  auto other = make_executor(g, b, ins);
   for (int i = 0; i < a.warmup; ++i) exec.run(ins), other->run(ins);
   std::vector<double> ms_a, ms_b;
   for (int i = 0; i < a.iters; ++i) {
@@ -474,7 +508,7 @@ int cmd_bench(const Args& a) {
   optimize_model(*g, a);
   double load_ms = since(t0);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
-  auto exec = make_executor(g, a);
+  auto exec = make_executor(g, a, ins);
   std::vector<std::vector<int64_t>> shapes;
   for (const Tensor& t : ins) shapes.push_back(t.shape());
   t0 = clock::now();
@@ -553,7 +587,7 @@ int cmd_profile(const Args& a) {
   auto g = load_any(a.model);
   optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
-  auto exec = make_executor(g, a);
+  auto exec = make_executor(g, a, ins);
   for (int i = 0; i < std::max(a.warmup, 1); ++i) exec->run(ins);
   std::vector<std::vector<NodeTime>> runs;
   for (int i = 0; i < a.iters; ++i) runs.push_back(exec->profile(ins));

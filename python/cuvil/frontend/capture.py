@@ -127,6 +127,8 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     precision: "fp32" (the default: nothing is lowered) or "bf16": convolutions and matrix products multiply in
     bf16 with f32 accumulation where this machine runs that faster than f32 (oneDNN's kernels on AVX512-BF16 or
     AMX), everything else stays f32; each node's decision is in ``CompiledModule.precision_report(*inputs)``.
+    "int8": compiled at fp32, then calibrated on ``calibration`` (a list of input samples; default: the example
+    inputs) by ``calibration_method`` ("minmax", "percentile", "mse") and quantized (see :func:`cuvil.quantize`).
     device: "cpu". threads: threads for oneDNN and Cuvil's kernels (None: all cores).
     cache: whether to use the compiled-model cache (cuvil.cache; None, the default: unless CUVIL_CACHE_DIR=off).
     An nn.Module found there (same code, weights, input signature, configuration, Cuvil build and CPU) is loaded
@@ -144,11 +146,26 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     (``if x.max() > 1: raise ValueError(...)``, ``assert``, ``torch._check`` on an ``.item()``) becomes a run-time
     check: the call raises the model's own exception (same type and message, with a note naming the line) when
     and only when eager PyTorch would."""
+    calibration, method = options.pop("calibration", None), options.pop("calibration_method", "minmax")
     if model is not None and tensorflow_frontend.is_tensorflow(model):  # Keras / tf.function: through tf2onnx
+        if calibration is not None or precision == "int8":
+            raise ValueError("precision='int8' is not available for TensorFlow models yet")
         return tensorflow_frontend.compile_tensorflow(model, args, kwargs, dynamic_shapes=dynamic_shapes,
                                                       precision=precision, device=device, threads=threads,
                                                       **options)
     check_options(precision, device, threads, options)
+    if precision == "int8":  # compiled at fp32, then calibrated and quantized (cuvil/quantization.py)
+        from ..quantization import quantize
+        if model is None or (args is None and kwargs is None):
+            raise ValueError("precision='int8' needs example inputs (or cuvil.quantize on a compiled model)")
+        # Not through the compiled-model cache: quantize changes the compiled model it is given.
+        compiled = compile(model, args, kwargs, dynamic_shapes=dynamic_shapes, capture=capture, device=device,
+                           threads=threads, cache=False, **options)
+        samples = calibration if calibration is not None else \
+            [(tuple(_as_args(args)) if args is not None else ()) + tuple((kwargs or {}).values())]
+        return quantize(compiled, samples, method=method)
+    if calibration is not None:
+        raise ValueError("calibration is for precision='int8'")
     settings = dict(dynamic_shapes=dynamic_shapes, capture=capture, precision=precision, device=device,
                     threads=threads, cache=cache)
     if model is None:  # @cuvil.compile(...): the decorator

@@ -97,6 +97,16 @@ Shape matmul_param_shape(const Shape& s, bool is_a) {
 
 // ---- convolutions
 
+// int8 hints of Conv/FusedConv/MatMul/Gemm/FusedMatMul (issue 28): the scale and zero point of input X's u8 grid
+// (quant_x_scale 0: not calibrated; -1: each row quantized symmetrically at run time, products only) and,
+// optionally, the weights' s8 scales, one per output channel (or one for all). They change nothing at fp32 or bf16; at int8 the kernel quantizes X to that grid and multiplies u8 x s8
+// (kernels/onednn/int8.cpp).
+void quant_attrs(OpSchema& s) {
+  s.attr("quant_x_scale", AttrKind::Float, 0.0)
+      .attr("quant_x_zero_point", AttrKind::Int, int64_t(0))
+      .attr("quant_w_scales", AttrKind::Floats, std::vector<double>{});
+}
+
 void conv_attrs(OpSchema& s) {
   s.attr("auto_pad", AttrKind::String, "NOTSET")
       .attr("dilations", AttrKind::Ints, kNoInts)
@@ -254,6 +264,7 @@ void expect_axis_params(InferContext& c) {
 CUVIL_DEFINE_OP(Conv) {
   s.inputs(2, 3).outputs(1, 1);
   conv_attrs(s);
+  quant_attrs(s);  // hints from a QDQ model, carried into FusedConv
   s.infer_with([](InferContext& c) {
     expect_float(c, 0);
     infer::expect_same_dtype(c, 0, 1);
@@ -445,6 +456,7 @@ CUVIL_DEFINE_OP(Gemm) {
       .attr("beta", AttrKind::Float, 1.0)
       .attr("transA", AttrKind::Int, int64_t(0))
       .attr("transB", AttrKind::Int, int64_t(0));
+  quant_attrs(s);
   s.infer_with([](InferContext& c) {
     expect_gemm_type(c, 0);
     infer::expect_same_dtype(c, 0, 1);
@@ -470,6 +482,7 @@ CUVIL_DEFINE_OP(Gemm) {
 }
 
 CUVIL_DEFINE_OP(MatMul) {
+  quant_attrs(s);
   s.inputs(2, 2).outputs(1, 1).infer_with([](InferContext& c) {
     expect_gemm_type(c, 0);
     infer::expect_same_dtype(c, 0, 1);
@@ -609,6 +622,7 @@ CUVIL_DEFINE_OP(FusedConv) {
   s.inputs(2, 4).outputs(1, 1);
   conv_attrs(s);
   nn::activation_attrs(s);
+  quant_attrs(s);
   s.attr("channels_last", AttrKind::Int, int64_t(0));
   s.allow_inplace(3, 0);
   s.infer_with([](InferContext& c) {
@@ -632,6 +646,7 @@ CUVIL_DEFINE_OP(FusedMatMul) {
   s.inputs(2, 4).outputs(1, 1);
   s.attr("alpha", AttrKind::Float, 1.0).attr("transB", AttrKind::Int, int64_t(0));
   nn::activation_attrs(s);
+  quant_attrs(s);
   s.allow_inplace(3, 0);
   s.infer_with([](InferContext& c) {
     infer::expect_dtype(c, 0, {DType::f16, DType::bf16, DType::f32, DType::f64});

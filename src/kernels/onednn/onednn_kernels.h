@@ -17,6 +17,16 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
 std::unique_ptr<PreparedKernel> prepare_onednn_bf16_matmul(const Node& n, const std::vector<PrepareInput>& inputs,
                                                            std::string* reason);
 
+// A FusedConv/FusedMatMul in int8 (KernelOptions::precision = int8; kernels/onednn/int8.cpp): u8 activations on
+// the node's calibrated grid (quant_x_scale, quant_x_zero_point), s8 per-channel weights, s32 accumulation, f32
+// output. Null with `reason` set where the node is not calibrated or oneDNN would not run it on VNNI.
+std::unique_ptr<PreparedKernel> prepare_onednn_int8_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                           std::string* reason);
+// The int8 kernels' quantization of one activation (round to nearest even, saturate to 0..255) and one weight
+// (symmetric, saturate to -127..127): what a reference computes to match them exactly.
+uint8_t quantize_u8(float x, float inv_scale, int32_t zero_point);
+int8_t quantize_s8(float w, float scale);
+
 // A kernel for `n` that serves every shape its IR types allow (dims that vary are left to run time), or null
 // when oneDNN has none for this node or its shapes are static. See prepare_shape_generic_kernel.
 std::unique_ptr<PreparedKernel> prepare_shape_generic_onednn_kernel(const Node& n);

@@ -1,0 +1,34 @@
+// int8 calibration (issue 28): which nodes may run int8, running a graph with extra values exposed, and MinMax
+// calibration of their input grids. Python's cuvil.quantize builds its methods (percentile, MSE, the SQNR
+// threshold) on the first two; the CLI (`--precision int8 [--calibration DIR]`) uses calibrate_minmax.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "runtime/executor.h"
+
+namespace cuvil {
+
+// The top-level FusedConv / FusedMatMul / MatMul / Gemm nodes with constant weights: what int8 may quantize.
+std::vector<Node*> quant_targets(const Graph& g);
+// Whether any node carries int8 hints (a QDQ model's, or an earlier calibration's).
+bool has_quant_hints(const Graph& g);
+// Sets node n's input grid (scale > 0), asks for dynamic per-row quantization (scale -1, products only), or
+// clears it (scale 0). Throws cuvil::Error for a bad grid.
+void set_quant_hint(Node& n, double scale, int64_t zero_point);
+// The u8 grid (scale, zero point) of [lo, hi] widened to hold 0 (so a real 0, such as padding, is exact).
+std::pair<double, int64_t> u8_grid(double lo, double hi);
+
+// Runs `g` once on `inputs` with `values` (top-level values of g) as extra outputs, and returns those. Products
+// that write graph outputs are lowered too (lower_final_outputs), so each exposed layer runs as it would inside
+// the model. The graph's outputs are restored before returning; no other executor may use g meanwhile.
+std::vector<Tensor> run_with_values(const std::shared_ptr<Graph>& g, ExecutorOptions options,
+                                    const std::vector<Tensor>& inputs, const std::vector<Value*>& values);
+
+// MinMax calibration: every target's input range over the samples (each one input list) at fp32 -> its grid.
+void calibrate_minmax(const std::shared_ptr<Graph>& g, const ExecutorOptions& options,
+                      const std::vector<std::vector<Tensor>>& samples);
+
+}  // namespace cuvil
