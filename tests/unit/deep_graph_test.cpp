@@ -329,14 +329,16 @@ TEST(DeepGraph, MemoryPlanOfManyBuffersIsFastAndUnchanged) {
     EXPECT_EQ(got.arena_bytes, want.arena_bytes);
     EXPECT_EQ(got.total_bytes, want.total_bytes);
   }
-  // A chain of 50,000 values (each read by the next node) and a few that live throughout: fast.
+  // A chain of 50,000 values (each read by the next node) and a few that live throughout. Its time is reported,
+  // not asserted (no timing thresholds in unit tests: shared machines, sanitizers); the quadratic scan took
+  // seconds here, the planner milliseconds.
   std::vector<BufferRequest> chain;
   for (int i = 0; i < kChain; ++i) chain.push_back({int64_t(64 + 64 * (i % 3)), i, i + 1});
   for (int i = 0; i < 8; ++i) chain.push_back({4096, 0, kChain});
   auto t0 = std::chrono::steady_clock::now();
   MemoryPlan p = plan_memory(chain);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(s, 1.0);
+  RecordProperty("plan_memory_chain_ms", std::to_string(1000 * s));
   EXPECT_EQ(p.arena_bytes, 8 * 4096 + 2 * 192);
 }
 
