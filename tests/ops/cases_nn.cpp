@@ -96,6 +96,11 @@ void pool_cases(Cases& cs) {
     cs.add(OpKind::AveragePool, "2x3, pads " + std::to_string(count_pad)).in(f32({2, 5, 13, 11}))
         .attr("kernel_shape", Ints{2, 3}).attr("pads", Ints{0, 1, 1, 0}).attr("count_include_pad", count_pad)
         .tol({1e-4, 1e-4}).needs({D});
+  // Dilated windows (AveragePool-19) run on the reference; its divisor counts the dilated taps inside the input.
+  for (int64_t count_pad : {0, 1})
+    cs.add(OpKind::AveragePool, "dilated, pads " + std::to_string(count_pad)).in(f32({1, 2, 9, 8}))
+        .attr("kernel_shape", Ints{2, 3}).attr("dilations", Ints{2, 3}).attr("pads", Ints{1, 2, 0, 1})
+        .attr("count_include_pad", count_pad).tol({1e-5, 1e-5});
   cs.add(OpKind::GlobalAveragePool, "channels last").in(f32({2, 7, 5, 3})).attr("channels_last", int64_t(1))
       .tol({1e-4, 1e-4}).needs({D});
   cs.add(OpKind::MaxPool, "indices, ceil mode").in(f32({1, 2, 6, 7})).attr("kernel_shape", Ints{3, 3})

@@ -1,7 +1,7 @@
 // ONNX converters for the nn family: version differences and lowerings (see converter.h).
 //
-// Opsets 18-28 add: AveragePool's dilations (19), Quantize/DequantizeLinear's saturate, block_size, output_dtype
-// and precision (19-23), imported where they keep the older meaning. The other ops of the family (Conv,
+// Opsets 18-28 add: AveragePool's dilations (19, the op table's own), Quantize/DequantizeLinear's saturate,
+// block_size, output_dtype and precision (19-23), imported where they keep the older meaning. The other ops of the family (Conv,
 // ConvTranspose, pools, MatMul, the quantized ops, Einsum, Det) have the same inputs and attributes in every opset
 // up to 28 (later versions only add element types), apart from attributes later versions added with defaults that
 // keep the older behaviour, so the default converter handles them.
@@ -56,14 +56,6 @@ void register_onnx_nn(OnnxConverterTable& t) {
     auto b = ctx.take_attr("broadcast");
     if (b && ctx.opset() >= 7) ctx.error("attribute 'broadcast' was removed in opset 7");
     ctx.emit(OpKind::Gemm);
-  };
-  // AveragePool-19 added dilations; Cuvil's AveragePool has none, so only all-1 dilations import.
-  t["AveragePool"] = [](ConvertContext& ctx) {
-    if (auto d = ctx.take_attr("dilations")) {
-      for (int64_t v : d->kind() == AttrKind::Ints ? d->ints() : std::vector<int64_t>{0})
-        if (v != 1) ctx.error("attribute 'dilations' other than 1 is not supported");
-    }
-    ctx.emit(OpKind::AveragePool);
   };
   t["QuantizeLinear"] = [](ConvertContext& ctx) { convert_quant_linear(ctx, OpKind::QuantizeLinear); };
   t["DequantizeLinear"] = [](ConvertContext& ctx) { convert_quant_linear(ctx, OpKind::DequantizeLinear); };

@@ -351,8 +351,6 @@ CUVIL_DEFINE_OP(Mod) {
     infer::expect_same_dtype(c, 0, 1);
     int64_t fmod = c.i("fmod");
     if (fmod != 0 && fmod != 1) c.error("attribute 'fmod' must be 0 or 1, got ", fmod);
-    if (is_float(c.input_dtype(0)) && fmod != 1)
-      c.error("floating-point inputs (", dtype_name(c.input_dtype(0)), ") need fmod=1");
     infer::broadcast_inputs(c);
   });
 }
@@ -362,7 +360,7 @@ CUVIL_DEFINE_OP(BitShift) {
   s.inputs(2, 2).outputs(1, 1).allow_inplace(0, 0).allow_inplace(1, 0).infer_with([](InferContext& c) {
     const std::string& dir = c.s("direction");
     if (dir != "LEFT" && dir != "RIGHT") c.error("attribute 'direction' must be \"LEFT\" or \"RIGHT\", got \"", dir, "\"");
-    check_dtype(c, 0, kUnsignedInt);
+    check_dtype(c, 0, join({kSignedInt, kUnsignedInt}));  // signed since opset 28
     infer::expect_same_dtype(c, 0, 1);
     infer::broadcast_inputs(c);
   });

@@ -372,12 +372,13 @@ CUVIL_DEFINE_OP(AveragePool) {
   s.inputs(1, 1).outputs(1, 1);
   pool_common_attrs(s);
   s.attr("count_include_pad", AttrKind::Int, int64_t(0)).attr("channels_last", AttrKind::Int, int64_t(0));
+  s.attr("dilations", AttrKind::Ints, kNoInts);  // opset 19
   s.infer_with([](InferContext& c) {
     expect_float(c, 0);
     int64_t cip = c.i("count_include_pad");
     if (cip != 0 && cip != 1) c.error("count_include_pad must be 0 or 1, got ", cip);
     bool cl = read_channels_last(c);
-    c.set_output(0, c.input_dtype(0), maybe_channels_last(pool_shape(c, false, channels_first_shape(c, cl)), cl));
+    c.set_output(0, c.input_dtype(0), maybe_channels_last(pool_shape(c, true, channels_first_shape(c, cl)), cl));
   });
 }
 

@@ -789,7 +789,7 @@ int64_t int_range_count(const InferContext& c, int64_t st, int64_t li, int64_t d
 
 void infer_range(InferContext& c) {
   DType dt = c.input_dtype(0);
-  expect_dtype(c, 0, {DType::f32, DType::f64, DType::i16, DType::i32, DType::i64});
+  expect_dtype(c, 0, {DType::f32, DType::f64, DType::i16, DType::i32, DType::i64, DType::f16, DType::bf16});
   for (size_t i = 0; i < 3; ++i) {
     infer::expect_same_dtype(c, 0, i);
     expect_scalar_like(c, i, i == 0 ? "start" : i == 1 ? "limit" : "delta");
@@ -801,12 +801,17 @@ void infer_range(InferContext& c) {
       return;
     }
     if (s->numel() != 1 || l->numel() != 1 || d->numel() != 1) c.error("start, limit and delta must be scalars");
-    // In the input's precision, as the kernel's start + i * delta is.
+    // In the input's precision, as the kernel's start + i * delta is; f16 and bf16 in double, as onnx's
+    // reference (np.arange on the Python values) is.
     double cnt = visit_dtype(dt, [&]<class T>() -> double {
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
         T st = s->data<T>()[0], li = l->data<T>()[0], de = d->data<T>()[0];
         if (de == 0) c.error("delta may not be 0");
         return std::ceil(double(li - st) / double(de));
+      } else if constexpr (std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>) {
+        double st = float(s->data<T>()[0]), li = float(l->data<T>()[0]), de = float(d->data<T>()[0]);
+        if (de == 0) c.error("delta may not be 0");
+        return std::ceil((li - st) / de);
       } else {
         return 0;
       }
@@ -997,6 +1002,8 @@ void infer_depth_to_space(InferContext& c) {
 }
 
 void infer_space_to_depth(InferContext& c) {
+  const std::string& mode = c.s("mode");
+  if (mode != "DCR" && mode != "CRD") c.error("mode must be 'DCR' or 'CRD', got '", mode, "'");
   const Shape& in = c.input_shape(0);
   int64_t b = blocksize(c);
   if (!in.rank_known()) {
@@ -1187,7 +1194,11 @@ CUVIL_DEFINE_OP(DepthToSpace) {
 }
 
 CUVIL_DEFINE_OP(SpaceToDepth) {
-  s.inputs(1, 1).required_attr("blocksize", AttrKind::Int).infer_with(infer_space_to_depth);
+  // mode (opset 28): DCR (every earlier opset's order) or CRD, as DepthToSpace's.
+  s.inputs(1, 1)
+      .required_attr("blocksize", AttrKind::Int)
+      .attr("mode", AttrKind::String, "DCR")
+      .infer_with(infer_space_to_depth);
 }
 
 CUVIL_DEFINE_OP(ReverseSequence) {

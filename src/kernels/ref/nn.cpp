@@ -321,7 +321,6 @@ CUVIL_REF_KERNEL(MaxPool) { ref::channels_first_or(ctx, max_pool_channels_first)
 
 static void average_pool_channels_first(KernelContext& ctx) {
   nn::WindowAttrs which;
-  which.has_dilations = false;
   which.has_ceil_mode = true;
   which.kernel_required = true;
   nn::Window win = nn::read_window(ctx, ctx.input(0).rank() - 2, which);
