@@ -422,6 +422,10 @@ TEST(Codegen, DoublePrecision) {
   for (size_t i = 0; i < std::size(hs); ++i) h.data<double>()[i * 7 + 1] = hs[i];
   for (DType to : {DType::f16, DType::bf16})
     check_op(OpKind::Cast, {input(h)}, {{"to", int64_t(dtype_onnx_id(to))}}, 0, "Cast f64->" + std::string(dtype_name(to)));
+  // round_bf16 (opset 19+): to nearest even, from f64 (through f32) and f32.
+  check_op(OpKind::Cast, {input(h)}, {{"to", int64_t(16)}, {"round_bf16", int64_t(1)}}, 0, "Cast f64->bf16 rounding");
+  check_op(OpKind::Cast, {input(random_tensor(DType::f32, {3, 67}, seed++))}, {{"to", int64_t(16)}, {"round_bf16", int64_t(1)}},
+           0, "Cast f32->bf16 rounding");
   check_op(OpKind::Pow, {input(random_tensor(DType::f16, {3, 67}, seed++)), input(e)}, {}, 0, "f16 Pow f64 exponent");
 }
 

@@ -428,6 +428,12 @@ TEST(RefElementwise, CastBetweenFloatsBoolsAndIntegers) {
   EXPECT_EQ(bf.data<bf16_t>()[0].bits, uint16_t(std::bit_cast<uint32_t>(0.48033667f) >> 16));
   EXPECT_TRUE(std::isnan(bf.get_f64(1)));
   EXPECT_EQ(bf.get_f64(2), -INFINITY);
+  // round_bf16 (opset 19+ imports, ONNX Runtime): to nearest even; 0x3ef5eeb0 rounds up, NaN stays NaN.
+  auto rn = run1(OpKind::Cast, {vec<float>({0.48033667f, kNaN, 1.0f + 1.0f / 256})},
+                 {{"to", int64_t(16)}, {"round_bf16", int64_t(1)}})[0];
+  EXPECT_EQ(rn.data<bf16_t>()[0].bits, uint16_t(0x3ef6));
+  EXPECT_TRUE(std::isnan(rn.get_f64(1)));
+  EXPECT_EQ(rn.get_f64(2), 1.0);  // a tie goes to the even mantissa
   auto back = run1(OpKind::Cast, {bf}, {{"to", int64_t(11)}})[0];
   EXPECT_EQ(back.dtype(), DType::f64);
   EXPECT_NEAR(back.get_f64(0), 0.4785, 1e-4);

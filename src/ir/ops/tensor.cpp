@@ -64,11 +64,14 @@ void expect_rank1(const InferContext& c, size_t i, const char* what) {
   if (s.rank_known() && s.rank() != 1) c.error(what, " (input ", i, ") must be a 1-D tensor, got shape ", s.str());
 }
 
-void expect_scalar_like(const InferContext& c, size_t i, const char* what) {
+// unknown_ok: a 1-D shape of unknown length passes too (the kernel checks it holds one element), as ONNX Runtime
+// runs Range on the [1]-shaped values an If merges with others (AffineGrid's function body).
+void expect_scalar_like(const InferContext& c, size_t i, const char* what, bool unknown_ok = false) {
   const Shape& s = c.input_shape(i);
   if (!s.rank_known()) return;
   if (s.rank() == 0) return;
   if (s.rank() == 1 && s[0].is_const() && s[0].value() == 1) return;
+  if (unknown_ok && s.rank() == 1 && !s[0].is_const()) return;
   c.error(what, " (input ", i, ") must be a scalar, got shape ", s.str());
 }
 
@@ -792,7 +795,7 @@ void infer_range(InferContext& c) {
   expect_dtype(c, 0, {DType::f32, DType::f64, DType::i16, DType::i32, DType::i64, DType::f16, DType::bf16});
   for (size_t i = 0; i < 3; ++i) {
     infer::expect_same_dtype(c, 0, i);
-    expect_scalar_like(c, i, i == 0 ? "start" : i == 1 ? "limit" : "delta");
+    expect_scalar_like(c, i, i == 0 ? "start" : i == 1 ? "limit" : "delta", /*unknown_ok=*/true);
   }
   if (is_float(dt)) {
     const Tensor *s = c.input_value(0), *l = c.input_value(1), *d = c.input_value(2);

@@ -680,6 +680,12 @@ void cast_to(KernelContext& ctx, DType to) {
     visit_dtype(to, [&]<class To>() {
       const From* in = x.data<From>();
       To* out = y.data<To>();
+      if constexpr (std::is_same_v<To, bf16_t>) {
+        if (ctx.i("round_bf16") != 0) {  // round to nearest even (bf16_t's conversion from float)
+          for (int64_t i = 0; i < x.numel(); ++i) out[i] = bf16_t(float(widen(in[i])));
+          return;
+        }
+      }
       for (int64_t i = 0; i < x.numel(); ++i) out[i] = cast_value<To>(in[i]);
     });
   });

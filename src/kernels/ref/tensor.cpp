@@ -450,6 +450,9 @@ CUVIL_REF_KERNEL(Pad) {
 
 CUVIL_REF_KERNEL(Range) {
   Tensor& out = ctx.output(0);
+  for (size_t i = 0; i < 3; ++i)
+    if (ctx.input(i).numel() != 1)
+      ctx.error(i == 0 ? "start" : i == 1 ? "limit" : "delta", " must hold one element, got ", ctx.input(i).type_str());
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       T start = ctx.input(0).data<T>()[0], delta = ctx.input(2).data<T>()[0];
