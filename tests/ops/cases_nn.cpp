@@ -179,6 +179,15 @@ void quantize_cases(Cases& cs) {
     cs.add(OpKind::DequantizeLinear, qn + ", per axis").in(rnd(q, {2, 3, 5}, -128, 255)).in(cst(vec<float>({0.1f, 0.2f, 0.3f})))
         .in(cst(zps)).attr("axis", int64_t(1)).exact();
   }
+  // 16-bit grids (opset 21): saturation at their own bounds, ties to even.
+  for (DType q : {DType::u16, DType::i16}) {
+    Tensor zp = q == DType::u16 ? Tensor(scalar<uint16_t>(30000)) : Tensor(scalar<int16_t>(-7));
+    std::string qn(dtype_name(q));
+    cs.add(OpKind::QuantizeLinear, qn + ", ties and saturation").in(f32({5, 33}, -9000, 9000).ties(0.125))
+        .in(cst(scalar<float>(0.25f))).in(cst(zp)).needs({Backend::generated});
+    cs.add(OpKind::DequantizeLinear, qn).in(rnd(q, {5, 33}, -32768, 65535)).in(cst(scalar<float>(0.1f))).in(cst(zp))
+        .exact();
+  }
   cs.add(OpKind::QuantizeLinear, "no zero point").in(f32({37}, -30, 30)).in(cst(scalar<float>(0.5f)));
   cs.add(OpKind::DequantizeLinear, "i32").in(rnd(DType::i32, {37}, -100000, 100000)).in(cst(scalar<float>(3e-5f))).exact();
   cs.add(OpKind::DynamicQuantizeLinear, "odd").in(f32({7, 13}, -5, 9)).outs(3).exact();

@@ -557,8 +557,8 @@ CUVIL_DEFINE_OP(QuantizeLinear) {
     infer::expect_dtype(c, 0, {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32});
     infer::expect_dtype(c, 1, {DType::f32});
     DType out = DType::u8;
-    if (c.has_input(2)) {
-      expect_q8(c, 2);
+    if (c.has_input(2)) {  // 16-bit grids since opset 21
+      infer::expect_dtype(c, 2, {DType::u8, DType::i8, DType::u16, DType::i16});
       out = c.input_dtype(2);
     }
     expect_axis_params(c);
@@ -570,7 +570,7 @@ CUVIL_DEFINE_OP(DequantizeLinear) {
   // x, x_scale, x_zero_point
   s.inputs(2, 3).outputs(1, 1).attr("axis", AttrKind::Int, int64_t(1)).allow_inplace(0, 0);
   s.infer_with([](InferContext& c) {
-    infer::expect_dtype(c, 0, {DType::u8, DType::i8, DType::i32});
+    infer::expect_dtype(c, 0, {DType::u8, DType::i8, DType::i32, DType::u16, DType::i16});  // 16-bit: opset 21
     infer::expect_dtype(c, 1, {DType::f32});
     if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
     expect_axis_params(c);
