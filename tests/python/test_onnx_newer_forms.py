@@ -117,3 +117,19 @@ def test_qlinear_matmul_f16_scales(tmp_path):
                             init("bz", np.uint8(130)), init("ys", np.float16(0.05)), init("yz", np.uint8(128))])
     check(m, {"a": rng.integers(0, 256, (3, 5)).astype(np.uint8), "b": rng.integers(0, 256, (5, 7)).astype(np.uint8)},
           tmp_path, rtol=0, atol=1)
+
+
+def test_ml_only_model(tmp_path):
+    # A model that imports only ai.onnx.ml is valid while it uses no ai.onnx op (onnx 1.23's ml node tests).
+    g = helper.make_graph([helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", threshold=0.3)], "g",
+                          [vi("x", F, [3, 5])], [vi("y", F, [3, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)])
+    m.ir_version = 9
+    check(m, {"x": rng.standard_normal((3, 5)).astype(np.float32)}, tmp_path)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", F, [3])], [vi("y", F, [3])])
+    bad = helper.make_model(g, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)])
+    bad.ir_version = 9
+    path = tmp_path / "bad.onnx"
+    onnx.save(bad, str(path))
+    with pytest.raises(cuvil.CompileError, match="does not import the default"):
+        cuvil.load_onnx(str(path))
