@@ -12,7 +12,6 @@
 // Graph outputs keep their names: the replacement value is renamed to the output's name; where it cannot be (it
 // is a graph input or already an output), the node is kept. Repeats until nothing changes, so a second run is a
 // no-op.
-#include "ir/op_schema.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 
@@ -89,8 +88,8 @@ bool simplify_once(Graph& g) {
       continue;
     }
     if (n->op() == OpKind::CastLike && n->input(1)) {
-      AttrMap to{{"to", Attribute(int64_t(dtype_onnx_id(n->input(1)->dtype())))},
-                 {"round_bf16", Attribute(AttrReader(*n).i("round_bf16"))}};
+      AttrMap to{{"to", Attribute(int64_t(dtype_onnx_id(n->input(1)->dtype())))}};
+      if (n->has_attr("round_bf16")) to["round_bf16"] = n->attr("round_bf16");  // (bf16 rounding, opset 19+)
       rewrite::replace_result(g, n, n->output(0), OpKind::Cast, {n->input(0)}, to);
       dead.push_back(n);
       continue;
