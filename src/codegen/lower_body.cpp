@@ -568,7 +568,8 @@ void BodyLowering::store_results(ExprBuilder& L, const Node& n, std::vector<int>
     Scalar want = scalar_of(dt);
     if (L.type(out[o]) != want) out[o] = L.cast(out[o], want);
     bool passes = rec.stores == Stores::passed;
-    if (dt == DType::bf16 && !passes) out[o] = L.un(rec.truncates_bf16 ? Op::trunc_bf16 : Op::round_bf16, out[o]);
+    bool truncates = rec.truncates_bf16 && AttrReader(n).i("round_bf16") == 0;
+    if (dt == DType::bf16 && !passes) out[o] = L.un(truncates ? Op::trunc_bf16 : Op::round_bf16, out[o]);
     if (dt == DType::f16 && !passes) out[o] = L.un(Op::round_f16, out[o]);
     if (narrow_int(dt) && rec.stores == Stores::computed)
       out[o] = L.add(is_signed(dt) ? Op::wrap_s : Op::wrap_u, L.type(out[o]), out[o], -1, -1, double(dtype_size(dt) * 8));

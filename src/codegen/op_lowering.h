@@ -58,7 +58,7 @@ struct OpLowering {
   InputUse (*input)(const Node& n, size_t i) = nullptr;
   OutputUse (*output)(const Node& n, size_t o) = nullptr;
   Stores stores = Stores::computed;
-  bool truncates_bf16 = false;  // a bf16 result drops its low bits (Cast) instead of rounding to nearest even
+  bool truncates_bf16 = false;  // a bf16 result drops its low bits (Cast, unless round_bf16) instead of rounding
   // What its code costs LLVM relative to one arithmetic op: 8 for polynomial math or per-lane calls (exp, log,
   // tanh, erf and their compositions, pow, fmod).
   int compile_weight = 1;

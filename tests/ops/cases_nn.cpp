@@ -96,6 +96,11 @@ void pool_cases(Cases& cs) {
     cs.add(OpKind::AveragePool, "2x3, pads " + std::to_string(count_pad)).in(f32({2, 5, 13, 11}))
         .attr("kernel_shape", Ints{2, 3}).attr("pads", Ints{0, 1, 1, 0}).attr("count_include_pad", count_pad)
         .tol({1e-4, 1e-4}).needs({D});
+  // Dilated windows (AveragePool-19) run on the reference; its divisor counts the dilated taps inside the input.
+  for (int64_t count_pad : {0, 1})
+    cs.add(OpKind::AveragePool, "dilated, pads " + std::to_string(count_pad)).in(f32({1, 2, 9, 8}))
+        .attr("kernel_shape", Ints{2, 3}).attr("dilations", Ints{2, 3}).attr("pads", Ints{1, 2, 0, 1})
+        .attr("count_include_pad", count_pad).tol({1e-5, 1e-5});
   cs.add(OpKind::GlobalAveragePool, "channels last").in(f32({2, 7, 5, 3})).attr("channels_last", int64_t(1))
       .tol({1e-4, 1e-4}).needs({D});
   cs.add(OpKind::MaxPool, "indices, ceil mode").in(f32({1, 2, 6, 7})).attr("kernel_shape", Ints{3, 3})
@@ -173,6 +178,15 @@ void quantize_cases(Cases& cs) {
         .in(cst(zps)).attr("axis", int64_t(1));
     cs.add(OpKind::DequantizeLinear, qn + ", per axis").in(rnd(q, {2, 3, 5}, -128, 255)).in(cst(vec<float>({0.1f, 0.2f, 0.3f})))
         .in(cst(zps)).attr("axis", int64_t(1)).exact();
+  }
+  // 16-bit grids (opset 21): saturation at their own bounds, ties to even.
+  for (DType q : {DType::u16, DType::i16}) {
+    Tensor zp = q == DType::u16 ? Tensor(scalar<uint16_t>(30000)) : Tensor(scalar<int16_t>(-7));
+    std::string qn(dtype_name(q));
+    cs.add(OpKind::QuantizeLinear, qn + ", ties and saturation").in(f32({5, 33}, -9000, 9000).ties(0.125))
+        .in(cst(scalar<float>(0.25f))).in(cst(zp)).needs({Backend::generated});
+    cs.add(OpKind::DequantizeLinear, qn).in(rnd(q, {5, 33}, -32768, 65535)).in(cst(scalar<float>(0.1f))).in(cst(zp))
+        .exact();
   }
   cs.add(OpKind::QuantizeLinear, "no zero point").in(f32({37}, -30, 30)).in(cst(scalar<float>(0.5f)));
   cs.add(OpKind::DequantizeLinear, "i32").in(rnd(DType::i32, {37}, -100000, 100000)).in(cst(scalar<float>(3e-5f))).exact();

@@ -60,6 +60,10 @@ void resize_cases(Cases& cs) {
   }
   cs.add(OpKind::Resize, "nearest floor, asymmetric").in(f32({1, 1, 3, 5})).in(none()).in(cst(vec<float>({1, 1, 2.5f, 1.5f})))
       .attr("nearest_mode", "floor").attr("coordinate_transformation_mode", "asymmetric").exact();
+  // half_pixel_symmetric (Resize-19): 9 * 0.6 = 5.4 floors to 5, which shifts the taps about the centre.
+  cs.add(OpKind::Resize, "linear half_pixel_symmetric").in(f32({1, 2, 9, 7})).in(none())
+      .in(cst(vec<float>({1, 1, 0.6f, 1.7f}))).attr("mode", "linear")
+      .attr("coordinate_transformation_mode", "half_pixel_symmetric").tol({1e-5, 1e-5});
   cs.add(OpKind::Resize, "runtime sizes").in(f32({1, 2})).in(none()).in(none()).in(val(vec<int64_t>({1, 5}))).exact();
 }
 

@@ -179,6 +179,8 @@ void rearrange_cases(Cases& cs) {
   for (const char* mode : {"DCR", "CRD"})
     cs.add(OpKind::DepthToSpace, mode).in(f32({2, 8, 3, 5})).attr("blocksize", int64_t(2)).attr("mode", mode).exact();
   cs.add(OpKind::SpaceToDepth, "blocksize 2").in(f32({2, 3, 4, 6})).attr("blocksize", int64_t(2)).exact();
+  cs.add(OpKind::SpaceToDepth, "blocksize 2, CRD").in(f32({2, 3, 4, 6})).attr("blocksize", int64_t(2))
+      .attr("mode", "CRD").exact();
   cs.add(OpKind::SpaceToDepth, "blocksize 3, i64").in(i64({1, 2, 3, 9})).attr("blocksize", int64_t(3));
   cs.add(OpKind::ReverseSequence, "batch axis 1").in(f32({4, 3, 2})).in(val(vec<int64_t>({3, 1, 4})))
       .attr("batch_axis", int64_t(1)).attr("time_axis", int64_t(0)).exact();

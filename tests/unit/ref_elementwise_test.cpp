@@ -284,7 +284,17 @@ TEST(RefElementwise, ModSignsAndFmod) {
             (std::vector<int64_t>{0}));
   auto f = values<float>(run1(OpKind::Mod, {vec<float>({-4.5f, 7.5f}), vec<float>({2.f, -2.f})}, {{"fmod", int64_t(1)}})[0]);
   EXPECT_EQ(f, (std::vector<float>{-0.5f, 1.5f}));
-  EXPECT_CUVIL_ERROR(run1(OpKind::Mod, {vec<float>({1}), vec<float>({1})}), "fmod=1");
+  // fmod=0 on floats is numpy's mod: the divisor's sign, signed zeros from the divisor, NaN by zero, x % inf.
+  const float inf = std::numeric_limits<float>::infinity();
+  auto m = values<float>(run1(OpKind::Mod, {vec<float>({-4.5f, 7.5f, 4.f, -4.f, 1.f, -1.f, 2.f}),
+                                            vec<float>({2.f, -2.f, -2.f, 2.f, 0.f, inf, inf})})[0]);
+  EXPECT_EQ(m[0], 1.5f);
+  EXPECT_EQ(m[1], -0.5f);
+  EXPECT_TRUE(m[2] == 0 && std::signbit(m[2]));
+  EXPECT_TRUE(m[3] == 0 && !std::signbit(m[3]));
+  EXPECT_TRUE(std::isnan(m[4]));
+  EXPECT_EQ(m[5], inf);  // -1 + inf, as numpy
+  EXPECT_EQ(m[6], 2.f);
   EXPECT_CUVIL_ERROR(run1(OpKind::Mod, {vec<uint8_t>({1}), vec<uint8_t>({0})}), "modulo by zero");
 }
 
@@ -311,7 +321,17 @@ TEST(RefElementwise, BitShiftDirectionsAndWidths) {
   auto w = run1(OpKind::BitShift, {vec<uint16_t>({65535}), vec<uint16_t>({15})}, {{"direction", "LEFT"}});
   EXPECT_EQ(w[0].data<uint16_t>()[0], 32768);
   EXPECT_CUVIL_ERROR(run1(OpKind::BitShift, {vec<uint8_t>({1}), vec<uint8_t>({1})}, {{"direction", "UP"}}), "direction");
-  EXPECT_CUVIL_ERROR(run1(OpKind::BitShift, {vec<int32_t>({1}), vec<int32_t>({1})}, {{"direction", "LEFT"}}), "dtype i32");
+  // Signed types (opset 28): arithmetic right shifts, left shifts wrap, negative or too-wide amounts give 0
+  // (-1 for a negative value shifted right).
+  EXPECT_EQ(values<int8_t>(run1(OpKind::BitShift, {vec<int8_t>({-128, 64, 3, 1, -5, 5}), vec<int8_t>({1, 1, -1, 8, 9, 9})},
+                                {{"direction", "LEFT"}})[0]),
+            (std::vector<int8_t>{0, -128, 0, 0, 0, 0}));
+  EXPECT_EQ(values<int32_t>(run1(OpKind::BitShift, {vec<int32_t>({-8, 8, -1, -5, 5, -7}), vec<int32_t>({1, 2, 31, 32, -1, -3})},
+                                 {{"direction", "RIGHT"}})[0]),
+            (std::vector<int32_t>{-4, 2, -1, -1, 0, -1}));
+  EXPECT_EQ(values<int64_t>(run1(OpKind::BitShift, {vec<int64_t>({1}), vec<int64_t>({63})}, {{"direction", "LEFT"}})[0]),
+            (std::vector<int64_t>{INT64_MIN}));
+  EXPECT_CUVIL_ERROR(run1(OpKind::BitShift, {vec<float>({1}), vec<float>({1})}, {{"direction", "LEFT"}}), "dtype f32");
   EXPECT_CUVIL_ERROR(run1(OpKind::BitShift, {vec<uint8_t>({1}), vec<uint8_t>({1})}), "direction");
 }
 
@@ -408,6 +428,12 @@ TEST(RefElementwise, CastBetweenFloatsBoolsAndIntegers) {
   EXPECT_EQ(bf.data<bf16_t>()[0].bits, uint16_t(std::bit_cast<uint32_t>(0.48033667f) >> 16));
   EXPECT_TRUE(std::isnan(bf.get_f64(1)));
   EXPECT_EQ(bf.get_f64(2), -INFINITY);
+  // round_bf16 (opset 19+ imports, ONNX Runtime): to nearest even; 0x3ef5eeb0 rounds up, NaN stays NaN.
+  auto rn = run1(OpKind::Cast, {vec<float>({0.48033667f, kNaN, 1.0f + 1.0f / 256})},
+                 {{"to", int64_t(16)}, {"round_bf16", int64_t(1)}})[0];
+  EXPECT_EQ(rn.data<bf16_t>()[0].bits, uint16_t(0x3ef6));
+  EXPECT_TRUE(std::isnan(rn.get_f64(1)));
+  EXPECT_EQ(rn.get_f64(2), 1.0);  // a tie goes to the even mantissa
   auto back = run1(OpKind::Cast, {bf}, {{"to", int64_t(11)}})[0];
   EXPECT_EQ(back.dtype(), DType::f64);
   EXPECT_NEAR(back.get_f64(0), 0.4785, 1e-4);

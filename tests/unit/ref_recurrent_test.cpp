@@ -366,6 +366,8 @@ TEST(ResizeKernel, NearestModesAndCoordinateModes) {
   EXPECT_EQ(run({2}, {}), (V{10, 30}));
   EXPECT_EQ(run({2}, {{"nearest_mode", "round_prefer_ceil"}}), (V{20, 40}));
   EXPECT_EQ(run({2}, {{"nearest_mode", "floor"}}), (V{10, 30}));
+  // half_pixel_symmetric with sizes (no flooring to shift about the centre) is half_pixel.
+  EXPECT_EQ(run({2}, {{"coordinate_transformation_mode", "half_pixel_symmetric"}}), (V{10, 30}));
   // align_corners, 4 -> 3: x = 0, 1.5, 3
   EXPECT_EQ(run({3}, {{"coordinate_transformation_mode", "align_corners"}}), (V{10, 20, 40}));
   // simple (Resize-10 / Upsample): floor when upsampling, ceil when downsampling; 4 -> 3: x = 0, 4/3, 8/3

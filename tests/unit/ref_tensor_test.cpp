@@ -662,6 +662,12 @@ TEST(RefTensorDepthToSpace, ModesAndRoundTrip) {
             (std::vector<int8_t>{0, 2, 4, 6, 1, 3, 5, 7}));
   EXPECT_EQ(values<int8_t>(run1(OpKind::DepthToSpace, {I(z)}, {{"blocksize", int64_t(2)}, {"mode", std::string("CRD")}})),
             (std::vector<int8_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  // SpaceToDepth CRD (opset 28) inverts DepthToSpace CRD.
+  Tensor crd8 = run1(OpKind::DepthToSpace, {I(z)}, {{"blocksize", int64_t(2)}, {"mode", std::string("CRD")}});
+  Tensor s2d = run1(OpKind::SpaceToDepth, {I(crd8)}, {{"blocksize", int64_t(2)}, {"mode", std::string("CRD")}});
+  EXPECT_EQ(values<int8_t>(s2d), w);
+  EXPECT_EQ(values<int8_t>(run1(OpKind::SpaceToDepth, {I(crd8)}, {{"blocksize", int64_t(2)}})),
+            (std::vector<int8_t>{0, 4, 1, 5, 2, 6, 3, 7}));
   EXPECT_CUVIL_ERROR(run1(OpKind::DepthToSpace, {I(f32({1, 2, 3}, {1, 3, 1, 1}))}, {{"blocksize", int64_t(2)}}),
                      "divisible");
   EXPECT_CUVIL_ERROR(run1(OpKind::SpaceToDepth, {I(f32({1, 2, 3}, {1, 1, 1, 3}))}, {{"blocksize", int64_t(2)}}),

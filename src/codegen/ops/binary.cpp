@@ -44,8 +44,8 @@ CUVIL_LOWERING(lower_where) {
 // constant nonzero scalar, or by a tensor the kernel reads as an input (InputRole::divisor).
 template <bool mod>
 bool divides(const Node& n, std::string* why) {
-  if (all_inputs(n, floating))
-    return !mod || AttrReader(n).i("fmod") != 0 || refuse(why, "floating-point Mod needs fmod=1");
+  if (all_inputs(n, floating))  // float Mod with fmod=0 (numpy's mod) runs on the reference kernel
+    return !mod || AttrReader(n).i("fmod") != 0 || refuse(why, "floating-point Mod with fmod=0");
   if (!all_inputs(n, cuvil::is_integer)) return refuse(why, "generated for floats and integers");
   auto d = scalar_input(n, 1);
   return !(d && *d == 0) || refuse(why, "division by the constant 0");
@@ -81,7 +81,9 @@ CUVIL_LOWERING(lower_div_mod) {
   return true;
 }
 
-bool shift_direction(const Node& n, std::string* why) {  // (unsigned by the schema)
+bool shift_direction(const Node& n, std::string* why) {
+  if (!all_inputs(n, [](DType t) { return cuvil::is_integer(t) && !is_signed(t); }))  // signed: the reference's
+    return refuse(why, "signed shifts");
   AttrReader at(n);
   bool dir = at.has("direction") && (at.s("direction") == "LEFT" || at.s("direction") == "RIGHT");
   return dir || refuse(why, "the direction is not LEFT or RIGHT");  // the reference reports it

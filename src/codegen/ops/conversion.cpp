@@ -1,6 +1,8 @@
 // Lowering records: ops that convert or move values without arithmetic of their own: Cast, Identity, inference
 // Dropout, Expand (the iteration space's broadcast), Transpose (a view: its input read through permuted strides)
 // and QuantizeLinear / DequantizeLinear, whose per-axis scales and zero points are views along `axis`.
+#include <cmath>
+
 #include "codegen/op_lowering.h"
 #include "ir/ops/transpose.h"
 
@@ -80,8 +82,10 @@ CUVIL_LOWERING(lower_quantize) {
   int q = L.bin(Op::div, L.cast(x, t), L.cast(in[1], t));
   int r = L.sel(L.add(Op::is_nan, Scalar::i1, q), L.cst(0, t), L.un(Op::round, q));
   if (in.size() > 2 && in[2] >= 0) r = L.bin(Op::add, r, L.cast(in[2], t));
-  bool u8 = n.output(0)->dtype() == DType::u8;
-  int lo = L.cst(u8 ? 0 : -128, t), hi = L.cst(u8 ? 255 : 127, t);
+  DType od = n.output(0)->dtype();  // u8, i8, u16 or i16
+  double bits = double(dtype_size(od) * 8);
+  double low = is_signed(od) ? -std::exp2(bits - 1) : 0, high = is_signed(od) ? std::exp2(bits - 1) - 1 : std::exp2(bits) - 1;
+  int lo = L.cst(low, t), hi = L.cst(high, t);
   out[0] = L.cast(L.sel(L.cmp(Op::lt, r, lo), lo, L.sel(L.cmp(Op::gt, r, hi), hi, r)), Scalar::i32);
   return true;
 }
@@ -102,7 +106,7 @@ void add_conversion_lowerings(LoweringTable& t) {
   t.add(OpKind::Expand, {.supports = constant_shape, .f64 = true, .input = shape_input, .lower = lower_identity});
   t.add(OpKind::Transpose, {.supports = valid_permutation, .f64 = true, .input = permuted_input,
                             .stores = Stores::picked, .lower = lower_identity});
-  // (The schema's dtypes: f32, f16, bf16, f64 or i32 to u8 or i8; u8, i8 or i32 to f32.)
+  // (The schema's dtypes: f32, f16, bf16, f64 or i32 to u8, i8, u16 or i16; those or i32 to f32.)
   t.add(OpKind::QuantizeLinear,
         {.supports = quantization_parameters, .f64 = true, .input = quantization_inputs, .lower = lower_quantize});
   t.add(OpKind::DequantizeLinear,

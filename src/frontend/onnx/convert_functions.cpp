@@ -5,7 +5,7 @@
 //                             per-group ones (18, as InstanceNormalization's own)
 //   RMSNormalization-23       x / sqrt(mean(x^2 over axes [axis, rank)) + epsilon) * scale, in stash_type (f32)
 //   Swish-24                  x * sigmoid(alpha * x)
-//   LpNormalization-1         x / ReduceL1|L2(x, axis, keepdims)
+//   LpNormalization-1         Where(norm == 0, 0, x / norm), norm = ReduceL1|L2(x, axis, keepdims)
 //   HannWindow, HammingWindow, BlackmanWindow-17  sums of cosines of 2 pi n / N (N - 1 when not periodic)
 //   CenterCropPad-18          Slice of the centred window where the target is smaller, Pad (18, with axes) where
 //                             it is larger
@@ -146,7 +146,10 @@ void convert_lp_norm(ConvertContext& c) {
   if (p != 1 && p != 2) c.error("p must be 1 or 2, got ", p);
   Value* norm = temp(c, p == 1 ? OpKind::ReduceL1 : OpKind::ReduceL2, {x, c.const_i64({axis}, "axis")},
                      {{"keepdims", Attribute(int64_t(1))}});
-  c.emit_final(OpKind::Div, {x, norm}, {});
+  // A zero norm gives 0, not 0/0 (onnx's reference and function body since 1.23).
+  Value* zero = scalar_like(c, 0.0, x, "zero");
+  Value* is_zero = temp(c, OpKind::Equal, {norm, zero});
+  c.emit_final(OpKind::Where, {is_zero, zero, temp(c, OpKind::Div, {x, norm})}, {});
 }
 
 // sum_k a_k cos(2 pi k n / N), n = 0 .. size-1, N = size (periodic) or size - 1; computed in f32 and cast to

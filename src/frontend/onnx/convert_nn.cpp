@@ -1,10 +1,12 @@
 // ONNX converters for the nn family: version differences and lowerings (see converter.h).
 //
-// Opsets 18-28 add: AveragePool's dilations (19), Quantize/DequantizeLinear's saturate, block_size, output_dtype
-// and precision (19-23), imported where they keep the older meaning. The other ops of the family (Conv,
+// Opsets 18-28 add: AveragePool's dilations (19, the op table's own), Quantize/DequantizeLinear's saturate,
+// block_size, output_dtype and precision (19-23), imported where they keep the older meaning. The other ops of the family (Conv,
 // ConvTranspose, pools, MatMul, the quantized ops, Einsum, Det) have the same inputs and attributes in every opset
 // up to 28 (later versions only add element types), apart from attributes later versions added with defaults that
 // keep the older behaviour, so the default converter handles them.
+#include <cmath>
+
 #include "frontend/onnx/converter.h"
 
 namespace cuvil {
@@ -24,8 +26,75 @@ void drop_if_default(ConvertContext& ctx, const char* name, int64_t neutral, con
 // and precision (23) keep the older behaviour at 0. output_dtype (21/23) names the result type: QuantizeLinear's
 // u8 or i8 without a zero point become the zero point of that type (what the older opsets read it from), the
 // zero point's own type is redundant, and DequantizeLinear's f32 is what its f32 scale gives already.
+Value* temp(ConvertContext& c, OpKind op, std::vector<Value*> inputs, AttrMap attrs = {}) {
+  return c.emit_temp(op, std::move(inputs), std::move(attrs))->output(0);
+}
+AttrMap to_type(DType t) { return {{"to", Attribute(int64_t(dtype_onnx_id(t)))}}; }
+
+// Blocked quantization (block_size > 0, opset 21): scale and zero point have x's rank, with ceil(n / block_size)
+// entries along `axis` where x has n. Written out elementwise in f32 (onnx's reference arithmetic): each parameter
+// gathered to x's shape at index i / block_size along the axis, then DequantizeLinear (x - zp) * scale, or
+// QuantizeLinear saturate(round_half_even(x / scale) + zp). The output dtype is the zero point's, output_dtype's
+// or u8; DequantizeLinear's the scale's.
+void convert_blocked_quant(ConvertContext& ctx, OpKind op, int64_t block) {
+  Value* x = ctx.input(0);
+  Value* scale = ctx.input(1);
+  Value* zp = ctx.input(2);
+  if (!x || !scale) ctx.error("inputs x and scale are required");
+  auto ax = ctx.take_attr("axis");
+  int64_t axis = ax && ax->kind() == AttrKind::Int ? ax->i() : 1;
+  // (Only graph inputs and constants carry their shapes at import.)
+  auto known = [](Value* v) { return (v->is_graph_input() || v->is_constant()) && v->shape().rank_known(); };
+  Value* ranked = known(x) ? x : known(scale) ? scale : nullptr;
+  if (!ranked) ctx.error("blocked quantization needs the rank of x or scale at import");
+  int64_t rank = int64_t(ranked->shape().rank());
+  if (axis < -rank || axis >= rank) ctx.error("axis ", axis, " is out of range for rank ", rank);
+  if (axis < 0) axis += rank;
+  AttrMap on_axis{{"axis", Attribute(axis)}};
+  Value* n = temp(ctx, OpKind::Gather, {temp(ctx, OpKind::Shape, {x}), ctx.const_i64({axis}, "axis")});
+  Value* zero = ctx.const_tensor(Tensor::scalar<int64_t>(0), "zero");
+  Value* one = ctx.const_tensor(Tensor::scalar<int64_t>(1), "one");
+  Value* count = temp(ctx, OpKind::Squeeze, {n, ctx.const_i64({0}, "axes")});
+  Value* idx = temp(ctx, OpKind::Div, {temp(ctx, OpKind::Range, {zero, count, one}),
+                                       ctx.const_tensor(Tensor::scalar<int64_t>(block), "block")});
+  auto full = [&](Value* p) {
+    return temp(ctx, OpKind::Cast, {temp(ctx, OpKind::Gather, {p, idx}, on_axis)}, to_type(DType::f32));
+  };
+  Value* s = full(scale);
+  Value* xf = temp(ctx, OpKind::Cast, {x}, to_type(DType::f32));
+  if (op == OpKind::DequantizeLinear) {
+    ctx.take_attr("output_dtype");  // the scale's type, which the result is cast like
+    Value* d = zp ? temp(ctx, OpKind::Sub, {xf, full(zp)}) : xf;
+    ctx.emit_final(OpKind::CastLike, {temp(ctx, OpKind::Mul, {d, s}), scale}, {});
+    return;
+  }
+  auto od = ctx.take_attr("output_dtype");
+  std::optional<DType> out = zp && zp->is_constant() ? std::optional<DType>(zp->constant().dtype())
+                             : od && od->i() != 0    ? dtype_from_onnx_id(int(od->i()))
+                             : zp                     ? std::optional<DType>(zp->dtype())
+                                                      : std::optional<DType>(DType::u8);
+  if (!out || !(*out == DType::u8 || *out == DType::i8 || *out == DType::u16 || *out == DType::i16))
+    ctx.error("blocked quantization to this output type is not supported (u8, i8, u16 and i16 are)");
+  double bits = double(dtype_size(*out) * 8);
+  bool sgn = *out == DType::i8 || *out == DType::i16;
+  float lo = sgn ? -float(std::exp2(bits - 1)) : 0.f;
+  float hi = sgn ? float(std::exp2(bits - 1) - 1) : float(std::exp2(bits) - 1);
+  Value* q = temp(ctx, OpKind::Round, {temp(ctx, OpKind::Div, {xf, s})});
+  if (zp) q = temp(ctx, OpKind::Add, {q, full(zp)});
+  q = temp(ctx, OpKind::Clip, {q, ctx.const_tensor(Tensor::scalar<float>(lo), "lo"),
+                                ctx.const_tensor(Tensor::scalar<float>(hi), "hi")});
+  ctx.emit_final(OpKind::Cast, {q}, to_type(*out));
+}
+
 void convert_quant_linear(ConvertContext& ctx, OpKind op) {
   ctx.take_attr("saturate");
+  if (auto b = ctx.attrs().find("block_size");
+      b != ctx.attrs().end() && b->second.kind() == AttrKind::Int && b->second.i() > 0) {
+    int64_t block = b->second.i();
+    ctx.attrs().erase("block_size");
+    drop_if_default(ctx, "precision", 0, "a computation precision other than the scale's type");
+    return convert_blocked_quant(ctx, op, block);
+  }
   drop_if_default(ctx, "block_size", 0, "blocked quantization");
   drop_if_default(ctx, "precision", 0, "a computation precision other than the scale's type");
   auto od = ctx.take_attr("output_dtype");
@@ -57,13 +126,15 @@ void register_onnx_nn(OnnxConverterTable& t) {
     if (b && ctx.opset() >= 7) ctx.error("attribute 'broadcast' was removed in opset 7");
     ctx.emit(OpKind::Gemm);
   };
-  // AveragePool-19 added dilations; Cuvil's AveragePool has none, so only all-1 dilations import.
-  t["AveragePool"] = [](ConvertContext& ctx) {
-    if (auto d = ctx.take_attr("dilations")) {
-      for (int64_t v : d->kind() == AttrKind::Ints ? d->ints() : std::vector<int64_t>{0})
-        if (v != 1) ctx.error("attribute 'dilations' other than 1 is not supported");
+  // QLinearMatMul-21's f16/bf16 scales: cast to the f32 the op table's QLinearMatMul reads (exactly; the
+  // products and the requantization then compute in f32, as ONNX Runtime does).
+  t["QLinearMatMul"] = [](ConvertContext& ctx) {
+    for (size_t i : {size_t(1), size_t(4), size_t(6)}) {
+      Value* s = ctx.input(i);
+      if (s && (s->is_graph_input() || s->is_constant()) && (s->dtype() == DType::f16 || s->dtype() == DType::bf16))
+        ctx.inputs()[i] = temp(ctx, OpKind::Cast, {s}, to_type(DType::f32));
     }
-    ctx.emit(OpKind::AveragePool);
+    ctx.emit(OpKind::QLinearMatMul);
   };
   t["QuantizeLinear"] = [](ConvertContext& ctx) { convert_quant_linear(ctx, OpKind::QuantizeLinear); };
   t["DequantizeLinear"] = [](ConvertContext& ctx) { convert_quant_linear(ctx, OpKind::DequantizeLinear); };

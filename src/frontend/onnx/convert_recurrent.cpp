@@ -48,22 +48,63 @@ std::string take_mode(ConvertContext& ctx) {
   return m->s();
 }
 
-// Resize-18 adds antialias, axes and keep_aspect_ratio_policy; imported at the values that keep Resize-13's meaning
-// (axes: every axis in order, which the rank known here must show).
+Value* temp(ConvertContext& c, OpKind op, std::vector<Value*> inputs, AttrMap attrs = {}) {
+  return c.emit_temp(op, std::move(inputs), std::move(attrs))->output(0);
+}
+
+// `base` (one value per input dim) with the values of `part` (one per entry of `axes`) written at those dims.
+Value* scatter_axes(ConvertContext& ctx, Value* base, const std::vector<int64_t>& axes, Value* part) {
+  return temp(ctx, OpKind::ScatterElements, {base, ctx.const_i64(axes, "axes"), part});
+}
+
+// Resize-18's `axes`: scales, sizes and roi name only those dims. Imported as the full-rank inputs of Resize-13
+// (scale 1, the input's size and the roi [0, 1] on the other dims), which needs the input's rank here.
+void expand_resize_axes(ConvertContext& ctx, const Attribute& axes_attr) {
+  Value* x = ctx.input(0);
+  if (axes_attr.kind() != AttrKind::Ints) ctx.error("attribute 'axes' must be a list of ints");
+  if (!x || !(x->is_graph_input() || x->is_constant()) || !x->shape().rank_known())
+    ctx.error("attribute 'axes' needs the input's rank, which is not known at import");
+  const int64_t rank = int64_t(x->shape().rank());
+  std::vector<int64_t> axes;
+  std::vector<bool> seen(size_t(rank), false);
+  for (int64_t a : axes_attr.ints()) {
+    if (a < -rank || a >= rank) ctx.error("axis ", a, " in 'axes' is out of range for rank ", rank);
+    if (a < 0) a += rank;
+    if (seen[size_t(a)]) ctx.error("axis ", a, " is given more than once in 'axes'");
+    seen[size_t(a)] = true;
+    axes.push_back(a);
+  }
+  bool identity = int64_t(axes.size()) == rank;
+  for (size_t i = 0; identity && i < axes.size(); ++i) identity = axes[i] == int64_t(i);
+  if (identity) return;
+  auto& in = ctx.inputs();
+  in.resize(std::max<size_t>(in.size(), 4), nullptr);
+  // With sizes given, scales is absent or empty and stays so.
+  if (Value* sizes = in[3]) {
+    in[3] = scatter_axes(ctx, temp(ctx, OpKind::Shape, {x}), axes, sizes);
+  } else if (Value* scales = in[2]) {
+    Value* ones = ctx.const_tensor(Tensor::from_vector<float>(std::vector<float>(size_t(rank), 1.f), {rank}), "ones");
+    in[2] = scatter_axes(ctx, temp(ctx, OpKind::CastLike, {ones, scales}), axes, scales);
+  }
+  if (Value* roi = in[1]) {  // [starts..., ends...] over the named axes
+    std::vector<float> full(size_t(2 * rank), 0.f);
+    std::fill(full.begin() + rank, full.end(), 1.f);
+    std::vector<int64_t> both = axes;
+    for (int64_t a : axes) both.push_back(a + rank);
+    Value* base = ctx.const_tensor(Tensor::from_vector<float>(full, {2 * rank}), "roi");
+    in[1] = scatter_axes(ctx, temp(ctx, OpKind::CastLike, {base, roi}), both, roi);
+  }
+}
+
+// Resize-18 adds antialias, axes and keep_aspect_ratio_policy; antialias and keep_aspect_ratio_policy import at
+// the values that keep Resize-13's meaning, axes as the full-rank inputs.
 void drop_resize18_attrs(ConvertContext& ctx) {
   if (auto a = ctx.take_attr("antialias"); a && !(a->kind() == AttrKind::Int && a->i() == 0))
     ctx.error("attribute 'antialias' = 1 is not supported");
   if (auto k = ctx.take_attr("keep_aspect_ratio_policy");
       k && !(k->kind() == AttrKind::String && k->s() == "stretch"))
     ctx.error("attribute 'keep_aspect_ratio_policy' other than 'stretch' is not supported");
-  if (auto axes = ctx.take_attr("axes")) {
-    Value* x = ctx.input(0);
-    bool all = axes->kind() == AttrKind::Ints && x && (x->is_graph_input() || x->is_constant()) &&
-               x->shape().rank_known() && axes->ints().size() == x->shape().rank();
-    for (size_t i = 0; all && i < axes->ints().size(); ++i)
-      all = axes->ints()[i] == int64_t(i) || axes->ints()[i] == int64_t(i) - int64_t(axes->ints().size());
-    if (!all) ctx.error("attribute 'axes' naming a subset of the axes is not supported");
-  }
+  if (auto axes = ctx.take_attr("axes")) expand_resize_axes(ctx, *axes);
 }
 
 void convert_resize(ConvertContext& ctx) {

@@ -1,7 +1,7 @@
 // ONNX converters for the tensor family: version differences and lowerings (see converter.h).
 //
 // Opsets 18-28: Split's num_outputs (18), Pad's axes input (18) and wrap mode (19), and ScatterElements/ScatterND's
-// max/min reductions (18) are the op table's own; SpaceToDepth's mode (28) and Range's stash_type (27) are handled
+// max/min reductions (18) and SpaceToDepth's mode (28) are the op table's own; Range's stash_type (27) is handled
 // below.
 //
 // The op table holds each op in its opset-13+ form, where lists that used to be attributes (Reshape's shape,
@@ -144,12 +144,6 @@ void register_onnx_tensor(OnnxConverterTable& t) {
     c.emit(OpKind::OneHot);
   };
 
-  // SpaceToDepth-28's mode: DCR (the only order before) imports; CRD does not.
-  t["SpaceToDepth"] = [](ConvertContext& c) {
-    if (auto m = c.take_attr("mode"); m && !(m->kind() == AttrKind::String && m->s() == "DCR"))
-      c.error("attribute 'mode' other than DCR is not supported");
-    c.emit(OpKind::SpaceToDepth);
-  };
   // Range-27's stash_type is the precision of float16 ranges' arithmetic; Cuvil's Range computes start + i * delta
   // in the element type (exact for every type of earlier opsets).
   t["Range"] = [](ConvertContext& c) {

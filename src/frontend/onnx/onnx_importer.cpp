@@ -294,7 +294,10 @@ class Importer {
       domain_opsets_[domain] = int(op.version());
     }
     if (opset_ < 0) opset_ = m.opset_import_size() == 0 ? 1 : opset_;
-    CUVIL_CHECK(opset_ >= 1, "ONNX model does not import the default (ai.onnx) operator set");
+    // A model of other domains only (ai.onnx.ml pipelines) is valid while it uses no ai.onnx op; its converters'
+    // expansions into op-table ops read the newest opset.
+    default_imported_ = opset_ >= 1;
+    if (!default_imported_) opset_ = kMaxOpset;
     CUVIL_CHECK(opset_ <= kMaxOpset, "ONNX model uses opset ", opset_, "; Cuvil supports opsets up to ", kMaxOpset,
                 " (onnx 1.23)");
     for (const auto& f : m.functions()) functions_[f.domain() + ":" + f.name()] = &f;
@@ -454,6 +457,8 @@ class Importer {
     while (!outs.empty() && outs.back().empty()) outs.pop_back();
     for (size_t k = 0; k < outs.size(); ++k)
       if (outs[k].empty()) outs[k] = g.unique_name(loc.name + "_unused" + std::to_string(k));
+    CUVIL_CHECK(!domain.empty() || default_imported_, where,
+                ": the model does not import the default (ai.onnx) operator set that this op belongs to");
     if (np.op_type() == "Constant" && domain.empty()) return convert_constant(np, g, attrs, outs, where);
     ConvertContext ctx(np, opset_, g, std::move(inputs), std::move(attrs), outs, loc);
     // channels_last is Cuvil's own attribute (set by the assign-layouts pass), not ONNX's (contrib ops have their
@@ -563,6 +568,7 @@ class Importer {
 
   ExternalDataDir base_dir_;  // where external data is read from (onnx_tensor_to_cuvil's overload above)
   int opset_ = 0;
+  bool default_imported_ = true;
   std::unordered_map<std::string, int> domain_opsets_;  // imported operator sets by domain ("" = ai.onnx)
   std::unordered_map<std::string, const onnx::FunctionProto*> functions_;  // model-local functions, "domain:name"
   std::unordered_map<std::string, Tensor> by_content_;

@@ -383,12 +383,13 @@ CUVIL_DEFINE_OP(AveragePool) {
   s.inputs(1, 1).outputs(1, 1);
   pool_common_attrs(s);
   s.attr("count_include_pad", AttrKind::Int, int64_t(0)).attr("channels_last", AttrKind::Int, int64_t(0));
+  s.attr("dilations", AttrKind::Ints, kNoInts);  // opset 19
   s.infer_with([](InferContext& c) {
     expect_float(c, 0);
     int64_t cip = c.i("count_include_pad");
     if (cip != 0 && cip != 1) c.error("count_include_pad must be 0 or 1, got ", cip);
     bool cl = read_channels_last(c);
-    c.set_output(0, c.input_dtype(0), maybe_channels_last(pool_shape(c, false, channels_first_shape(c, cl)), cl));
+    c.set_output(0, c.input_dtype(0), maybe_channels_last(pool_shape(c, true, channels_first_shape(c, cl)), cl));
   });
 }
 
@@ -569,8 +570,8 @@ CUVIL_DEFINE_OP(QuantizeLinear) {
     infer::expect_dtype(c, 0, {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32});
     infer::expect_dtype(c, 1, {DType::f32});
     DType out = DType::u8;
-    if (c.has_input(2)) {
-      expect_q8(c, 2);
+    if (c.has_input(2)) {  // 16-bit grids since opset 21
+      infer::expect_dtype(c, 2, {DType::u8, DType::i8, DType::u16, DType::i16});
       out = c.input_dtype(2);
     }
     expect_axis_params(c);
@@ -582,7 +583,7 @@ CUVIL_DEFINE_OP(DequantizeLinear) {
   // x, x_scale, x_zero_point
   s.inputs(2, 3).outputs(1, 1).attr("axis", AttrKind::Int, int64_t(1)).allow_inplace(0, 0);
   s.infer_with([](InferContext& c) {
-    infer::expect_dtype(c, 0, {DType::u8, DType::i8, DType::i32});
+    infer::expect_dtype(c, 0, {DType::u8, DType::i8, DType::i32, DType::u16, DType::i16});  // 16-bit: opset 21
     infer::expect_dtype(c, 1, {DType::f32});
     if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
     expect_axis_params(c);

@@ -131,7 +131,8 @@ void infer_resize(InferContext& c) {
   auto coord = recurrent::parse_coord_mode(c.s("coordinate_transformation_mode"));
   if (!coord)
     c.error("coordinate_transformation_mode '", c.s("coordinate_transformation_mode"),
-            "' must be half_pixel, pytorch_half_pixel, align_corners, asymmetric or tf_crop_and_resize");
+            "' must be half_pixel, half_pixel_symmetric, pytorch_half_pixel, align_corners, asymmetric or "
+            "tf_crop_and_resize");
   if (!recurrent::parse_nearest_mode(c.s("nearest_mode")))
     c.error("nearest_mode '", c.s("nearest_mode"), "' must be round_prefer_floor, round_prefer_ceil, floor or ceil");
   if (c.has_input(1)) infer::expect_dtype(c, 1, {DType::f16, DType::f32, DType::f64});

@@ -113,7 +113,15 @@ inline ActivationsOrError resolve_activations(const AttrReader& a, int nd, const
 // ---- Resize
 
 enum class ResizeMode { Nearest, Linear, Cubic };
-enum class CoordMode { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric, TfCropAndResize, TfHalfPixelForNN };
+enum class CoordMode {
+  HalfPixel,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfCropAndResize,
+  TfHalfPixelForNN,
+  HalfPixelSymmetric,  // Resize-19
+};
 // Simple: the rounding of Resize-10 and Upsample (floor when an axis is upsampled, ceil when it is downsampled).
 enum class NearestMode { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
 
@@ -131,6 +139,7 @@ inline std::optional<CoordMode> parse_coord_mode(const std::string& s) {
   if (s == "asymmetric") return CoordMode::Asymmetric;
   if (s == "tf_crop_and_resize") return CoordMode::TfCropAndResize;
   if (s == "tf_half_pixel_for_nn") return CoordMode::TfHalfPixelForNN;
+  if (s == "half_pixel_symmetric") return CoordMode::HalfPixelSymmetric;
   return std::nullopt;
 }
 

@@ -24,8 +24,8 @@ using infer::normalize_axis;
 constexpr DType kFloatTypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64};
 constexpr DType kReduceTypes[] = {DType::u32, DType::u64, DType::i32,  DType::i64,
                                   DType::f16, DType::bf16, DType::f32, DType::f64};
-constexpr DType kReduceMinMaxTypes[] = {DType::u8,  DType::i8,   DType::u32, DType::u64, DType::i32,
-                                        DType::i64, DType::f16, DType::bf16, DType::f32, DType::f64};
+constexpr DType kReduceMinMaxTypes[] = {DType::u8,  DType::i8,   DType::u32, DType::u64, DType::i32,   DType::i64,
+                                        DType::f16, DType::bf16, DType::f32, DType::f64, DType::boolean};  // bool: 20
 // ArgMax/ArgMin and TopK: every number type.
 constexpr DType kNumericTypes[] = {DType::u8,  DType::u16, DType::u32, DType::u64,  DType::i8,  DType::i16,
                                    DType::i32, DType::i64, DType::f16, DType::bf16, DType::f32, DType::f64};

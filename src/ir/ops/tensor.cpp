@@ -64,11 +64,14 @@ void expect_rank1(const InferContext& c, size_t i, const char* what) {
   if (s.rank_known() && s.rank() != 1) c.error(what, " (input ", i, ") must be a 1-D tensor, got shape ", s.str());
 }
 
-void expect_scalar_like(const InferContext& c, size_t i, const char* what) {
+// unknown_ok: a 1-D shape of unknown length passes too (the kernel checks it holds one element), as ONNX Runtime
+// runs Range on the [1]-shaped values an If merges with others (AffineGrid's function body).
+void expect_scalar_like(const InferContext& c, size_t i, const char* what, bool unknown_ok = false) {
   const Shape& s = c.input_shape(i);
   if (!s.rank_known()) return;
   if (s.rank() == 0) return;
   if (s.rank() == 1 && s[0].is_const() && s[0].value() == 1) return;
+  if (unknown_ok && s.rank() == 1 && !s[0].is_const()) return;
   c.error(what, " (input ", i, ") must be a scalar, got shape ", s.str());
 }
 
@@ -789,10 +792,10 @@ int64_t int_range_count(const InferContext& c, int64_t st, int64_t li, int64_t d
 
 void infer_range(InferContext& c) {
   DType dt = c.input_dtype(0);
-  expect_dtype(c, 0, {DType::f32, DType::f64, DType::i16, DType::i32, DType::i64});
+  expect_dtype(c, 0, {DType::f32, DType::f64, DType::i16, DType::i32, DType::i64, DType::f16, DType::bf16});
   for (size_t i = 0; i < 3; ++i) {
     infer::expect_same_dtype(c, 0, i);
-    expect_scalar_like(c, i, i == 0 ? "start" : i == 1 ? "limit" : "delta");
+    expect_scalar_like(c, i, i == 0 ? "start" : i == 1 ? "limit" : "delta", /*unknown_ok=*/true);
   }
   if (is_float(dt)) {
     const Tensor *s = c.input_value(0), *l = c.input_value(1), *d = c.input_value(2);
@@ -801,12 +804,17 @@ void infer_range(InferContext& c) {
       return;
     }
     if (s->numel() != 1 || l->numel() != 1 || d->numel() != 1) c.error("start, limit and delta must be scalars");
-    // In the input's precision, as the kernel's start + i * delta is.
+    // In the input's precision, as the kernel's start + i * delta is; f16 and bf16 in double, as onnx's
+    // reference (np.arange on the Python values) is.
     double cnt = visit_dtype(dt, [&]<class T>() -> double {
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
         T st = s->data<T>()[0], li = l->data<T>()[0], de = d->data<T>()[0];
         if (de == 0) c.error("delta may not be 0");
         return std::ceil(double(li - st) / double(de));
+      } else if constexpr (std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>) {
+        double st = float(s->data<T>()[0]), li = float(l->data<T>()[0]), de = float(d->data<T>()[0]);
+        if (de == 0) c.error("delta may not be 0");
+        return std::ceil((li - st) / de);
       } else {
         return 0;
       }
@@ -997,6 +1005,8 @@ void infer_depth_to_space(InferContext& c) {
 }
 
 void infer_space_to_depth(InferContext& c) {
+  const std::string& mode = c.s("mode");
+  if (mode != "DCR" && mode != "CRD") c.error("mode must be 'DCR' or 'CRD', got '", mode, "'");
   const Shape& in = c.input_shape(0);
   int64_t b = blocksize(c);
   if (!in.rank_known()) {
@@ -1187,7 +1197,11 @@ CUVIL_DEFINE_OP(DepthToSpace) {
 }
 
 CUVIL_DEFINE_OP(SpaceToDepth) {
-  s.inputs(1, 1).required_attr("blocksize", AttrKind::Int).infer_with(infer_space_to_depth);
+  // mode (opset 28): DCR (every earlier opset's order) or CRD, as DepthToSpace's.
+  s.inputs(1, 1)
+      .required_attr("blocksize", AttrKind::Int)
+      .attr("mode", AttrKind::String, "DCR")
+      .infer_with(infer_space_to_depth);
 }
 
 CUVIL_DEFINE_OP(ReverseSequence) {

@@ -35,7 +35,6 @@ class PoolKernel final : public PrimitiveKernel {
       nn::WindowAttrs which;
       which.has_ceil_mode = true;
       which.kernel_required = true;
-      which.has_dilations = n.op() == OpKind::MaxPool;
       nn::Window win = nn::read_window(attrs, S, which);
       if (n.op() == OpKind::MaxPool) {
         alg = dnnl::algorithm::pooling_max;
@@ -45,6 +44,9 @@ class PoolKernel final : public PrimitiveKernel {
         // With ceil_mode the last window may reach past the explicit padding; ONNX and oneDNN count such
         // windows' divisors differently when padding is included, so that case stays on the reference.
         if (include_pad && win.ceil_mode) return false;
+        // Dilated average pooling (opset 19) is rare; the reference runs it.
+        for (int64_t d : win.dilations)
+          if (d != 1) return false;
         alg = include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
       }
       for (size_t i = 0; i < S; ++i) {

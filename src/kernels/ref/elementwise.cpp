@@ -538,13 +538,21 @@ CUVIL_REF_KERNEL(Pow) {
   });
 }
 
-// fmod=0: integer modulus with the divisor's sign (Python's %). fmod=1: C fmod, the dividend's sign.
+// fmod=0: modulus with the divisor's sign (Python's %). fmod=1: C fmod, the dividend's sign.
 CUVIL_REF_KERNEL(Mod) {
   bool fmod = ctx.i("fmod") != 0;
   same_type_binary<Cls::Numeric>(ctx, [&]<class T>(T a, T b) -> T {
     if constexpr (is_float_v<T>) {
-      if (!fmod) ctx.error("floating-point inputs need fmod=1");
-      return T(std::fmod(widen(a), widen(b)));
+      auto r = std::fmod(widen(a), widen(b));
+      if (fmod || widen(b) == 0) return T(r);
+      // fmod=0 on floats is numpy's mod (onnx's reference): a nonzero remainder takes the divisor's sign, a zero
+      // one the divisor's sign of zero.
+      if (r != 0) {
+        if ((widen(b) < 0) != (r < 0)) r += widen(b);
+      } else {
+        r = std::copysign(decltype(r)(0), widen(b));
+      }
+      return T(r);
     } else {
       if (b == 0) ctx.error("integer modulo by zero");
       if constexpr (std::is_signed_v<T>) {
@@ -559,15 +567,20 @@ CUVIL_REF_KERNEL(Mod) {
   });
 }
 
-// Shifting by the type's width or more gives 0.
+// Shifting by a negative amount or by the type's width or more gives 0, or -1 for a negative value shifted right
+// (onnx 1.23, opset 28: signed types shift arithmetically right; left shifts wrap like unsigned ones).
 CUVIL_REF_KERNEL(BitShift) {
   const std::string& dir = ctx.s("direction");
   if (dir != "LEFT" && dir != "RIGHT") ctx.error("attribute 'direction' must be \"LEFT\" or \"RIGHT\"");
   bool left = dir == "LEFT";
-  same_type_binary<Cls::UnsignedInt>(ctx, [&]<class T>(T x, T n) -> T {
-    if (uint64_t(n) >= sizeof(T) * 8) return T(0);
-    using W = wide_unsigned_t<T>;
-    return left ? T(W(x) << n) : T(W(x) >> n);
+  same_type_binary<Cls::Integer>(ctx, [&]<class T>(T x, T n) -> T {
+    using U = std::make_unsigned_t<T>;
+    using W = wide_unsigned_t<U>;
+    bool out_of_range = (std::is_signed_v<T> && n < 0) || uint64_t(U(n)) >= sizeof(T) * 8;
+    if (out_of_range) return (!left && std::is_signed_v<T> && x < 0) ? T(-1) : T(0);
+    if (left) return T(U(W(U(x)) << n));
+    if constexpr (std::is_signed_v<T>) return T(x >> n);  // arithmetic (C++20 defines it)
+    else return T(W(x) >> n);
   });
 }
 
@@ -667,6 +680,12 @@ void cast_to(KernelContext& ctx, DType to) {
     visit_dtype(to, [&]<class To>() {
       const From* in = x.data<From>();
       To* out = y.data<To>();
+      if constexpr (std::is_same_v<To, bf16_t>) {
+        if (ctx.i("round_bf16") != 0) {  // round to nearest even (bf16_t's conversion from float)
+          for (int64_t i = 0; i < x.numel(); ++i) out[i] = bf16_t(float(widen(in[i])));
+          return;
+        }
+      }
       for (int64_t i = 0; i < x.numel(); ++i) out[i] = cast_value<To>(in[i]);
     });
   });

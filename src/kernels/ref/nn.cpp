@@ -321,7 +321,6 @@ CUVIL_REF_KERNEL(MaxPool) { ref::channels_first_or(ctx, max_pool_channels_first)
 
 static void average_pool_channels_first(KernelContext& ctx) {
   nn::WindowAttrs which;
-  which.has_dilations = false;
   which.has_ceil_mode = true;
   which.kernel_required = true;
   nn::Window win = nn::read_window(ctx, ctx.input(0).rank() - 2, which);
@@ -553,7 +552,7 @@ CUVIL_REF_KERNEL(QuantizeLinear) {
   const Tensor &x = ctx.input(0), &scale = ctx.input(1);
   Tensor& y = ctx.output(0);
   const QuantParams qp = quant_params(ctx);
-  visit_among<CUVIL_NN_Q8>(ctx, y.dtype(), [&]<class Q>() {
+  visit_among<CUVIL_NN_Q8, uint16_t, int16_t>(ctx, y.dtype(), [&]<class Q>() {
     Q* yp = y.data<Q>();
     visit_among<CUVIL_NN_FLOATS, int32_t>(ctx, x.dtype(), [&]<class T>() {
       const T* xp = x.data<T>();
@@ -573,7 +572,7 @@ CUVIL_REF_KERNEL(DequantizeLinear) {
   Tensor& y = ctx.output(0);
   const QuantParams qp = quant_params(ctx);
   float* yp = y.data<float>();
-  visit_among<CUVIL_NN_Q8, int32_t>(ctx, x.dtype(), [&]<class T>() {
+  visit_among<CUVIL_NN_Q8, int32_t, uint16_t, int16_t>(ctx, x.dtype(), [&]<class T>() {
     const T* xp = x.data<T>();  // may alias yp (in place): element i is read before it is written
     for_each_axis_param(ctx, x, scale, [&](int64_t i, int64_t c) {
       yp[i] = float(int64_t(xp[i]) - qp.zero_point[size_t(c)]) * float(qp.scale[size_t(c)]);

@@ -221,7 +221,8 @@ void max_pool(const Geom& g, const T* x, T* y, int64_t* ind, bool col_major) {
   });
 }
 
-// Average pooling over each (n, c) plane, summing in double. The divisor counts the taps inside the input, or
+// Average pooling over each (n, c) plane, summing in double; taps dilations apart (AveragePool-19). The divisor
+// counts the taps inside the input, or
 // with count_include_pad the taps inside the padded input (taps past the end padding, which ceil_mode can add,
 // never count).
 template <class T>
@@ -232,9 +233,9 @@ void avg_pool(const Geom& g, const T* x, T* y, bool count_include_pad) {
     Range r[3];
     int64_t count = 1;
     for (int a = 0; a < 3; ++a) {
-      r[a] = tap_range(g.k[a], 1, st[a], g.in[a]);
+      r[a] = tap_range(g.k[a], g.d[a], st[a], g.in[a]);
       if (count_include_pad) {
-        Range padded = tap_range(g.k[a], 1, st[a] + g.pb[a], g.in[a] + g.pb[a] + g.pe[a]);
+        Range padded = tap_range(g.k[a], g.d[a], st[a] + g.pb[a], g.in[a] + g.pb[a] + g.pe[a]);
         count *= std::max<int64_t>(0, padded.hi - padded.lo);
       } else {
         count *= std::max<int64_t>(0, r[a].hi - r[a].lo);
@@ -243,8 +244,8 @@ void avg_pool(const Geom& g, const T* x, T* y, bool count_include_pad) {
     double sum = 0;
     for (int64_t k0 = r[0].lo; k0 < r[0].hi; ++k0) {
       for (int64_t k1 = r[1].lo; k1 < r[1].hi; ++k1) {
-        const T* xr = xp + ((st[0] + k0) * g.in[1] + st[1] + k1) * g.in[2] + st[2];
-        for (int64_t k2 = r[2].lo; k2 < r[2].hi; ++k2) sum += double(xr[k2]);
+        const T* xr = xp + ((st[0] + k0 * g.d[0]) * g.in[1] + st[1] + k1 * g.d[1]) * g.in[2] + st[2];
+        for (int64_t k2 = r[2].lo; k2 < r[2].hi; ++k2) sum += double(xr[k2 * g.d[2]]);
       }
     }
     y[p * out_plane + o] = T(compute_t<T>(sum / double(count)));

@@ -254,6 +254,11 @@ AxisTaps axis_taps(const recurrent::ResizeAxis& a, const ResizeParams& p, double
       case CoordMode::AlignCorners: x = a.length_resized > 1 ? y * (in - 1) / (a.length_resized - 1) : 0.0; break;
       case CoordMode::Asymmetric: x = y / a.scale; break;
       case CoordMode::TfHalfPixelForNN: x = (y + 0.5) / a.scale; break;
+      case CoordMode::HalfPixelSymmetric: {  // half_pixel about the centre, when flooring shortened the output
+        const double offset = in / 2 * (1 - double(a.out) / a.length_resized);
+        x = offset + (y + 0.5) / a.scale - 0.5;
+        break;
+      }
       case CoordMode::TfCropAndResize:
         x = a.length_resized > 1
                 ? roi_start * (in - 1) + y * (roi_end - roi_start) * (in - 1) / (a.length_resized - 1)

@@ -368,8 +368,23 @@ std::vector<double> channel_param(const KernelContext& ctx, size_t i, int64_t c,
 
 CUVIL_REF_KERNEL(ReduceSum) { reduce_kernel<SumOp>(ctx); }
 CUVIL_REF_KERNEL(ReduceMean) { reduce_kernel<MeanOp>(ctx); }
-CUVIL_REF_KERNEL(ReduceMax) { reduce_kernel<MaxOp>(ctx); }
-CUVIL_REF_KERNEL(ReduceMin) { reduce_kernel<MinOp>(ctx); }
+// bool (opset 20): Max is any, Min is all; an empty set gives false and true (the type's lowest and highest).
+template <bool kMax>
+struct BoolExtremeOp {
+  using Acc = uint8_t;  // not bool: the accumulators live in a std::vector
+  Acc init() const { return !kMax; }
+  void add(Acc& a, bool v) const { a = kMax ? (a || v) : (a && v); }
+  bool finish(Acc a, int64_t) const { return a != 0; }
+};
+
+CUVIL_REF_KERNEL(ReduceMax) {
+  if (ctx.input(0).dtype() == DType::boolean) return reduce_with<bool>(ctx, BoolExtremeOp<true>{});
+  reduce_kernel<MaxOp>(ctx);
+}
+CUVIL_REF_KERNEL(ReduceMin) {
+  if (ctx.input(0).dtype() == DType::boolean) return reduce_with<bool>(ctx, BoolExtremeOp<false>{});
+  reduce_kernel<MinOp>(ctx);
+}
 CUVIL_REF_KERNEL(ReduceProd) { reduce_kernel<ProdOp>(ctx); }
 CUVIL_REF_KERNEL(ReduceL1) { reduce_kernel<L1Op>(ctx); }
 CUVIL_REF_KERNEL(ReduceL2) { reduce_kernel<L2Op>(ctx); }

@@ -450,12 +450,20 @@ CUVIL_REF_KERNEL(Pad) {
 
 CUVIL_REF_KERNEL(Range) {
   Tensor& out = ctx.output(0);
+  for (size_t i = 0; i < 3; ++i)
+    if (ctx.input(i).numel() != 1)
+      ctx.error(i == 0 ? "start" : i == 1 ? "limit" : "delta", " must hold one element, got ", ctx.input(i).type_str());
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       T start = ctx.input(0).data<T>()[0], delta = ctx.input(2).data<T>()[0];
       T* dst = out.data<T>();
       // start + i * delta (not repeated addition), so float rounding does not accumulate.
       for (int64_t i = 0; i < out.numel(); ++i) dst[i] = T(start + T(i) * delta);
+    } else if constexpr (std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>) {
+      // Computed in double and rounded once (onnx's reference without stash_type; within an ulp with it).
+      double start = float(ctx.input(0).data<T>()[0]), delta = float(ctx.input(2).data<T>()[0]);
+      T* dst = out.data<T>();
+      for (int64_t i = 0; i < out.numel(); ++i) dst[i] = T(float(start + double(i) * delta));
     } else {
       ctx.error("unsupported dtype ", dtype_name(out.dtype()));
     }
@@ -728,13 +736,15 @@ CUVIL_REF_KERNEL(SpaceToDepth) {
   int64_t b = ctx.i("blocksize");
   int64_t N = in.dim(0), C = in.dim(1), H = in.dim(2), W = in.dim(3);
   int64_t OH = out.dim(2), OW = out.dim(3), OC = out.dim(1);
+  bool crd = ctx.s("mode") == "CRD";
   visit_width(dtype_size(in.dtype()), [&]<class U>() {
     const U* src = elems<U>(in);
     U* dst = elems<U>(out);
     int64_t e = 0;
     for (int64_t n = 0; n < N; ++n)
       for (int64_t oc = 0; oc < OC; ++oc) {
-        int64_t c = oc % C, blk = oc / C, by = blk / b, bx = blk % b;
+        // DCR: the block offset outermost in the output channel; CRD: the input channel outermost.
+        int64_t c = crd ? oc / (b * b) : oc % C, blk = crd ? oc % (b * b) : oc / C, by = blk / b, bx = blk % b;
         for (int64_t y = 0; y < OH; ++y)
           for (int64_t x = 0; x < OW; ++x, ++e) dst[e] = src[((n * C + c) * H + y * b + by) * W + x * b + bx];
       }
