@@ -265,6 +265,12 @@ Plan build_plan(const Program& p, const SymbolBindings& b) {
         if (!in || in->graph() != &g || buffer_of[size_t(in->id())] < 0) return nullptr;
         return plan.bytes[size_t(in->id())] == bytes ? in : nullptr;
       };
+      // Written in place, element k of the output overwrites element k of the input: only when the input is not
+      // broadcast and its elements are as wide (the same bytes are not enough: Less(i64[8], i64[2, 1]) -> bool[2, 8]
+      // is 16 bytes each way, and writing it over the [2, 1] operand while reading it gave wrong answers).
+      auto same_elements = [&](const Value* in) {
+        return dtype_size(in->dtype()) == dtype_size(out->dtype()) && in->shape().numel().eval(b) == numel;
+      };
       int buf = -1;
       // A view (a reshape) shares its input's buffer outright: the buffer then lives until both are read.
       for (auto pair : schema.views)
@@ -273,7 +279,7 @@ Plan build_plan(const Program& p, const SymbolBindings& b) {
       // that buffer or another input of the node views it (the kernel may read that one out of element order).
       for (auto pair : schema.inplace) {
         Value* in = pair_input(pair);
-        if (buf >= 0 || !in || p.last_use[size_t(in->id())] != int(i)) continue;
+        if (buf >= 0 || !in || p.last_use[size_t(in->id())] != int(i) || !same_elements(in)) continue;
         int cand = buffer_of[size_t(in->id())];
         if (buffers[size_t(cand)].last != int(i)) continue;
         bool viewed = false;

@@ -507,6 +507,27 @@ TEST(RefElementwise, SymbolicBroadcastAndInplaceChain) {
   EXPECT_GE(exec.stats().inplace_reuses, 1);
 }
 
+// An output of the same byte size as a broadcast input must not be written over it: Less(i64[8], i64[2, 1]) is
+// bool[2, 8], 16 bytes like its [2, 1] operand, which the kernel still reads (a found wrong answer, -O0 only:
+// the Cast makes the Less's result an arena value).
+TEST(RefElementwise, BroadcastInputOfEqualBytesIsNotOverwritten) {
+  auto g = std::make_shared<Graph>();
+  Value* n = g->add_input("n", TensorType{DType::i64, Shape({Dim(2)})});
+  Value* r = g->add_constant("r", vec<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}));
+  Value* axes = g->add_constant("axes", vec<int64_t>({1}));
+  Node* col = g->add_node(OpKind::Unsqueeze, {n, axes}, {"col"});
+  Node* lt = g->add_node(OpKind::Less, {r, col->output(0)}, {"lt"});
+  Node* cast = g->add_node(OpKind::Cast, {lt->output(0)}, {"y"}, {{"to", int64_t(1)}});
+  g->add_output(cast->output(0));
+  infer_shapes(*g);
+  verify(*g);
+  for (const ExecutorOptions& kernels : {reference_kernels(), ExecutorOptions{}}) {
+    Executor exec(g, kernels);
+    auto out = exec.run({tensor<int64_t>({3, 6}, {2})});
+    EXPECT_EQ(values<float>(out[0]), (std::vector<float>{1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0}));
+  }
+}
+
 namespace {
 // Runs an op's inference with the given dims values on its inputs (as for a Shape output at compile time).
 std::optional<std::vector<Dim>> infer_dims(OpKind op, std::vector<TensorType> types,
