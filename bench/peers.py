@@ -2,6 +2,8 @@
 the CPU with a given thread count, batch-1 latency settings."""
 from __future__ import annotations
 
+import os
+
 import warnings
 
 import torch
@@ -29,6 +31,9 @@ def ort_runner(path: str, feeds: dict, threads: int):
     so = rt.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    # Its workers spin between calls by default; alternated with another engine on a small machine they hold the
+    # cores during that engine's calls (Cuvil's doubled on 2 cores). Cuvil's spin briefly (GOMP_SPINCOUNT).
+    so.add_session_config_entry("session.intra_op.allow_spinning", os.environ.get("CUVIL_BENCH_ORT_SPIN", "0"))
     s = rt.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     names = {i.name for i in s.get_inputs()}
     f = {k: v for k, v in feeds.items() if k in names}

@@ -13,7 +13,8 @@ the median of the rounds' ratios; its spread is the rounds' median absolute devi
 A case regresses when its ratio exceeds the baseline's by more than threshold = max(--min-threshold,
 3 x sqrt(error_baseline^2 + error_now^2)): three standard deviations of the difference of the two medians, so an
 unchanged build fails about 1 case in 700 by chance. The report prints each case's spread and threshold.
-A case over its threshold is measured once more with twice the rounds (`--confirm`, on by default) and fails only
+`--baseline-from-history N` makes the baseline from the last N unchanged runs instead (their median, and the spread
+between runs, which the threshold then includes). A case over its threshold is measured once more with twice the rounds (`--confirm`, on by default) and fails only
 if that confirms it: a real slowdown persists, a burst of load on a shared machine rarely does.
 Baselines: bench/regress/baseline-<machine>.json; each run is appended to bench/regress/history-<machine>.jsonl.
 Cases: single ops and small chains built here, and two whole models (ResNet-18, MobileNetV2: scripts/models.py,
@@ -53,7 +54,25 @@ def median_error(c: dict) -> float:
 
 
 def threshold(base: dict, now: dict, min_threshold: float) -> float:
-    return max(min_threshold, 3.0 * math.hypot(median_error(base), median_error(now)))
+    """Three standard deviations of the change: the two medians' errors and, for a baseline made of several
+    runs, the spread between runs (a process's thread placement and memory layout move a whole run)."""
+    return max(min_threshold, 3.0 * math.sqrt(median_error(base) ** 2 + median_error(now) ** 2 +
+                                              base.get("run_spread", 0.0) ** 2))
+
+
+def baseline_from_runs(runs: list[dict]) -> dict:
+    """A baseline from several unchanged runs: per case the median of their ratios, their median within-run
+    spread, and the spread between runs (1.4826 x their MAD relative to the median)."""
+    out = {}
+    for name in sorted({c for r in runs for c in r["cases"]}):
+        cs = [r["cases"][name] for r in runs if name in r["cases"]]
+        ratios = [c["ratio"] for c in cs]
+        med = statistics.median(ratios)
+        mad = statistics.median(abs(x - med) for x in ratios)
+        out[name] = {"ratio": med, "spread": statistics.median(c["spread"] for c in cs),
+                     "rounds": min(c.get("rounds", 1) for c in cs), "runs": len(cs),
+                     "run_spread": SCALE * mad / med if med > 0 else 0.0}
+    return out
 
 
 def compare(baseline: dict, current: dict, min_threshold: float = 0.05) -> list[dict]:
@@ -166,6 +185,9 @@ def measure(rounds: int, calls: int, threads: int, inject: dict[str, float], onl
             so = ort.SessionOptions()
             so.intra_op_num_threads = threads
             so.inter_op_num_threads = 1
+            # ONNX Runtime's workers spin after each call by default: on a small machine they would still hold the
+            # cores during Cuvil's next calls (and Cuvil's, through GOMP_SPINCOUNT, spin only briefly).
+            so.add_session_config_entry("session.intra_op.allow_spinning", os.environ.get("CUVIL_BENCH_ORT_SPIN", "0"))
             sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
             args = list(feeds.values())
             for _ in range(3):
@@ -200,6 +222,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--min-threshold", type=float, default=0.05)
     ap.add_argument("--update-baseline", action="store_true")
+    ap.add_argument("--baseline-from-history", type=int, metavar="N",
+                    help="write the baseline from this machine's last N runs without --inject (no measuring)")
     ap.add_argument("--inject", action="append", default=[], metavar="CASE=PERCENT")
     ap.add_argument("--only", action="append", default=[], metavar="CASE")
     ap.add_argument("--data-dir", default=DATA, help="where baselines and history live (default bench/regress)")
@@ -219,6 +243,19 @@ def main(argv=None) -> int:
         regress_html.write(a.html, key, _read_history(hist_path),
                            json.load(open(base_path))["cases"] if os.path.exists(base_path) else {})
         print(f"history chart written: {a.html}")
+        return 0
+    if a.baseline_from_history:
+        runs = [r for r in _read_history(hist_path) if not r.get("inject")][-a.baseline_from_history:]
+        if not runs:
+            print(f"no unchanged runs in {hist_path}", file=sys.stderr)
+            return 2
+        cases = baseline_from_runs(runs)
+        with open(base_path, "w") as f:
+            json.dump({"machine": key, "runs": len(runs), "cases": cases}, f, indent=1)
+        for name, c in cases.items():
+            print(f"{name:14s} ratio {c['ratio']:.3f}  spread {100 * c['spread']:.1f} %  between runs "
+                  f"{100 * c['run_spread']:.1f} % ({c['runs']} runs)")
+        print(f"baseline written: {base_path}")
         return 0
     inject = {k: float(v) / 100 for k, v in (s.split("=", 1) for s in a.inject)}
     current = measure(a.rounds, a.calls, a.threads, inject, set(a.only) or None)

@@ -38,8 +38,10 @@ section "Python tests (PyTorch front end, model parity, CLI, examples)"
 PYTHONPATH=$PWD/python "$VENV/bin/python" -m pytest -q tests/python
 
 section "performance regression check (bench/regress.py: ratios to ONNX Runtime against this machine's baseline)"
-# A case fails only when a second, longer measurement confirms it; a machine without a baseline only reports.
-PYTHONPATH=$PWD/python "$VENV/bin/python" bench/regress.py --if-baseline --min-threshold 0.10
+# Reported, not gating yet: on the machine the baseline was made on, 5 unchanged runs stayed within the
+# thresholds and 15 % slowdowns of four cases were caught, but one further run moved a whole case by 38 %
+# (bench/regress/history-*.jsonl); a gate needs baselines that hold across machines of a kind first.
+PYTHONPATH=$PWD/python "$VENV/bin/python" bench/regress.py --if-baseline --min-threshold 0.10 --report-only
 
 section "Python package: pip wheel, installed apart from the source tree"
 # build-wheel/ sits beside build/, so ccache serves the objects the build above compiled.

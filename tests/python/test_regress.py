@@ -126,3 +126,12 @@ def test_history_chart_renders_in_chromium(tmp_path):
             const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
             const s = new Set(); for (let i = 0; i < d.length; i += 4 * 97) s.add(d[i] + ',' + d[i + 1] + ',' + d[i + 2] + ',' + d[i + 3]);
             return s.size; })()""") > 3
+
+
+def test_baseline_from_runs_adds_the_spread_between_runs():
+    runs = [{"cases": {"m": {"ratio": r, "spread": 0.01, "rounds": 15}}} for r in (1.0, 1.02, 0.98, 1.01, 1.5)]
+    b = regress.baseline_from_runs(runs)["m"]
+    assert b["ratio"] == 1.01 and b["runs"] == 5 and b["rounds"] == 15
+    assert b["run_spread"] == pytest.approx(1.4826 * 0.01 / 1.01)  # the outlier run moves the median, not much else
+    assert regress.threshold(b, {"ratio": 1, "spread": 0.01, "rounds": 15}, 0.0) > \
+        regress.threshold({k: v for k, v in b.items() if k != "run_spread"}, {"ratio": 1, "spread": 0.01, "rounds": 15}, 0.0)
