@@ -28,7 +28,8 @@ if "tensorflow" in _sys.modules:
         from . import _C
     finally:
         _sys.setdlopenflags(_flags)
-from . import _C
+else:
+    from . import _C
 from .errors import (CaptureWarning, CheckFailed, CompileError, Error, InputError, InternalError, RunCancelled,
                      RunError, RunLimitExceeded)
 from .compiled import CompiledModule, Profile, ProfileRow, load_onnx

@@ -47,23 +47,11 @@ class ConvKernel final : public PrimitiveKernel {
     has_sum_ = fused && in.size() > 3 && in[3].present;
     has_bias_ = in.size() > 2 && in[2].present;
     size_t S = x.shape.size() - 2;
-    // Logical (channels-first) dims, which oneDNN descriptors always use; the format tag says how they are stored.
-    Dims xd = cl ? Dims(layout::to_channels_first(x.shape)) : Dims(x.shape.begin(), x.shape.end());
-    Dims yd = cl ? Dims(layout::to_channels_first(y)) : Dims(y.begin(), y.end());
     int64_t group = attrs.i("group");
-    nn::Window win = nn::read_window(attrs, S, {});
-    Dims strides, dil, pl, pr;
-    for (size_t i = 0; i < S; ++i) {
-      int64_t k = w.shape[2 + i], in_i = xd[2 + i], out_i = yd[2 + i];
-      auto [b, e] = nn::window_pads(win, i, in_i, out_i, k);
-      int64_t s = win.strides[i], ek = (k - 1) * win.dilations[i] + 1;
-      if ((in_i + b + e - ek) / s + 1 != out_i) e = (out_i - 1) * s + ek - in_i - b;
-      if (e < 0) return false;
-      strides.push_back(s);
-      dil.push_back(win.dilations[i] - 1);  // oneDNN counts the gaps
-      pl.push_back(b);
-      pr.push_back(e);
-    }
+    ConvGeometry geo;  // logical (channels-first) dims: oneDNN's descriptors use them, the format tag says the layout
+    if (!conv_geometry(attrs, x.shape, y, w.shape, cl, &geo)) return false;
+    const Dims &xd = geo.x, &yd = geo.y, &strides = geo.strides, &dil = geo.dilations, &pl = geo.pad_begin,
+               &pr = geo.pad_end;
     memory::format_tag tag = activation_tag(S, cl);
     memory::desc x_md(xd, dt, tag), y_md(yd, dt, tag);
     Dims wd(w.shape.begin(), w.shape.end());

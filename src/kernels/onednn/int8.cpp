@@ -206,21 +206,10 @@ class Int8ConvKernel final : public Int8Kernel {
     has_sum_ = in.size() > 3 && in[3].present;
     bool has_bias = in.size() > 2 && in[2].present;
     size_t S = x.shape.size() - 2;
-    Dims xd = cl ? Dims(layout::to_channels_first(x.shape)) : Dims(x.shape.begin(), x.shape.end());
-    Dims yd = cl ? Dims(layout::to_channels_first(y)) : Dims(y.begin(), y.end());
-    nn::Window win = nn::read_window(attrs, S, {});
-    Dims strides, dil, pl, pr;
-    for (size_t i = 0; i < S; ++i) {
-      int64_t k = w.shape[2 + i], in_i = xd[2 + i], out_i = yd[2 + i];
-      auto [b, e] = nn::window_pads(win, i, in_i, out_i, k);
-      int64_t s = win.strides[i], ek = (k - 1) * win.dilations[i] + 1;
-      if ((in_i + b + e - ek) / s + 1 != out_i) e = (out_i - 1) * s + ek - in_i - b;
-      if (e < 0) return false;
-      strides.push_back(s);
-      dil.push_back(win.dilations[i] - 1);
-      pl.push_back(b);
-      pr.push_back(e);
-    }
+    ConvGeometry geo;  // logical (channels-first) dims: oneDNN's descriptors use them, the format tag says the layout
+    if (!conv_geometry(attrs, x.shape, y, w.shape, cl, &geo)) return false;
+    const Dims &xd = geo.x, &yd = geo.y, &strides = geo.strides, &dil = geo.dilations, &pl = geo.pad_begin,
+               &pr = geo.pad_end;
     memory::format_tag tag = activation_tag(S, cl);
     memory::desc x_md(xd, memory::data_type::u8, tag), y_md(yd, memory::data_type::f32, tag);
     Dims wd(w.shape.begin(), w.shape.end());

@@ -7,6 +7,9 @@
 #include <new>
 #include <mutex>
 
+#include "ir/ops/layout.h"
+#include "ir/ops/nn_window.h"
+
 namespace cuvil::onednn {
 
 ScopedThreads::ScopedThreads(int threads) {
@@ -62,6 +65,26 @@ memory::format_tag activation_tag(size_t spatial, bool channels_last) {
   if (spatial == 1) return channels_last ? T::nwc : T::ncw;
   if (spatial == 2) return channels_last ? T::nhwc : T::nchw;
   return channels_last ? T::ndhwc : T::ncdhw;
+}
+
+bool conv_geometry(const AttrReader& attrs, const std::vector<int64_t>& x, const std::vector<int64_t>& y,
+                   const std::vector<int64_t>& w, bool channels_last, ConvGeometry* g) {
+  size_t S = x.size() - 2;
+  g->x = channels_last ? Dims(layout::to_channels_first(x)) : Dims(x.begin(), x.end());
+  g->y = channels_last ? Dims(layout::to_channels_first(y)) : Dims(y.begin(), y.end());
+  nn::Window win = nn::read_window(attrs, S, {});
+  for (size_t i = 0; i < S; ++i) {
+    int64_t k = w[2 + i], in_i = g->x[2 + i], out_i = g->y[2 + i];
+    auto [b, e] = nn::window_pads(win, i, in_i, out_i, k);
+    int64_t s = win.strides[i], ek = (k - 1) * win.dilations[i] + 1;
+    if ((in_i + b + e - ek) / s + 1 != out_i) e = (out_i - 1) * s + ek - in_i - b;
+    if (e < 0) return false;
+    g->strides.push_back(s);
+    g->dilations.push_back(win.dilations[i] - 1);  // oneDNN counts the gaps
+    g->pad_begin.push_back(b);
+    g->pad_end.push_back(e);
+  }
+  return true;
 }
 
 bool to_onednn_type(DType t, memory::data_type* out) {

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/op_schema.h"
 #include "ir/ops/activation.h"
 #include "kernels/workers.h"
 #include "kernels/prepared_kernel.h"
@@ -29,6 +30,15 @@ memory::desc dense_md(const Dims& dims, memory::data_type dt);
 memory::desc swapped_last2_md(const Dims& dims, memory::data_type dt);
 // The dense layout of an activation with `spatial` dims: ncw/nchw/ncdhw, or nwc/nhwc/ndhwc when channels-last.
 memory::format_tag activation_tag(size_t spatial, bool channels_last);
+
+// A convolution's geometry as oneDNN's descriptors take it: logical (channels-first) dims of input and output,
+// strides, dilations as gaps, and pads, the end pads fitted so that the window count gives the output size. False
+// when no pads give it. `w`: the weights' dims [M, C/group, k...].
+struct ConvGeometry {
+  Dims x, y, strides, dilations, pad_begin, pad_end;
+};
+bool conv_geometry(const AttrReader& attrs, const std::vector<int64_t>& x, const std::vector<int64_t>& y,
+                   const std::vector<int64_t>& w, bool channels_last, ConvGeometry* g);
 // oneDNN's data type for a Cuvil dtype, or false when oneDNN kernels do not take it.
 bool to_onednn_type(DType t, memory::data_type* out);
 
