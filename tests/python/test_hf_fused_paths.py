@@ -81,3 +81,16 @@ def test_bool_padding_mask_changes_only_the_padded_sequence():
     assert rel_l2(a[1], b[1]) < 1e-6
     with torch.no_grad():
         assert rel_l2(b, m(**unmasked).last_hidden_state) < 1e-4
+
+
+def test_gpt2_gelu_new_and_qkv_split_fold_into_products():
+    """GPT-2's gelu_new (tanh GELU, after a Reshape) becomes the FC product's activation, and its c_attn Split into
+    Q, K, V becomes three products: no Split, Pow or Tanh left."""
+    m, inputs, _ = build("gpt2")
+    c = cuvil.compile(m, kwargs=inputs)
+    ir = c.ir()
+    assert 'activation = "GeluTanh"' in ir
+    for op in ("Split", "Pow", "Tanh"):
+        assert not re.search(rf"= {op}\(", ir), op
+    with torch.no_grad():
+        assert rel_l2(c(**inputs).last_hidden_state, m(**inputs).last_hidden_state) < 1e-4
