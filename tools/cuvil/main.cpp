@@ -8,6 +8,7 @@
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
 //                 [--html FILE] [--json FILE] [--trace FILE]   (the report: src/report/profile_report.h)
 //   cuvil profile --diff A.json B.json                          (two --json reports side by side)
+//   cuvil profile REPORT.json --perf-data perf.data [--json F]  (perf samples of that run, per IR node)
 //   cuvil roofs [--threads N] [--remeasure]                     (this machine's FMA rate and bandwidths, cached)
 //
 // --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels;
@@ -49,6 +50,7 @@
 #include "runtime/calibration.h"
 #include "runtime/executor.h"
 #include "report/html_report.h"
+#include "report/perf_fold.h"
 #include "report/profile_report.h"
 #include "report/roofs.h"
 #include "ir/npy.h"
@@ -75,6 +77,9 @@ constexpr const char* kUsage =
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "                [--html FILE] [--json FILE] [--trace FILE]\n"
     "  cuvil profile --diff A.json B.json\n"
+    "  cuvil profile REPORT.json --perf-data perf.data [--json FILE]\n"
+    "      (REPORT.json from a `cuvil profile MODEL --json` run recorded with\n"
+    "       CUVIL_PERF_MAP=1 perf record -k CLOCK_MONOTONIC -e cpu-clock -o perf.data -- cuvil profile ...)\n"
     "  cuvil roofs [--threads N] [--remeasure]\n"
     "  cuvil cache ls|verify|prune|explain ...                 (the compiled-model cache: cuvil cache --help)\n"
     "  cuvil serve --model-repository DIR [--http-port N] [--metrics-port N] ...  (cuvil serve --help)\n"
@@ -106,6 +111,7 @@ struct Args {
   std::string calibration;                // --calibration DIR: int8 calibration samples (.npy)
   std::string html, json_out, trace;  // profile: where to write the HTML report, its JSON, the Chrome trace
   std::vector<std::string> diff;      // profile --diff A B
+  std::string perf_data;              // profile REPORT --perf-data FILE
   bool remeasure = false;             // roofs: measure even when cached
 };
 
@@ -205,7 +211,8 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--diff") {
       a.diff.push_back(value());
       a.diff.push_back(value());
-    } else if (s == "--remeasure") a.remeasure = true;
+    } else if (s == "--perf-data") a.perf_data = value();
+    else if (s == "--remeasure") a.remeasure = true;
     else if (s == "--ir") a.ir = true;
     else if (s == "--kernels") a.kernels = true;
     else if (s == "--stages") a.stages = true;
@@ -582,6 +589,12 @@ int cmd_roofs(const Args& a) {
 int cmd_profile(const Args& a) {
   if (!a.diff.empty()) {
     std::fputs(report::diff_reports(read_text(a.diff[0]), read_text(a.diff[1])).c_str(), stdout);
+    return 0;
+  }
+  if (!a.perf_data.empty()) {  // the model argument is the report of the recorded run
+    std::string folded = report::fold_perf_samples(read_text(a.model), report::read_perf_data(a.perf_data));
+    if (!a.json_out.empty()) write_text(a.json_out, folded);
+    std::fputs(report::perf_table(folded).c_str(), stdout);
     return 0;
   }
   auto g = load_any(a.model);

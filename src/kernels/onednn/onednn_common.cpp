@@ -9,6 +9,7 @@
 
 #include "ir/ops/layout.h"
 #include "ir/ops/nn_window.h"
+#include "support/perf_map.h"
 
 namespace cuvil::onednn {
 
@@ -34,7 +35,13 @@ HeldInputs hold_inputs(const std::vector<PrepareInput>& inputs) {
 }
 
 dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    // CUVIL_PERF_MAP=1 announces oneDNN's JIT code to perf too (in the same /tmp/perf-<pid>.map), unless the user
+    // chose oneDNN's own setting.
+    if (perf_map_enabled() && !std::getenv("ONEDNN_JIT_PROFILE") && !std::getenv("DNNL_JIT_PROFILE"))
+      dnnl_set_jit_profiling_flags(DNNL_JIT_PROFILE_LINUX_PERFMAP);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
 }
 
