@@ -879,7 +879,7 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("path"), py::arg("opt_level") = 1);
   // The profile report's other forms (src/report): the HTML page, the Chrome trace, the diff of two reports.
-  // The model cache (python/cuvil/cache.py): what this build is, and a fast hash of a buffer (weights).
+  // The model cache (python/cuvil/cache/): what this build is, and a fast hash of a buffer (weights).
   m.def("build_info", []() {
     return std::map<std::string, std::string>{{"version", CUVIL_VERSION},
                                               {"git_revision", artifact::git_revision()},
