@@ -12,6 +12,7 @@
 //      inference BatchNormalization of a transposed input becomes a Mul and an Add by its per-channel constants,
 //      which then move as above (DenseNet's pre-activations between channels-last convolutions).
 // What remains are the reorders at the edges of channels-last regions; `cuvil inspect` counts them.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -165,6 +166,140 @@ bool sink_below_concat(Graph& g, size_t i, Node& n) {
   return true;
 }
 
+// Dims that are all known, positive constants.
+bool known_dims(const Shape& s, std::vector<int64_t>* out) {
+  if (!s.rank_known()) return false;
+  out->clear();
+  for (size_t k = 0; k < s.rank(); ++k) {
+    if (!s[k].is_const() || s[k].value() <= 0) return false;
+    out->push_back(s[k].value());
+  }
+  return true;
+}
+
+// How `fine` dims group into `coarse` ones, in order: runs[j] fine dims multiply to coarse[j] (at least one each).
+bool runs_of(const std::vector<int64_t>& coarse, const std::vector<int64_t>& fine, std::vector<size_t>* runs) {
+  size_t f = 0;
+  runs->clear();
+  for (int64_t c : coarse) {
+    if (f >= fine.size()) return false;
+    int64_t prod = fine[f++];
+    size_t n = 1;
+    while (prod < c && f < fine.size()) prod *= fine[f++], ++n;
+    if (prod != c) return false;
+    runs->push_back(n);
+  }
+  return f == fine.size();
+}
+
+Value* shape_constant(Graph& g, const std::string& name, const std::vector<int64_t>& dims) {
+  return g.add_constant(g.unique_name(name), Tensor::from_vector<int64_t>(dims, {int64_t(dims.size())}));
+}
+
+Value* add_reshape(Graph& g, size_t pos, Value* x, const std::vector<int64_t>& dims, const Location& loc) {
+  Node* r = g.insert_node(pos, OpKind::Reshape, {x, shape_constant(g, x->name() + "_shape", dims)},
+                          {g.unique_name(x->name() + "_r")}, {}, loc);
+  std::vector<Dim> d(dims.begin(), dims.end());
+  r->output(0)->set_type({x->dtype(), Shape(d)});
+  return r->output(0);
+}
+
+// Reshape(T(x)) -> T'(Reshape'(x)) when the reshape only splits dims (ShuffleNet's [N, C, H, W] -> [N, g, C/g, H,
+// W]: x's channel dim splits where it lies) or only merges them (its [N, C/g, g, H, W] -> [N, C, H, W]). A merge of
+// dims that are not adjacent and in order in x first gathers them with a transpose of x: the channel shuffle's one
+// real data movement, [.., g, C/g] -> [.., C/g, g] per pixel. That is done only where the result goes back to NHWC
+// order (T' = to NCHW); a merge in x's order needs no transpose and is always done (ViT's flattened patches).
+// Returns the value replacing the Reshape's output, or null.
+Value* sink_below_reshape(Graph& g, size_t i, Node& n) {
+  const std::vector<int64_t>* perm = transpose_perm(n.input(0));
+  std::vector<int64_t> in, out;
+  if (n.op() != OpKind::Reshape || !perm || !known_dims(n.input(0)->shape(), &in) ||
+      !known_dims(n.output(0)->shape(), &out) || perm->size() != in.size())
+    return nullptr;
+  Value* x = n.input(0)->producer()->input(0);
+  size_t r = in.size();
+  std::vector<size_t> runs;
+  if (runs_of(in, out, &runs)) {  // splits: in dim k (x's dim perm[k]) becomes runs[k] dims
+    std::vector<size_t> first(r, 0);  // where in dim k's run starts in y
+    for (size_t k = 1; k < r; ++k) first[k] = first[k - 1] + runs[k - 1];
+    std::vector<size_t> inv(r);
+    for (size_t k = 0; k < r; ++k) inv[size_t((*perm)[k])] = k;
+    std::vector<int64_t> xs_dims, start(r);  // x split, and where in dim k's run starts in it
+    for (size_t xi = 0; xi < r; ++xi) {
+      size_t k = inv[xi];
+      start[k] = int64_t(xs_dims.size());
+      xs_dims.insert(xs_dims.end(), out.begin() + long(first[k]), out.begin() + long(first[k] + runs[k]));
+    }
+    std::vector<int64_t> q;
+    for (size_t k = 0; k < r; ++k)
+      for (size_t t = 0; t < runs[k]; ++t) q.push_back(start[k] + int64_t(t));
+    Value* xs = add_reshape(g, i + 1, x, xs_dims, n.loc());
+    return add_transpose(g, i + 2, xs, q, n.loc());
+  }
+  if (!runs_of(out, in, &runs)) return nullptr;
+  // Merges: out dim j is in dims [first_j, first_j + runs[j]), from x's dims perm[...]. Groups go in the order of
+  // their first dim in x; within a group, in y's order.
+  size_t m = out.size();
+  std::vector<size_t> first(m, 0);
+  for (size_t j = 1; j < m; ++j) first[j] = first[j - 1] + runs[j - 1];
+  std::vector<int64_t> lowest(m);
+  for (size_t j = 0; j < m; ++j)
+    lowest[j] = *std::min_element(perm->begin() + long(first[j]), perm->begin() + long(first[j] + runs[j]));
+  std::vector<size_t> order(m);
+  for (size_t j = 0; j < m; ++j) order[j] = j;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lowest[a] < lowest[b]; });
+  std::vector<int64_t> sigma, zm_dims, tau(m);
+  for (size_t pos = 0; pos < m; ++pos) {
+    size_t j = order[pos];
+    tau[j] = int64_t(pos);
+    zm_dims.push_back(out[j]);
+    for (size_t t = 0; t < runs[j]; ++t) sigma.push_back((*perm)[first[j] + t]);
+  }
+  bool in_order = true;
+  for (size_t k = 0; k < r; ++k) in_order = in_order && sigma[k] == int64_t(k);
+  if (!in_order && tau != kToNchw) return nullptr;
+  size_t pos = i + 1;
+  Value* z = in_order ? x : add_transpose(g, pos++, x, sigma, n.loc());
+  Value* zm = add_reshape(g, pos++, z, zm_dims, n.loc());
+  return add_transpose(g, pos, zm, tau, n.loc());
+}
+
+// Slice(T(x), starts, ends, axes, steps) -> T(Slice(x, starts, ends, perm[axes], steps)) for constant axes (or
+// none, with constant starts); returns the value replacing the Slice's output, or null.
+Value* sink_below_slice(Graph& g, size_t i, Node& n) {
+  const std::vector<int64_t>* perm = transpose_perm(n.input(0));
+  if (n.op() != OpKind::Slice || !perm || n.num_outputs() != 1 || !n.output(0)->shape().rank_known() ||
+      n.output(0)->shape().rank() != perm->size())
+    return nullptr;
+  int64_t r = int64_t(perm->size());
+  std::vector<int64_t> axes;
+  const Value* a = n.num_inputs() > 3 ? n.input(3) : nullptr;
+  if (a) {
+    if (!a->is_constant() || (a->dtype() != DType::i64 && a->dtype() != DType::i32)) return nullptr;
+    for (int64_t k = 0; k < a->constant().numel(); ++k) axes.push_back(a->constant().get_i64(k));
+  } else {
+    const Value* st = n.input(1);
+    if (!st || !st->is_constant()) return nullptr;
+    for (int64_t k = 0; k < st->constant().numel(); ++k) axes.push_back(k);
+  }
+  for (int64_t& ax : axes) {
+    if (ax < -r || ax >= r) return nullptr;
+    ax = (*perm)[size_t(ax < 0 ? ax + r : ax)];
+  }
+  std::vector<Value*> ins = n.inputs();
+  ins[0] = n.input(0)->producer()->input(0);
+  Value* na = g.add_constant(g.unique_name(n.output(0)->name() + "_axes"),
+                             Tensor::from_vector<int64_t>(axes, {int64_t(axes.size())}));
+  if (ins.size() > 3) ins[3] = na;
+  else ins.push_back(na);
+  Value* y = n.output(0);
+  Node* moved = g.insert_node(i + 1, OpKind::Slice, ins, {g.unique_name(y->name() + "_src")}, n.attrs(), n.loc());
+  std::vector<Dim> src_dims(perm->size());
+  for (size_t k = 0; k < perm->size(); ++k) src_dims[size_t((*perm)[k])] = y->shape()[k];
+  moved->output(0)->set_type({y->dtype(), Shape(src_dims)});
+  return add_transpose(g, i + 2, moved->output(0), *perm, n.loc());
+}
+
 // Step 1.
 bool convert_nodes(Graph& g) {
   std::vector<Node*> dead;
@@ -219,6 +354,15 @@ bool merge_and_sink(Graph& g) {
     if (sink_below_concat(g, i, *n)) {
       changed = true;
       i += 2;
+      continue;
+    }
+    Value* sunk = sink_below_reshape(g, i, *n);
+    if (!sunk) sunk = sink_below_slice(g, i, *n);
+    if (sunk) {
+      std::string name = rewrite::free_name(g, n->output(0));
+      g.rename_value(sunk, name);
+      g.replace_all_uses(n->output(0), sunk);
+      changed = true;
       continue;
     }
     if (Value* ss = batch_norm_as_scale_shift(g, i, *n)) {
