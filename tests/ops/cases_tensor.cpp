@@ -58,6 +58,11 @@ void transpose_cases(Cases& cs) {
                      T{{2, 128, 12, 64}, {0, 2, 1, 3}, "head split"}, T{{2, 12, 128, 64}, {0, 1, 3, 2}, "K^T"},
                      T{{1000, 1001}, {1, 0}, "large 2-D"}, T{{2, 3, 4, 5, 6, 7}, {5, 3, 1, 4, 0, 2}, "rank 6"},
                      T{{2, 1, 37, 41}, {0, 2, 3, 1}, "one channel"},
+                     // A channel shuffle of two groups in NHWC: rows of 2 from 2 planes (interleave2), 16-wide
+                     // blocks and an odd remainder, then a whole tensor of them.
+                     T{{5, 3, 2, 58}, {0, 1, 3, 2}, "shuffle of 2 groups"},
+                     T{{1, 2, 37}, {0, 2, 1}, "two planes, odd"}, T{{2, 32}, {1, 0}, "two planes, whole blocks"},
+                     T{{1, 28, 28, 2, 116}, {0, 1, 2, 4, 3}, "shuffle, large"},
                      // Outputs of 16 MB and more stream whole 16 x 16 blocks: aligned rows, no aligned row, back.
                      T{{1, 64, 256, 257}, {0, 2, 3, 1}, "streamed, aligned"},
                      T{{1, 65, 256, 253}, {0, 2, 3, 1}, "streamed, unaligned"},
