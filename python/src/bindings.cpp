@@ -22,6 +22,7 @@
 #include "artifact/artifact.h"
 #include "artifact/cache_key.h"
 #include "artifact/kernel_library.h"
+#include "artifact/prepacked.h"
 #include "codegen/llvm/aot.h"
 #include "codegen/llvm/host_cpu.h"
 #include "codegen/llvm/jit.h"
@@ -410,8 +411,14 @@ class Model {
     in.model_fingerprint = fingerprint;
     for (const auto& [sym, lo, hi] : dims) in.dim_ranges.push_back({sym, lo, hi});
     in.tuned_for = codegen::jit_host_description();
+    ExecutorOptions options;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      options = executor_options();
+    }
     py::gil_scoped_release nogil;
     codegen::add_compiled_kernels(in.graph, in);  // the generated kernels as machine code
+    artifact::add_prepacked_weights(in, options);  // the weights in the kernels' layouts
     artifact::save(path, in);
   }
 

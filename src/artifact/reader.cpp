@@ -13,6 +13,7 @@
 #include "artifact/cpu_features.h"
 #include "artifact/format.h"
 #include "artifact/kernel_library.h"
+#include "artifact/prepacked.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
@@ -77,6 +78,17 @@ class Reader {
     out.graph = graph(out.manifest);
     if (bool(find(SectionKind::kernels)) != bool(find(SectionKind::kernel_index)))
       fail("has one of the kernels and kernel_index sections without the other");
+    if (find(SectionKind::prepacked) && opts_.prepacked) {
+      std::vector<onednn::PackedImage> images;
+      try {
+        images = read_prepacked(section(SectionKind::prepacked), weights_base_, weights_index_, &out.prepacked_unused);
+      } catch (const Error& e) {
+        fail(e.what());
+      }
+      // Held weakly by the kernels' registry: used while the mapping lives (the graph holds it).
+      onednn::provide_packed(images, b_);
+      out.prepacked_images = images.size();
+    }
     if (find(SectionKind::kernels) && opts_.load_kernels) {
       try {
         out.kernel_code = open_kernel_library(section(SectionKind::kernels), section(SectionKind::kernel_index));
@@ -244,6 +256,8 @@ class Reader {
         fail("weights index corrupt (a tensor outside the section)");
     }
     uint8_t* base = b_->data + we->offset;
+    weights_base_ = base;
+    weights_index_ = entries;
     ParseOptions po;
     po.external = [&](int64_t index, DType dtype, const std::vector<int64_t>& dims) {
       if (index < 0 || uint64_t(index) >= entries.size())
@@ -285,6 +299,8 @@ class Reader {
   std::string what_;
   const LoadOptions& opts_;
   std::vector<SectionEntry> table_;
+  const uint8_t* weights_base_ = nullptr;
+  std::vector<WeightsIndexEntry> weights_index_;
 };
 
 }  // namespace
@@ -358,6 +374,9 @@ std::string describe(const Loaded& a) {
   bool code = std::any_of(a.sections.begin(), a.sections.end(), [](const SectionInfo& s) { return s.name == "kernels"; });
   os << "generated kernels: "
      << (code ? "machine code in the artifact" : "no machine code (the process's compiler, else op by op)") << "\n";
+  bool packed = std::any_of(a.sections.begin(), a.sections.end(), [](const SectionInfo& s) { return s.name == "prepacked"; });
+  os << "prepacked weights: " << (!packed ? "none (packed at load)" : "in the artifact") << "\n";
+  if (!a.prepacked_unused.empty()) os << "  (" << a.prepacked_unused << ")\n";
   os << "manifest:\n" << a.manifest.json << "\n";
   return os.str();
 }

@@ -13,6 +13,7 @@
 #include "artifact/checksum.h"
 #include "artifact/cpu_features.h"
 #include "artifact/format.h"
+#include "artifact/prepacked.h"
 #include "ir/text_format.h"
 #include "support/error.h"
 #include "support/sha256.h"
@@ -36,6 +37,11 @@ class WeightsBuilder {
     tensors_.push_back(t);
     seen_[key] = index;
     return index;
+  }
+  // The index of the tensor stored for these bytes, or -1.
+  int64_t find(const void* data, size_t nbytes) const {
+    auto it = seen_.find(std::make_tuple(data, nbytes));
+    return it == seen_.end() ? -1 : it->second;
   }
   std::string bytes() const {
     uint64_t head = sizeof(WeightsIndexHead) + tensors_.size() * sizeof(WeightsIndexEntry);
@@ -101,6 +107,7 @@ const char* section_name(SectionKind k) {
     case SectionKind::source_map: return "source_map";
     case SectionKind::kernels: return "kernels";
     case SectionKind::kernel_index: return "kernel_index";
+    case SectionKind::prepacked: return "prepacked";
   }
   return "?";
 }
@@ -158,6 +165,9 @@ std::string serialize(const SaveInput& in) {
     sections.push_back({SectionKind::kernels, &in.kernels_so});
     sections.push_back({SectionKind::kernel_index, &in.kernel_index});
   }
+  std::string prepacked = prepacked_section(
+      in.prepacked, [&](const void* data, size_t nbytes) { return weights.find(data, nbytes); });
+  if (!prepacked.empty()) sections.push_back({SectionKind::prepacked, &prepacked});
 
   std::vector<SectionEntry> table(sections.size());
   uint64_t at = align_up(sizeof(Header) + table.size() * sizeof(SectionEntry));

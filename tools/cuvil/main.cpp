@@ -40,6 +40,7 @@
 
 #include "artifact/artifact.h"
 #include "artifact/kernel_library.h"
+#include "artifact/prepacked.h"
 #include "codegen/llvm/aot.h"
 #include "frontend/load_model.h"
 #include "passes/pipeline.h"
@@ -723,6 +724,7 @@ int cmd_compile(const Args& a) {
   in.model_fingerprint = file_fingerprint(a.model);
   in.tuned_for = codegen::jit_host_description();
   codegen::add_compiled_kernels(g, in);  // the generated kernels as machine code
+  artifact::add_prepacked_weights(in);   // the weights in the kernels' layouts
   artifact::save(a.output, in);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "wrote " << printable(a.output) << " (" << human_bytes(int64_t(std::filesystem::file_size(a.output)))
