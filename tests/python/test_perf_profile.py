@@ -38,7 +38,8 @@ def _model(path):
 def test_perf_samples_fold_into_the_profile(tmp_path, cuvil_bin):
     if not _perf_records(tmp_path):
         pytest.skip("perf cannot record here")
-    model, report, data, folded = (str(tmp_path / n) for n in ("m.onnx", "r.json", "perf.data", "folded.json"))
+    model, report, data, folded, html = (str(tmp_path / n)
+                                         for n in ("m.onnx", "r.json", "perf.data", "folded.json", "r.html"))
     _model(model)
     env = dict(os.environ, CUVIL_PERF_MAP="1", CUVIL_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("ONEDNN_JIT_PROFILE", None)
@@ -50,7 +51,7 @@ def test_perf_samples_fold_into_the_profile(tmp_path, cuvil_bin):
     perf_map = f"/tmp/perf-{pid}.map"
     try:
         lines = open(perf_map).read().splitlines()
-        r = subprocess.run([cuvil_bin, "profile", report, "--perf-data", data, "--json", folded],
+        r = subprocess.run([cuvil_bin, "profile", report, "--perf-data", data, "--json", folded, "--html", html],
                            capture_output=True, text=True, timeout=300)
     finally:
         os.unlink(perf_map)
@@ -78,6 +79,17 @@ def test_perf_samples_fold_into_the_profile(tmp_path, cuvil_bin):
     conv = [k for k in top if k["impl"].startswith("onednn:")]
     assert conv and conv[0]["perf"]["symbols"][0][0].startswith("jit_"), conv[0]["perf"]
 
+    # The HTML report of the folded run shows the samples beside the times (in a real browser, where there is one).
+    if shutil.which("chromium"):
+        from chromium_page import Page
+        with Page() as page:
+            page.load("file://" + html)
+            heads = page.evaluate("[...document.querySelectorAll('#kernels th')].map(t => t.innerText)")
+            cells = page.evaluate("[...document.querySelectorAll('#kernels tr.kernel')].map(r => r.innerText)")
+            assert page.errors() == [], page.errors()
+        assert "perf samples %" in heads and "perf symbols" in heads, heads
+        assert any("cuvil jit:" in c for c in cells), cells
+
 
 def test_perf_data_errors_are_clear(tmp_path, cuvil_bin):
     report = tmp_path / "r.json"
@@ -86,3 +98,4 @@ def test_perf_data_errors_are_clear(tmp_path, cuvil_bin):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert "missing.data" in r.stderr
+

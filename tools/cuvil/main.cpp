@@ -8,7 +8,7 @@
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
 //                 [--html FILE] [--json FILE] [--trace FILE]   (the report: src/report/profile_report.h)
 //   cuvil profile --diff A.json B.json                          (two --json reports side by side)
-//   cuvil profile REPORT.json --perf-data perf.data [--json F]  (perf samples of that run, per IR node)
+//   cuvil profile REPORT.json --perf-data perf.data [--json F] [--html F]  (perf samples of that run, per node)
 //   cuvil roofs [--threads N] [--remeasure]                     (this machine's FMA rate and bandwidths, cached)
 //
 // --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels;
@@ -78,7 +78,7 @@ constexpr const char* kUsage =
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "                [--html FILE] [--json FILE] [--trace FILE]\n"
     "  cuvil profile --diff A.json B.json\n"
-    "  cuvil profile REPORT.json --perf-data perf.data [--json FILE]\n"
+    "  cuvil profile REPORT.json --perf-data perf.data [--json FILE] [--html FILE]\n"
     "      (REPORT.json from a `cuvil profile MODEL --json` run recorded with\n"
     "       CUVIL_PERF_MAP=1 perf record -k CLOCK_MONOTONIC -e cpu-clock -o perf.data -- cuvil profile ...)\n"
     "  cuvil roofs [--threads N] [--remeasure]\n"
@@ -595,6 +595,7 @@ int cmd_profile(const Args& a) {
   if (!a.perf_data.empty()) {  // the model argument is the report of the recorded run
     std::string folded = report::fold_perf_samples(read_text(a.model), report::read_perf_data(a.perf_data));
     if (!a.json_out.empty()) write_text(a.json_out, folded);
+    if (!a.html.empty()) write_text(a.html, report::profile_html(folded));
     std::fputs(report::perf_table(folded).c_str(), stdout);
     return 0;
   }
