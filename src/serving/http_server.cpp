@@ -112,7 +112,7 @@ void HttpServer::routes() {
     }
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics_.http_requests(std::to_string(res.status)).Increment();
+    metrics_.http_requests(res.status).Increment();
     if (!options_.access_log) return;
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
     auto now = std::chrono::system_clock::now();

@@ -196,6 +196,7 @@ int ModelRepository::load_all() {
 
 bool ModelRepository::load(const std::string& name) {
   std::lock_guard load_lock(load_mu_);
+  auto start = std::chrono::steady_clock::now();
   std::shared_ptr<LoadedModel> m, cur = get(name);
   bool swapped = false;
   try {
@@ -214,7 +215,9 @@ bool ModelRepository::load(const std::string& name) {
     old = std::exchange(loaded_[name], m);
   }
   std::cerr << "cuvil serve: " << (swapped ? "swapped the weights of" : old ? "reloaded" : "loaded") << " model '"
-            << escape_for_message(name) << "' (version " << m->version << ")\n";
+            << escape_for_message(name) << "' (version " << m->version << ") in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count()
+            << " ms\n";
   // `old` drains when its last request lets go (here, or in a request thread still holding it); after a swap
   // it shares the batcher with `m`, which goes on.
   return swapped;

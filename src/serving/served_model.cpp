@@ -93,7 +93,12 @@ class GraphModel final : public ServedModel {
     Slot slot(*this);
     VersionedModel::Lease l = versions_.lease();
     *weights_version = l.version_id();
-    return l.executor().run(inputs);
+    std::vector<Tensor> out = l.executor().run(inputs);
+    InputShapes shapes;  // (a swap prepares the next weights' executors for the shapes run last)
+    shapes.reserve(inputs.size());
+    for (const Tensor& t : inputs) shapes.push_back(t.shape());
+    l.note_shapes(std::move(shapes));
+    return out;
   }
 
   void prepare(const std::vector<std::vector<int64_t>>& shapes) override {

@@ -45,7 +45,7 @@ def test_hot_swaps_and_reloads_under_load(cuvil_bin, tmp_path):
         sess = ort.InferenceSession(write_version(repo, version, seed, work), providers=["CPUExecutionProvider"])
         expected[str(version)] = [sess.run(None, {"x": x}) for x in inputs]
 
-    write_config(repo, "m", max_batch_size=8, max_queue_delay_us=200, instances=1)
+    write_config(repo, "m", max_batch_size=8, max_queue_delay_us=200, instances=2, warmup=True)
     add_version(1, 1000)
     s = Server(cuvil_bin, repo)
     stop = threading.Event()
@@ -103,7 +103,8 @@ def test_hot_swaps_and_reloads_under_load(cuvil_bin, tmp_path):
         for change in range(1, SWAPS + RELOADS + 1):
             version += 1
             if change in reload_at:
-                write_config(repo, "m", max_batch_size=8, max_queue_delay_us=200 + change, instances=1)
+                write_config(repo, "m", max_batch_size=8, max_queue_delay_us=200 + change, instances=2,
+                             warmup=True)
             add_version(version, 1000 + version)
             admin.load_model("m")
             if change in (7, 17):  # a broken newer version: its load fails, the one before keeps serving
