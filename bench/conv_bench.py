@@ -69,7 +69,7 @@ def measure(fns: dict, iters: int, cpu: bool) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default=",".join(TORCHVISION))
-    ap.add_argument("--onnx", default="", help="extra ONNX files (comma-separated; one float input each)")
+    ap.add_argument("--onnx", default="", help="extra ONNX files, PATH[:NxCxHxW] comma-separated (one float input each)")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cpu-time", action="store_true", help="1 thread, per-call CPU time of the calling thread (no OpenVINO)")
@@ -85,8 +85,9 @@ def main() -> int:
         if not os.path.exists(path) or not os.path.exists(feeds_path):
             np.save(feeds_path, export(name, path)["x"])
         items.append((name, path, {"x": np.load(feeds_path)}))
-    for path in filter(None, args.onnx.split(",")):
+    for spec in filter(None, args.onnx.split(",")):
         import onnx
+        path, _, shape = spec.partition(":")  # PATH[:1x3x96x160], the shape of an input with open dims
         g = onnx.load(path).graph
         init = {i.name for i in g.initializer}
         rng = np.random.default_rng(0)
@@ -94,9 +95,9 @@ def main() -> int:
         for i in g.input:
             if i.name in init:
                 continue
-            dims = [d.dim_value or 1 for d in i.type.tensor_type.shape.dim]
+            dims = [int(d) for d in shape.split("x")] if shape else [d.dim_value or 1 for d in i.type.tensor_type.shape.dim]
             feeds[i.name] = rng.standard_normal(dims).astype(np.float32)
-        items.append((os.path.basename(os.path.dirname(path)) or path, path, feeds))
+        items.append((os.path.splitext(os.path.basename(path))[0], path, feeds))
     mode = "1-thread CPU time of the calling thread" if args.cpu_time else f"wall time, {threads} threads"
     print(f"batch 1, {mode}, {args.iters} alternated rounds, medians in ms; load {os.getloadavg()[0]:.1f}")
     print("| model | cuvil | ORT | OpenVINO | cuvil/ORT | cuvil/OV | rel. L2 vs ORT |")
