@@ -39,7 +39,8 @@ bool commutes_with_transpose(const Node& n) {
   switch (n.op()) {
     case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Sigmoid: case OpKind::Tanh: case OpKind::HardSwish:
     case OpKind::HardSigmoid: case OpKind::Gelu: case OpKind::Elu: case OpKind::Neg: case OpKind::Abs:
-    case OpKind::Exp: case OpKind::Erf: case OpKind::Sqrt: case OpKind::Identity:
+    case OpKind::Exp: case OpKind::Erf: case OpKind::Sqrt: case OpKind::Identity: case OpKind::Reciprocal:
+    case OpKind::Clip:  // its min and max: scalars or absent (checked by the caller)
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:
       return n.num_outputs() == 1;
     default: return false;
@@ -380,18 +381,29 @@ bool merge_and_sink(Graph& g) {
     // Inputs of the output's dtype and rank: broadcasting is per axis, so it commutes with one permutation of
     // every input's axes (a squeeze-excitation block's Mul of [1, C, H, W] by [1, C, 1, 1]). Constants of that
     // dtype and at most that rank are permuted instead; at least one input must be a transpose.
-    for (Value* v : n->inputs()) {
+    // Scalar constants (Clip's bounds, PaddlePaddle's hard-swish `x * Clip(x + 3, 0, 6) / 6`) stay as they are.
+    bool clip = n->op() == OpKind::Clip;
+    for (size_t k = 0; k < n->num_inputs(); ++k) {
+      Value* v = n->input(k);
+      if (!v) {  // an absent optional input: Clip's bound
+        all = all && clip;
+        continue;
+      }
       const std::vector<int64_t>* p = transpose_perm(v);
-      bool constant = !p && small_constant(v, y0->shape().rank_known() ? y0->shape().rank() : 0);
-      all = all && (p || constant) && (!p || !perm || *p == *perm) && v->dtype() == y0->dtype() &&
-            v->shape().rank_known() && y0->shape().rank_known() && (constant || v->shape().rank() == y0->shape().rank());
+      bool scalar = !p && v->is_constant() && v->shape().rank_known() && v->shape().rank() == 0;
+      bool constant = !p && !scalar && !clip && small_constant(v, y0->shape().rank_known() ? y0->shape().rank() : 0);
+      all = all && (p || constant || scalar) && (!p || !perm || *p == *perm) && (!clip || (k == 0) == bool(p)) &&
+            v->dtype() == y0->dtype() && v->shape().rank_known() && y0->shape().rank_known() &&
+            (constant || scalar || v->shape().rank() == y0->shape().rank());
       perm = p ? p : perm;
     }
     if (!all || !perm || perm->size() != y0->shape().rank()) continue;
     // op(T(a), T(b)) -> T(op(a, b)): the op runs in the source layout, the transpose moves below it.
     std::vector<Value*> srcs;
-    for (Value* v : n->inputs())
-      srcs.push_back(transpose_perm(v) ? v->producer()->input(0) : permuted_constant(g, v, *perm));
+    for (Value* v : n->inputs()) {
+      bool scalar = v && !transpose_perm(v) && v->is_constant() && v->shape().rank() == 0;
+      srcs.push_back(!v || scalar ? v : transpose_perm(v) ? v->producer()->input(0) : permuted_constant(g, v, *perm));
+    }
     Value* y = n->output(0);
     Node* moved = g.insert_node(i + 1, n->op(), srcs, {g.unique_name(y->name() + "_src")}, n->attrs(), n->loc());
     std::vector<Dim> src_dims(perm->size());  // y = T(moved): y's dim k is moved's dim perm[k]
