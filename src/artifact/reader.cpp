@@ -78,6 +78,7 @@ class Reader {
     out.graph = graph(out.manifest);
     if (bool(find(SectionKind::kernels)) != bool(find(SectionKind::kernel_index)))
       fail("has one of the kernels and kernel_index sections without the other");
+    if (find(SectionKind::weight_recipes)) out.recipes = recipes(*out.graph);
     if (find(SectionKind::prepacked) && opts_.prepacked) {
       std::vector<onednn::PackedImage> images;
       try {
@@ -293,6 +294,49 @@ class Reader {
     };
     auto holder = std::make_shared<Holder>(Holder{g, b_});
     return std::shared_ptr<Graph>(holder, g.get());
+  }
+
+  // ---- the weight recipes: the originals view the weights section; checked against the graph.
+  std::shared_ptr<const WeightRecipes> recipes(const Graph& g) const {
+    std::string_view text = section(SectionKind::weight_recipes);
+    if (text.size() > kMaxManifestBytes) fail("weight recipes too large");
+    json j = json::parse(text.begin(), text.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) fail("weight recipes are not a JSON object");
+    auto r = std::make_shared<WeightRecipes>();
+    for (const json& o : arr(j, "originals")) {
+      if (!o.is_object()) fail("weight recipes: an original is not an object");
+      std::string name = str(o, "name");
+      std::optional<DType> dt = dtype_from_name(str(o, "dtype"));
+      if (!dt) fail("weight recipes: '", name, "' has an unknown dtype");
+      std::vector<int64_t> dims;
+      uint64_t bytes = dtype_size(*dt);
+      for (const json& d : arr(o, "dims")) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0 || __builtin_mul_overflow(bytes, d.get<uint64_t>(), &bytes))
+          fail("weight recipes: '", name, "' has a bad shape");
+        dims.push_back(d.get<int64_t>());
+      }
+      int64_t w = num(o, "weight");
+      if (w < 0 || uint64_t(w) >= weights_index_.size() || weights_index_[size_t(w)].nbytes != bytes)
+        fail("weight recipes: '", name, "' names no weight of its size");
+      r->originals.emplace_back(name, Tensor::view(*dt, dims, const_cast<uint8_t*>(weights_base_) +
+                                                                   weights_index_[size_t(w)].offset));
+    }
+    for (const json& f : arr(j, "folds")) {
+      if (!f.is_object()) fail("weight recipes: a fold is not an object");
+      if (str(f, "kind") != "batch_norm") fail("weight recipes: unknown fold kind '", str(f, "kind"), "'");
+      FoldRecipe fr{str(f, "out_w"), str(f, "out_b"), str(f, "w"),  str(f, "b"),
+                    str(f, "scale"), str(f, "bias"),  str(f, "mean"), str(f, "var")};
+      const json& eps = field(f, "eps", json::value_t::number_float, "a number");
+      fr.eps = eps.get<double>();
+      fr.by_column = field(f, "by_column", json::value_t::boolean, "a boolean").get<bool>();
+      r->folds.push_back(std::move(fr));
+    }
+    try {
+      check_recipes(g, *r);
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+    return r;
   }
 
   std::shared_ptr<Bytes> b_;
