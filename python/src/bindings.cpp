@@ -38,6 +38,7 @@
 #include "runtime/executor.h"
 #include "runtime/run_error.h"
 #include "runtime/versioned_model.h"
+#include "runtime/weight_recipes.h"
 #include "runtime/weights.h"
 #include "report/html_report.h"
 #include "report/profile_report.h"
@@ -342,7 +343,7 @@ class Model {
     applied_.clear();
   }
   // A loaded artifact's graph (already optimized, inferred and verified) and its kernels' code (may be null).
-  Model(artifact::Loaded a) : code_(std::move(a.kernel_code)), mapped_(a.graph) {
+  Model(artifact::Loaded a) : code_(std::move(a.kernel_code)), mapped_(a.graph), recipes_(std::move(a.recipes)) {
     versions_ = std::make_unique<VersionedModel>(std::move(a.graph), executor_options());
   }
 
@@ -365,6 +366,13 @@ class Model {
           std::memcpy(b.raw(), t.raw(), t.nbytes());
           t = b;
         }
+    if (onnx_path_.empty() && recipes_) {  // an artifact's folded weights, by their original names
+      auto next = std::make_shared<WeightRecipes>();
+      auto derived = translate_updates(*graph(), *recipes_, ts, strict, next.get());
+      uint64_t id = versions_->swap(with_weights(*graph(), derived, false));
+      recipes_ = std::move(next);
+      return id;
+    }
     if (onnx_path_.empty()) return versions_->swap(with_weights(*graph(), ts, strict));
     // The ONNX graph as imported, with every update so far and then these.
     std::shared_ptr<Graph> src = import_source();
@@ -417,6 +425,21 @@ class Model {
       options = executor_options();
     }
     py::gil_scoped_release nogil;
+    {
+      // The folds the passes made, so that the artifact updates by original names: kept from a loaded artifact,
+      // found from the ONNX file (with the updates so far) for an ONNX model.
+      std::lock_guard<std::mutex> one_swap(swap_mu_);
+      if (recipes_) {
+        in.recipes = recipes_;
+      } else if (!onnx_path_.empty()) {
+        try {
+          std::shared_ptr<Graph> src = with_weights(*import_source(), applied_, false);
+          auto r = std::make_shared<WeightRecipes>(derive_fold_recipes(*src, *in.graph));
+          if (!r->folds.empty()) in.recipes = r;
+        } catch (const Error&) {  // (the file changed since the load: the artifact updates by its own names)
+        }
+      }
+    }
     codegen::add_compiled_kernels(in.graph, in);  // the generated kernels as machine code
     artifact::add_prepacked_weights(in, options);  // the weights in the kernels' layouts
     artifact::save(path, in);
@@ -676,7 +699,7 @@ class Model {
 
   // The weights update_weights takes (under swap_mu_).
   std::vector<WeightInfo> weight_list() {
-    if (onnx_path_.empty()) return list_weights(*graph());
+    if (onnx_path_.empty()) return recipes_ ? list_weights(*graph(), *recipes_) : list_weights(*graph());
     if (source_weights_.empty()) source_weights_ = list_weights(*import_source());
     return source_weights_;
   }
@@ -737,7 +760,9 @@ class Model {
   // replaced). Null for other models.
   std::shared_ptr<const Graph> mapped_;
   int opt_level_ = 1;
-  std::mutex swap_mu_;  // one weight update at a time (runs never take it); guards applied_
+  std::mutex swap_mu_;  // one weight update at a time (runs never take it); guards applied_ and recipes_
+  // A loaded artifact's folds and the current values of the original weights they read (weight_recipes.h).
+  std::shared_ptr<const WeightRecipes> recipes_;
   // An ONNX model's file (and its size and modification time when loaded), the weights its graph had before
   // the passes, and the updates applied so far (one per name, the latest).
   std::string onnx_path_;

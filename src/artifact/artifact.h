@@ -13,6 +13,7 @@
 #include "codegen/kernel_code.h"
 #include "ir/graph.h"
 #include "kernels/onednn/prepacked.h"
+#include "runtime/weight_recipes.h"
 
 namespace cuvil::artifact {
 
@@ -39,7 +40,8 @@ struct SaveInput {
   // Weights in the layouts the kernels packed them into (artifact/prepacked.h: record_packed_weights); those of
   // constants the weights section holds are saved, the others left out. `prepacked_keep` holds their bytes.
   std::vector<onednn::PackedImage> prepacked;
-  std::shared_ptr<const void> prepacked_keep;
+  std::shared_ptr<const void> prepacked_keep;  // The folds the passes made, with the original weights they read (derive_fold_recipes), or null.
+  std::shared_ptr<const WeightRecipes> recipes;
 };
 
 // The serialized file. Throws cuvil::Error when the graph holds what an artifact cannot (none today).
@@ -93,7 +95,8 @@ struct Loaded {
   // Prepacked weights given to the kernels (onednn::provide_packed) for as long as the graph lives; when the
   // section's were not usable here, why.
   size_t prepacked_images = 0;
-  std::string prepacked_unused;
+  std::string prepacked_unused;  // The weight_recipes section, checked against the graph (its originals view the weights section); null when none.
+  std::shared_ptr<const WeightRecipes> recipes;
 };
 
 // Maps the file (private, copy-on-write: the weights are used where they lie).

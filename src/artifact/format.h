@@ -20,7 +20,9 @@ inline constexpr uint64_t kAlign = 64;
 
 // kernels: an ELF shared object of the generated kernels; kernel_index: per kernel its symbol and lookup key
 // (artifact/kernel_library.h). Both or neither. prepacked (optional): weights already in the layouts oneDNN's
-// primitives chose when the artifact was saved (artifact/prepacked.h).
+// primitives chose when the artifact was saved (artifact/prepacked.h). weight_recipes (optional): JSON, the
+// original weights that passes folded (their bytes in the weights section) and each fold's recipe
+// (runtime/weight_recipes.h), so that updates by the original names work on a loaded artifact.
 enum class SectionKind : uint32_t {
   manifest = 1,
   graph = 2,
@@ -28,9 +30,10 @@ enum class SectionKind : uint32_t {
   source_map = 4,
   kernels = 5,
   kernel_index = 6,
-  prepacked = 7
+  prepacked = 7,
+  weight_recipes = 8
 };
-inline constexpr uint32_t kMaxSectionKind = 7;
+inline constexpr uint32_t kMaxSectionKind = 8;
 
 struct Header {
   char magic[8];

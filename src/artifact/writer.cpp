@@ -99,6 +99,23 @@ json parse_object(const std::string& text, const char* what) {
 
 }  // namespace
 
+namespace {
+
+// The weight_recipes section: the originals (stored in the weights section) and the folds.
+json recipes_json(const WeightRecipes& r, WeightsBuilder& weights) {
+  json originals = json::array(), folds = json::array();
+  for (const auto& [name, t] : r.originals)
+    originals.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype()))}, {"dims", t.shape()},
+                         {"weight", weights.add(t)}});
+  for (const FoldRecipe& f : r.folds)
+    folds.push_back({{"kind", "batch_norm"}, {"out_w", f.out_w}, {"out_b", f.out_b}, {"w", f.w}, {"b", f.b},
+                     {"scale", f.scale}, {"bias", f.bias}, {"mean", f.mean}, {"var", f.var}, {"eps", f.eps},
+                     {"by_column", f.by_column}});
+  return {{"originals", originals}, {"folds", folds}};
+}
+
+}  // namespace
+
 const char* section_name(SectionKind k) {
   switch (k) {
     case SectionKind::manifest: return "manifest";
@@ -108,6 +125,7 @@ const char* section_name(SectionKind k) {
     case SectionKind::kernels: return "kernels";
     case SectionKind::kernel_index: return "kernel_index";
     case SectionKind::prepacked: return "prepacked";
+    case SectionKind::weight_recipes: return "weight_recipes";
   }
   return "?";
 }
@@ -128,6 +146,8 @@ std::string serialize(const SaveInput& in) {
   PrintOptions po;
   po.external = [&](const Tensor& t) { return weights.add(t); };
   std::string graph_text = print_graph(*in.graph, po);
+  std::string recipes;
+  if (in.recipes && !in.recipes->folds.empty()) recipes = dump_json(recipes_json(*in.recipes, weights), -1, "weight recipes");
   std::string weight_bytes = weights.bytes();
 
   Sha256 fp;
@@ -168,6 +188,7 @@ std::string serialize(const SaveInput& in) {
   std::string prepacked = prepacked_section(
       in.prepacked, [&](const void* data, size_t nbytes) { return weights.find(data, nbytes); });
   if (!prepacked.empty()) sections.push_back({SectionKind::prepacked, &prepacked});
+  if (!recipes.empty()) sections.push_back({SectionKind::weight_recipes, &recipes});
 
   std::vector<SectionEntry> table(sections.size());
   uint64_t at = align_up(sizeof(Header) + table.size() * sizeof(SectionEntry));

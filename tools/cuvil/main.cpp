@@ -50,6 +50,8 @@
 #include "ir/text_format.h"
 #include "runtime/calibration.h"
 #include "runtime/executor.h"
+#include "runtime/weight_recipes.h"
+#include "runtime/weights.h"
 #include "report/html_report.h"
 #include "report/perf_fold.h"
 #include "report/profile_report.h"
@@ -704,9 +706,13 @@ int cmd_compile(const Args& a) {
                      std::string(precision_name(a.precision)) + "'");
   auto t0 = std::chrono::steady_clock::now();
   auto g = load_model(a.model);
+  std::shared_ptr<Graph> source = clone_graph(*g);  // (constants shared) the weights before the passes fold them
   optimize_model(*g, a);
   artifact::SaveInput in;
   in.graph = g;
+  auto recipes = std::make_shared<WeightRecipes>(derive_fold_recipes(*source, *g));
+  if (!recipes->folds.empty()) in.recipes = recipes;  // updates by the original names (runtime/weight_recipes.h)
+  source.reset();
   std::string skip;
   for (const std::string& p : a.skip_passes) skip += (skip.empty() ? "\"" : ", \"") + json_escape(p) + "\"";
   in.config_json = "{\"device\": \"cpu\", \"opt_level\": " + std::to_string(a.opt_level) +
