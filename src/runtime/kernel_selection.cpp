@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/ref/ref_kernels.h"
+#include "runtime/u8_boundary.h"
 
 namespace cuvil {
 
@@ -93,15 +94,21 @@ std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<
     if (!options.lower_final_outputs && writes_graph_output(n)) reason = "final output stays f32";
     else if (auto k = onednn::prepare_onednn_bf16_matmul(n, inputs, &reason)) return k;
   }
-  std::unique_ptr<PreparedKernel> k = prepare_f32_kernel(n, inputs, options, code);
+  // A linked u8 activation (runtime/int8_links.h) where int8 did not take the node: f32 between conversions.
+  bool u8_link = has_u8_link(n, inputs);
+  std::unique_ptr<PreparedKernel> k = prepare_f32_kernel(n, u8_link ? f32_view(n, inputs) : inputs, options, code);
   if (options.precision != Precision::fp32 && k->precision.precision == Precision::fp32 &&
       k->precision.reason.empty())
     k->precision.reason = reason.empty() ? why_f32(n, options) : reason;
+  if (u8_link) return wrap_u8_boundary(n, inputs, std::move(k));
   return k;
 }
 
 std::unique_ptr<PreparedKernel> prepare_shape_generic_kernel(const Node& n, const KernelOptions& options) {
   if (!options.fast || !options.shape_generic || options.reference_ops.count(n.op())) return nullptr;
+  // u8 links are prepared per shape (by prepare_kernel)
+  if (n.num_inputs() && n.input(0) && has_u8_link(n, {PrepareInput{n.input(0)->dtype(), {}, nullptr, true}}))
+    return nullptr;
   // bf16 products are prepared per shape (prepare_kernel), the shape-generic kernels are f32.
   if (options.precision != Precision::fp32 && is_product(n.op())) return nullptr;
   if (options.cpu_gemm)
