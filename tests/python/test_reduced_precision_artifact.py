@@ -54,6 +54,7 @@ def test_saved_and_loaded_bit_identical(tmp_path, precision):
 
 def test_cache_keeps_only_fp32(tmp_path, monkeypatch):
     monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CUVIL_MODEL_CACHE", "on")
     torch.manual_seed(0)
     net = Net().eval()
     x = torch.randn(1, 3, 12, 12)
