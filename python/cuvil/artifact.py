@@ -90,6 +90,8 @@ def save_module(m: CompiledModule, path: "str | os.PathLike") -> None:
     config = json.dumps(dict(m._config, precision=m._model.precision), sort_keys=True)
     if getattr(m, "_quant", None):
         extra["quant"] = m._quant
+    if getattr(m, "_auto", None):
+        extra["auto"] = m._auto
     m._model.save(path, config, json.dumps(extra), _file_fingerprint(m._source_path), ranges)
 
 
@@ -133,4 +135,6 @@ def load(path: "str | os.PathLike", *, threads: Optional[int] = None, timeout: O
     compiled._config = config
     if extra.get("quant"):
         compiled._quant = extra["quant"]
+    if extra.get("auto"):
+        compiled._auto = extra["auto"]
     return compiled

@@ -21,6 +21,7 @@ int64_t attr_i(const Node& n, const char* name) { return n.has_attr(name) ? n.at
 bool static_int8_layer(const Node& n) {
   if (n.op() != OpKind::FusedConv && n.op() != OpKind::FusedMatMul) return false;
   if (!(attr_f(n, "quant_x_scale") > 0)) return false;
+  if (n.has_attr("precision") && !n.attr("precision").s().empty() && n.attr("precision").s() != "int8") return false;
   const Value* w = n.input(1);
   if (!w || !w->is_constant()) return false;
   if (n.input(2) && !n.input(2)->is_constant()) return false;

@@ -109,7 +109,11 @@ void quant_attrs(OpSchema& s) {
       .attr("quant_x_zero_point", AttrKind::Int, int64_t(0))
       .attr("quant_w_scales", AttrKind::Floats, std::vector<double>{})
       .attr("quant_y_scale", AttrKind::Float, 0.0)
-      .attr("quant_y_zero_point", AttrKind::Int, int64_t(0));
+      .attr("quant_y_zero_point", AttrKind::Int, int64_t(0))
+      // A per-node precision ("fp32", "bf16"; "" = the model's) and why: set by cuvil.quantize's fallback and by
+      // precision="auto". It only raises a node's precision above the executor's, never lowers it.
+      .attr("precision", AttrKind::String, std::string())
+      .attr("precision_reason", AttrKind::String, std::string());
 }
 
 // The float type of a FusedConv/FusedMatMul (its weights'), checking X: that type, or u8 on X's int8 grid.
