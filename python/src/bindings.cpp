@@ -601,6 +601,18 @@ class Model {
     cuvil::set_quant_hint(*g->nodes()[size_t(index)], x_scale, zero_point);
     versions_->set_options(executor_options());
   }
+  // Node `index`'s own precision ("fp32", "bf16", "" = the model's) and the reason for it: raises that node above
+  // the model's precision (cuvil.quantize's fallback, precision="auto"). Drops the pooled executors.
+  void set_node_precision(int64_t index, const std::string& precision, const std::string& reason) {
+    if (!precision.empty()) parse_precision(precision);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto g = std::const_pointer_cast<Graph>(versions_->current()->graph());
+    if (index < 0 || size_t(index) >= g->nodes().size()) throw Error("no node " + std::to_string(index));
+    Node& n = *g->nodes()[size_t(index)];
+    n.attrs()["precision"] = Attribute(precision);
+    n.attrs()["precision_reason"] = Attribute(reason);
+    versions_->set_options(executor_options());
+  }
   // Runs once at `precision` with the values named `names` (top-level node outputs or graph inputs) exposed, and
   // returns them (run_with_values).
   std::vector<py::array> run_values(const std::vector<py::array>& inputs, const std::vector<std::string>& names,
@@ -865,6 +877,7 @@ PYBIND11_MODULE(_C, m) {
       .def("precision_report", &Model::precision_report)
       .def("quant_targets", &Model::quant_targets)
       .def("set_quant_hint", &Model::set_quant_hint)
+      .def("set_node_precision", &Model::set_node_precision)
       .def("run_values", &Model::run_values)
       .def("prepare", &Model::prepare)
       .def("prepare_static", &Model::prepare_static)

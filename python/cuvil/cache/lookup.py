@@ -93,6 +93,9 @@ class Lookup:
             art = os.path.join(self.directory, art_name)
             if not _usable_dir(self.directory):
                 return None
+            if compiled._model.precision != "fp32":  # int8 grids come from calibration data the key lacks
+                log(f"not stored {self.description}: precision {compiled._model.precision} is not cached")
+                return None
             try:
                 compiled.save(art)
                 os.chmod(art, 0o600)
