@@ -179,9 +179,10 @@ class Service final : public pb::GRPCInferenceService::Service {
         mm.failure->Increment();
         throw;
       }
-      std::vector<Tensor> outputs = run_request(*m, ir, mm);
+      std::string version;
+      std::vector<Tensor> outputs = run_request(*m, ir, mm, &version);
       r->set_model_name(m->name);
-      r->set_model_version(m->version);
+      r->set_model_version(version);
       r->set_id(q->id());
       const auto& specs = m->model().outputs();
       for (size_t k = 0; k < specs.size(); ++k) {

@@ -112,7 +112,7 @@ void HttpServer::routes() {
     }
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics_.http_requests(std::to_string(res.status)).Increment();
+    metrics_.http_requests(res.status).Increment();
     if (!options_.access_log) return;
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
     auto now = std::chrono::system_clock::now();
@@ -194,8 +194,9 @@ void HttpServer::routes() {
       mm.failure->Increment();
       throw;
     }
-    std::vector<Tensor> outputs = run_request(*m, ir, mm);
-    EncodedResponse out = encode_infer_response(m->name, m->version, ir, m->model().outputs(), outputs);
+    std::string version;
+    std::vector<Tensor> outputs = run_request(*m, ir, mm, &version);
+    EncodedResponse out = encode_infer_response(m->name, version, ir, m->model().outputs(), outputs);
     if (out.header_length) {
       res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));
       res.set_content(std::move(out.body), "application/octet-stream");

@@ -52,6 +52,19 @@ void conv_cases(Cases& cs) {
         .attr("output_padding", Ints{1, 0})
         .tol(kProduct);
   cs.add(OpKind::ConvTranspose, "1-D dilated").in(f32({2, 3, 7})).in(f32({3, 2, 3})).attr("dilations", Ints{2}).tol(kProduct);
+  // PP-OCR's upsampling (2x2, stride 2; one depthwise), odd sizes, 1-D and 3-D, dilations, no bias: oneDNN's
+  // deconvolution with the weights reordered from ONNX's [C_in, C_out / group, k...].
+  cs.add(OpKind::ConvTranspose, "2x2 stride 2").in(f32({1, 24, 5, 7})).in(f32({24, 6, 2, 2}).cst())
+      .in(f32({6}).cst()).attr("strides", Ints{2, 2}).tol(kProduct);
+  cs.add(OpKind::ConvTranspose, "depthwise 2x2 stride 2").in(f32({2, 8, 5, 3})).in(f32({8, 1, 2, 2}).cst())
+      .attr("group", int64_t(8)).attr("strides", Ints{2, 2}).tol(kProduct);
+  cs.add(OpKind::ConvTranspose, "3x3 stride 2, pads, output_padding").in(f32({1, 5, 6, 7})).in(f32({5, 3, 3, 3}).cst())
+      .in(f32({3}).cst()).attr("strides", Ints{2, 2}).attr("pads", Ints{1, 1, 1, 1}).attr("output_padding", Ints{1, 1})
+      .tol(kProduct);
+  cs.add(OpKind::ConvTranspose, "1-D, constant weights, dilated").in(f32({2, 3, 9})).in(f32({3, 4, 3}).cst())
+      .attr("dilations", Ints{2}).attr("strides", Ints{3}).tol(kProduct);
+  cs.add(OpKind::ConvTranspose, "3-D, groups").in(f32({1, 4, 3, 4, 5})).in(f32({4, 3, 2, 3, 2}).cst())
+      .attr("group", int64_t(2)).attr("strides", Ints{2, 1, 2}).attr("pads", Ints{0, 1, 0, 0, 1, 1}).tol(kProduct);
   cs.add(OpKind::ConvInteger, "u8 zero points")
       .in(rnd(DType::u8, {1, 3, 6, 7}, 0, 255))
       .in(rnd(DType::u8, {4, 3, 3, 3}, 0, 255).cst())

@@ -58,6 +58,11 @@ void transpose_cases(Cases& cs) {
                      T{{2, 128, 12, 64}, {0, 2, 1, 3}, "head split"}, T{{2, 12, 128, 64}, {0, 1, 3, 2}, "K^T"},
                      T{{1000, 1001}, {1, 0}, "large 2-D"}, T{{2, 3, 4, 5, 6, 7}, {5, 3, 1, 4, 0, 2}, "rank 6"},
                      T{{2, 1, 37, 41}, {0, 2, 3, 1}, "one channel"},
+                     // A channel shuffle of two groups in NHWC: rows of 2 from 2 planes (interleave2), 16-wide
+                     // blocks and an odd remainder, then a whole tensor of them.
+                     T{{5, 3, 2, 58}, {0, 1, 3, 2}, "shuffle of 2 groups"},
+                     T{{1, 2, 37}, {0, 2, 1}, "two planes, odd"}, T{{2, 32}, {1, 0}, "two planes, whole blocks"},
+                     T{{1, 28, 28, 2, 116}, {0, 1, 2, 4, 3}, "shuffle, large"},
                      // Outputs of 16 MB and more stream whole 16 x 16 blocks: aligned rows, no aligned row, back.
                      T{{1, 64, 256, 257}, {0, 2, 3, 1}, "streamed, aligned"},
                      T{{1, 65, 256, 253}, {0, 2, 3, 1}, "streamed, unaligned"},
@@ -101,6 +106,17 @@ void concat_split_cases(Cases& cs) {
   cs.add(OpKind::Concat, "axis 1, odd").in(f32({2, 3, 5})).in(f32({2, 1, 5})).in(f32({2, 7, 5})).attr("axis", int64_t(1)).exact();
   cs.add(OpKind::Concat, "negative axis, i64").in(i64({3, 2})).in(i64({3, 5})).attr("axis", int64_t(-1));
   cs.add(OpKind::Concat, "an empty part").in(f32({0, 4})).in(f32({3, 4})).attr("axis", int64_t(0)).exact();
+  // Channels-last Concats (a row per pixel, short runs: 128 bytes, odd ones, over 512 bytes), threaded when large,
+  // and other element sizes.
+  cs.add(OpKind::Concat, "channels last").in(f32({1, 5, 7, 32})).in(f32({1, 5, 7, 32})).in(f32({1, 5, 7, 17}))
+      .attr("axis", int64_t(3)).exact().needs({C});
+  cs.add(OpKind::Concat, "channels last, large").in(f32({1, 56, 56, 64})).in(f32({1, 56, 56, 160}))
+      .attr("axis", int64_t(-1)).exact().needs({C});
+  cs.add(OpKind::Concat, "middle axis, u8").in(rnd(DType::u8, {3, 5, 2, 3}, 0, 255)).in(rnd(DType::u8, {3, 1, 2, 3}, 0, 255))
+      .attr("axis", int64_t(1)).exact().needs({C});
+  cs.add(OpKind::Concat, "f16, one row").in(rnd(DType::f16, {2, 3}, -10, 10)).in(rnd(DType::f16, {1, 3}, -10, 10))
+      .attr("axis", int64_t(0)).exact().needs({C});
+  cs.add(OpKind::Concat, "one input").in(f32({4, 3})).attr("axis", int64_t(1)).exact().needs({C});
   cs.add(OpKind::Split, "equal").in(f32({6, 5})).outs(3).exact();
   cs.add(OpKind::Split, "sizes").in(f32({4, 11})).in(cst(vec<int64_t>({2, 9}))).attr("axis", int64_t(1)).outs(2).exact();
   cs.add(OpKind::Split, "uneven num_outputs").in(f32({7, 3})).attr("num_outputs", int64_t(3)).outs(3).exact();

@@ -230,24 +230,32 @@ def test_request_timeout_is_503(client, server):
 
 
 def test_reload_on_change(cuvil_bin, tmp_path):
-    """--poll-repository: a new version folder is picked up without a request to load it."""
+    """--poll-repository: a new version folder is picked up without a request to load it; one that differs only in
+    weights is hot swapped in, one with another graph is reloaded."""
     repo = str(tmp_path / "models")
     save(mlp_model(1), os.path.join(repo, "m", "1", "model.onnx"))
     s = Server(cuvil_bin, repo, "--poll-repository", "1")
     c = httpclient.InferenceServerClient(s.url)
+
+    def wait_for(version):
+        want = ort_run(os.path.join(repo, "m", version, "model.onnx"), {"x": x})[0]
+        for _ in range(600):
+            r = c.infer("m", [make_input("x", x, True)])
+            if r.get_response()["model_version"] == version:
+                break
+            time.sleep(0.1)
+        assert r.get_response()["model_version"] == version
+        np.testing.assert_allclose(r.as_numpy("y"), want, rtol=1e-5, atol=1e-5)
+
     try:
         x = np.ones((1, 16), np.float32)
         assert c.infer("m", [make_input("x", x, True)]).get_response()["model_version"] == "1"
         save(mlp_model(4), os.path.join(repo, "m", "2", "model.onnx"))
-        want = ort_run(os.path.join(repo, "m", "2", "model.onnx"), {"x": x})[0]
-        for _ in range(600):
-            r = c.infer("m", [make_input("x", x, True)])
-            if r.get_response()["model_version"] == "2":
-                break
-            time.sleep(0.1)
-        assert r.get_response()["model_version"] == "2"
-        np.testing.assert_allclose(r.as_numpy("y"), want, rtol=1e-5, atol=1e-5)
-        assert "reloaded model 'm'" in s.log()
+        wait_for("2")
+        assert "swapped the weights of model 'm' (version 2)" in s.log()
+        save(mlp_model(5, hidden=4), os.path.join(repo, "m", "3", "model.onnx"))  # another W shape: a reload
+        wait_for("3")
+        assert "reloaded model 'm' (version 3)" in s.log()
     finally:
         c.close()
         assert s.stop() == 0

@@ -11,7 +11,7 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
   switch (n.op()) {
     case OpKind::Conv: case OpKind::FusedConv: case OpKind::MatMul: case OpKind::Gemm: case OpKind::FusedMatMul:
     case OpKind::MaxPool: case OpKind::AveragePool: case OpKind::GlobalAveragePool: case OpKind::GlobalMaxPool:
-    case OpKind::Attention:
+    case OpKind::Attention: case OpKind::ConvTranspose:
       break;
     default:
       return nullptr;
@@ -33,6 +33,7 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
       case OpKind::Gemm:
       case OpKind::FusedMatMul: return prepare_matmul(n, inputs, y);
       case OpKind::Attention: return prepare_attention(n, inputs, y);
+      case OpKind::ConvTranspose: return prepare_deconv(n, inputs, y);
       case OpKind::MaxPool:
       case OpKind::AveragePool:
       case OpKind::GlobalAveragePool:
