@@ -26,6 +26,9 @@
 namespace cuvil {
 namespace {
 
+// 2-D (4-D tensor) channels-last permutations; other ranks use layout::perm_to_channels_last/first.
+const std::vector<int64_t> kToNchw{0, 3, 1, 2};
+
 bool layout_capable(const Node& n) {
   bool op_ok = n.op() == OpKind::FusedConv || n.op() == OpKind::AveragePool || n.op() == OpKind::GlobalAveragePool ||
                n.op() == OpKind::GlobalMaxPool || (n.op() == OpKind::MaxPool && n.num_outputs() == 1);
