@@ -1,7 +1,10 @@
 #include "serving/model_repository.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -221,6 +224,74 @@ bool ModelRepository::load(const std::string& name) {
   // `old` drains when its last request lets go (here, or in a request thread still holding it); after a swap
   // it shares the batcher with `m`, which goes on.
   return swapped;
+}
+
+namespace {
+
+void write_whole(const fs::path& path, const std::string& bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  CUVIL_CHECK(f != nullptr, "cannot write '", path.string(), "'");
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = std::fflush(f) == 0 && ok;
+  ok = std::fclose(f) == 0 && ok;
+  CUVIL_CHECK(ok, "cannot write '", path.string(), "'");
+}
+
+}  // namespace
+
+bool ModelRepository::load_files(const std::string& name,
+                                 const std::vector<std::pair<std::string, std::string>>& files,
+                                 const std::optional<std::string>& config) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." || name[0] == '.')
+    throw ProtocolError(400, "bad model name '" + name + "'");
+  if (files.empty()) throw ProtocolError(400, "file overrides need at least one 'file:<version>/model.cuv'");
+  std::string version;
+  for (const auto& [path, bytes] : files) {
+    size_t slash = path.find('/');
+    std::string v = path.substr(0, slash), file = slash == std::string::npos ? "" : path.substr(slash + 1);
+    bool known = std::any_of(std::begin(kModelFiles), std::end(kModelFiles), [&](const char* f) { return file == f; });
+    if (!is_version(v) || !known)
+      throw ProtocolError(400, "file override 'file:" + path +
+                                   "': expected 'file:<version>/model.cuv' (or model.onnx, model.cvir)");
+    if (!version.empty() && v != version)
+      throw ProtocolError(400, "file overrides must all be in one version folder ('" + version + "', '" + v + "')");
+    version = v;
+  }
+  if (config) parse_model_config(*config);  // (throws cuvil::Error: a 400 "failed to load" for the caller)
+  fs::path model_dir = dir_ / name, target = model_dir / version;
+  fs::path staging = model_dir / (".upload-" + version + "-" + std::to_string(::getpid()) + "-" +
+                                  std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::optional<std::string> old_config;
+  bool placed = false, config_written = false, created = !fs::exists(model_dir);
+  try {
+    fs::create_directories(model_dir);
+    if (fs::exists(target)) throw ProtocolError(400, "model '" + name + "' already has a version " + version);
+    fs::create_directory(staging);
+    for (const auto& [path, bytes] : files) write_whole(staging / path.substr(path.find('/') + 1), bytes);
+    fs::path config_path = model_dir / "config.json";
+    if (config) {
+      if (fs::exists(config_path))
+        old_config = RegularFile::open(config_path.string(), "model config").read_all(1 << 20);
+      write_whole(model_dir / ".config.json.upload", *config);
+      fs::rename(model_dir / ".config.json.upload", config_path);
+      config_written = true;
+    }
+    std::error_code ec;
+    fs::rename(staging, target, ec);  // fails when the folder appeared meanwhile (another upload)
+    if (ec) throw ProtocolError(400, "model '" + name + "' already has a version " + version);
+    placed = true;
+    return load(name);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    if (placed) fs::remove_all(target, ec);
+    if (config_written) {
+      if (old_config) write_whole(model_dir / "config.json", *old_config);
+      else fs::remove(model_dir / "config.json", ec);
+    }
+    if (created) fs::remove_all(model_dir, ec);
+    throw;
+  }
 }
 
 void ModelRepository::unload(const std::string& name) {

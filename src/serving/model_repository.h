@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,14 @@ class ModelRepository {
   // its queue and the executors' plans stay); else the new version is built beside the old one. Returns true for
   // a hot swap. Throws cuvil::Error when it fails; the old version keeps serving.
   bool load(const std::string& name);
+  // Triton's load with file overrides (the repository extension's `file:<path>` parameters): `files` maps
+  // "<version>/model.{cuv,onnx,cvir}" (one new version folder) to the file's bytes; `config`, when given, replaces
+  // config.json (checked first). The folder is written whole under a hidden name and renamed into place, then
+  // load() runs (a weights-only file is a hot swap). When anything fails, what was written is removed again and
+  // config.json restored: the old version keeps serving, the repository is as it was. Bad paths, an existing
+  // version folder: ProtocolError(400).
+  bool load_files(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files,
+                  const std::optional<std::string>& config);
   // Stops serving a model (its queued requests still finish). Throws ProtocolError(404) when it is not loaded.
   void unload(const std::string& name);
   // Reloads the models whose files changed since they were loaded (a new version, a new file, a new config).

@@ -417,6 +417,43 @@ def test_repository_load_unload_reload(server, client, repo):
     expect_error(lambda: client.unload_model("nope"), 404, "not loaded")
 
 
+def test_load_with_file_overrides(server, client, repo):
+    """Triton's load with `files` (and `config`): a new version uploaded through the API is written into the
+    repository and loaded (a weights-only one hot swapped); bad uploads are 400s that leave the repository and the
+    serving version as they were."""
+    x = np.random.default_rng(6).standard_normal((2, 16)).astype(np.float32)
+
+    def onnx_bytes(model):
+        return model.SerializeToString()
+
+    def check(version, model):
+        r = client.infer("upload", [make_input("x", x, True)])
+        assert r.get_response()["model_version"] == version
+        sess = ort.InferenceSession(onnx_bytes(model), providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(r.as_numpy("y"), sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+    v1, v2 = mlp_model(11), mlp_model(12)
+    client.load_model("upload", config=json.dumps({"max_batch_size": 4}), files={"file:1/model.onnx": onnx_bytes(v1)})
+    check("1", v1)
+    assert client.get_model_config("upload")["max_batch_size"] == 4
+    client.load_model("upload", files={"file:2/model.onnx": onnx_bytes(v2)})
+    check("2", v2)
+    assert os.path.isfile(os.path.join(repo, "upload", "2", "model.onnx"))
+    before = sorted(os.listdir(os.path.join(repo, "upload")))
+    for files, config, message in [
+            ({"file:2/model.onnx": onnx_bytes(v1)}, None, "already has a version 2"),
+            ({"file:../x/model.onnx": b"x"}, None, "expected 'file:<version>/model.cuv'"),
+            ({"file:3/weights.bin": b"x"}, None, "expected 'file:<version>/model.cuv'"),
+            ({"file:3/model.onnx": b"\x08garbage"}, None, "failed to load"),
+            ({"file:3/model.onnx": onnx_bytes(v1)}, json.dumps({"max_batch_size": "many"}), "failed to load"),
+            ({"file:3/model.onnx": onnx_bytes(v1), "file:4/model.onnx": onnx_bytes(v1)}, None, "one version folder")]:
+        expect_error(lambda: client.load_model("upload", config=config, files=files), 400, message)
+        check("2", v2)
+        assert sorted(os.listdir(os.path.join(repo, "upload"))) == before
+    with open(os.path.join(repo, "upload", "config.json")) as f:
+        assert json.load(f) == {"max_batch_size": 4}
+
+
 def test_reload_under_load_drops_nothing(server, repo):
     """Requests keep flowing while the model is reloaded several times: every one answers correctly."""
     c = httpclient.InferenceServerClient(server.url, concurrency=8, network_timeout=120)
