@@ -109,3 +109,18 @@ def test_real_minilm_auto_within_budget():
     if machine_has_vnni():
         n = auto._auto["nodes"].values()
         assert sum(v["precision"] == "int8" for v in n) >= len(n) // 2, auto._auto
+
+
+def test_load_onnx_auto_within_budget(digits, tmp_path):
+    m, xtrain, xtest, _ = digits
+    x = xtest[:64]
+    path = str(tmp_path / "digits.onnx")
+    torch.onnx.export(m, (torch.from_numpy(x),), path, input_names=["x"], opset_version=17, dynamo=False)
+    data = [(xtest[i:i + 64],) for i in range(0, 192, 64)]
+    ref = outputs(cuvil.load_onnx(path), data)
+    auto = cuvil.load_onnx(path, precision="auto", accuracy={"metric": "rel_l2", "budget": 0.002, "data": data})
+    err = metric_error("rel_l2", ref, outputs(auto, data))
+    assert err <= 0.002, auto._auto
+    assert auto._auto["error"] == pytest.approx(err, rel=1e-6, abs=1e-12)
+    with pytest.raises(ValueError, match="accuracy is only for precision='auto'"):
+        cuvil.load_onnx(path, accuracy={"metric": "rel_l2", "budget": 0.1, "data": data})

@@ -63,3 +63,20 @@ def test_cache_keeps_only_fp32(tmp_path, monkeypatch):
     assert not models.exists() or not any(p.suffix == ".cuv" for p in models.iterdir())
     cuvil.compile(net, (x,))  # while fp32 is stored
     assert any(p.suffix == ".cuv" for p in models.iterdir())
+
+
+def test_cli_runs_a_saved_int8_model_at_its_precision(tmp_path):
+    import subprocess
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(1, 3, 12, 12)
+    m = cuvil.compile(net, (x,), precision="int8", calibration=[(x,)])
+    m.save(tmp_path / "m.cuv")
+    cli = os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin", "cuvil")
+    vnni = "avx512_vnni" in open("/proc/cpuinfo").read()
+    out = subprocess.run([cli, "profile", str(tmp_path / "m.cuv")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert ("[int8]" in out.stdout) == vnni, out.stdout
+    out = subprocess.run([cli, "profile", str(tmp_path / "m.cuv"), "--precision", "fp32"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and "[int8]" not in out.stdout, out.stdout

@@ -111,6 +111,7 @@ struct Args {
   std::string versus;            // bench: flags of a second configuration timed against this one
   std::set<std::string> skip_passes;  // --skip-pass=NAME: passes left out of the pipeline
   Precision precision = Precision::fp32;  // --precision
+  bool precision_given = false;           // else an artifact's own (its manifest's config)
   std::string calibration;                // --calibration DIR: int8 calibration samples (.npy)
   std::string html, json_out, trace;  // profile: where to write the HTML report, its JSON, the Chrome trace
   std::vector<std::string> diff;      // profile --diff A B
@@ -149,6 +150,7 @@ bool apply_kernel_flag(Args& a, const std::string& s) {
   else if (s.rfind("--precision=", 0) == 0) {
     try {
       a.precision = parse_precision(s.substr(12));
+      a.precision_given = true;
     } catch (const Error& e) {
       throw UsageError(std::string("--precision: ") + e.what());
     }
@@ -167,12 +169,19 @@ bool is_artifact_path(const std::string& p) { return p.size() > 4 && p.compare(p
 
 // An artifact's kernels, for the executors of this command (null: none, or not an artifact).
 std::shared_ptr<codegen::KernelCodeSource> g_artifact_code;
+// An artifact's precision (a bf16 / int8 / auto model saved from Python), used unless --precision is given.
+std::string g_artifact_precision;
 
 // A model of any format: an artifact's graph comes optimized (optimize_model leaves it as it is).
 std::shared_ptr<Graph> load_any(const std::string& path) {
   if (!is_artifact_path(path)) return load_model(path);
   artifact::Loaded l = artifact::load_file(path);
   g_artifact_code = l.kernel_code;
+  std::string config;  // (the manifest's JSON without blanks)
+  for (char c : l.manifest.config_json)
+    if (c != ' ' && c != '\n') config += c;
+  for (const char* p : {"bf16", "int8"})
+    if (config.find(std::string("\"precision\":\"") + p + "\"") != std::string::npos) g_artifact_precision = p;
   return l.graph;
 }
 
@@ -388,6 +397,7 @@ std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a,
   o.kernels.codegen = a.codegen;
   o.kernel_code = g_artifact_code;
   o.kernels.precision = a.precision;
+  if (!a.precision_given && !g_artifact_precision.empty()) o.kernels.precision = parse_precision(g_artifact_precision);
   calibrate_if_needed(g, a, o, ins);
   return std::make_unique<Executor>(std::move(g), o);
 }
