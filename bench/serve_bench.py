@@ -1,8 +1,9 @@
 """Serving overhead: `cuvil serve` with dynamic batching under wrk versus the engine's own best throughput over
-batch sizes, in-process (`cuvil bench`), for the MLP (784-128-10) and ResNet-50; p50/p99 latencies at several
-client counts, and batch-1 latency on an idle server versus the engine's batch-1 latency.
+batch sizes, in-process (`cuvil bench`), for the MLP (784-128-10), ResNet-50 and BERT-base (bench_models.py's
+12-layer encoder, 128 tokens); p50/p99 latencies at several client counts, and batch-1 latency on an idle server
+versus the engine's batch-1 latency. Requests use Triton's binary tensor extension.
 
-    PYTHONPATH=python:tests/python:scripts python bench/serve_bench.py [--models mlp,resnet50] [--seconds 5]
+    PYTHONPATH=python:tests/python:scripts python bench/serve_bench.py [--models mlp,resnet50,bert_base] [--seconds 5]
 """
 from __future__ import annotations
 
@@ -34,11 +35,15 @@ def export(name: str, path: str) -> tuple[str, tuple, str]:
         torch.manual_seed(0)
         m = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).eval()
         x = torch.randn(1, 784)
+    elif name == "bert_base":
+        sys.path.insert(0, HERE)
+        import bench_models  # bench/bench_models.py
+        m, x = bench_models.build("bert_base")
     else:
         import models  # scripts/models.py
         m = models.build(name)
         x = torch.randn(1, 3, 224, 224)
-    with warnings.catch_warnings(), torch.no_grad():
+    with warnings.catch_warnings():  # (autograd on: under no_grad the encoder takes a path export cannot trace)
         warnings.simplefilter("ignore")
         torch.onnx.export(m, x, path, input_names=["input"], output_names=["output"], opset_version=14,
                           dynamo=False, dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
@@ -83,14 +88,14 @@ def main() -> None:
         big = name != "mlp"
         path = os.path.join(work, "models", name, "1", "model.onnx")
         in_name, shape, out_name = export(name, path)
-        batches = [1, 2, 4, 8, 16] if big else [1, 4, 16, 32, 64]
+        batches = [1, 2, 4, 8] if big else [1, 4, 16, 32, 64]
         # The machine is shared: in-process and served runs alternate (before, served, after) and the served
         # throughput is compared with the mean of the two in-process bests.
         best, rows = engine_best(path, batches, big)
         print(f"\n{name}: in-process (cuvil bench, median): " +
               ", ".join(f"b{b} {ms:.3f} ms = {b / ms * 1e3:.0f}/s" for b, ms in rows.items()) +
               f"; best {best:.0f}/s")
-        max_batch = 8 if big else 64
+        max_batch = max(batches)
         write_config(os.path.join(work, "models"), name, max_batch_size=max_batch, max_queue_delay_us=a.delay_us,
                      warmup=True)
         s = Server(CUVIL, os.path.join(work, "models"), "--max-connections", "128")

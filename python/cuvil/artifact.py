@@ -85,11 +85,13 @@ def save_module(m: CompiledModule, path: "str | os.PathLike") -> None:
         "dim_bounds": bounds,
     }
     ranges = [(b.symbol, -1 if b.lo is None else b.lo, -1 if b.hi is None else b.hi) for b in m._dim_bounds]
-    if m._model.precision != "fp32":
-        # The artifact does not record per-node precision decisions yet: a bf16 model would load as fp32.
-        raise ValueError(f"save: only fp32 models can be saved as .cuv yet (this one was compiled with "
-                         f"precision={m._model.precision!r})")
-    config = json.dumps(m._config, sort_keys=True)
+    # bf16 / int8: the precision is in the configuration (set again at load), the int8 grids are node attributes
+    # of the saved graph, and the calibration's per-layer record rides along for precision_report.
+    config = json.dumps(dict(m._config, precision=m._model.precision), sort_keys=True)
+    if getattr(m, "_quant", None):
+        extra["quant"] = m._quant
+    if getattr(m, "_auto", None):
+        extra["auto"] = m._auto
     m._model.save(path, config, json.dumps(extra), _file_fingerprint(m._source_path), ranges)
 
 
@@ -123,9 +125,16 @@ def load(path: "str | os.PathLike", *, threads: Optional[int] = None, timeout: O
     if threads is not None:
         model.set_threads(threads)
     model.set_limits(*limits)
+    config = json.loads(_manifest).get("config", {})
+    if config.get("precision", "fp32") != "fp32":
+        model.set_precision(config["precision"])
     if _prepare:  # (the model cache defers it to the first call: cuvil.cache)
         model.prepare_static()
     unflatten = _pytree_unflatten(extra.get("output_pytree"), path)
     compiled = CompiledModule(model, structure, unflatten=unflatten, dim_bounds=bounds)
-    compiled._config = json.loads(_manifest).get("config", {})
+    compiled._config = config
+    if extra.get("quant"):
+        compiled._quant = extra["quant"]
+    if extra.get("auto"):
+        compiled._auto = extra["auto"]
     return compiled

@@ -25,7 +25,7 @@ _PLAIN_TORCH_DTYPES = frozenset() if torch is None else frozenset({
 
 
 # The precisions cuvil.compile and cuvil.load_onnx take (the core's parse_precision takes the same names).
-PRECISIONS = ("fp32", "bf16", "int8")
+PRECISIONS = ("fp32", "bf16", "int8", "auto")  # auto: per node, within an accuracy budget (auto_precision.py)
 
 
 def check_options(precision: str, device: str, threads: Optional[int], unknown: dict,
@@ -532,9 +532,13 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
     Symbolic dims come from the ONNX model's input shapes. Raises FileNotFoundError for a missing file and
     cuvil.CompileError for an unreadable or unsupported model."""
     calibration, method = options.pop("calibration", None), options.pop("calibration_method", "minmax")
+    accuracy = options.pop("accuracy", None)
     check_options(precision, device, threads, options,
                   names="precision, device, threads, timeout, max_loop_iterations, calibration, "
-                        "calibration_method")
+                        "calibration_method, accuracy")
+    if (accuracy is not None) != (precision == "auto"):
+        raise ValueError("precision='auto' takes accuracy={'metric': ..., 'budget': ..., 'data': [...]}, and "
+                         "accuracy is only for precision='auto'")
     if calibration is not None and precision != "int8":
         raise ValueError("calibration is for precision='int8'")
     limits = _check_limits(timeout, max_loop_iterations)
@@ -542,7 +546,7 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such ONNX file: {path}")
     from . import cache as _cache
-    lookup = _cache.onnx_lookup(path, precision=precision, cache=cache)
+    lookup = _cache.onnx_lookup(path, precision=precision, cache=cache) if precision != "auto" else None
     if isinstance(lookup, _cache.Lookup):
         hit = lookup.hit(threads=threads, timeout=timeout, max_loop_iterations=max_loop_iterations)
         if hit is not None:
@@ -560,7 +564,7 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
                 return hit
         if threads is not None:
             model.set_threads(threads)
-        if precision not in ("fp32", "int8"):
+        if precision not in ("fp32", "int8", "auto"):
             model.set_precision(precision)
         model.set_limits(*limits)
         compiled = CompiledModule(model)
@@ -575,6 +579,9 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
             else:
                 raise ValueError("precision='int8' needs calibration=[input samples] (or calibration_method="
                                  "'dynamic') for a model that is not quantized (QDQ) already")
+        if precision == "auto":
+            from .auto_precision import choose
+            choose(compiled, accuracy)
         # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
         model.prepare_static()
         compiled._source_path = path

@@ -8,7 +8,8 @@ holding 0) by ``method``: "minmax" (the observed range), "percentile" (the ``per
 error on the samples is smallest). Weights are quantized by the kernel (s8, symmetric, per output channel).
 
 Each quantized layer's input-quantization SQNR on the samples (10 log10 of signal over quantization-noise power)
-decides whether it may stay int8: below ``min_sqnr`` dB it keeps fp32, and the report says why.
+decides whether it may stay int8: below ``min_sqnr`` dB it runs bf16 (or fp32: ``fallback``), and the report says
+why. "entropy" picks the range by the KL divergence of the quantized histogram (entropy_threshold).
 ``CompiledModule.precision_report(*inputs)`` adds per quantized layer ``sqnr``: its output's SQNR on those inputs,
 int8 model against fp32 (so errors of the layers before it count too), and ``input_sqnr`` from calibration.
 """
@@ -19,7 +20,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
-METHODS = ("minmax", "percentile", "mse", "dynamic")
+METHODS = ("minmax", "percentile", "mse", "entropy", "dynamic")
+FALLBACKS = ("bf16", "fp32")
 # Values kept per layer for the percentile and MSE searches (a uniform subsample; minmax sees every value).
 _SAMPLE = 1 << 20
 
@@ -66,6 +68,38 @@ def sqnr_db(ref: np.ndarray, got: np.ndarray) -> float:
     return 10 * math.log10(max(signal, 1e-300) / noise)
 
 
+def entropy_threshold(values: np.ndarray, levels: int = 128, bins: int = 2048) -> float:
+    """The clipping threshold T for |values| whose quantization to `levels` steps over [0, T] loses the least
+    information: the KL divergence between the histogram of |values| clipped at T (the tail folded into the last
+    bin) and that histogram merged into `levels` steps and spread back (TensorRT's entropy calibration; 255 steps
+    for data that is never negative, 128 per side otherwise)."""
+    a = np.abs(values.astype(np.float64))
+    top = float(a.max()) if a.size else 0.0
+    if top <= 0 or not np.isfinite(top):
+        return top
+    hist, edges = np.histogram(a, bins=bins, range=(0.0, top))
+    hist = hist.astype(np.float64)
+    best_kl, best_i = math.inf, bins
+    for i in range(max(levels, 16), bins + 1, 8):
+        p = hist[:i].copy()
+        p[-1] += hist[i:].sum()
+        nonzero = p > 0
+        # Q: p's first i bins merged into `levels` steps, each step's mass spread over its nonzero bins
+        idx = (np.arange(i) * levels) // i
+        mass = np.bincount(idx, weights=hist[:i], minlength=levels)
+        count = np.bincount(idx, weights=nonzero.astype(np.float64), minlength=levels)
+        q = np.where(nonzero, mass[idx] / np.maximum(count[idx], 1), 0.0)
+        ps, qs = p.sum(), q.sum()
+        if ps <= 0 or qs <= 0:
+            continue
+        p, q = p / ps, q / qs
+        m = nonzero & (q > 0)
+        kl = float(np.sum(p[m] * np.log(p[m] / q[m]))) + (np.inf if np.any(nonzero & (q <= 0)) else 0.0)
+        if kl < best_kl:
+            best_kl, best_i = kl, i
+    return float(edges[best_i])
+
+
 class _Observer:
     """One layer's input statistics over the calibration samples."""
 
@@ -90,6 +124,9 @@ class _Observer:
         if method == "percentile":
             lo, hi = np.percentile(s, [100.0 - percentile, percentile])
             return grid(lo, hi)
+        if method == "entropy":
+            t = entropy_threshold(s, levels=255 if self.lo >= 0 else 128)
+            return grid(max(self.lo, -t), min(self.hi, t))
         # mse: the minmax range shrunk by each factor, the one whose fake quantization of the samples errs least.
         best, best_err = grid(self.lo, self.hi), math.inf
         for f in np.linspace(0.2, 1.0, 41):
@@ -107,15 +144,19 @@ class _Observer:
 
 
 def quantize(model, calibration: Optional[Iterable[Any]] = None, *, method: str = "minmax", percentile: float = 99.99,
-             min_sqnr: Optional[float] = None):
+             min_sqnr: Optional[float] = None, fallback: str = "bf16"):
     """Quantizes a :class:`cuvil.CompiledModule` to int8 in place and returns it.
 
     calibration: samples of the model's inputs, each a tuple of arrays/tensors (one per input), a dict by input
     name, or a single array for a one-input model; a few representative ones (8-32) are enough. method:
-    "minmax", "percentile" (with ``percentile``, e.g. 99.99), "mse", or "dynamic" (no calibration: the matrix
-    products quantize each row of their input symmetrically at run time; convolutions stay fp32). min_sqnr: layers whose input quantization
-    SQNR (dB) on the samples is below it stay fp32 (None: every calibrated layer runs int8 where the machine
-    runs int8 faster). Convolutions and products that stay fp32 say why in ``precision_report``."""
+    "minmax", "percentile" (with ``percentile``, e.g. 99.99), "mse", "entropy" (the KL-divergence threshold), or
+    "dynamic" (no calibration: the matrix products quantize each row of their input symmetrically at run time;
+    convolutions stay fp32). min_sqnr: layers whose input quantization SQNR (dB) on the samples is below it run
+    at ``fallback`` instead: "bf16" (the default; where the machine's bf16 kernel is slower than f32 the layer
+    keeps f32 and says so) or "fp32" (None: every calibrated layer runs int8 where the machine runs int8 faster).
+    Convolutions and products that are not int8 say why in ``precision_report``."""
+    if fallback not in FALLBACKS:
+        raise ValueError(f"unknown fallback {fallback!r}: fallback must be one of {', '.join(map(repr, FALLBACKS))}")
     if method not in METHODS:
         raise ValueError(f"unknown calibration method {method!r}: method must be one of "
                          f"{', '.join(map(repr, METHODS))}")
@@ -149,9 +190,12 @@ def quantize(model, calibration: Optional[Iterable[Any]] = None, *, method: str 
         scale, zp = observers[x_name].choose(method, percentile)
         in_sqnr = observers[x_name].input_sqnr(scale, zp)
         keep = min_sqnr is not None and in_sqnr < min_sqnr
-        core.set_quant_hint(index, 0.0 if keep else scale, zp)
-        info[y_name] = dict(input_sqnr=in_sqnr, scale=scale, zero_point=zp,
-                            reason=f"input SQNR {in_sqnr:.1f} dB < min_sqnr {min_sqnr} dB" if keep else "")
+        reason = f"input SQNR {in_sqnr:.1f} dB < min_sqnr {min_sqnr} dB" if keep else ""
+        # the hint stays (precision="auto" and the report read it); the node's own precision raises it
+        core.set_quant_hint(index, scale, zp)
+        core.set_node_precision(index, fallback if keep else "", reason)
+        info[y_name] = dict(input_sqnr=in_sqnr, scale=scale, zero_point=zp, reason=reason,
+                            precision=fallback if keep else "int8")
     core.set_precision("int8")
     model._quant = dict(method=method, layers=info)
     model._config = dict(model._config, precision="int8")

@@ -22,6 +22,7 @@
 #include "artifact/artifact.h"
 #include "artifact/cache_key.h"
 #include "artifact/kernel_library.h"
+#include "artifact/prepacked.h"
 #include "codegen/llvm/aot.h"
 #include "codegen/llvm/host_cpu.h"
 #include "codegen/llvm/jit.h"
@@ -37,6 +38,7 @@
 #include "runtime/executor.h"
 #include "runtime/run_error.h"
 #include "runtime/versioned_model.h"
+#include "runtime/weight_recipes.h"
 #include "runtime/weights.h"
 #include "report/html_report.h"
 #include "report/profile_report.h"
@@ -341,7 +343,7 @@ class Model {
     applied_.clear();
   }
   // A loaded artifact's graph (already optimized, inferred and verified) and its kernels' code (may be null).
-  Model(artifact::Loaded a) : code_(std::move(a.kernel_code)), mapped_(a.graph) {
+  Model(artifact::Loaded a) : code_(std::move(a.kernel_code)), mapped_(a.graph), recipes_(std::move(a.recipes)) {
     versions_ = std::make_unique<VersionedModel>(std::move(a.graph), executor_options());
   }
 
@@ -364,6 +366,13 @@ class Model {
           std::memcpy(b.raw(), t.raw(), t.nbytes());
           t = b;
         }
+    if (onnx_path_.empty() && recipes_) {  // an artifact's folded weights, by their original names
+      auto next = std::make_shared<WeightRecipes>();
+      auto derived = translate_updates(*graph(), *recipes_, ts, strict, next.get());
+      uint64_t id = versions_->swap(with_weights(*graph(), derived, false));
+      recipes_ = std::move(next);
+      return id;
+    }
     if (onnx_path_.empty()) return versions_->swap(with_weights(*graph(), ts, strict));
     // The ONNX graph as imported, with every update so far and then these.
     std::shared_ptr<Graph> src = import_source();
@@ -410,8 +419,29 @@ class Model {
     in.model_fingerprint = fingerprint;
     for (const auto& [sym, lo, hi] : dims) in.dim_ranges.push_back({sym, lo, hi});
     in.tuned_for = codegen::jit_host_description();
+    ExecutorOptions options;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      options = executor_options();
+    }
     py::gil_scoped_release nogil;
+    {
+      // The folds the passes made, so that the artifact updates by original names: kept from a loaded artifact,
+      // found from the ONNX file (with the updates so far) for an ONNX model.
+      std::lock_guard<std::mutex> one_swap(swap_mu_);
+      if (recipes_) {
+        in.recipes = recipes_;
+      } else if (!onnx_path_.empty()) {
+        try {
+          std::shared_ptr<Graph> src = with_weights(*import_source(), applied_, false);
+          auto r = std::make_shared<WeightRecipes>(derive_fold_recipes(*src, *in.graph));
+          if (!r->folds.empty()) in.recipes = r;
+        } catch (const Error&) {  // (the file changed since the load: the artifact updates by its own names)
+        }
+      }
+    }
     codegen::add_compiled_kernels(in.graph, in);  // the generated kernels as machine code
+    artifact::add_prepacked_weights(in, options);  // the weights in the kernels' layouts
     artifact::save(path, in);
   }
 
@@ -571,6 +601,18 @@ class Model {
     cuvil::set_quant_hint(*g->nodes()[size_t(index)], x_scale, zero_point);
     versions_->set_options(executor_options());
   }
+  // Node `index`'s own precision ("fp32", "bf16", "" = the model's) and the reason for it: raises that node above
+  // the model's precision (cuvil.quantize's fallback, precision="auto"). Drops the pooled executors.
+  void set_node_precision(int64_t index, const std::string& precision, const std::string& reason) {
+    if (!precision.empty()) parse_precision(precision);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto g = std::const_pointer_cast<Graph>(versions_->current()->graph());
+    if (index < 0 || size_t(index) >= g->nodes().size()) throw Error("no node " + std::to_string(index));
+    Node& n = *g->nodes()[size_t(index)];
+    n.attrs()["precision"] = Attribute(precision);
+    n.attrs()["precision_reason"] = Attribute(reason);
+    versions_->set_options(executor_options());
+  }
   // Runs once at `precision` with the values named `names` (top-level node outputs or graph inputs) exposed, and
   // returns them (run_with_values).
   std::vector<py::array> run_values(const std::vector<py::array>& inputs, const std::vector<std::string>& names,
@@ -669,7 +711,7 @@ class Model {
 
   // The weights update_weights takes (under swap_mu_).
   std::vector<WeightInfo> weight_list() {
-    if (onnx_path_.empty()) return list_weights(*graph());
+    if (onnx_path_.empty()) return recipes_ ? list_weights(*graph(), *recipes_) : list_weights(*graph());
     if (source_weights_.empty()) source_weights_ = list_weights(*import_source());
     return source_weights_;
   }
@@ -730,7 +772,9 @@ class Model {
   // replaced). Null for other models.
   std::shared_ptr<const Graph> mapped_;
   int opt_level_ = 1;
-  std::mutex swap_mu_;  // one weight update at a time (runs never take it); guards applied_
+  std::mutex swap_mu_;  // one weight update at a time (runs never take it); guards applied_ and recipes_
+  // A loaded artifact's folds and the current values of the original weights they read (weight_recipes.h).
+  std::shared_ptr<const WeightRecipes> recipes_;
   // An ONNX model's file (and its size and modification time when loaded), the weights its graph had before
   // the passes, and the updates applied so far (one per name, the latest).
   std::string onnx_path_;
@@ -833,6 +877,7 @@ PYBIND11_MODULE(_C, m) {
       .def("precision_report", &Model::precision_report)
       .def("quant_targets", &Model::quant_targets)
       .def("set_quant_hint", &Model::set_quant_hint)
+      .def("set_node_precision", &Model::set_node_precision)
       .def("run_values", &Model::run_values)
       .def("prepare", &Model::prepare)
       .def("prepare_static", &Model::prepare_static)
@@ -879,7 +924,7 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("path"), py::arg("opt_level") = 1);
   // The profile report's other forms (src/report): the HTML page, the Chrome trace, the diff of two reports.
-  // The model cache (python/cuvil/cache.py): what this build is, and a fast hash of a buffer (weights).
+  // The model cache (python/cuvil/cache/): what this build is, and a fast hash of a buffer (weights).
   m.def("build_info", []() {
     return std::map<std::string, std::string>{{"version", CUVIL_VERSION},
                                               {"git_revision", artifact::git_revision()},

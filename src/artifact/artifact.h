@@ -12,6 +12,8 @@
 
 #include "codegen/kernel_code.h"
 #include "ir/graph.h"
+#include "kernels/onednn/prepacked.h"
+#include "runtime/weight_recipes.h"
 
 namespace cuvil::artifact {
 
@@ -35,6 +37,11 @@ struct SaveInput {
   std::vector<std::string> kernel_features;
   std::string tuned_for;
   std::string llvm_version;  // of the compiler that made the kernels ("" when none)
+  // Weights in the layouts the kernels packed them into (artifact/prepacked.h: record_packed_weights); those of
+  // constants the weights section holds are saved, the others left out. `prepacked_keep` holds their bytes.
+  std::vector<onednn::PackedImage> prepacked;
+  std::shared_ptr<const void> prepacked_keep;  // The folds the passes made, with the original weights they read (derive_fold_recipes), or null.
+  std::shared_ptr<const WeightRecipes> recipes;
 };
 
 // The serialized file. Throws cuvil::Error when the graph holds what an artifact cannot (none today).
@@ -71,6 +78,8 @@ struct LoadOptions {
   bool verify_checksums = true;
   // Whether to load the artifact's machine code (false: the fuzzer, which must not dlopen mutated bytes).
   bool load_kernels = true;
+  // Whether to give the prepacked section's images to the kernels (false: they pack from the weights section).
+  bool prepacked = true;
 };
 
 struct Loaded {
@@ -83,6 +92,11 @@ struct Loaded {
   // compiler when it has one, else run op by op).
   std::shared_ptr<codegen::KernelCodeSource> kernel_code;
   std::string source_map_json;
+  // Prepacked weights given to the kernels (onednn::provide_packed) for as long as the graph lives; when the
+  // section's were not usable here, why.
+  size_t prepacked_images = 0;
+  std::string prepacked_unused;  // The weight_recipes section, checked against the graph (its originals view the weights section); null when none.
+  std::shared_ptr<const WeightRecipes> recipes;
 };
 
 // Maps the file (private, copy-on-write: the weights are used where they lie).

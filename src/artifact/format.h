@@ -19,9 +19,21 @@ inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint64_t kAlign = 64;
 
 // kernels: an ELF shared object of the generated kernels; kernel_index: per kernel its symbol and lookup key
-// (artifact/kernel_library.h). Both or neither.
-enum class SectionKind : uint32_t { manifest = 1, graph = 2, weights = 3, source_map = 4, kernels = 5, kernel_index = 6 };
-inline constexpr uint32_t kMaxSectionKind = 6;
+// (artifact/kernel_library.h). Both or neither. prepacked (optional): weights already in the layouts oneDNN's
+// primitives chose when the artifact was saved (artifact/prepacked.h). weight_recipes (optional): JSON, the
+// original weights that passes folded (their bytes in the weights section) and each fold's recipe
+// (runtime/weight_recipes.h), so that updates by the original names work on a loaded artifact.
+enum class SectionKind : uint32_t {
+  manifest = 1,
+  graph = 2,
+  weights = 3,
+  source_map = 4,
+  kernels = 5,
+  kernel_index = 6,
+  prepacked = 7,
+  weight_recipes = 8
+};
+inline constexpr uint32_t kMaxSectionKind = 8;
 
 struct Header {
   char magic[8];
@@ -58,6 +70,26 @@ struct WeightsIndexEntry {
   uint64_t offset;
   uint64_t nbytes;
 };
+
+// The prepacked section: a head, `count` entries (each followed by its two descriptors, `desc_bytes` each: the
+// dense layout packed from, the layout packed into), then each image at a 64-byte-aligned offset from the
+// section's start. An image is weight `weight` (an index into the weights section) times `scale` in layout `to`.
+// `layout_tag` names the descriptors' encoding (oneDNN's version): under another, the images are not used.
+struct PrepackedHead {
+  uint64_t count;
+  uint32_t desc_bytes;
+  uint32_t reserved;
+  char layout_tag[64];  // NUL-terminated
+};
+static_assert(sizeof(PrepackedHead) == 80);
+struct PrepackedEntry {
+  uint64_t weight;
+  float scale;
+  uint32_t reserved;
+  uint64_t offset;
+  uint64_t nbytes;
+};
+static_assert(sizeof(PrepackedEntry) == 32);
 
 const char* section_name(SectionKind k);
 

@@ -1,6 +1,7 @@
 #include "artifact/kernel_library.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "artifact/cpu_features.h"
 #include "runtime/executor.h"
 #include "support/error.h"
+#include "support/perf_map.h"
 
 namespace cuvil::artifact {
 
@@ -154,6 +156,13 @@ std::shared_ptr<codegen::KernelCodeSource> open_kernel_library(std::string_view 
     void* f = ::dlsym(h, sym.c_str());
     if (!f) throw Error("kernel " + sym + " missing from the shared object");
     lib->fns_[key] = reinterpret_cast<codegen::GeneratedFn>(f);
+    if (perf_map_enabled()) {
+      // perf cannot read the in-memory shared object after the process ends; its symbol table can be, here.
+      Dl_info info{};
+      ElfW(Sym)* entry = nullptr;
+      if (::dladdr1(f, &info, reinterpret_cast<void**>(&entry), RTLD_DL_SYMENT) && entry)
+        perf_map_announce(f, size_t(entry->st_size), "cuvil " + sym);
+    }
   }
   return lib;
 }

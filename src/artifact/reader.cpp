@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "artifact/cpu_features.h"
 #include "artifact/format.h"
 #include "artifact/kernel_library.h"
+#include "artifact/prepacked.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
@@ -77,6 +79,18 @@ class Reader {
     out.graph = graph(out.manifest);
     if (bool(find(SectionKind::kernels)) != bool(find(SectionKind::kernel_index)))
       fail("has one of the kernels and kernel_index sections without the other");
+    if (find(SectionKind::weight_recipes)) out.recipes = recipes(*out.graph);
+    if (find(SectionKind::prepacked) && opts_.prepacked) {
+      std::vector<onednn::PackedImage> images;
+      try {
+        images = read_prepacked(section(SectionKind::prepacked), weights_base_, weights_index_, &out.prepacked_unused);
+      } catch (const Error& e) {
+        fail(e.what());
+      }
+      // Held weakly by the kernels' registry: used while the mapping lives (the graph holds it).
+      onednn::provide_packed(images, b_);
+      out.prepacked_images = images.size();
+    }
     if (find(SectionKind::kernels) && opts_.load_kernels) {
       try {
         out.kernel_code = open_kernel_library(section(SectionKind::kernels), section(SectionKind::kernel_index));
@@ -111,6 +125,7 @@ class Reader {
     if (sums && checksum64(table_.data(), table_.size() * sizeof(SectionEntry)) != h.table_checksum)
       fail("corrupt section table (checksum)");
     std::vector<std::pair<uint64_t, uint64_t>> spans;
+    std::vector<std::future<uint64_t>> large_sums = checksums_of_large_sections(sums);
     for (const SectionEntry& e : table_) {
       if (e.kind == 0 || e.kind > kMaxSectionKind) fail("unknown section kind ", e.kind);
       const char* name = section_name(SectionKind(e.kind));
@@ -122,7 +137,9 @@ class Reader {
           end > b_->size)
         fail("section ", name, " lies outside the file (offset ", e.offset, ", ", e.size, " bytes)");
       spans.push_back({e.offset, end});
-      if (sums && checksum64(b_->data + e.offset, e.size) != e.checksum) fail("section ", name, " is corrupt (checksum)");
+      size_t i = size_t(&e - table_.data());
+      uint64_t sum = large_sums[i].valid() ? large_sums[i].get() : sums ? checksum64(b_->data + e.offset, e.size) : 0;
+      if (sums && sum != e.checksum) fail("section ", name, " is corrupt (checksum)");
       out.sections.push_back({name, e.offset, e.size, e.checksum});
     }
     std::sort(spans.begin(), spans.end());
@@ -138,6 +155,28 @@ class Reader {
     }
     for (SectionKind k : {SectionKind::manifest, SectionKind::graph, SectionKind::weights, SectionKind::source_map})
       if (!find(k)) fail("no ", section_name(k), " section");
+  }
+
+  // The checksums of the sections of kLargeSection bytes or more that lie inside the file, each computed on a
+  // thread of its own (the weights and the prepacked images: hundreds of MB, read at GB/s), so that a load reads
+  // them at the speed of the cores it has; the others (and any outside the file) are checked in order.
+  static constexpr uint64_t kLargeSection = uint64_t(16) << 20;
+  std::vector<std::future<uint64_t>> checksums_of_large_sections(bool sums) const {
+    std::vector<std::future<uint64_t>> out(table_.size());
+    if (!sums) return out;
+    bool first = true;
+    for (size_t i = 0; i < table_.size(); ++i) {
+      const SectionEntry& e = table_[i];
+      uint64_t end = 0;
+      if (e.size < kLargeSection || __builtin_add_overflow(e.offset, e.size, &end) || end > b_->size) continue;
+      if (first) {  // (the first on this thread, when the others are collected)
+        first = false;
+        out[i] = std::async(std::launch::deferred, [p = b_->data + e.offset, n = e.size] { return checksum64(p, n); });
+      } else {
+        out[i] = std::async(std::launch::async, [p = b_->data + e.offset, n = e.size] { return checksum64(p, n); });
+      }
+    }
+    return out;
   }
 
   const SectionEntry* find(SectionKind k) const {
@@ -244,6 +283,8 @@ class Reader {
         fail("weights index corrupt (a tensor outside the section)");
     }
     uint8_t* base = b_->data + we->offset;
+    weights_base_ = base;
+    weights_index_ = entries;
     ParseOptions po;
     po.external = [&](int64_t index, DType dtype, const std::vector<int64_t>& dims) {
       if (index < 0 || uint64_t(index) >= entries.size())
@@ -281,10 +322,55 @@ class Reader {
     return std::shared_ptr<Graph>(holder, g.get());
   }
 
+  // ---- the weight recipes: the originals view the weights section; checked against the graph.
+  std::shared_ptr<const WeightRecipes> recipes(const Graph& g) const {
+    std::string_view text = section(SectionKind::weight_recipes);
+    if (text.size() > kMaxManifestBytes) fail("weight recipes too large");
+    json j = json::parse(text.begin(), text.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) fail("weight recipes are not a JSON object");
+    auto r = std::make_shared<WeightRecipes>();
+    for (const json& o : arr(j, "originals")) {
+      if (!o.is_object()) fail("weight recipes: an original is not an object");
+      std::string name = str(o, "name");
+      std::optional<DType> dt = dtype_from_name(str(o, "dtype"));
+      if (!dt) fail("weight recipes: '", name, "' has an unknown dtype");
+      std::vector<int64_t> dims;
+      uint64_t bytes = dtype_size(*dt);
+      for (const json& d : arr(o, "dims")) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0 || __builtin_mul_overflow(bytes, d.get<uint64_t>(), &bytes))
+          fail("weight recipes: '", name, "' has a bad shape");
+        dims.push_back(d.get<int64_t>());
+      }
+      int64_t w = num(o, "weight");
+      if (w < 0 || uint64_t(w) >= weights_index_.size() || weights_index_[size_t(w)].nbytes != bytes)
+        fail("weight recipes: '", name, "' names no weight of its size");
+      r->originals.emplace_back(name, Tensor::view(*dt, dims, const_cast<uint8_t*>(weights_base_) +
+                                                                   weights_index_[size_t(w)].offset));
+    }
+    for (const json& f : arr(j, "folds")) {
+      if (!f.is_object()) fail("weight recipes: a fold is not an object");
+      if (str(f, "kind") != "batch_norm") fail("weight recipes: unknown fold kind '", str(f, "kind"), "'");
+      FoldRecipe fr{str(f, "out_w"), str(f, "out_b"), str(f, "w"),  str(f, "b"),
+                    str(f, "scale"), str(f, "bias"),  str(f, "mean"), str(f, "var")};
+      const json& eps = field(f, "eps", json::value_t::number_float, "a number");
+      fr.eps = eps.get<double>();
+      fr.by_column = field(f, "by_column", json::value_t::boolean, "a boolean").get<bool>();
+      r->folds.push_back(std::move(fr));
+    }
+    try {
+      check_recipes(g, *r);
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+    return r;
+  }
+
   std::shared_ptr<Bytes> b_;
   std::string what_;
   const LoadOptions& opts_;
   std::vector<SectionEntry> table_;
+  const uint8_t* weights_base_ = nullptr;
+  std::vector<WeightsIndexEntry> weights_index_;
 };
 
 }  // namespace
@@ -358,6 +444,9 @@ std::string describe(const Loaded& a) {
   bool code = std::any_of(a.sections.begin(), a.sections.end(), [](const SectionInfo& s) { return s.name == "kernels"; });
   os << "generated kernels: "
      << (code ? "machine code in the artifact" : "no machine code (the process's compiler, else op by op)") << "\n";
+  bool packed = std::any_of(a.sections.begin(), a.sections.end(), [](const SectionInfo& s) { return s.name == "prepacked"; });
+  os << "prepacked weights: " << (!packed ? "none (packed at load)" : "in the artifact") << "\n";
+  if (!a.prepacked_unused.empty()) os << "  (" << a.prepacked_unused << ")\n";
   os << "manifest:\n" << a.manifest.json << "\n";
   return os.str();
 }

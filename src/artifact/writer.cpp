@@ -13,6 +13,7 @@
 #include "artifact/checksum.h"
 #include "artifact/cpu_features.h"
 #include "artifact/format.h"
+#include "artifact/prepacked.h"
 #include "ir/text_format.h"
 #include "support/error.h"
 #include "support/sha256.h"
@@ -36,6 +37,11 @@ class WeightsBuilder {
     tensors_.push_back(t);
     seen_[key] = index;
     return index;
+  }
+  // The index of the tensor stored for these bytes, or -1.
+  int64_t find(const void* data, size_t nbytes) const {
+    auto it = seen_.find(std::make_tuple(data, nbytes));
+    return it == seen_.end() ? -1 : it->second;
   }
   std::string bytes() const {
     uint64_t head = sizeof(WeightsIndexHead) + tensors_.size() * sizeof(WeightsIndexEntry);
@@ -93,6 +99,23 @@ json parse_object(const std::string& text, const char* what) {
 
 }  // namespace
 
+namespace {
+
+// The weight_recipes section: the originals (stored in the weights section) and the folds.
+json recipes_json(const WeightRecipes& r, WeightsBuilder& weights) {
+  json originals = json::array(), folds = json::array();
+  for (const auto& [name, t] : r.originals)
+    originals.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype()))}, {"dims", t.shape()},
+                         {"weight", weights.add(t)}});
+  for (const FoldRecipe& f : r.folds)
+    folds.push_back({{"kind", "batch_norm"}, {"out_w", f.out_w}, {"out_b", f.out_b}, {"w", f.w}, {"b", f.b},
+                     {"scale", f.scale}, {"bias", f.bias}, {"mean", f.mean}, {"var", f.var}, {"eps", f.eps},
+                     {"by_column", f.by_column}});
+  return {{"originals", originals}, {"folds", folds}};
+}
+
+}  // namespace
+
 const char* section_name(SectionKind k) {
   switch (k) {
     case SectionKind::manifest: return "manifest";
@@ -101,6 +124,8 @@ const char* section_name(SectionKind k) {
     case SectionKind::source_map: return "source_map";
     case SectionKind::kernels: return "kernels";
     case SectionKind::kernel_index: return "kernel_index";
+    case SectionKind::prepacked: return "prepacked";
+    case SectionKind::weight_recipes: return "weight_recipes";
   }
   return "?";
 }
@@ -121,6 +146,8 @@ std::string serialize(const SaveInput& in) {
   PrintOptions po;
   po.external = [&](const Tensor& t) { return weights.add(t); };
   std::string graph_text = print_graph(*in.graph, po);
+  std::string recipes;
+  if (in.recipes && !in.recipes->folds.empty()) recipes = dump_json(recipes_json(*in.recipes, weights), -1, "weight recipes");
   std::string weight_bytes = weights.bytes();
 
   Sha256 fp;
@@ -158,6 +185,10 @@ std::string serialize(const SaveInput& in) {
     sections.push_back({SectionKind::kernels, &in.kernels_so});
     sections.push_back({SectionKind::kernel_index, &in.kernel_index});
   }
+  std::string prepacked = prepacked_section(
+      in.prepacked, [&](const void* data, size_t nbytes) { return weights.find(data, nbytes); });
+  if (!prepacked.empty()) sections.push_back({SectionKind::prepacked, &prepacked});
+  if (!recipes.empty()) sections.push_back({SectionKind::weight_recipes, &recipes});
 
   std::vector<SectionEntry> table(sections.size());
   uint64_t at = align_up(sizeof(Header) + table.size() * sizeof(SectionEntry));

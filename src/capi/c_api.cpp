@@ -1,6 +1,8 @@
 // The C API (include/cuvil/cuvil.h) over the artifact loader and the executor. Every entry point catches every
 // exception: nothing C++ crosses the boundary; failures become status objects.
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "cuvil/cuvil.h"
 #include "runtime/executor.h"
 #include "runtime/versioned_model.h"
+#include "runtime/weight_recipes.h"
 #include "runtime/weights.h"
 
 using namespace cuvil;
@@ -30,11 +33,21 @@ struct cuvil_session {
   std::vector<Io> inputs, outputs;
   std::vector<artifact::DimBound> bounds;  // the manifest's dim ranges, checked on every run
   std::vector<std::string> weight_names;
+  // The artifact's folds and original weights (runtime/weight_recipes.h) as of each weights version that was
+  // current or staged: updates by original names fold again from the version they are staged on.
+  std::mutex recipes_mu;
+  std::map<uint64_t, std::shared_ptr<const WeightRecipes>> recipes;
+  std::shared_ptr<const WeightRecipes> recipes_of(uint64_t version) {
+    std::lock_guard<std::mutex> lock(recipes_mu);
+    auto it = recipes.find(version);
+    return it == recipes.end() ? nullptr : it->second;
+  }
 };
 
 struct cuvil_weights {
   std::shared_ptr<WeightsVersion> version;
   uint64_t base = 0;  // the version it was staged from
+  std::shared_ptr<const WeightRecipes> recipes;  // the originals this version holds (null: no recipes)
 };
 
 namespace {
@@ -93,7 +106,12 @@ cuvil_session* make_session(artifact::Loaded loaded, const cuvil_session_options
   o.threads = options ? options->threads : 0;
   o.kernel_code = s->loaded.kernel_code;
   s->versions = std::make_unique<VersionedModel>(s->loaded.graph, o);
-  for (const WeightInfo& w : list_weights(*s->loaded.graph)) s->weight_names.push_back(w.name);
+  if (s->loaded.recipes) {
+    s->recipes[s->versions->current_id()] = s->loaded.recipes;
+    for (const WeightInfo& w : list_weights(*s->loaded.graph, *s->loaded.recipes)) s->weight_names.push_back(w.name);
+  } else {
+    for (const WeightInfo& w : list_weights(*s->loaded.graph)) s->weight_names.push_back(w.name);
+  }
   auto describe = [](const std::vector<Value*>& vs, std::vector<cuvil_session::Io>& out) {
     for (Value* v : vs) {
       cuvil_session::Io io{v->name(), v->dtype(), {}, {}};
@@ -388,8 +406,17 @@ cuvil_code cuvil_weights_stage(cuvil_session* s, const char* const* names, const
     for (size_t i = 0; i < n; ++i) ws.emplace_back(names[i], views_of[i].clone());  // the caller's buffers may go
     std::shared_ptr<WeightsVersion> base = s->versions->current();
     auto w = std::make_unique<cuvil_weights>();
+    bool strict = !(flags & CUVIL_WEIGHTS_SUBSET);
     try {
-      w->version = s->versions->stage(with_weights(*base->graph(), ws, !(flags & CUVIL_WEIGHTS_SUBSET)));
+      if (std::shared_ptr<const WeightRecipes> r = s->recipes_of(base->id())) {
+        // Original names: the folds made again (off the request path), then the derived constants replaced.
+        auto next = std::make_shared<WeightRecipes>();
+        auto derived = translate_updates(*base->graph(), *r, ws, strict, next.get());
+        w->version = s->versions->stage(with_weights(*base->graph(), derived, false));
+        w->recipes = std::move(next);
+      } else {
+        w->version = s->versions->stage(with_weights(*base->graph(), ws, strict));
+      }
     } catch (const InputError& e) {  // names, dtypes, shapes, missing weights: nothing was built
       set_status(status, CUVIL_WEIGHTS_MISMATCH, e.what());
       return CUVIL_WEIGHTS_MISMATCH;
@@ -408,10 +435,19 @@ cuvil_code cuvil_weights_commit(cuvil_session* s, const cuvil_weights* staged, u
   }
   return guarded(status, CUVIL_WEIGHTS_MISMATCH, nullptr, CUVIL_WEIGHTS_MISMATCH, [&]() -> cuvil_code {
     try {
+      if (staged->recipes) {
+        // Known before the commit publishes the version: a stage on it right after finds its originals.
+        std::lock_guard<std::mutex> lock(s->recipes_mu);
+        s->recipes[staged->version->id()] = staged->recipes;
+      }
       s->versions->commit(staged->version, staged->base);
     } catch (const InputError& e) {  // staged before another commit
       set_status(status, CUVIL_WEIGHTS_MISMATCH, e.what());
       return CUVIL_WEIGHTS_MISMATCH;
+    }
+    if (staged->recipes) {  // stages from now on start from this version (or one still being staged on)
+      std::lock_guard<std::mutex> lock(s->recipes_mu);
+      std::erase_if(s->recipes, [&](const auto& e) { return e.first < staged->base; });
     }
     if (version) *version = staged->version->id();
     return CUVIL_OK;

@@ -1,7 +1,9 @@
 // assign-layouts: 2-D convolutions and pools run channels-last ([N, H, W, C]), the layout oneDNN's fast fp32
 // kernels use; the rest of the graph keeps ONNX's [N, C, H, W]. The change is explicit in the IR:
 //   1. every f32 FusedConv / MaxPool (one output) / AveragePool / GlobalAveragePool / GlobalMaxPool on 4-D data
-//      becomes Transpose(to NHWC) -> op(channels_last = 1) -> Transpose(back to NCHW);
+//      becomes Transpose(to NHWC) -> op(channels_last = 1) -> Transpose(back to NCHW); so does a 1-D FusedConv
+//      on 3-D data ([N, W, C]: on [N, C, W] oneDNN 2.6 runs it as im2col + gemm, 4-8x slower; Whisper's
+//      front-end convolutions);
 //   2. a Transpose whose input is another Transpose merges with it (and vanishes when the two cancel), so
 //      back-to-back convolutions exchange NHWC tensors directly;
 //   3. element-wise ops whose inputs are all transposed the same way (Relu, Add of two branches, the Mul of a
@@ -24,14 +26,16 @@
 namespace cuvil {
 namespace {
 
-const std::vector<int64_t> kToNhwc{0, 2, 3, 1}, kToNchw{0, 3, 1, 2};
+// 2-D (4-D tensor) channels-last permutations; other ranks use layout::perm_to_channels_last/first.
+const std::vector<int64_t> kToNchw{0, 3, 1, 2};
 
 bool layout_capable(const Node& n) {
   bool op_ok = n.op() == OpKind::FusedConv || n.op() == OpKind::AveragePool || n.op() == OpKind::GlobalAveragePool ||
                n.op() == OpKind::GlobalMaxPool || (n.op() == OpKind::MaxPool && n.num_outputs() == 1);
   const Value* x = n.input(0);
-  return op_ok && x && x->dtype() == DType::f32 && x->shape().rank_known() && x->shape().rank() == 4 &&
-         n.attr("channels_last").i() == 0;
+  if (!op_ok || !x || x->dtype() != DType::f32 || !x->shape().rank_known() || n.attr("channels_last").i() != 0)
+    return false;
+  return x->shape().rank() == 4 || (x->shape().rank() == 3 && n.op() == OpKind::FusedConv);
 }
 
 // Element-wise ops that commute with a transpose of all their inputs (same shape in, same shape out).
@@ -308,16 +312,17 @@ bool convert_nodes(Graph& g) {
     Node* n = g.nodes()[i].get();
     if (!layout_capable(*n)) continue;
     std::vector<Value*> ins = n->inputs();
-    size_t pos = i;
-    ins[0] = add_transpose(g, pos++, ins[0], kToNhwc, n->loc());
-    if (n->op() == OpKind::FusedConv && ins.size() > 3 && ins[3]) ins[3] = add_transpose(g, pos++, ins[3], kToNhwc, n->loc());
+    size_t pos = i, rank = ins[0]->shape().rank();
+    const std::vector<int64_t> to_last = layout::perm_to_channels_last(rank);
+    ins[0] = add_transpose(g, pos++, ins[0], to_last, n->loc());
+    if (n->op() == OpKind::FusedConv && ins.size() > 3 && ins[3]) ins[3] = add_transpose(g, pos++, ins[3], to_last, n->loc());
     AttrMap attrs = n->attrs();
     attrs["channels_last"] = Attribute(int64_t(1));
     Value* y = n->output(0);
     Node* cl = g.insert_node(pos + 1, n->op(), ins, {g.unique_name(y->name() + "_nhwc")}, attrs, n->loc());
     cl->output(0)->set_type({y->dtype(), Shape(layout::to_channels_last(y->shape().dims()))});
     std::string name = rewrite::free_name(g, y);
-    Value* back = add_transpose(g, pos + 2, cl->output(0), kToNchw, n->loc());
+    Value* back = add_transpose(g, pos + 2, cl->output(0), layout::perm_to_channels_first(rank), n->loc());
     g.rename_value(back, name);
     g.replace_all_uses(y, back);
     dead.push_back(n);

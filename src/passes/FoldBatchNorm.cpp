@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "ir/op_schema.h"
+#include "ir/ops/batchnorm_fold.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 
@@ -17,25 +18,6 @@ namespace cuvil {
 namespace {
 
 bool is_float_constant(const Value* v, DType t) { return v && v->is_constant() && v->dtype() == t; }
-
-// The folded weights and bias. Output channel o owns W's row o (by_column false: Conv, Gemm with transB) or W's
-// column o (by_column true: a [K, N] matrix).
-template <class T>
-std::pair<Tensor, Tensor> folded_params(const Tensor& w, const Tensor* b, const Tensor& scale, const Tensor& bias,
-                                        const Tensor& mean, const Tensor& var, double eps, bool by_column) {
-  int64_t m = by_column ? w.dim(1) : w.dim(0), per = w.numel() / m;
-  Tensor nw = Tensor::zeros(w.dtype(), w.shape()), nb = Tensor::zeros(w.dtype(), {m});
-  for (int64_t o = 0; o < m; ++o) {
-    double s = double(scale.data<T>()[o]) / std::sqrt(double(var.data<T>()[o]) + eps);
-    for (int64_t k = 0; k < per; ++k) {
-      int64_t i = by_column ? k * m + o : o * per + k;
-      nw.data<T>()[i] = T(double(w.data<T>()[i]) * s);
-    }
-    double b0 = b ? double(b->data<T>()[o]) : 0.0;
-    nb.data<T>()[o] = T((b0 - double(mean.data<T>()[o])) * s + double(bias.data<T>()[o]));
-  }
-  return {nw, nb};
-}
 
 // How a producer of BN's input can take the folding: its weights and bias inputs, and W's channel layout.
 struct Foldable {
@@ -87,9 +69,9 @@ bool fold(Graph& g) {
     double eps = AttrReader(*bn).f("epsilon");
     const Tensor* b0 = b ? &b->constant() : nullptr;
     auto [nw, nb] = t == DType::f32
-        ? folded_params<float>(w->constant(), b0, bn->input(1)->constant(), bn->input(2)->constant(),
+        ? bn_fold::folded_params<float>(w->constant(), b0, bn->input(1)->constant(), bn->input(2)->constant(),
                                bn->input(3)->constant(), bn->input(4)->constant(), eps, f->by_column)
-        : folded_params<double>(w->constant(), b0, bn->input(1)->constant(), bn->input(2)->constant(),
+        : bn_fold::folded_params<double>(w->constant(), b0, bn->input(1)->constant(), bn->input(2)->constant(),
                                 bn->input(3)->constant(), bn->input(4)->constant(), eps, f->by_column);
     Value* cw = g.add_constant(g.unique_name(w->name() + "_bn"), nw);
     Value* cb = g.add_constant(g.unique_name((b ? b->name() : w->name()) + "_bn_bias"), nb);

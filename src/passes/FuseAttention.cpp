@@ -3,6 +3,8 @@
 //   S = MatMul(q', kT)            q' = q, or q * c / q / c for a scalar constant c (scaling q before the product)
 //   S = S * c, S / c              optional, any number of scalar constants
 //   S = S + Mask                  optional, a Mask that broadcasts to S without enlarging it
+//     or Where(Mask, S, c)        a bool Mask (True keeps the score) and a scalar constant c (-inf, a dtype's
+//                                 minimum): what torch.export's SDPA decomposition and Hugging Face masks give
 //   P = Softmax(S, axis = -1)
 //   y = MatMul(P, v)
 //   Y = Transpose(y)              optional
@@ -40,6 +42,7 @@ struct Match {
   Value *q = nullptr, *k = nullptr, *v = nullptr, *mask = nullptr, *result = nullptr;
   Perm perm_q, perm_k, perm_v, perm_y;
   double scale = 1.0;
+  std::optional<double> mask_fill;  // a bool mask's (Where) fill value
 };
 
 class Matcher {
@@ -62,13 +65,26 @@ class Matcher {
       for (int side : {0, 1}) {
         Match tried = m;
         tried.nodes.push_back(add);
-        if (Node* p = scores_product(add->input(side), add, tried); p && is_mask(add->input(1 - side), s)) {
+        if (Node* p = scores_product(add->input(side), add, tried);
+            p && is_mask(add->input(1 - side), s, s->dtype())) {
           m = tried;
           m.mask = add->input(1 - side);
           mm1 = p;
           break;
         }
       }
+    } else if (Node* w = s->producer(); w && w->op() == OpKind::Where && w->num_inputs() == 3 &&
+                                        uses_.sole_user(s) == sm && !taken_.count(w)) {
+      // Where(Mask, S, c): the kept scores on the true side, a scalar fill on the false side.
+      auto fill = rewrite::scalar_constant(w->input(2));
+      Value* mask = w->input(0);
+      if (!fill || !mask || mask->dtype() != DType::boolean || !is_mask(mask, s, DType::boolean) ||
+          w->input(1)->shape() != s->shape())
+        return std::nullopt;
+      m.nodes.push_back(w);
+      mm1 = scores_product(w->input(1), w, m);
+      m.mask = mask;
+      m.mask_fill = *fill;
     } else {
       mm1 = scores_product(s, sm, m);
     }
@@ -143,9 +159,10 @@ class Matcher {
     return mm;
   }
 
-  // The Mask operand of the scores' Add: same dtype, and it broadcasts to the scores without enlarging them.
-  static bool is_mask(const Value* mask, const Value* sum) {
-    if (!mask || !mask->shape().rank_known() || mask->dtype() != sum->dtype()) return false;
+  // The Mask operand of the scores' Add (or Where): of dtype `dt`, and it broadcasts to the scores without
+  // enlarging them.
+  static bool is_mask(const Value* mask, const Value* sum, DType dt) {
+    if (!mask || !mask->shape().rank_known() || mask->dtype() != dt) return false;
     const Shape& ms = mask->shape();
     const Shape& ss = sum->shape();
     if (!ms.is_static() || ms.rank() > ss.rank()) return false;
@@ -186,6 +203,7 @@ class Matcher {
 
 AttrMap attention_attrs(const Match& m) {
   AttrMap a{{"scale", Attribute(m.scale)}};
+  if (m.mask_fill) a.emplace("mask_fill", Attribute(*m.mask_fill));
   size_t r = m.perm_q.size();
   auto put = [&](const char* name, const Perm& p) {
     if (p != identity(r)) a.emplace(name, Attribute(p));

@@ -5,6 +5,9 @@
 // each smaller product computes exactly the values its Slice kept, and the copies the Slices made are gone.
 // BERT's fused QKV projection (one [768, 2304] product read by three Slices of 768 columns) becomes three
 // [768, 768] products writing Q, K and V where the attention reads them.
+// A Split of the columns (GPT-2's c_attn: [768, 2304] product, Reshape to [1, S, 2304], Split into Q, K, V) is
+// taken the same way, through a Reshape that keeps the last dim: each part is a product over its columns,
+// reshaped to the part's shape.
 // Taken: MatMul and FusedMatMul with B a constant matrix (rank 2; transB selects B's rows instead), a bias that is
 // a constant of N values or of one, no residual input, and Slices with constant bounds that take each column at
 // most once (overlapping ranges would compute columns twice). The old weights are left to dead-code-elimination.
@@ -66,6 +69,45 @@ bool overlapping(std::vector<std::pair<int64_t, int64_t>> ranges) {
   return false;
 }
 
+// When y is read only by a Split of its last axis, possibly through a Reshape keeping the last dim (read only by
+// the Split): that Split, with the Reshape (or null), and the column range of each of its outputs.
+struct ColumnSplit {
+  Node* split = nullptr;
+  Node* reshape = nullptr;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+};
+
+std::optional<ColumnSplit> column_split(const rewrite::UseMap& uses, Value* y, int64_t n) {
+  ColumnSplit cs;
+  Node* reader = uses.sole_user(y);
+  if (reader && reader->op() == OpKind::Reshape && reader->input(0) == y) {
+    const Value* r = reader->output(0);
+    if (uses.pinned(r) || !r->shape().rank_known() || !r->shape().is_static() || r->shape().rank() < 1 ||
+        r->shape()[r->shape().rank() - 1].value() != n)
+      return std::nullopt;
+    cs.reshape = reader;
+    reader = uses.sole_user(r);
+  }
+  Value* x = cs.reshape ? cs.reshape->output(0) : y;
+  if (!reader || reader->op() != OpKind::Split || reader->input(0) != x) return std::nullopt;
+  for (size_t i = 1; i < reader->num_inputs(); ++i)
+    if (reader->input(i) == x) return std::nullopt;
+  int64_t rank = int64_t(x->shape().rank()), axis = AttrReader(*reader).i("axis");
+  if (axis != -1 && axis != rank - 1) return std::nullopt;
+  int64_t c0 = 0;
+  for (const Value* part : reader->outputs()) {
+    if (!part || !part->shape().rank_known() || !part->shape().is_static() || int64_t(part->shape().rank()) != rank)
+      return std::nullopt;
+    int64_t len = part->shape()[size_t(rank - 1)].value();
+    if (len <= 0) return std::nullopt;
+    cs.ranges.push_back({c0, len});
+    c0 += len;
+  }
+  if (c0 != n) return std::nullopt;
+  cs.split = reader;
+  return cs;
+}
+
 bool split(Graph& g) {
   rewrite::UseMap uses(g);
   std::vector<Node*> dead;
@@ -85,18 +127,24 @@ bool split(Graph& g) {
     if (bias && (!bias->is_constant() || (bias->constant().numel() != n && bias->constant().numel() != 1) ||
                  (bias->constant().numel() == n && bias->constant().rank() != 1)))
       continue;
-    const std::vector<Node*>& readers = uses.users(y);
+    std::vector<Node*> readers = uses.users(y);
     std::vector<std::pair<int64_t, int64_t>> ranges;
     for (Node* s : readers) {
       auto r = column_range(*s, y, n);
       if (!r) break;
       ranges.push_back(*r);
     }
-    if (readers.empty() || ranges.size() != readers.size()) continue;
+    std::optional<ColumnSplit> cs;
+    if (readers.empty() || ranges.size() != readers.size()) {
+      cs = column_split(uses, y, n);
+      if (!cs) continue;
+      ranges = cs->ranges;
+    }
     if (overlapping(ranges)) continue;  // their shared columns would be computed twice
     bool trans_b = fused && AttrReader(*mm).i("transB") != 0;
-    for (size_t k = 0; k < readers.size(); ++k) {
-      Node* s = readers[k];
+    size_t parts = cs ? cs->split->num_outputs() : readers.size();
+    const Node* after = cs ? cs->split : nullptr;  // the parts of a Split go after it, in order
+    for (size_t k = 0; k < parts; ++k) {
       auto [c0, len] = ranges[k];
       std::string base = g.unique_name(b->name() + "_cols" + std::to_string(c0));
       // Output columns [c0, c0 + len): of B [K, N] those columns; of B stored [N, K] (transB) those rows.
@@ -110,8 +158,32 @@ bool split(Graph& g) {
                           ? bias
                           : g.add_constant(g.unique_name(bias->name() + "_cols" + std::to_string(c0)),
                                            column_block(bias->constant(), 1, c0, len, {len})));
-      rewrite::replace_result(g, s, s->output(0), mm->op(), ins, mm->attrs());
-      dead.push_back(s);
+      if (!cs) {
+        rewrite::replace_result(g, readers[k], readers[k]->output(0), mm->op(), ins, mm->attrs());
+        dead.push_back(readers[k]);
+        continue;
+      }
+      Value* part_y = cs->split->output(k);
+      if (!cs->reshape) {
+        after = rewrite::replace_result(g, after, part_y, mm->op(), ins, mm->attrs());
+        continue;
+      }
+      // The part's product in y's shape with len columns, then reshaped to the Split output's shape.
+      std::vector<Dim> dims = y->shape().dims();
+      dims.back() = Dim(len);
+      Node* p = g.insert_node(rewrite::node_index(g, after) + 1, mm->op(), ins,
+                              {g.unique_name(y->name() + "_cols" + std::to_string(c0))}, mm->attrs(), mm->loc());
+      p->output(0)->set_type({y->dtype(), Shape(dims)});
+      std::vector<int64_t> to;
+      for (const Dim& d : part_y->shape().dims()) to.push_back(d.value());
+      Tensor shape = Tensor::zeros(DType::i64, {int64_t(to.size())});
+      std::copy(to.begin(), to.end(), shape.data<int64_t>());
+      Value* shape_v = g.add_constant(g.unique_name(part_y->name() + "_shape"), shape);
+      after = rewrite::replace_result(g, p, part_y, OpKind::Reshape, {p->output(0), shape_v}, {});
+    }
+    if (cs) {
+      dead.push_back(cs->split);
+      if (cs->reshape) dead.push_back(cs->reshape);
     }
     dead.push_back(mm);
   }

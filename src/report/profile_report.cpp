@@ -1,5 +1,7 @@
 #include "report/profile_report.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -82,6 +84,22 @@ json machine_info(int threads) {
   return {{"cpu", cpu_name()}, {"cores", int(std::thread::hardware_concurrency())}, {"threads", threads}};
 }
 
+// When each profiled run and each of its top-level kernels ran, on the monotonic clock, so that samples taken
+// outside Cuvil (perf record -k CLOCK_MONOTONIC) can be attributed to kernels by time (perf_fold.h).
+json timeline(const std::vector<std::vector<NodeTime>>& runs, const std::vector<int64_t>& start_ns,
+              const std::vector<int64_t>& parent, const std::vector<double>& wall_ms) {
+  json out = json::array();
+  const std::vector<NodeTime>& first = runs[0];
+  for (size_t i = 0; i < runs.size(); ++i) {
+    json ks = json::array();
+    for (size_t k = 0; k < runs[i].size() && k < first.size(); ++k)
+      if (parent[k] < 0 && runs[i][k].node == first[k].node)
+        ks.push_back({int64_t(k), runs[i][k].start_ms, runs[i][k].ms});
+    out.push_back({{"start_ns", start_ns[i]}, {"wall_ms", wall_ms[i]}, {"kernels", ks}});
+  }
+  return {{"clock", "CLOCK_MONOTONIC"}, {"pid", int64_t(::getpid())}, {"runs", out}};
+}
+
 }  // namespace
 
 std::string profile_json(Executor& ex, const std::vector<Tensor>& inputs, const ProfileOptions& options) {
@@ -91,11 +109,13 @@ std::string profile_json(Executor& ex, const std::vector<Tensor>& inputs, const 
   // Unprofiled and profiled runs alternate, so drift in the machine's load hits both alike.
   std::vector<double> latency, profiled_wall;
   std::vector<std::vector<NodeTime>> runs;
+  std::vector<int64_t> run_start_ns;  // steady_clock, which is CLOCK_MONOTONIC: perf's clock with -k CLOCK_MONOTONIC
   for (int i = 0; i < iters; ++i) {
     auto t0 = Clock::now();
     ex.run(inputs);
     latency.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     t0 = Clock::now();
+    run_start_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count());
     runs.push_back(ex.profile(inputs));
     profiled_wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
@@ -178,6 +198,7 @@ std::string profile_json(Executor& ex, const std::vector<Tensor>& inputs, const 
               {"kernel_sum_ms", kernel_sum},
               {"unattributed_ms", lat - kernel_sum},
               {"kernels", kernels}};
+  doc["timeline"] = timeline(runs, run_start_ns, parent, profiled_wall);
   if (options.roofs)
     doc["roofs"] = {{"cpu", roofs.cpu},          {"threads", roofs.threads},     {"fma_gflops", roofs.fma_gflops},
                     {"dram_gbps", roofs.dram_gbps}, {"cache_gbps", roofs.cache_gbps}, {"isa", roofs.isa}};

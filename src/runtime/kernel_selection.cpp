@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/ref/ref_kernels.h"
+#include "runtime/u8_boundary.h"
 
 namespace cuvil {
 
@@ -75,11 +76,22 @@ std::unique_ptr<PreparedKernel> prepare_f32_kernel(const Node& n, const std::vec
   return k;
 }
 
-}  // namespace
+// The node's own precision (its `precision` attribute: cuvil.quantize's fallback, precision="auto") where it is
+// higher than the executor's; the executor's otherwise. `reason` gets the node's reason for it.
+Precision node_precision(const Node& n, Precision asked, std::string* reason) {
+  if (asked == Precision::fp32 || !n.has_attr("precision") || n.attr("precision").s().empty()) return asked;
+  Precision own = parse_precision(n.attr("precision").s());
+  auto rank = [](Precision p) { return p == Precision::fp32 ? 2 : p == Precision::bf16 ? 1 : 0; };
+  if (rank(own) <= rank(asked)) return asked;
+  *reason = n.has_attr("precision_reason") ? n.attr("precision_reason").s() : "";
+  if (reason->empty()) *reason = str_cat("node precision ", precision_name(own));
+  return own;
+}
 
-std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
-                                               const KernelOptions& options,
-                                               const std::shared_ptr<codegen::KernelCodeSource>& code) {
+// prepare_kernel at `options.precision`.
+std::unique_ptr<PreparedKernel> prepare_kernel_at(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                  const KernelOptions& options,
+                                                  const std::shared_ptr<codegen::KernelCodeSource>& code) {
   std::string reason;
   if (options.precision == Precision::int8 && options.fast && !options.reference_ops.count(n.op()) &&
       (n.op() == OpKind::FusedConv || is_product(n.op()))) {
@@ -93,15 +105,38 @@ std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<
     if (!options.lower_final_outputs && writes_graph_output(n)) reason = "final output stays f32";
     else if (auto k = onednn::prepare_onednn_bf16_matmul(n, inputs, &reason)) return k;
   }
-  std::unique_ptr<PreparedKernel> k = prepare_f32_kernel(n, inputs, options, code);
+  // A linked u8 activation (runtime/int8_links.h) where int8 did not take the node: f32 between conversions.
+  bool u8_link = has_u8_link(n, inputs);
+  std::unique_ptr<PreparedKernel> k = prepare_f32_kernel(n, u8_link ? f32_view(n, inputs) : inputs, options, code);
   if (options.precision != Precision::fp32 && k->precision.precision == Precision::fp32 &&
       k->precision.reason.empty())
     k->precision.reason = reason.empty() ? why_f32(n, options) : reason;
+  if (u8_link) return wrap_u8_boundary(n, inputs, std::move(k));
+  return k;
+}
+
+}  // namespace
+
+std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                               const KernelOptions& options,
+                                               const std::shared_ptr<codegen::KernelCodeSource>& code) {
+  std::string node_reason;
+  Precision p = node_precision(n, options.precision, &node_reason);
+  if (p == options.precision) return prepare_kernel_at(n, inputs, options, code);
+  KernelOptions own = options;
+  own.precision = p;
+  std::unique_ptr<PreparedKernel> k = prepare_kernel_at(n, inputs, own, code);
+  // raised by the node's own precision: its reason first (the kernel's, if any, after it)
+  std::string& r = k->precision.reason;
+  r = r.empty() ? node_reason : node_reason + "; " + r;
   return k;
 }
 
 std::unique_ptr<PreparedKernel> prepare_shape_generic_kernel(const Node& n, const KernelOptions& options) {
   if (!options.fast || !options.shape_generic || options.reference_ops.count(n.op())) return nullptr;
+  // u8 links are prepared per shape (by prepare_kernel)
+  if (n.num_inputs() && n.input(0) && has_u8_link(n, {PrepareInput{n.input(0)->dtype(), {}, nullptr, true}}))
+    return nullptr;
   // bf16 products are prepared per shape (prepare_kernel), the shape-generic kernels are f32.
   if (options.precision != Precision::fp32 && is_product(n.op())) return nullptr;
   if (options.cpu_gemm)

@@ -218,7 +218,9 @@ void DynamicBatcher::run_batch(std::vector<std::shared_ptr<BatchJob>>& jobs) {
         inputs.push_back(concat_rows(parts));
       }
     }
-    std::vector<Tensor> outputs = model_->run(inputs);
+    uint64_t version = 0;
+    std::vector<Tensor> outputs = model_->run_versioned(inputs, &version);
+    for (auto& j : jobs) j->weights_version_ = version;
     auto end = std::chrono::steady_clock::now();
     if (metrics_) {
       metrics_->compute_seconds->Observe(seconds(end - start));

@@ -34,6 +34,8 @@ class BatchJob {
   // never runs). Rethrows the run's error.
   bool wait(std::chrono::nanoseconds timeout);
   std::vector<Tensor>& outputs() { return outputs_; }
+  // The weights version that produced the outputs (ServedModel::run_versioned; 0: the model has none).
+  uint64_t weights_version() const { return weights_version_; }
 
  private:
   friend class DynamicBatcher;
@@ -43,6 +45,7 @@ class BatchJob {
   int64_t rows_ = 1;
   std::chrono::steady_clock::time_point enqueued_;
   std::exception_ptr error_;
+  uint64_t weights_version_ = 0;  // written before finish() publishes the outputs
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,5 +1,6 @@
 #include "serving/grpc_server.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <grpcpp/grpcpp.h>
@@ -179,9 +180,10 @@ class Service final : public pb::GRPCInferenceService::Service {
         mm.failure->Increment();
         throw;
       }
-      std::vector<Tensor> outputs = run_request(*m, ir, mm);
+      std::string version;
+      std::vector<Tensor> outputs = run_request(*m, ir, mm, &version);
       r->set_model_name(m->name);
-      r->set_model_version(m->version);
+      r->set_model_version(version);
       r->set_id(q->id());
       const auto& specs = m->model().outputs();
       for (size_t k = 0; k < specs.size(); ++k) {
@@ -212,8 +214,25 @@ class Service final : public pb::GRPCInferenceService::Service {
   grpc::Status RepositoryModelLoad(grpc::ServerContext*, const pb::RepositoryModelLoadRequest* q,
                                    pb::RepositoryModelLoadResponse*) override {
     return guarded([&] {
+      std::vector<std::pair<std::string, std::string>> files;
+      std::optional<std::string> config;
+      for (const auto& [k, v] : q->parameters()) {
+        if (k == "config") {
+          if (v.parameter_choice_case() != pb::ModelRepositoryParameter::kStringParam)
+            throw ProtocolError(400, "parameter 'config' must be a string");
+          config = v.string_param();
+        } else if (k.starts_with("file:")) {
+          if (v.parameter_choice_case() != pb::ModelRepositoryParameter::kBytesParam)
+            throw ProtocolError(400, "parameter '" + k + "' must be bytes");
+          files.emplace_back(k.substr(5), v.bytes_param());
+        }
+      }
+      std::sort(files.begin(), files.end());  // (a map's order is unspecified: errors name files alike)
+      if (config && files.empty())
+        throw ProtocolError(400, "a 'config' parameter needs the model's files ('file:<version>/model.cuv')");
       try {
-        repo_.load(q->model_name());
+        if (files.empty()) repo_.load(q->model_name());
+        else repo_.load_files(q->model_name(), files, config);
       } catch (const ProtocolError&) {
         throw;
       } catch (const std::exception& e) {

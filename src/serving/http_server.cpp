@@ -112,7 +112,7 @@ void HttpServer::routes() {
     }
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics_.http_requests(std::to_string(res.status)).Increment();
+    metrics_.http_requests(res.status).Increment();
     if (!options_.access_log) return;
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
     auto now = std::chrono::system_clock::now();
@@ -194,8 +194,9 @@ void HttpServer::routes() {
       mm.failure->Increment();
       throw;
     }
-    std::vector<Tensor> outputs = run_request(*m, ir, mm);
-    EncodedResponse out = encode_infer_response(m->name, m->version, ir, m->model().outputs(), outputs);
+    std::string version;
+    std::vector<Tensor> outputs = run_request(*m, ir, mm, &version);
+    EncodedResponse out = encode_infer_response(m->name, version, ir, m->model().outputs(), outputs);
     if (out.header_length) {
       res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));
       res.set_content(std::move(out.body), "application/octet-stream");
@@ -217,8 +218,31 @@ void HttpServer::routes() {
   });
   s.Post(R"(/v2/repository/models/([^/]+)/load)", [this](const httplib::Request& req, httplib::Response& res) {
     t_model = req.matches[1];
+    // Triton's parameters: "file:<version>/model.cuv" (base64) upload a new version, "config" replaces
+    // config.json; without them the repository's files are loaded as they are.
+    std::vector<std::pair<std::string, std::string>> files;
+    std::optional<std::string> config;
+    if (!req.body.empty()) {
+      json body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object()) throw ProtocolError(400, "the load request is not a JSON object");
+      if (body.contains("parameters")) {
+        const json& ps = body["parameters"];
+        if (!ps.is_object()) throw ProtocolError(400, "'parameters' must be an object");
+        for (const auto& item : ps.items()) {
+          const std::string& k = item.key();
+          if (k == "config" || k.starts_with("file:")) {
+            if (!item.value().is_string()) throw ProtocolError(400, "parameter '" + k + "' must be a string");
+            if (k == "config") config = item.value().get<std::string>();
+            else files.emplace_back(k.substr(5), base64_decode(item.value().get<std::string>()));
+          }
+        }
+      }
+      if (config && files.empty())
+        throw ProtocolError(400, "a 'config' parameter needs the model's files ('file:<version>/model.cuv')");
+    }
     try {
-      repo_.load(req.matches[1]);
+      if (files.empty()) repo_.load(req.matches[1]);
+      else repo_.load_files(req.matches[1], files, config);
     } catch (const ProtocolError&) {
       throw;
     } catch (const std::exception& e) {

@@ -2,7 +2,7 @@
 
 namespace cuvil::serving {
 
-std::vector<Tensor> run_request(LoadedModel& m, const InferRequest& ir, ModelMetrics& mm) {
+std::vector<Tensor> run_request(LoadedModel& m, const InferRequest& ir, ModelMetrics& mm, std::string* version) {
   auto start = std::chrono::steady_clock::now();
   try {
     for (const RequestedOutput& o : ir.outputs) {  // before the run, not after
@@ -27,6 +27,7 @@ std::vector<Tensor> run_request(LoadedModel& m, const InferRequest& ir, ModelMet
       throw ProtocolError(400, std::string("inference failed: ") + e.what());
     }
     if (!done) throw ProtocolError(503, "the request timed out after " + std::to_string(m.config.timeout.count()) + " ms");
+    *version = m.version_of(job->weights_version());
     mm.success->Increment();
     mm.request_seconds->Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return std::move(job->outputs());

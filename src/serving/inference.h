@@ -2,6 +2,7 @@
 // waited for (the model's timeout); metrics counted. Shared by the REST and gRPC front ends.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "serving/model_repository.h"
@@ -10,7 +11,9 @@
 namespace cuvil::serving {
 
 // The model's outputs (all of them, in its order). Throws ProtocolError: 400 bad input or a failed run, 503 queue
-// full, shutting down or timed out.
-std::vector<Tensor> run_request(LoadedModel& model, const InferRequest& request, ModelMetrics& metrics);
+// full, shutting down or timed out. `version`: the model version whose weights produced them (a hot swap may
+// have published a newer one than `model` names since the request began).
+std::vector<Tensor> run_request(LoadedModel& model, const InferRequest& request, ModelMetrics& metrics,
+                                std::string* version);
 
 }  // namespace cuvil::serving

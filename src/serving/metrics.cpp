@@ -56,7 +56,16 @@ ModelMetrics& Metrics::model(const std::string& name) {
   return models_.emplace(name, m).first->second;
 }
 
-prometheus::Counter& Metrics::http_requests(const std::string& code) { return http_->Add({{"code", code}}); }
+prometheus::Counter& Metrics::http_requests(int status) {
+  if (status < 0 || size_t(status) >= http_by_status_.size()) return http_->Add({{"code", std::to_string(status)}});
+  std::atomic<prometheus::Counter*>& slot = http_by_status_[size_t(status)];
+  prometheus::Counter* c = slot.load(std::memory_order_acquire);
+  if (!c) {  // (two threads may both Add: the family returns the same counter to both)
+    c = &http_->Add({{"code", std::to_string(status)}});
+    slot.store(c, std::memory_order_release);
+  }
+  return *c;
+}
 
 std::string Metrics::serialize() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());

@@ -3,6 +3,8 @@
 // and the queue depth.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,7 +35,9 @@ class Metrics {
   Metrics();
   // The metrics of one model (created on first use; they live as long as this object).
   ModelMetrics& model(const std::string& name);
-  prometheus::Counter& http_requests(const std::string& code);
+  // The responses with this HTTP status (Family::Add builds and hashes a label map under a lock: the common
+  // codes are looked up once and kept).
+  prometheus::Counter& http_requests(int status);
   // The text exposition format.
   std::string serialize() const;
 
@@ -44,6 +48,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* depth_;
   std::mutex mu_;
   std::map<std::string, ModelMetrics> models_;
+  std::array<std::atomic<prometheus::Counter*>, 600> http_by_status_{};
 };
 
 }  // namespace cuvil::serving

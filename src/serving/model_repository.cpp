@@ -1,7 +1,10 @@
 #include "serving/model_repository.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -102,21 +105,49 @@ ModelRepository::ModelRepository(fs::path dir, Metrics& metrics) : dir_(std::mov
 
 ModelRepository::~ModelRepository() { drain(); }
 
-std::shared_ptr<LoadedModel> ModelRepository::build(const std::string& name) const {
+void VersionLabels::add(uint64_t weights_version, const std::string& label) {
+  std::lock_guard lock(mu_);
+  labels_[weights_version] = label;
+}
+
+std::string VersionLabels::of(uint64_t weights_version, const std::string& fallback) const {
+  std::lock_guard lock(mu_);
+  auto it = labels_.find(weights_version);
+  return it != labels_.end() ? it->second : fallback;
+}
+
+namespace {
+
+struct VersionFiles {
+  std::string version;
+  fs::path file, config;
+  std::string config_text;
+};
+
+VersionFiles version_files(const fs::path& dir, const std::string& name) {
   CUVIL_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
               "bad model name '", name, "'");
-  fs::path model_dir = dir_ / name;
+  fs::path model_dir = dir / name;
   CUVIL_CHECK(fs::is_directory(model_dir), "no model '", name, "' in the repository");
-  auto [version, file] = newest_version(model_dir);
-  CUVIL_CHECK(!version.empty(), "model '", name, "' has no version folder with model.cuv, model.onnx or model.cvir");
-  fs::path config_path = model_dir / "config.json";
+  VersionFiles f;
+  std::tie(f.version, f.file) = newest_version(model_dir);
+  CUVIL_CHECK(!f.version.empty(), "model '", name, "' has no version folder with model.cuv, model.onnx or model.cvir");
+  f.config = model_dir / "config.json";
+  if (fs::exists(f.config)) f.config_text = RegularFile::open(f.config.string(), "model config").read_all(1 << 20);
+  return f;
+}
+
+}  // namespace
+
+std::shared_ptr<LoadedModel> ModelRepository::build(const std::string& name) const {
+  VersionFiles f = version_files(dir_, name);
   auto m = std::make_shared<LoadedModel>();
   m->name = name;
-  m->version = version;
-  m->path = file.string();
-  m->stamp = stamp_of(file, config_path);
-  if (fs::exists(config_path))
-    m->config = parse_model_config(RegularFile::open(config_path.string(), "model config").read_all(1 << 20));
+  m->version = f.version;
+  m->path = f.file.string();
+  m->stamp = stamp_of(f.file, f.config);
+  m->config_text = f.config_text;
+  if (!f.config_text.empty()) m->config = parse_model_config(f.config_text);
   std::shared_ptr<ServedModel> served = load_served_model(m->path, m->config.model);
   if (m->config.batcher.max_batch_size > 0)
     for (const TensorSpec& s : served->inputs())
@@ -124,7 +155,28 @@ std::shared_ptr<LoadedModel> ModelRepository::build(const std::string& name) con
                   m->config.batcher.max_batch_size, " needs every input's dim 0 dynamic (input '", s.name,
                   "' has ", s.rank_known ? shape_str(s.shape) : std::string("an unknown rank"), ")");
   if (m->config.warmup) warm_up(*served, m->config.batcher.max_batch_size);
-  m->batcher = std::make_unique<DynamicBatcher>(served, m->config.batcher, &metrics_.model(name));
+  m->labels = std::make_shared<VersionLabels>();
+  m->labels->add(1, m->version);
+  m->batcher = std::make_shared<DynamicBatcher>(served, m->config.batcher, &metrics_.model(name));
+  return m;
+}
+
+std::shared_ptr<LoadedModel> ModelRepository::swap_weights(const LoadedModel& cur) const {
+  VersionFiles f = version_files(dir_, cur.name);
+  if (f.config_text != cur.config_text) return nullptr;  // batching, instances, ... change: a reload
+  // The label is known before the weights serve, so every response names the version that produced it.
+  uint64_t id = cur.batcher->model()->swap_weights(f.file.string(),
+                                                   [&](uint64_t v) { cur.labels->add(v, f.version); });
+  if (id == 0) return nullptr;
+  auto m = std::make_shared<LoadedModel>();
+  m->name = cur.name;
+  m->version = f.version;
+  m->path = f.file.string();
+  m->stamp = stamp_of(f.file, f.config);
+  m->config = cur.config;
+  m->config_text = cur.config_text;
+  m->batcher = cur.batcher;
+  m->labels = cur.labels;
   return m;
 }
 
@@ -145,11 +197,15 @@ int ModelRepository::load_all() {
   return failed;
 }
 
-void ModelRepository::load(const std::string& name) {
+bool ModelRepository::load(const std::string& name) {
   std::lock_guard load_lock(load_mu_);
-  std::shared_ptr<LoadedModel> m;
+  auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<LoadedModel> m, cur = get(name);
+  bool swapped = false;
   try {
-    m = build(name);
+    if (cur) m = swap_weights(*cur);
+    swapped = m != nullptr;
+    if (!m) m = build(name);
   } catch (const std::exception& e) {
     std::lock_guard lock(mu_);
     failed_[name] = e.what();
@@ -161,7 +217,81 @@ void ModelRepository::load(const std::string& name) {
     failed_.erase(name);
     old = std::exchange(loaded_[name], m);
   }
-  // `old` drains when its last request lets go (here, or in a request thread still holding it).
+  std::cerr << "cuvil serve: " << (swapped ? "swapped the weights of" : old ? "reloaded" : "loaded") << " model '"
+            << escape_for_message(name) << "' (version " << m->version << ") in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count()
+            << " ms\n";
+  // `old` drains when its last request lets go (here, or in a request thread still holding it); after a swap
+  // it shares the batcher with `m`, which goes on.
+  return swapped;
+}
+
+namespace {
+
+void write_whole(const fs::path& path, const std::string& bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  CUVIL_CHECK(f != nullptr, "cannot write '", path.string(), "'");
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = std::fflush(f) == 0 && ok;
+  ok = std::fclose(f) == 0 && ok;
+  CUVIL_CHECK(ok, "cannot write '", path.string(), "'");
+}
+
+}  // namespace
+
+bool ModelRepository::load_files(const std::string& name,
+                                 const std::vector<std::pair<std::string, std::string>>& files,
+                                 const std::optional<std::string>& config) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." || name[0] == '.')
+    throw ProtocolError(400, "bad model name '" + name + "'");
+  if (files.empty()) throw ProtocolError(400, "file overrides need at least one 'file:<version>/model.cuv'");
+  std::string version;
+  for (const auto& [path, bytes] : files) {
+    size_t slash = path.find('/');
+    std::string v = path.substr(0, slash), file = slash == std::string::npos ? "" : path.substr(slash + 1);
+    bool known = std::any_of(std::begin(kModelFiles), std::end(kModelFiles), [&](const char* f) { return file == f; });
+    if (!is_version(v) || !known)
+      throw ProtocolError(400, "file override 'file:" + path +
+                                   "': expected 'file:<version>/model.cuv' (or model.onnx, model.cvir)");
+    if (!version.empty() && v != version)
+      throw ProtocolError(400, "file overrides must all be in one version folder ('" + version + "', '" + v + "')");
+    version = v;
+  }
+  if (config) parse_model_config(*config);  // (throws cuvil::Error: a 400 "failed to load" for the caller)
+  fs::path model_dir = dir_ / name, target = model_dir / version;
+  fs::path staging = model_dir / (".upload-" + version + "-" + std::to_string(::getpid()) + "-" +
+                                  std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::optional<std::string> old_config;
+  bool placed = false, config_written = false, created = !fs::exists(model_dir);
+  try {
+    fs::create_directories(model_dir);
+    if (fs::exists(target)) throw ProtocolError(400, "model '" + name + "' already has a version " + version);
+    fs::create_directory(staging);
+    for (const auto& [path, bytes] : files) write_whole(staging / path.substr(path.find('/') + 1), bytes);
+    fs::path config_path = model_dir / "config.json";
+    if (config) {
+      if (fs::exists(config_path))
+        old_config = RegularFile::open(config_path.string(), "model config").read_all(1 << 20);
+      write_whole(model_dir / ".config.json.upload", *config);
+      fs::rename(model_dir / ".config.json.upload", config_path);
+      config_written = true;
+    }
+    std::error_code ec;
+    fs::rename(staging, target, ec);  // fails when the folder appeared meanwhile (another upload)
+    if (ec) throw ProtocolError(400, "model '" + name + "' already has a version " + version);
+    placed = true;
+    return load(name);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    if (placed) fs::remove_all(target, ec);
+    if (config_written) {
+      if (old_config) write_whole(model_dir / "config.json", *old_config);
+      else fs::remove(model_dir / "config.json", ec);
+    }
+    if (created) fs::remove_all(model_dir, ec);
+    throw;
+  }
 }
 
 void ModelRepository::unload(const std::string& name) {
@@ -192,7 +322,6 @@ void ModelRepository::poll_changes() {
       continue;
     try {
       load(m->name);
-      std::cerr << "cuvil serve: reloaded model '" << escape_for_message(m->name) << "' (version " << version << ")\n";
     } catch (const std::exception& e) {
       std::cerr << "cuvil serve: reloading model '" << escape_for_message(m->name)
                 << "' failed, the old version keeps serving: " << e.what() << "\n";

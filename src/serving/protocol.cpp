@@ -313,4 +313,32 @@ EncodedResponse encode_infer_response(const std::string& model_name, const std::
   return r;
 }
 
+std::string base64_decode(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) throw ProtocolError(400, "base64 data has a bad length");
+  std::string out;
+  out.reserve(text.size() / 4 * 3 + 2);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    int v = value(c);
+    if (v < 0) throw ProtocolError(400, "base64 data holds a character outside its alphabet");
+    acc = (acc << 6) | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(char((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
 }  // namespace cuvil::serving

@@ -62,4 +62,7 @@ EncodedResponse encode_infer_response(const std::string& model_name, const std::
 // {"error": message}
 std::string error_body(std::string_view message);
 
+// Standard base64 (padding optional, no whitespace), as JSON carries bytes; ProtocolError(400) when it is not.
+std::string base64_decode(std::string_view text);
+
 }  // namespace cuvil::serving

@@ -3,6 +3,8 @@
 // optimized and run on Executors) to the C API and .cuv artifacts is a change to served_model.cpp alone.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,8 +32,23 @@ class ServedModel {
   virtual const std::vector<TensorSpec>& outputs() const = 0;
   // Inputs in inputs() order, already checked against it; thread-safe (waits for a free instance).
   virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  // run(), also saying which weights version produced the outputs (hot weight swap; 0 when the model has none).
+  virtual std::vector<Tensor> run_versioned(const std::vector<Tensor>& inputs, uint64_t* weights_version) {
+    *weights_version = 0;
+    return run(inputs);
+  }
   // Prepares the plan for these input shapes ahead of the first request that has them (optional).
   virtual void prepare(const std::vector<std::vector<int64_t>>& input_shapes) {}
+  // Hot weight swap: when MODEL_FILE holds this model's graph with other weights (the same nodes, attributes,
+  // inputs, outputs and constant names and types), its weights become the next version: executors prepared off
+  // the request path, published with one pointer swap; runs in flight finish on the weights they started with.
+  // Returns the new weights version (> 0; `before_publish` is told it first), or 0 when the file differs in more
+  // than weights (reload it instead). Throws cuvil::Error when the file does not load; the current weights keep
+  // serving.
+  virtual uint64_t swap_weights(const std::string& model_file,
+                                const std::function<void(uint64_t)>& before_publish) {
+    return 0;
+  }
 };
 
 // Loads MODEL_FILE: a .cuv artifact (as compiled), or .onnx / .cvir (optimized at -O1 here). Throws cuvil::Error on bad input.

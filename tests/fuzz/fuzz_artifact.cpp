@@ -1,9 +1,13 @@
-// libFuzzer target: the .cuv loader (header, section table, manifest, weights index, graph), with the checksums
-// not checked so that mutations reach every check behind them. Whatever loads must print and serialize again.
+// libFuzzer target: the .cuv loader (header, section table, manifest, weights index, graph, prepacked weights),
+// with the checksums not checked so that mutations reach every check behind them. Whatever loads must print and
+// serialize again. The same bytes are also read as a prepacked section alone (artifact/prepacked.h), against a
+// small weights index, so its checks see mutations without the file's framing in the way.
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "artifact/artifact.h"
+#include "artifact/prepacked.h"
 #include "ir/text_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -18,6 +22,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string again = cuvil::artifact::serialize(in);
     cuvil::artifact::Loaded b = cuvil::artifact::load_memory(again.data(), again.size());
     if (cuvil::print_graph(*b.graph) != cuvil::print_graph(*a.graph)) __builtin_trap();
+  } catch (const cuvil::Error&) {
+  }
+  static const uint8_t weights[256] = {};
+  std::vector<cuvil::artifact::WeightsIndexEntry> index = {{0, 64}, {64, 192}};
+  try {
+    std::string why;
+    auto images = cuvil::artifact::read_prepacked(
+        std::string_view(reinterpret_cast<const char*>(data), size), weights, index, &why);
+    for (const auto& im : images)  // every image lies inside the input, every source inside the weights
+      if (static_cast<const uint8_t*>(im.data) < data || static_cast<const uint8_t*>(im.data) + im.nbytes > data + size ||
+          static_cast<const uint8_t*>(im.source) + im.source_nbytes > weights + sizeof weights)
+        __builtin_trap();
   } catch (const cuvil::Error&) {
   }
   return 0;

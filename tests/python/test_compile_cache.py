@@ -156,11 +156,11 @@ def test_every_kind_of_miss_is_explained(cache_dir, tmp_path, capfd, monkeypatch
     for part in ("version", "cpu", "deps"):
         fake = dict(real)
         fake[part] = ("0" * 32, "another " + part)
-        monkeypatch.setattr(cache, "_build_parts", lambda fake=fake: dict(fake))
+        monkeypatch.setattr(cache.keys, "_build_parts", lambda fake=fake: dict(fake))
         cuvil.compile(m, (x,))
         line = _miss_line(capfd)
         assert f"differs in 1 part(s): {part}" in line, line
-    monkeypatch.setattr(cache, "_build_parts", lambda: dict(real))
+    monkeypatch.setattr(cache.keys, "_build_parts", lambda: dict(real))
     cuvil.compile(m, (x,))
     assert "hit" in _log(capfd).splitlines()[-1]
 

@@ -22,6 +22,11 @@ def machine_has_vnni() -> bool:
         return "avx512_vnni" in f.read() and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ("", "ALL")
 
 
+def machine_has_bf16() -> bool:
+    with open("/proc/cpuinfo") as f:
+        return "avx512_bf16" in f.read() and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ("", "ALL")
+
+
 def rel_l2(a, b) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
@@ -72,7 +77,7 @@ def top1(logits, labels) -> float:
     return float(np.mean(np.argmax(np.asarray(logits), 1) == labels) * 100)
 
 
-@pytest.mark.parametrize("method", ["minmax", "percentile", "mse"])
+@pytest.mark.parametrize("method", ["minmax", "percentile", "mse", "entropy"])
 def test_digits_cnn_int8_top1_within_one_point(digits, method):
     m, xtrain, xtest, ytest = digits
     example = torch.from_numpy(xtest)
@@ -111,12 +116,24 @@ def test_quantize_api_threshold_and_errors(digits):
         cuvil.quantize(c, [])
     with pytest.raises(ValueError, match="calibration is for precision='int8'"):
         cuvil.compile(m, (example,), calibration=[(xtrain[:10],)])
-    # A threshold no layer meets: every layer stays fp32 and says why; results equal fp32's.
-    cuvil.quantize(c, [xtrain[:50]], min_sqnr=200.0)
+    # A threshold no layer meets, falling back to fp32: every layer stays fp32 and says why; results equal fp32's.
+    cuvil.quantize(c, [xtrain[:50]], min_sqnr=200.0, fallback="fp32")
     report = c.precision_report(example)
     kept = [r for r in report if "min_sqnr" in r["reason"]]
     assert len(kept) == 5, report  # the logits too
+    assert all(r["precision"] == "fp32" for r in kept), kept
     np.testing.assert_allclose(np.asarray(c(example)), ref, rtol=1e-5, atol=1e-5)
+    # The default fallback is bf16 (where this machine's bf16 kernels are fast; else fp32 with the reason)
+    cuvil.quantize(c, [xtrain[:50]], min_sqnr=200.0)
+    report = c.precision_report(example)
+    kept = [r for r in report if "min_sqnr" in r["reason"]]
+    assert len(kept) == 5, report
+    if machine_has_bf16():
+        assert sum(r["precision"] == "bf16" for r in kept) == 4, kept  # the logits stay f32
+    assert not any(r["precision"] == "int8" for r in report)
+    assert rel_l2(c(example), ref) < 2e-2  # a few bf16 roundings (2^-8) per layer
+    with pytest.raises(ValueError, match="unknown fallback"):
+        cuvil.quantize(c, [xtrain[:50]], fallback="int4")
     # Re-quantized without the threshold: the layers run int8 (on VNNI machines) and differ from fp32.
     cuvil.quantize(c, [xtrain[:50]])
     if machine_has_vnni():

@@ -230,24 +230,32 @@ def test_request_timeout_is_503(client, server):
 
 
 def test_reload_on_change(cuvil_bin, tmp_path):
-    """--poll-repository: a new version folder is picked up without a request to load it."""
+    """--poll-repository: a new version folder is picked up without a request to load it; one that differs only in
+    weights is hot swapped in, one with another graph is reloaded."""
     repo = str(tmp_path / "models")
     save(mlp_model(1), os.path.join(repo, "m", "1", "model.onnx"))
     s = Server(cuvil_bin, repo, "--poll-repository", "1")
     c = httpclient.InferenceServerClient(s.url)
+
+    def wait_for(version):
+        want = ort_run(os.path.join(repo, "m", version, "model.onnx"), {"x": x})[0]
+        for _ in range(600):
+            r = c.infer("m", [make_input("x", x, True)])
+            if r.get_response()["model_version"] == version:
+                break
+            time.sleep(0.1)
+        assert r.get_response()["model_version"] == version
+        np.testing.assert_allclose(r.as_numpy("y"), want, rtol=1e-5, atol=1e-5)
+
     try:
         x = np.ones((1, 16), np.float32)
         assert c.infer("m", [make_input("x", x, True)]).get_response()["model_version"] == "1"
         save(mlp_model(4), os.path.join(repo, "m", "2", "model.onnx"))
-        want = ort_run(os.path.join(repo, "m", "2", "model.onnx"), {"x": x})[0]
-        for _ in range(600):
-            r = c.infer("m", [make_input("x", x, True)])
-            if r.get_response()["model_version"] == "2":
-                break
-            time.sleep(0.1)
-        assert r.get_response()["model_version"] == "2"
-        np.testing.assert_allclose(r.as_numpy("y"), want, rtol=1e-5, atol=1e-5)
-        assert "reloaded model 'm'" in s.log()
+        wait_for("2")
+        assert "swapped the weights of model 'm' (version 2)" in s.log()
+        save(mlp_model(5, hidden=4), os.path.join(repo, "m", "3", "model.onnx"))  # another W shape: a reload
+        wait_for("3")
+        assert "reloaded model 'm' (version 3)" in s.log()
     finally:
         c.close()
         assert s.stop() == 0
@@ -407,6 +415,43 @@ def test_repository_load_unload_reload(server, client, repo):
     check("2", 3)
     shutil.rmtree(os.path.join(repo, "reload", "3"))
     expect_error(lambda: client.unload_model("nope"), 404, "not loaded")
+
+
+def test_load_with_file_overrides(server, client, repo):
+    """Triton's load with `files` (and `config`): a new version uploaded through the API is written into the
+    repository and loaded (a weights-only one hot swapped); bad uploads are 400s that leave the repository and the
+    serving version as they were."""
+    x = np.random.default_rng(6).standard_normal((2, 16)).astype(np.float32)
+
+    def onnx_bytes(model):
+        return model.SerializeToString()
+
+    def check(version, model):
+        r = client.infer("upload", [make_input("x", x, True)])
+        assert r.get_response()["model_version"] == version
+        sess = ort.InferenceSession(onnx_bytes(model), providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(r.as_numpy("y"), sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+    v1, v2 = mlp_model(11), mlp_model(12)
+    client.load_model("upload", config=json.dumps({"max_batch_size": 4}), files={"file:1/model.onnx": onnx_bytes(v1)})
+    check("1", v1)
+    assert client.get_model_config("upload")["max_batch_size"] == 4
+    client.load_model("upload", files={"file:2/model.onnx": onnx_bytes(v2)})
+    check("2", v2)
+    assert os.path.isfile(os.path.join(repo, "upload", "2", "model.onnx"))
+    before = sorted(os.listdir(os.path.join(repo, "upload")))
+    for files, config, message in [
+            ({"file:2/model.onnx": onnx_bytes(v1)}, None, "already has a version 2"),
+            ({"file:../x/model.onnx": b"x"}, None, "expected 'file:<version>/model.cuv'"),
+            ({"file:3/weights.bin": b"x"}, None, "expected 'file:<version>/model.cuv'"),
+            ({"file:3/model.onnx": b"\x08garbage"}, None, "failed to load"),
+            ({"file:3/model.onnx": onnx_bytes(v1)}, json.dumps({"max_batch_size": "many"}), "failed to load"),
+            ({"file:3/model.onnx": onnx_bytes(v1), "file:4/model.onnx": onnx_bytes(v1)}, None, "one version folder")]:
+        expect_error(lambda: client.load_model("upload", config=config, files=files), 400, message)
+        check("2", v2)
+        assert sorted(os.listdir(os.path.join(repo, "upload"))) == before
+    with open(os.path.join(repo, "upload", "config.json")) as f:
+        assert json.load(f) == {"max_batch_size": 4}
 
 
 def test_reload_under_load_drops_nothing(server, repo):

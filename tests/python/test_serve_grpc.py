@@ -183,3 +183,31 @@ def test_errors_and_repository(client):
     client.load_model("mlp")
     assert client.is_model_ready("mlp")
     assert client.infer("mlp", [make_input("x", x)]).as_numpy("y").shape == (2, 8)
+
+
+def test_load_with_file_overrides(client, server):
+    """RepositoryModelLoad with Triton's parameters: "file:<version>/model.onnx" (bytes_param) uploads a version
+    (a weights-only one is hot swapped), "config" (string_param) replaces config.json; bad uploads change nothing."""
+    x = np.random.default_rng(3).standard_normal((2, 16)).astype(np.float32)
+
+    def check(version, model):
+        r = client.infer("grpc_upload", [make_input("x", x)])
+        assert r.get_response().model_version == version
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(r.as_numpy("y"), sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+    v1, v2 = mlp_model(21), mlp_model(22)
+    client.load_model("grpc_upload", config='{"max_batch_size": 4}',
+                      files={"file:1/model.onnx": v1.SerializeToString()})
+    check("1", v1)
+    client.load_model("grpc_upload", files={"file:2/model.onnx": v2.SerializeToString()})
+    check("2", v2)
+    before = sorted(os.listdir(os.path.join(server.repo, "grpc_upload")))
+    for files, text in [({"file:2/model.onnx": v1.SerializeToString()}, "already has a version 2"),
+                        ({"file:3/model.onnx": b"\x08garbage"}, "failed to load"),
+                        ({"file:3/other.onnx": b"x"}, "expected 'file:<version>/model.cuv'")]:
+        with pytest.raises(InferenceServerException) as e:
+            client.load_model("grpc_upload", files=files)
+        assert "INVALID_ARGUMENT" in e.value.status() and text in str(e.value), (e.value.status(), str(e.value))
+        check("2", v2)
+        assert sorted(os.listdir(os.path.join(server.repo, "grpc_upload"))) == before

@@ -177,25 +177,49 @@ def test_onnx_file_changed_since_load(tmp_path):
 
 
 def test_artifact_update_equals_fresh_artifact(tmp_path):
-    # An artifact holds the optimized graph: its weights are the constants the passes left (the Gemm's by their
-    # initializer names; the folded convolution's under the pass's name).
+    # An artifact holds the optimized graph, plus the original weights the passes folded and each fold's recipe
+    # (runtime/weight_recipes.h): it updates by the ONNX initializers' names, the BatchNorm's included, and gives
+    # bit for bit a fresh compile with those weights.
     w1, w2 = _onnx_weights(1), _onnx_weights(2)
     cuvil.load_onnx(_onnx_model(tmp_path / "a.onnx", w1)).save(tmp_path / "a.cuv")
     cuvil.load_onnx(_onnx_model(tmp_path / "b.onnx", w2)).save(tmp_path / "b.cuv")
     a, b = cuvil.load(tmp_path / "a.cuv"), cuvil.load(tmp_path / "b.cuv")
-    names = a.weight_names()
-    assert "fc.w" in names and "fc.b" in names
-    assert names == b.weight_names()
-    # b's constants by name, read from its IR through a save of a with b's weights is what we check against:
+    assert set(w1) <= set(a.weight_names()) and not any(n.endswith("_bn") for n in a.weight_names())
+    assert a.weight_names() == b.weight_names()
     assert a.update_weights({"fc.w": w2["fc.w"], "fc.b": w2["fc.b"]}, strict=False) == 2
-    mixed = cuvil.load_onnx(_onnx_model(tmp_path / "m.onnx", {**w1, "fc.w": w2["fc.w"], "fc.b": w2["fc.b"]}))
+    mixed_w = {**w1, "fc.w": w2["fc.w"], "fc.b": w2["fc.b"]}
+    assert _same(a(X), cuvil.load_onnx(_onnx_model(tmp_path / "m.onnx", mixed_w))(X))
+    # Folded weights by their original names: the fold is made again.
+    assert a.update_weights({"bn.var": w2["bn.var"], "conv.w": w2["conv.w"]}, strict=False) == 3
+    mixed_w.update({"bn.var": w2["bn.var"], "conv.w": w2["conv.w"]})
+    mixed = cuvil.load_onnx(_onnx_model(tmp_path / "m2.onnx", mixed_w))
     assert _same(a(X), mixed(X))
-    with pytest.raises(cuvil.InputError, match="'bn.var' is not a weight of this model"):
-        a.update_weights({"bn.var": w2["bn.var"]}, strict=False)
-    assert a.weights_version == 2
-    # Saving after an update writes the new weights.
+    # The folded constant's own name is refused, naming the originals; nothing changes.
+    with pytest.raises(cuvil.InputError, match="BatchNormalization folded in: update 'conv.w'"):
+        a.update_weights({"conv.w_bn": w2["conv.w"]}, strict=False)
+    assert a.weights_version == 3
+    assert a.update_weights(w2) == 4
+    assert _same(a(X), b(X))
+    # Saving after an update writes the new weights, and the new originals: the copy updates by name too.
+    a.update_weights(mixed_w)
     a.save(tmp_path / "a2.cuv")
-    assert _same(cuvil.load(tmp_path / "a2.cuv")(X), mixed(X))
+    a2 = cuvil.load(tmp_path / "a2.cuv")
+    assert _same(a2(X), mixed(X))
+    a2.update_weights({"bn.scale": w2["bn.scale"]}, strict=False)
+    assert _same(a2(X), cuvil.load_onnx(_onnx_model(tmp_path / "m3.onnx", {**mixed_w, "bn.scale": w2["bn.scale"]}))(X))
+
+
+def test_cli_artifact_updates_folded_weights_by_name(tmp_path, cuvil_bin):
+    # `cuvil compile` finds the folds too; a C API session (here through cuvil.load) takes the same names.
+    import subprocess
+    w1, w2 = _onnx_weights(1), _onnx_weights(2)
+    src = _onnx_model(tmp_path / "a.onnx", w1)
+    r = subprocess.run([cuvil_bin, "compile", src, "-o", str(tmp_path / "a.cuv")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    a = cuvil.load(tmp_path / "a.cuv")
+    assert set(w1) <= set(a.weight_names())
+    a.update_weights(w2)
+    assert _same(a(X), cuvil.load_onnx(_onnx_model(tmp_path / "b.onnx", w2))(X))
 
 
 def test_swaps_under_load(tmp_path):

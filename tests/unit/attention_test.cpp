@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "passes/pass.h"
@@ -104,6 +105,73 @@ TEST(Attention, FullyMaskedRowIsNaNInBothKernels) {
     EXPECT_EQ(std::isnan(got.data<float>()[i]), masked_row) << i;
     EXPECT_EQ(std::isnan(want.data<float>()[i]), masked_row) << i;
     if (!masked_row) EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
+  }
+}
+
+// A bool mask selects (Where(Mask, score, mask_fill)), as torch.export's SDPA and Hugging Face masks do: padding
+// [B, 1, 1, Sk], causal [Sq, Sk], one value per row [Sq, 1] (stride 0) and a full per-head mask, odd sizes, heads
+// in the [B, S, H, D] layout, fills of -inf and float's lowest. Every row keeps its first key (no 0/0 row).
+TEST(Attention, BoolMaskFastKernelMatchesReference) {
+  struct BoolCase {
+    std::string what;
+    Ints batch;
+    int64_t sq, sk, d;
+    Ints perm;  // of q, k, v and y alike
+    Ints mask;
+    double fill;
+  };
+  const double lowest = double(std::numeric_limits<float>::lowest());
+  std::vector<BoolCase> cases = {
+      {"padding [B, 1, 1, Sk], -inf", {2, 3}, 7, 9, 8, {}, {2, 1, 1, 9}, -INFINITY},
+      {"causal [Sq, Sk], [B, S, H, D] layout, lowest", {1, 5}, 13, 13, 16, {0, 2, 1, 3}, {13, 13}, lowest},
+      {"one value per row [Sq, 1], odd sizes", {3}, 5, 7, 3, {}, {5, 1}, -INFINITY},
+      {"full mask per head [H, Sq, Sk]", {4}, 11, 17, 5, {}, {4, 11, 17}, -1e4},
+  };
+  uint32_t seed = 500;
+  for (const BoolCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    seed += 10;
+    auto shape = [&](int64_t a, int64_t b) {
+      Ints s = c.batch;
+      s.push_back(a);
+      s.push_back(b);
+      return stored_shape(s, c.perm);
+    };
+    Tensor mask = Tensor::zeros(DType::boolean, c.mask);
+    std::mt19937 rng(seed);
+    int64_t cols = c.mask.back();
+    for (int64_t i = 0; i < mask.numel(); ++i)
+      mask.data<bool>()[i] = i % cols == 0 || (c.what.rfind("causal", 0) == 0 ? i % cols <= (i / cols) % c.sq
+                                                                               : rng() % 3 != 0);
+    std::vector<OpArg> args{input(random_tensor(shape(c.sq, c.d), seed, 2.f)),
+                            input(random_tensor(shape(c.sk, c.d), seed + 1, 2.f)),
+                            input(random_tensor(shape(c.sk, c.d), seed + 2)), input(mask)};
+    AttrMap attrs{{"scale", Attribute(0.125)}, {"mask_fill", Attribute(c.fill)}};
+    if (!c.perm.empty())
+      for (const char* p : {"perm_q", "perm_k", "perm_v", "perm_y"}) attrs.emplace(p, Attribute(c.perm));
+    expect_fast_matches_reference(build_op(OpKind::Attention, args, attrs), "onednn:attention:", 2e-5, 1e-5);
+  }
+}
+
+// The bool mask's meaning itself: a masked-out key gets weight 0 (fill -inf) or exp(lowest - max) = 0 too; a row
+// whose mask is all false is 0/0 = NaN with -inf (as the Where + Softmax it replaces), the mean of v with lowest.
+TEST(Attention, BoolMaskSelectsTheScores) {
+  Tensor q = random_tensor({2, 3}, 1), k = random_tensor({4, 3}, 2), v = random_tensor({4, 2}, 3);
+  Tensor mask = Tensor::zeros(DType::boolean, {2, 4});
+  mask.data<bool>()[1] = true;  // row 0 sees key 1 only; row 1 sees nothing
+  for (double fill : {-double(INFINITY), double(std::numeric_limits<float>::lowest())}) {
+    OneOp one = build_op(OpKind::Attention, {input(q), input(k), input(v), input(mask)},
+                         {{"mask_fill", Attribute(fill)}});
+    Executor fast(one.g), ref(one.g, reference_kernels());
+    for (Executor* ex : {&fast, &ref}) {
+      Tensor y = ex->run(one.feeds)[0];
+      for (int64_t j = 0; j < 2; ++j) {
+        EXPECT_NEAR(y.data<float>()[j], v.data<float>()[2 + j], 1e-6) << fill;  // only key 1's value
+        float mean = (v.data<float>()[j] + v.data<float>()[2 + j] + v.data<float>()[4 + j] + v.data<float>()[6 + j]) / 4;
+        if (std::isinf(fill)) EXPECT_TRUE(std::isnan(y.data<float>()[2 + j])) << j;
+        else EXPECT_NEAR(y.data<float>()[2 + j], mean, 1e-6) << j;
+      }
+    }
   }
 }
 

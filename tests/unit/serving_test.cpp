@@ -286,3 +286,13 @@ TEST(ServingConfig, ParsesAndRejects) {
 }
 
 }  // namespace
+
+TEST(ServingProtocol, Base64DecodesWhatJsonCarries) {
+  EXPECT_EQ(base64_decode(""), "");
+  EXPECT_EQ(base64_decode("Zg=="), "f");
+  EXPECT_EQ(base64_decode("Zm8="), "fo");
+  EXPECT_EQ(base64_decode("Zm9v"), "foo");
+  EXPECT_EQ(base64_decode("Zm9vYg"), "foob");  // padding optional
+  EXPECT_EQ(base64_decode("AP8/+w=="), std::string("\x00\xff\x3f\xfb", 4));
+  for (const char* bad : {"Z", "Zm9v!", "Zm 9v", "Zm9vY"}) EXPECT_THROW(base64_decode(bad), ProtocolError) << bad;
+}

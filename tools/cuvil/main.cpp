@@ -8,6 +8,7 @@
 //   cuvil profile MODEL [--input ...] [--dim ...] [--threads N] [--iters N]   (per node: time, share, kernel)
 //                 [--html FILE] [--json FILE] [--trace FILE]   (the report: src/report/profile_report.h)
 //   cuvil profile --diff A.json B.json                          (two --json reports side by side)
+//   cuvil profile REPORT.json --perf-data perf.data [--json F] [--html F]  (perf samples of that run, per node)
 //   cuvil roofs [--threads N] [--remeasure]                     (this machine's FMA rate and bandwidths, cached)
 //
 // --threads N (default: all cores) sets the threads of oneDNN and Cuvil's loops; --ref runs the reference kernels;
@@ -39,6 +40,7 @@
 
 #include "artifact/artifact.h"
 #include "artifact/kernel_library.h"
+#include "artifact/prepacked.h"
 #include "codegen/llvm/aot.h"
 #include "frontend/load_model.h"
 #include "passes/pipeline.h"
@@ -48,7 +50,10 @@
 #include "ir/text_format.h"
 #include "runtime/calibration.h"
 #include "runtime/executor.h"
+#include "runtime/weight_recipes.h"
+#include "runtime/weights.h"
 #include "report/html_report.h"
+#include "report/perf_fold.h"
 #include "report/profile_report.h"
 #include "report/roofs.h"
 #include "ir/npy.h"
@@ -75,6 +80,9 @@ constexpr const char* kUsage =
     "  cuvil profile MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [-O0|-O1] [--ref]\n"
     "                [--html FILE] [--json FILE] [--trace FILE]\n"
     "  cuvil profile --diff A.json B.json\n"
+    "  cuvil profile REPORT.json --perf-data perf.data [--json FILE] [--html FILE]\n"
+    "      (REPORT.json from a `cuvil profile MODEL --json` run recorded with\n"
+    "       CUVIL_PERF_MAP=1 perf record -k CLOCK_MONOTONIC -e cpu-clock -o perf.data -- cuvil profile ...)\n"
     "  cuvil roofs [--threads N] [--remeasure]\n"
     "  cuvil cache ls|verify|prune|explain ...                 (the compiled-model cache: cuvil cache --help)\n"
     "  cuvil serve --model-repository DIR [--http-port N] [--metrics-port N] ...  (cuvil serve --help)\n"
@@ -106,6 +114,7 @@ struct Args {
   std::string calibration;                // --calibration DIR: int8 calibration samples (.npy)
   std::string html, json_out, trace;  // profile: where to write the HTML report, its JSON, the Chrome trace
   std::vector<std::string> diff;      // profile --diff A B
+  std::string perf_data;              // profile REPORT --perf-data FILE
   bool remeasure = false;             // roofs: measure even when cached
 };
 
@@ -205,7 +214,8 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--diff") {
       a.diff.push_back(value());
       a.diff.push_back(value());
-    } else if (s == "--remeasure") a.remeasure = true;
+    } else if (s == "--perf-data") a.perf_data = value();
+    else if (s == "--remeasure") a.remeasure = true;
     else if (s == "--ir") a.ir = true;
     else if (s == "--kernels") a.kernels = true;
     else if (s == "--stages") a.stages = true;
@@ -584,6 +594,13 @@ int cmd_profile(const Args& a) {
     std::fputs(report::diff_reports(read_text(a.diff[0]), read_text(a.diff[1])).c_str(), stdout);
     return 0;
   }
+  if (!a.perf_data.empty()) {  // the model argument is the report of the recorded run
+    std::string folded = report::fold_perf_samples(read_text(a.model), report::read_perf_data(a.perf_data));
+    if (!a.json_out.empty()) write_text(a.json_out, folded);
+    if (!a.html.empty()) write_text(a.html, report::profile_html(folded));
+    std::fputs(report::perf_table(folded).c_str(), stdout);
+    return 0;
+  }
   auto g = load_any(a.model);
   optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
@@ -689,9 +706,13 @@ int cmd_compile(const Args& a) {
                      std::string(precision_name(a.precision)) + "'");
   auto t0 = std::chrono::steady_clock::now();
   auto g = load_model(a.model);
+  std::shared_ptr<Graph> source = clone_graph(*g);  // (constants shared) the weights before the passes fold them
   optimize_model(*g, a);
   artifact::SaveInput in;
   in.graph = g;
+  auto recipes = std::make_shared<WeightRecipes>(derive_fold_recipes(*source, *g));
+  if (!recipes->folds.empty()) in.recipes = recipes;  // updates by the original names (runtime/weight_recipes.h)
+  source.reset();
   std::string skip;
   for (const std::string& p : a.skip_passes) skip += (skip.empty() ? "\"" : ", \"") + json_escape(p) + "\"";
   in.config_json = "{\"device\": \"cpu\", \"opt_level\": " + std::to_string(a.opt_level) +
@@ -710,6 +731,7 @@ int cmd_compile(const Args& a) {
   in.model_fingerprint = file_fingerprint(a.model);
   in.tuned_for = codegen::jit_host_description();
   codegen::add_compiled_kernels(g, in);  // the generated kernels as machine code
+  artifact::add_prepacked_weights(in);   // the weights in the kernels' layouts
   artifact::save(a.output, in);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "wrote " << printable(a.output) << " (" << human_bytes(int64_t(std::filesystem::file_size(a.output)))

@@ -127,8 +127,9 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     precision: "fp32" (the default: nothing is lowered) or "bf16": convolutions and matrix products multiply in
     bf16 with f32 accumulation where this machine runs that faster than f32 (oneDNN's kernels on AVX512-BF16 or
     AMX), everything else stays f32; each node's decision is in ``CompiledModule.precision_report(*inputs)``.
-    "int8": compiled at fp32, then calibrated on ``calibration`` (a list of input samples; default: the example
-    inputs) by ``calibration_method`` ("minmax", "percentile", "mse") and quantized (see :func:`cuvil.quantize`).
+    "auto": the fastest precision per node within ``accuracy={"metric": ..., "budget": ..., "data": [...]}``
+    (cuvil/auto_precision.py). "int8": compiled at fp32, then calibrated on ``calibration`` (a list of input samples; default: the example
+    inputs) by ``calibration_method`` ("minmax", "percentile", "mse", "entropy") and quantized (see :func:`cuvil.quantize`).
     device: "cpu". threads: threads for oneDNN and Cuvil's kernels (None: all cores).
     cache: whether to use the compiled-model cache (cuvil.cache; None, the default: unless CUVIL_CACHE_DIR=off).
     An nn.Module found there (same code, weights, input signature, configuration, Cuvil build and CPU) is loaded
@@ -147,13 +148,24 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     check: the call raises the model's own exception (same type and message, with a note naming the line) when
     and only when eager PyTorch would."""
     calibration, method = options.pop("calibration", None), options.pop("calibration_method", "minmax")
+    accuracy = options.pop("accuracy", None)
     if model is not None and tensorflow_frontend.is_tensorflow(model):  # Keras / tf.function: through tf2onnx
-        if calibration is not None or precision == "int8":
+        if calibration is not None or precision in ("int8", "auto"):
             raise ValueError("precision='int8' is not available for TensorFlow models yet")
         return tensorflow_frontend.compile_tensorflow(model, args, kwargs, dynamic_shapes=dynamic_shapes,
                                                       precision=precision, device=device, threads=threads,
                                                       **options)
     check_options(precision, device, threads, options)
+    if (accuracy is not None) != (precision == "auto"):
+        raise ValueError("precision='auto' takes accuracy={'metric': ..., 'budget': ..., 'data': [...]}, and "
+                         "accuracy is only for precision='auto'")
+    if precision == "auto":  # compiled at fp32, then the fastest precision per node within the budget
+        from ..auto_precision import choose
+        if model is None or (args is None and kwargs is None):
+            raise ValueError("precision='auto' needs example inputs")
+        compiled = compile(model, args, kwargs, dynamic_shapes=dynamic_shapes, capture=capture, device=device,
+                           threads=threads, cache=False, **options)
+        return choose(compiled, accuracy)
     if precision == "int8":  # compiled at fp32, then calibrated and quantized (cuvil/quantization.py)
         from ..quantization import quantize
         if model is None or (args is None and kwargs is None):

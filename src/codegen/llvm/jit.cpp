@@ -26,6 +26,7 @@
 #include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -33,6 +34,7 @@
 
 #include "support/error.h"
 #include "support/file_io.h"
+#include "support/perf_map.h"
 #include "support/sha256.h"
 
 #ifndef CUVIL_VERSION
@@ -174,6 +176,12 @@ class Jit {
     }
     GeneratedFn fn = load(object, symbol);
     loaded_.emplace(std::move(key), fn);
+    if (perf_map_enabled()) {
+      // The name profiles give the kernel ("jit:<ops>:<8 hex digits>", codegen/generated_kernel.cpp), less the ops.
+      char tag[16];
+      std::snprintf(tag, sizeof tag, "%08llx", static_cast<unsigned long long>(k.hash() >> 32));
+      perf_map_announce(reinterpret_cast<const void*>(fn), symbol_size(object, symbol), std::string("cuvil jit:") + tag);
+    }
     return fn;
   }
 
@@ -237,6 +245,27 @@ class Jit {
                 assembly ? "assembly" : "objects");
     pm.run(*m);
     return std::string(buf.data(), buf.size());
+  }
+
+  // The size of `symbol`'s code in the object (its ELF symbol's size), 0 when not found.
+  static size_t symbol_size(const std::string& object, const std::string& symbol) {
+    auto obj = llvm::object::ObjectFile::createObjectFile(llvm::MemoryBufferRef(object, symbol));
+    if (!obj) {
+      llvm::consumeError(obj.takeError());
+      return 0;
+    }
+    auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(obj->get());
+    if (!elf) return 0;
+    for (const llvm::object::ELFSymbolRef& sym : elf->symbols()) {
+      auto name = sym.getName();
+      if (!name) {
+        llvm::consumeError(name.takeError());
+        continue;
+      }
+      // (the object's FILE symbol has the same name and no size)
+      if (*name == symbol && sym.getELFType() == llvm::ELF::STT_FUNC) return size_t(sym.getSize());
+    }
+    return 0;
   }
 
   // Each object goes into a JITDylib of its own, so a kernel dropped from the memory map can be loaded again.

@@ -6,11 +6,16 @@
 //   y = Softmax(scale * q k^T + Mask, axis = -1) v      y [..., Sq, Dv]; Mask broadcasts to [..., Sq, Sk]
 //   Y = Transpose(y, perm_y)
 //
+// A bool Mask selects instead of adding: Where(Mask, scale * q k^T, mask_fill), True keeping the score (what
+// PyTorch's SDPA decomposition and Hugging Face's masks produce; mask_fill is their -inf or dtype minimum).
+//
 // The permutations are how the node absorbs the transposes around attention (heads split out of [S, H, D] and
 // merged back): a kernel reads Q, K, V and writes Y through strides instead of moving them.
 #include "ir/ops/attention.h"
 
 #include "ir/ops/infer_util.h"
+
+#include <limits>
 
 namespace cuvil {
 
@@ -50,11 +55,12 @@ std::vector<int64_t> attention_perm(const AttrReader& node, const char* name, si
 CUVIL_DEFINE_OP(Attention) {
   s.inputs(3, 4).outputs(1, 1);
   s.attr("scale", AttrKind::Float, 1.0);
+  s.attr("mask_fill", AttrKind::Float, -std::numeric_limits<double>::infinity());  // (a bool Mask's)
   for (const char* p : {"perm_q", "perm_k", "perm_v", "perm_y"}) s.attr(p, AttrKind::Ints, std::vector<int64_t>{});
   s.infer_with([](InferContext& c) {
     infer::expect_dtype(c, 0, {DType::f16, DType::bf16, DType::f32, DType::f64});
     for (size_t i = 1; i < c.num_inputs(); ++i)
-      if (c.has_input(i)) infer::expect_same_dtype(c, 0, i);
+      if (c.has_input(i) && !(i == 3 && c.input_dtype(i) == DType::boolean)) infer::expect_same_dtype(c, 0, i);
     size_t r = c.input_rank(0);
     if (r < 2) c.error("Q must have rank >= 2, got ", c.input_shape(0).str());
     for (size_t i : {1, 2})

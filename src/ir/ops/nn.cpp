@@ -101,10 +101,30 @@ Shape matmul_param_shape(const Shape& s, bool is_a) {
 // (quant_x_scale 0: not calibrated; -1: each row quantized symmetrically at run time, products only) and,
 // optionally, the weights' s8 scales, one per output channel (or one for all). They change nothing at fp32 or bf16; at int8 the kernel quantizes X to that grid and multiplies u8 x s8
 // (kernels/onednn/int8.cpp).
+// Inside an int8 executor, FusedConv/FusedMatMul may also pass u8 activations (runtime/int8_links.h): a node with
+// quant_y_scale > 0 writes its output as u8 on that grid (quant_y_zero_point), and a node with quant_x_scale > 0
+// may read X as u8 already on its grid.
 void quant_attrs(OpSchema& s) {
   s.attr("quant_x_scale", AttrKind::Float, 0.0)
       .attr("quant_x_zero_point", AttrKind::Int, int64_t(0))
-      .attr("quant_w_scales", AttrKind::Floats, std::vector<double>{});
+      .attr("quant_w_scales", AttrKind::Floats, std::vector<double>{})
+      .attr("quant_y_scale", AttrKind::Float, 0.0)
+      .attr("quant_y_zero_point", AttrKind::Int, int64_t(0))
+      // A per-node precision ("fp32", "bf16"; "" = the model's) and why: set by cuvil.quantize's fallback and by
+      // precision="auto". It only raises a node's precision above the executor's, never lowers it.
+      .attr("precision", AttrKind::String, std::string())
+      .attr("precision_reason", AttrKind::String, std::string());
+}
+
+// The float type of a FusedConv/FusedMatMul (its weights'), checking X: that type, or u8 on X's int8 grid.
+DType linked_float_type(const InferContext& c) {
+  bool u8_x = c.input_dtype(0) == DType::u8 && c.has("quant_x_scale") && c.f("quant_x_scale") > 0;
+  if (!u8_x) infer::expect_same_dtype(c, 0, 1);
+  return c.input_dtype(1);
+}
+// The output type: u8 when the node writes its int8 grid (quant_y_scale > 0), else the float type.
+DType linked_output_type(const InferContext& c, DType float_type) {
+  return c.has("quant_y_scale") && c.f("quant_y_scale") > 0 ? DType::u8 : float_type;
 }
 
 void conv_attrs(OpSchema& s) {
@@ -608,7 +628,7 @@ namespace {
 // The optional residual input si must have the output's dtype and shape exactly (no broadcasting).
 void expect_sum_input(const InferContext& c, size_t si, const Shape& out) {
   if (!c.has_input(si)) return;
-  infer::expect_same_dtype(c, 0, si);
+  infer::expect_same_dtype(c, 1, si);  // the float type (X may be u8 in an int8 executor)
   const Shape& sum = c.input_shape(si);
   if (!sum.rank_known()) return;
   if (sum.rank() != out.rank()) c.error("Sum (input ", si, ") must have the output's shape ", out.str(), ", got ", sum.str());
@@ -627,16 +647,16 @@ CUVIL_DEFINE_OP(FusedConv) {
   s.attr("channels_last", AttrKind::Int, int64_t(0));
   s.allow_inplace(3, 0);
   s.infer_with([](InferContext& c) {
-    expect_float(c, 0);
-    infer::expect_same_dtype(c, 0, 1);
-    if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
+    DType ft = linked_float_type(c);
+    expect_float(c, 1);
+    if (c.has_input(2)) infer::expect_same_dtype(c, 1, 2);
     nn::read_activation(c);
     bool cl = read_channels_last(c);
     Shape out = conv_shape(c, 0, 1, channels_first_shape(c, cl));
     expect_bias(c, 2, out[1]);
     out = maybe_channels_last(out, cl);
     expect_sum_input(c, 3, out);
-    c.set_output(0, c.input_dtype(0), out);
+    c.set_output(0, linked_output_type(c, ft), out);
   });
 }
 
@@ -650,8 +670,8 @@ CUVIL_DEFINE_OP(FusedMatMul) {
   quant_attrs(s);
   s.allow_inplace(3, 0);
   s.infer_with([](InferContext& c) {
-    infer::expect_dtype(c, 0, {DType::f16, DType::bf16, DType::f32, DType::f64});
-    infer::expect_same_dtype(c, 0, 1);
+    DType ft = linked_float_type(c);
+    infer::expect_dtype(c, 1, {DType::f16, DType::bf16, DType::f32, DType::f64});
     nn::read_activation(c);
     if (c.input_rank(0) < 2 || c.input_rank(1) < 2)
       c.error("A and B must have rank >= 2, got shapes ", c.input_shape(0).str(), " and ", c.input_shape(1).str());
@@ -671,11 +691,11 @@ CUVIL_DEFINE_OP(FusedMatMul) {
     od.push_back(b[b.rank() - 1]);
     Shape out(od);
     if (c.has_input(2)) {
-      infer::expect_same_dtype(c, 0, 2);
+      infer::expect_same_dtype(c, 1, 2);
       expect_bias(c, 2, out[out.rank() - 1]);
     }
     expect_sum_input(c, 3, out);
-    c.set_output(0, c.input_dtype(0), out);
+    c.set_output(0, linked_output_type(c, ft), out);
   });
 }
 

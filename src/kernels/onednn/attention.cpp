@@ -5,7 +5,8 @@
 //   q, k, v of the head gathered into dense blocks   (skipped where the operand is dense already; oneDNN 2.6 runs
 //                                                     its brgemm kernels only on dense operands)
 //   S = scale * q k^T                                (single-threaded oneDNN matmul, k read transposed)
-//   P = Softmax(S + Mask)                            (the Mask read through broadcast strides; exp_f, <= 1 ulp)
+//   P = Softmax(S + Mask)                            (the Mask read through broadcast strides; exp_f, <= 1 ulp;
+//                                                     a bool Mask selects S or mask_fill instead)
 //   y = P v, scattered into Y's layout               (written in place when Y's block is dense)
 // One fork/join per call, where products over all heads at once (oneDNN's threads inside each) cost seven and
 // moved every operand through memory between them. The gathers stand in for the Transpose nodes the pass
@@ -80,6 +81,18 @@ CUVIL_CPU_CLONES void masked_softmax_row(float* x, int64_t n, const float* mask,
   float inv = 1.f / sum;
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) x[j] *= inv;
+}
+
+// A bool mask row (stride 0: one value for the row) keeps the scores where it is true and puts `fill` elsewhere
+// (Where(Mask, x, fill)), then softmax in place.
+CUVIL_CPU_CLONES void selected_softmax_row(float* x, int64_t n, const bool* mask, int64_t mask_stride, float fill) {
+  if (mask_stride == 1) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) x[j] = mask[j] ? x[j] : fill;
+  } else if (!mask[0]) {
+    std::fill(x, x + n, fill);
+  }
+  masked_softmax_row(x, n, nullptr, 0);
 }
 
 // Where a head's [rows, cols] matrix of one operand lies: element (i, j) at i * row + j * col.
@@ -191,6 +204,9 @@ class AttentionKernel final : public PreparedKernel {
       scores.push_back(sk_);
       mask_strides_ = ref::broadcast_strides(in[3].shape, scores);
       has_mask_ = true;
+      bool_mask_ = in[3].dtype == DType::boolean;
+      if (!bool_mask_ && in[3].dtype != DType::f32) return false;
+      fill_ = AttrReader(n).f("mask_fill");
     }
     // Work items: (head, row block). Fewer heads than threads: each head's query rows split between them.
     threads_ = std::max(1, omp_get_max_threads());
@@ -222,7 +238,8 @@ class AttentionKernel final : public PreparedKernel {
 
   void run(KernelContext& ctx) override {
     Pointers p{ctx.input(0).data<float>(), ctx.input(1).data<float>(), ctx.input(2).data<float>(),
-               has_mask_ ? ctx.input(3).data<float>() : nullptr, ctx.output(0).data<float>()};
+               has_mask_ && !bool_mask_ ? ctx.input(3).data<float>() : nullptr,
+               has_mask_ && bool_mask_ ? ctx.input(3).data<bool>() : nullptr, ctx.output(0).data<float>()};
     int64_t blocks = (sq_ + rows_ - 1) / rows_, items = heads_ * blocks;
     int nt = int(std::min<int64_t>({threads_, std::max(1, omp_get_max_threads()), items}));
     if (nt <= 1 || omp_in_parallel()) {
@@ -243,6 +260,7 @@ class AttentionKernel final : public PreparedKernel {
  private:
   struct Pointers {
     const float *q, *k, *v, *mask;
+    const bool* bool_mask;
     float* y;
   };
   // One thread's buffers: the dense copies (empty where an operand is dense in place), the scores, and its
@@ -277,8 +295,14 @@ class AttentionKernel final : public PreparedKernel {
       (last ? scores_last_ : scores_).run(sa, qc, kc, s.scores.data());
       size_t r = mask_strides_.size();
       for (int64_t i = 0; i < rows; ++i) {
+        float* x = s.scores.data() + i * sk_;
+        if (p.bool_mask) {
+          selected_softmax_row(x, sk_, p.bool_mask + m_off + (row0 + i) * mask_strides_[r - 2], mask_strides_[r - 1],
+                               fill_);
+          continue;
+        }
         const float* m = p.mask ? p.mask + m_off + (row0 + i) * mask_strides_[r - 2] : nullptr;
-        masked_softmax_row(s.scores.data() + i * sk_, sk_, m, p.mask ? mask_strides_[r - 1] : 0);
+        masked_softmax_row(x, sk_, m, p.mask ? mask_strides_[r - 1] : 0);
       }
       float* yc = p.y + off[3] + row0 * layouts_[3].row;
       bool y_dense = s.dense[3].empty();
@@ -301,6 +325,8 @@ class AttentionKernel final : public PreparedKernel {
   std::vector<Layout> layouts_;        // per operand: its [rows, cols] matrix strides
   Dims mask_strides_;                  // over the scores' dims; empty without a mask
   bool has_mask_ = false;
+  bool bool_mask_ = false;             // a bool mask selects (Where(Mask, score, fill_)); a float one is added
+  float fill_ = 0;
   Product scores_, values_, scores_last_, values_last_;  // full row blocks, and a last partial one
   std::vector<Scratch> scratch_;       // per thread
   std::string name_;

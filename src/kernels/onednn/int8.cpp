@@ -74,6 +74,8 @@ struct QuantHints {
   int32_t x_zp = 0;
   bool dynamic = false;  // quant_x_scale -1: each row of X on its own symmetric grid, found per call
   std::vector<double> w_scales;
+  float y_scale = 0;  // > 0: the output is u8 on this grid (runtime/int8_links.h), requantized by the primitive
+  int32_t y_zp = 0;
 };
 
 bool read_hints(const Node& n, QuantHints& h, std::string* reason) {
@@ -82,6 +84,10 @@ bool read_hints(const Node& n, QuantHints& h, std::string* reason) {
     // Symmetric per row: q = round(x / s_row) in -127..127, stored +128 (u8, zero point 128 for all rows).
     h.dynamic = true, h.x_scale = 1.f, h.x_zp = 128;
     if (n.has_attr("quant_w_scales")) h.w_scales = n.attr("quant_w_scales").floats();
+    if (n.has_attr("quant_y_scale") && n.attr("quant_y_scale").f() > 0) {
+      *reason = "dynamic quantization writes f32 (no u8 output)";
+      return false;
+    }
     return true;
   }
   if (!(xs > 0)) {
@@ -92,6 +98,11 @@ bool read_hints(const Node& n, QuantHints& h, std::string* reason) {
   h.x_zp = n.has_attr("quant_x_zero_point") ? int32_t(n.attr("quant_x_zero_point").i()) : 0;
   if (h.x_zp < 0 || h.x_zp > 255) throw Error(n.describe() + ": quant_x_zero_point must be in 0..255");
   if (n.has_attr("quant_w_scales")) h.w_scales = n.attr("quant_w_scales").floats();
+  if (n.has_attr("quant_y_scale") && n.attr("quant_y_scale").f() > 0) {
+    h.y_scale = float(n.attr("quant_y_scale").f());
+    h.y_zp = n.has_attr("quant_y_zero_point") ? int32_t(n.attr("quant_y_zero_point").i()) : 0;
+    if (h.y_zp < 0 || h.y_zp > 255) throw Error(n.describe() + ": quant_y_zero_point must be in 0..255");
+  }
   return true;
 }
 
@@ -127,19 +138,34 @@ class Int8Kernel : public PrimitiveKernel {
  protected:
   QuantHints q_;
   bool has_zp_ = false, bind_weights_ = false;
-  memory src_, zp_;
-  int32_t zp_value_ = 0;
+  bool u8_input_ = false;  // X arrives u8 on its grid (from a linked int8 layer): bound per call, not quantized
+  memory src_, zp_, y_zp_;
+  int32_t zp_value_ = 0, y_zp_value_ = 0;
   int64_t src_elems_ = 0;
   std::vector<float> scales_;  // x_scale * w_scale[c] (times alpha): the output scale per channel
 
   // Attributes shared by both: per-channel output scales on dim `channel_dim`, the runtime source zero point.
-  dnnl::primitive_attr quant_attr(const dnnl::post_ops& po, int channel_dim) {
+  // A u8 output: the post-ops run in real units, then one linear post-op puts the result on the output's grid,
+  // to which oneDNN adds the zero point, rounding to nearest even and saturating.
+  dnnl::primitive_attr quant_attr(dnnl::post_ops po, int channel_dim) {
     dnnl::primitive_attr a = thread_safe_attr();
+    if (q_.y_scale > 0) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f / q_.y_scale, 0.f);
     a.set_post_ops(po);
     a.set_output_scales(1 << channel_dim, scales_);
     has_zp_ = q_.x_zp != 0;
     if (has_zp_) a.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (q_.y_scale > 0 && q_.y_zp != 0) a.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
     return a;
+  }
+  memory::data_type y_type() const { return q_.y_scale > 0 ? memory::data_type::u8 : memory::data_type::f32; }
+  // Whether the input's type fits: f32, or u8 when the grid is static. Sets u8_input_.
+  bool input_type_ok(DType t, std::string* reason) {
+    u8_input_ = t == DType::u8 && !q_.dynamic;
+    if (t != DType::f32 && !u8_input_) {
+      *reason = "int8 takes f32 activations (or u8 on the layer's static grid)";
+      return false;
+    }
+    return true;
   }
   // After the primitive: its source buffer, the zero point's memory, and whether its ISA is worth it.
   bool finish(const dnnl::primitive_desc_base& pd, std::string* reason) {
@@ -150,7 +176,8 @@ class Int8Kernel : public PrimitiveKernel {
       return false;
     }
     precision.precision = Precision::int8;
-    src_ = memory(pd.query_md(dnnl::query::src_md), cpu_engine());
+    src_ = u8_input_ ? memory(pd.query_md(dnnl::query::src_md), cpu_engine(), DNNL_MEMORY_NONE)
+                     : memory(pd.query_md(dnnl::query::src_md), cpu_engine());
     src_elems_ = int64_t(src_.get_desc().get_size());
     args_[DNNL_ARG_SRC] = src_;
     args_[DNNL_ARG_DST] = memory(pd.query_md(dnnl::query::dst_md), cpu_engine(), DNNL_MEMORY_NONE);
@@ -158,6 +185,11 @@ class Int8Kernel : public PrimitiveKernel {
       zp_value_ = q_.x_zp;
       zp_ = memory({{1}, memory::data_type::s32, memory::format_tag::x}, cpu_engine(), &zp_value_);
       args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = zp_;
+    }
+    if (q_.y_scale > 0 && q_.y_zp != 0) {
+      y_zp_value_ = q_.y_zp;
+      y_zp_ = memory({{1}, memory::data_type::s32, memory::format_tag::x}, cpu_engine(), &y_zp_value_);
+      args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = y_zp_;
     }
     return true;
   }
@@ -170,6 +202,7 @@ class Int8Kernel : public PrimitiveKernel {
     return m;
   }
   void quantize_input(const Tensor& x) {
+    if (u8_input_) return bind(DNNL_ARG_SRC, x.raw());
     quantize(x.data<float>(), static_cast<uint8_t*>(src_.get_data_handle()), x.numel(), 1.f / q_.x_scale, q_.x_zp,
              x.nbytes() < (size_t(1) << 18) ? 1 : threads_);
   }
@@ -187,8 +220,9 @@ class Int8ConvKernel final : public Int8Kernel {
     }
     AttrReader attrs(n);
     const PrepareInput &x = in[0], &w = in[1];
-    if (x.dtype != DType::f32 || x.shape.size() < 3 || x.shape.size() > 5) {
-      *reason = "int8 takes f32 activations of rank 3 to 5";
+    if (!input_type_ok(x.dtype, reason)) return false;
+    if (x.shape.size() < 3 || x.shape.size() > 5) {
+      *reason = "int8 takes activations of rank 3 to 5";
       return false;
     }
     if (!w.value || (in.size() > 2 && in[2].present && !in[2].value)) {
@@ -205,13 +239,17 @@ class Int8ConvKernel final : public Int8Kernel {
     nn::Activation act = nn::read_activation(attrs);
     has_sum_ = in.size() > 3 && in[3].present;
     bool has_bias = in.size() > 2 && in[2].present;
+    if (has_sum_ && q_.y_scale > 0) {
+      *reason = "a u8 output with a residual sum";
+      return false;
+    }
     size_t S = x.shape.size() - 2;
     ConvGeometry geo;  // logical (channels-first) dims: oneDNN's descriptors use them, the format tag says the layout
     if (!conv_geometry(attrs, x.shape, y, w.shape, cl, &geo)) return false;
     const Dims &xd = geo.x, &yd = geo.y, &strides = geo.strides, &dil = geo.dilations, &pl = geo.pad_begin,
                &pr = geo.pad_end;
     memory::format_tag tag = activation_tag(S, cl);
-    memory::desc x_md(xd, memory::data_type::u8, tag), y_md(yd, memory::data_type::f32, tag);
+    memory::desc x_md(xd, memory::data_type::u8, tag), y_md(yd, y_type(), tag);
     Dims wd(w.shape.begin(), w.shape.end());
     memory::desc w_user = dense_md(wd, memory::data_type::s8), w_any(wd, memory::data_type::s8, memory::format_tag::any);
     memory::desc b_md = has_bias ? dense_md({yd[1]}, memory::data_type::f32) : memory::desc();
@@ -267,10 +305,7 @@ class Int8MatMulKernel final : public Int8Kernel {
   bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y,
                std::string* reason) {
     if (!read_hints(n, q_, reason)) return false;
-    if (in[0].dtype != DType::f32) {
-      *reason = "int8 takes f32 activations";
-      return false;
-    }
+    if (!input_type_ok(in[0].dtype, reason)) return false;
     MatMulSpec s;
     if (!read_matmul_spec(n, in, y, s)) return false;
     if (!in[1].value) {
@@ -296,7 +331,11 @@ class Int8MatMulKernel final : public Int8Kernel {
     int64_t K = as.back(), N = y.back(), rows = 1;
     for (size_t d = 0; d + 1 < as.size(); ++d) rows *= as[d];
     Dims ad{rows, K}, bd{K, N}, yd{rows, N};
-    memory::desc a_md = dense_md(ad, memory::data_type::u8), y_md = dense_md(yd, memory::data_type::f32);
+    if (s.sum_input >= 0 && q_.y_scale > 0) {
+      *reason = "a u8 output with a residual sum";
+      return false;
+    }
+    memory::desc a_md = dense_md(ad, memory::data_type::u8), y_md = dense_md(yd, y_type());
     memory::desc b_user = s.trans_b ? swapped_last2_md(bd, memory::data_type::s8) : dense_md(bd, memory::data_type::s8);
     memory::desc b_any(bd, memory::data_type::s8, memory::format_tag::any);
     memory::desc bias_md = s.bias_input >= 0 ? dense_md({1, N}, memory::data_type::f32) : memory::desc();

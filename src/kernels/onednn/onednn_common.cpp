@@ -9,6 +9,8 @@
 
 #include "ir/ops/layout.h"
 #include "ir/ops/nn_window.h"
+#include "kernels/onednn/prepacked.h"
+#include "support/perf_map.h"
 
 namespace cuvil::onednn {
 
@@ -34,7 +36,13 @@ HeldInputs hold_inputs(const std::vector<PrepareInput>& inputs) {
 }
 
 dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    // CUVIL_PERF_MAP=1 announces oneDNN's JIT code to perf too (in the same /tmp/perf-<pid>.map), unless the user
+    // chose oneDNN's own setting.
+    if (perf_map_enabled() && !std::getenv("ONEDNN_JIT_PROFILE") && !std::getenv("DNNL_JIT_PROFILE"))
+      dnnl_set_jit_profiling_flags(DNNL_JIT_PROFILE_LINUX_PERFMAP);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
 }
 
@@ -225,6 +233,17 @@ PackCache& pack_cache() {
   return *c;
 }
 
+// A descriptor as bytes (prepacked.h): oneDNN builds them from zeroed structs, so equal ones are equal bytes.
+std::string desc_bytes(const memory::desc& d) { return std::string(reinterpret_cast<const char*>(&d.data), sizeof d.data); }
+
+void record(const Tensor& t, float scale, const memory::desc& from, const memory::desc& to,
+            const std::shared_ptr<const PackedConstant>& p) {
+  if (p->owner == nullptr && p->packed.get_data_handle() == t.raw()) return;  // the dense constant: nothing to save
+  note_packed({t.raw(), size_t(t.nbytes()), scale, desc_bytes(from), desc_bytes(to), p->packed.get_data_handle(),
+               to.get_size()},
+              p);
+}
+
 }  // namespace
 
 std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, const memory::desc& from,
@@ -236,23 +255,39 @@ std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, 
     for (auto it = lo; it != hi; ++it) {
       const PackKey& k = it->second;
       if (k.scale != scale || k.from != from || k.to != to) continue;
-      if (auto live = k.entry.lock()) return live;
+      if (auto live = k.entry.lock()) {
+        record(t, scale, from, to, live);
+        return live;
+      }
     }
   }
   // Packed outside the lock: two threads may pack the same constant at once; both results are right.
-  Tensor src = t;
-  if (scale != 1.f) {
-    CUVIL_ASSERT(t.dtype() == DType::f32, "only f32 constants are scaled when packed");
-    src = t.clone();
-    float* p = src.data<float>();
-    for (int64_t i = 0; i < src.numel(); ++i) p[i] *= scale;
-  }
   auto packed = std::make_shared<PackedConstant>();
   packed->source = t;
-  memory user(from, cpu_engine(), const_cast<void*>(src.raw()));
-  packed->packed = memory(to, cpu_engine());
-  dnnl::reorder(user, packed->packed).execute(thread_stream(), user, packed->packed);
-  thread_stream().wait();
+  ProvidedPack provided;
+  if (scale == 1.f && from == to) {
+    // Already in the primitive's layout (a bias): the constant itself, which `source` keeps alive.
+    packed->packed = memory(to, cpu_engine(), const_cast<void*>(t.raw()));
+    count_packed(PackedHow::dense);
+  } else if (find_provided(t.raw(), scale, desc_bytes(from), desc_bytes(to), to.get_size(), &provided)) {
+    packed->packed = memory(to, cpu_engine(), const_cast<void*>(provided.data));
+    packed->owner = std::move(provided.owner);
+    count_packed(PackedHow::provided);
+  } else {
+    Tensor src = t;
+    if (scale != 1.f) {
+      CUVIL_ASSERT(t.dtype() == DType::f32, "only f32 constants are scaled when packed");
+      src = t.clone();
+      float* p = src.data<float>();
+      for (int64_t i = 0; i < src.numel(); ++i) p[i] *= scale;
+    }
+    memory user(from, cpu_engine(), const_cast<void*>(src.raw()));
+    packed->packed = memory(to, cpu_engine());
+    dnnl::reorder(user, packed->packed).execute(thread_stream(), user, packed->packed);
+    thread_stream().wait();
+    count_packed(PackedHow::reordered);
+  }
+  record(t, scale, from, to, packed);
 
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.entries.size() >= c.sweep_at) {

@@ -113,9 +113,11 @@ class ScopedThreads {
 struct PackedConstant {
   Tensor source;  // held so that its address cannot be reused while this entry is alive (the cache's key)
   memory packed;
+  std::shared_ptr<const void> owner;  // the bytes `packed` views when they were provided (prepacked.h)
 };
 
-// The constant `t` times `scale`, reordered from the dense layout `from` into `to`. Packed once per process for
+// The constant `t` times `scale`, reordered from the dense layout `from` into `to`; `t` itself when the layouts are
+// equal and the scale 1, and a provided image (an artifact's, prepacked.h) when there is one. Packed once per process for
 // each (constant, scale, layouts): the kernels that every shape signature prepares for one weight (a new batch
 // or sequence length re-creates the primitive, rarely its weight layout) share one copy, so a new shape neither
 // re-packs the weights nor holds another copy of them. Entries die with the last kernel that uses them.

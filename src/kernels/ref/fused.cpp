@@ -121,6 +121,9 @@ CUVIL_REF_KERNEL(Attention) {
       int64_t sk = ps[r - 1], rows = p.numel() / std::max<int64_t>(sk, 1);
       std::vector<int64_t> mst = mask ? ref::broadcast_strides(mask->shape(), ps) : std::vector<int64_t>(r, 0);
       std::vector<compute_t<T>> row(static_cast<size_t>(sk));
+      // A bool mask selects (Where(Mask, score, mask_fill)); a float one is added.
+      const bool* bool_mask = mask && mask->dtype() == DType::boolean ? mask->data<bool>() : nullptr;
+      compute_t<T> fill = compute_t<T>(ctx.f("mask_fill"));
       for (int64_t i = 0; i < rows; ++i) {
         // The mask's offset of row i: its index in every dim but the last.
         int64_t m_at = 0;
@@ -132,7 +135,8 @@ CUVIL_REF_KERNEL(Attention) {
         compute_t<T> m = -std::numeric_limits<compute_t<T>>::infinity();
         for (int64_t j = 0; j < sk; ++j) {
           compute_t<T> s = compute_t<T>(scale) * compute_t<T>(x[j]);
-          if (mask) s += compute_t<T>(mask->data<T>()[m_at + j * mst[r - 1]]);
+          if (bool_mask) s = bool_mask[m_at + j * mst[r - 1]] ? s : fill;
+          else if (mask) s += compute_t<T>(mask->data<T>()[m_at + j * mst[r - 1]]);
           row[size_t(j)] = s;
           m = std::max(m, s);
         }

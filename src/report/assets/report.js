@@ -56,7 +56,7 @@
         "(input checks, planning, allocation and the gaps between kernels; noise when negative)."));
   }
 
-  const COLUMNS = [
+  const BASE_COLUMNS = [
     ["#", (k) => k.id, "num"], ["kernel", (k) => k.label], ["value", (k) => "%" + k.value],
     ["implementation", (k) => k.impl], ["median ms", (k) => k.median_ms, "num", 4], ["p90 ms", (k) => k.p90_ms, "num", 4],
     ["share %", (k) => (k.share >= 0 ? 100 * k.share : -1), "num", 1],
@@ -67,7 +67,14 @@
     ["fallback", (k) => k.fallback],
   ];
 
+  // With perf samples folded in (cuvil profile REPORT --perf-data): their share and where they landed.
+  const PERF_COLUMNS = [
+    ["perf samples %", (k) => (k.perf ? 100 * k.perf.share : -1), "num", 1],
+    ["perf symbols", (k) => (k.perf ? k.perf.symbols.map(([s, n]) => `${s} ${n}`).join(", ") : "")],
+  ];
+
   function table(p) {
+    const COLUMNS = p.perf ? BASE_COLUMNS.concat(PERF_COLUMNS) : BASE_COLUMNS;
     const kernels = p.kernels.filter((k) => k.parent < 0);
     const children = {};
     for (const k of p.kernels) if (k.parent >= 0) (children[k.parent] = children[k.parent] || []).push(k);

@@ -1,0 +1,110 @@
+// u8 activations between int8 layers: which values link, and the graph copy that says so (see int8_links.h).
+#include "runtime/int8_links.h"
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "ir/shape_inference.h"
+#include "ir/verifier.h"
+#include "runtime/weights.h"
+
+namespace cuvil {
+
+namespace {
+
+double attr_f(const Node& n, const char* name) { return n.has_attr(name) ? n.attr(name).f() : 0.0; }
+int64_t attr_i(const Node& n, const char* name) { return n.has_attr(name) ? n.attr(name).i() : 0; }
+
+// A layer the int8 kernels take with a static grid for X: calibrated (not dynamic), constant weights and bias,
+// not grouped (grouped convolutions stay f32: kernels/onednn/int8.cpp), B a matrix.
+bool static_int8_layer(const Node& n) {
+  if (n.op() != OpKind::FusedConv && n.op() != OpKind::FusedMatMul) return false;
+  if (!(attr_f(n, "quant_x_scale") > 0)) return false;
+  if (n.has_attr("precision") && !n.attr("precision").s().empty() && n.attr("precision").s() != "int8") return false;
+  const Value* w = n.input(1);
+  if (!w || !w->is_constant()) return false;
+  if (n.input(2) && !n.input(2)->is_constant()) return false;
+  if (n.op() == OpKind::FusedConv) return attr_i(n, "group") <= 1;
+  const auto& dims = w->shape().dims();
+  for (size_t d = 0; d + 2 < dims.size(); ++d)
+    if (!dims[d].is_const() || dims[d].value() != 1) return false;
+  return true;
+}
+
+// Top-level values read anywhere inside a region (control flow captures them): never linked.
+void note_region_uses(const Graph& region, const Graph& top, std::map<const Value*, int>& blocked) {
+  for (const auto& n : region.nodes()) {
+    for (const Value* v : n->inputs())
+      if (v && v->graph() == &top) blocked[v] = 1;
+    for (const Graph* r : n->regions()) note_region_uses(*r, top, blocked);
+  }
+}
+
+// The u8 grid each linkable value gets, by the index of its producer in g.nodes().
+std::map<size_t, std::pair<double, int64_t>> find_links(const Graph& g, bool lower_final_outputs) {
+  std::map<const Value*, std::vector<std::pair<const Node*, size_t>>> uses;
+  std::map<const Value*, int> blocked;
+  for (const auto& n : g.nodes()) {
+    for (size_t k = 0; k < n->num_inputs(); ++k)
+      if (n->input(k)) uses[n->input(k)].push_back({n.get(), k});
+    for (const Graph* r : n->regions()) note_region_uses(*r, g, blocked);
+  }
+  std::map<const Node*, int> final;  // nodes writing a graph output: they stay f32 unless lower_final_outputs
+  for (const Value* o : g.outputs()) {
+    blocked[o] = 1;
+    if (o->producer() && !lower_final_outputs) final[o->producer()] = 1;
+  }
+  std::map<size_t, std::pair<double, int64_t>> links;
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& p = *nodes[i];
+    // The producer: an int8 layer without a residual sum (a sum would have to be u8 on the output's grid too).
+    if (!static_int8_layer(p) || p.input(3) || p.num_outputs() != 1) continue;
+    const Value* v = p.output(0);
+    if (blocked.count(v) || v->dtype() != DType::f32) continue;
+    auto it = uses.find(v);
+    if (it == uses.end() || it->second.empty()) continue;
+    bool ok = true;
+    double scale = 0;
+    int64_t zp = 0;
+    for (auto [c, k] : it->second) {
+      // Every reader takes v as X on one and the same grid.
+      ok = ok && k == 0 && static_int8_layer(*c) && !final.count(c);
+      for (size_t j = 1; ok && j < c->num_inputs(); ++j) ok = c->input(j) != v;
+      if (!ok) break;
+      double s = attr_f(*c, "quant_x_scale");
+      int64_t z = attr_i(*c, "quant_x_zero_point");
+      if (scale == 0) scale = s, zp = z;
+      ok = s == scale && z == zp;
+    }
+    if (ok) links[i] = {scale, zp};
+  }
+  return links;
+}
+
+}  // namespace
+
+std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g,
+                                                   bool lower_final_outputs) {
+  // CUVIL_INT8_LINKS=0: every int8 layer quantizes its f32 input again (for comparisons and debugging)
+  const char* off = std::getenv("CUVIL_INT8_LINKS");
+  if ((off && std::string(off) == "0") || find_links(*g, lower_final_outputs).empty()) return g;
+  std::shared_ptr<Graph> copy = clone_graph(*g);
+  for (auto& [i, grid] : find_links(*copy, lower_final_outputs)) {
+    Node& p = *copy->nodes()[i];
+    p.attrs()["quant_y_scale"] = Attribute(grid.first);
+    p.attrs()["quant_y_zero_point"] = Attribute(grid.second);
+  }
+  infer_shapes(*copy);
+  verify(*copy);
+  return copy;
+}
+
+int count_int8_links(const Graph& g) {
+  int links = 0;
+  for (const auto& n : g.nodes()) links += attr_f(*n, "quant_y_scale") > 0;
+  return links;
+}
+
+}  // namespace cuvil

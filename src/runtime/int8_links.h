@@ -1,0 +1,22 @@
+// u8 activations between int8 layers (issue 28). An int8 executor (KernelOptions::precision = int8) runs a copy of
+// its graph in which a calibrated FusedConv/FusedMatMul whose output only feeds other calibrated layers' X, all on
+// one u8 grid, writes that output as u8 on the grid (quant_y_scale / quant_y_zero_point, requantization fused into
+// its oneDNN primitive), and those layers read it as it is: no f32 tensor, no quantization pass in between.
+// Where a linked layer cannot run int8 after all, kernel selection wraps its f32 kernel in the conversions
+// (runtime/kernel_selection.cpp), so the link changes speed, never the meaning.
+#pragma once
+
+#include <memory>
+
+#include "ir/graph.h"
+
+namespace cuvil {
+
+// The copy of g with its int8 links set and types re-inferred, or g itself when nothing links. A reader that
+// writes a graph output runs f32 unless `lower_final_outputs` (KernelOptions), so it links only then.
+std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g, bool lower_final_outputs);
+
+// How many values of g are u8 activations between int8 layers (for tests and reports).
+int count_int8_links(const Graph& g);
+
+}  // namespace cuvil
