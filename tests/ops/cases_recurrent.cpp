@@ -60,6 +60,24 @@ void resize_cases(Cases& cs) {
   }
   cs.add(OpKind::Resize, "nearest floor, asymmetric").in(f32({1, 1, 3, 5})).in(none()).in(cst(vec<float>({1, 1, 2.5f, 1.5f})))
       .attr("nearest_mode", "floor").attr("coordinate_transformation_mode", "asymmetric").exact();
+  // The CPU kernel's index tables (from the reference run on an index probe): a feature pyramid's 2x/4x/8x
+  // upsampling (PP-OCR), each rounding and coordinate mode, a downscale by a fraction, rank 3 and 5, a scaled
+  // batch axis, a row copied many times.
+  for (float f : {2.f, 4.f, 8.f})
+    cs.add(OpKind::Resize, "nearest x" + std::to_string(int(f))).in(f32({1, 3, 3, 5})).in(none())
+        .in(cst(vec<float>({1, 1, f, f}))).attr("nearest_mode", "floor")
+        .attr("coordinate_transformation_mode", "asymmetric").exact().needs({Backend::cpu});
+  for (const char* nm : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})
+    for (const char* ct : {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn"})
+      cs.add(OpKind::Resize, std::string("nearest ") + nm + ", " + ct).in(f32({1, 2, 5, 7})).in(none())
+          .in(cst(vec<float>({1, 1, 2.6f, 0.7f}))).attr("nearest_mode", nm).attr("coordinate_transformation_mode", ct)
+          .exact().needs({Backend::cpu});
+  cs.add(OpKind::Resize, "nearest rank 3, sizes").in(f32({2, 3, 7})).in(none()).in(none())
+      .in(cst(vec<int64_t>({2, 3, 16}))).exact().needs({Backend::cpu});
+  cs.add(OpKind::Resize, "nearest rank 5, batch scaled").in(f32({2, 2, 3, 4, 5})).in(none())
+      .in(cst(vec<float>({2, 1, 1.5f, 2, 0.5f}))).exact().needs({Backend::cpu});
+  cs.add(OpKind::Resize, "nearest large").in(f32({1, 4, 24, 40})).in(none()).in(cst(vec<float>({1, 1, 4, 4})))
+      .exact().needs({Backend::cpu});
   // half_pixel_symmetric (Resize-19): 9 * 0.6 = 5.4 floors to 5, which shifts the taps about the centre.
   cs.add(OpKind::Resize, "linear half_pixel_symmetric").in(f32({1, 2, 9, 7})).in(none())
       .in(cst(vec<float>({1, 1, 0.6f, 1.7f}))).attr("mode", "linear")

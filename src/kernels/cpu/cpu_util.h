@@ -57,6 +57,7 @@ std::unique_ptr<PreparedKernel> prepare_transpose(const Node& n, const std::vect
 std::unique_ptr<PreparedKernel> prepare_reduce(const Node& n, const std::vector<PrepareInput>& inputs);
 std::unique_ptr<PreparedKernel> prepare_slice(const Node& n, const std::vector<PrepareInput>& inputs);
 std::unique_ptr<PreparedKernel> prepare_concat(const Node& n, const std::vector<PrepareInput>& inputs);
+std::unique_ptr<PreparedKernel> prepare_resize(const Node& n, const std::vector<PrepareInput>& inputs);
 std::unique_ptr<PreparedKernel> prepare_topk(const Node& n, const std::vector<PrepareInput>& inputs);
 
 }  // namespace cuvil::cpu
