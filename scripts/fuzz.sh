@@ -28,6 +28,26 @@ done
 for m in "$CORPUS"/onnx/*.onnx; do
   build/bin/cuvil compile "$m" -o "$CORPUS/cuv/$(basename "$m" .onnx).cuv" >/dev/null 2>&1 || true
 done
+# A convolution with constant weights: its artifact has a prepacked section, which also seeds read_prepacked alone.
+/usr/bin/python3 - "$CORPUS/ir/conv_const.cvir" <<'PY'
+import random, struct, sys
+random.seed(1)
+w = b"".join(struct.pack("<f", random.uniform(-1, 1)) for _ in range(8 * 4 * 3 * 3))
+open(sys.argv[1], "w").write("graph @main(%x: f32[1, 4, 6, 6]) {\n  %w: f32[8, 4, 3, 3] = constant 0x" + w.hex() +
+                             "\n  %y: f32[1, 8, 6, 6] = Conv(%x, %w) {pads = [1, 1, 1, 1]}\n  return %y\n}\n")
+PY
+build/bin/cuvil compile "$CORPUS/ir/conv_const.cvir" -o "$CORPUS/cuv/conv_const.cuv" >/dev/null 2>&1 || true
+/usr/bin/python3 - "$CORPUS/cuv/conv_const.cuv" "$CORPUS/cuv/prepacked_section" <<'PY'
+import struct, sys
+try:
+    b = open(sys.argv[1], "rb").read()
+except OSError:
+    sys.exit(0)
+for i in range(struct.unpack_from("<I", b, 32)[0]):
+    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 64 * i)
+    if kind == 7:  # prepacked (artifact/format.h)
+        open(sys.argv[2], "wb").write(b[off:off + size])
+PY
 head -c 64 /dev/zero > "$CORPUS/c_api/zeros"
 # KServe v2 request seeds (the first byte: whether a binary header length follows, see fuzz_kserve_request.cpp)
 printf '%s' '0{"id":"1","inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8]}],"outputs":[{"name":"x"}]}' \

@@ -1,6 +1,7 @@
 #include "artifact/prepacked.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -51,6 +52,7 @@ PackedWeights record_packed_weights(const std::shared_ptr<const Graph>& g, const
 }
 
 void add_prepacked_weights(SaveInput& in, const ExecutorOptions& options) {
+  if (const char* off = std::getenv("CUVIL_NO_PREPACK"); off && *off && std::string(off) != "0") return;
   PackedWeights pw = record_packed_weights(in.graph, options);
   in.prepacked = std::move(pw.images);
   in.prepacked_keep = std::move(pw.keep);

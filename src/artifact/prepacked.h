@@ -26,7 +26,8 @@ struct PackedWeights {
   std::shared_ptr<const void> keep;
 };
 PackedWeights record_packed_weights(const std::shared_ptr<const Graph>& g, const ExecutorOptions& options = {});
-// Records in.graph's packed weights into in.prepacked (what the save paths call).
+// Records in.graph's packed weights into in.prepacked (what the save paths call); nothing when the environment
+// sets CUVIL_NO_PREPACK=1 (smaller files, weights reordered at load).
 void add_prepacked_weights(SaveInput& in, const ExecutorOptions& options = {});
 
 // The section's bytes for the images of constants the weights section holds: `weight_of(source, nbytes)` gives a

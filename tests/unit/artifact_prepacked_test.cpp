@@ -156,7 +156,6 @@ TEST(ArtifactPrepacked, AnotherLayoutOrOneDnnPacksAtLoad) {
 TEST(ArtifactPrepacked, DamagedSectionsAreClearErrors) {
   auto g = convnet();
   const std::string b = saved(g, true);
-  size_t desc = onednn::packed_desc_bytes();
   auto expect_error = [&](const std::string& c, const std::string& says) {
     try {
       load(c);
@@ -165,6 +164,13 @@ TEST(ArtifactPrepacked, DamagedSectionsAreClearErrors) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   };
+  // Truncated inside the section (its head, an entry, an image) or at its end.
+  {
+    std::string c = b;
+    artifact::SectionEntry* e = entry(c, artifact::SectionKind::prepacked);
+    for (uint64_t cut : {e->offset, e->offset + 40, e->offset + 200, e->offset + e->size / 2, e->offset + e->size - 1})
+      expect_error(b.substr(0, cut), "truncated");
+  }
   // A flipped bit in an image: the checksum.
   {
     std::string c = b;

@@ -716,13 +716,19 @@ int cmd_compile(const Args& a) {
                      std::string(precision_name(a.precision)) + "'");
   auto t0 = std::chrono::steady_clock::now();
   auto g = load_model(a.model);
-  std::shared_ptr<Graph> source = clone_graph(*g);  // (constants shared) the weights before the passes fold them
+  std::shared_ptr<Graph> source;  // (constants shared) the weights before the passes fold them
+  try {
+    source = clone_graph(*g);
+  } catch (const Error&) {  // (a graph the copy cannot verify yet: the artifact updates by its own names)
+  }
   optimize_model(*g, a);
   artifact::SaveInput in;
   in.graph = g;
-  auto recipes = std::make_shared<WeightRecipes>(derive_fold_recipes(*source, *g));
-  if (!recipes->folds.empty()) in.recipes = recipes;  // updates by the original names (runtime/weight_recipes.h)
-  source.reset();
+  if (source) {  // updates by the original names (runtime/weight_recipes.h)
+    auto recipes = std::make_shared<WeightRecipes>(derive_fold_recipes(*source, *g));
+    if (!recipes->folds.empty()) in.recipes = recipes;
+    source.reset();
+  }
   std::string skip;
   for (const std::string& p : a.skip_passes) skip += (skip.empty() ? "\"" : ", \"") + json_escape(p) + "\"";
   in.config_json = "{\"device\": \"cpu\", \"opt_level\": " + std::to_string(a.opt_level) +
