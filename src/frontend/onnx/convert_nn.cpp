@@ -138,6 +138,57 @@ void register_onnx_nn(OnnxConverterTable& t) {
   };
   t["QuantizeLinear"] = [](ConvertContext& ctx) { convert_quant_linear(ctx, OpKind::QuantizeLinear); };
   t["DequantizeLinear"] = [](ConvertContext& ctx) { convert_quant_linear(ctx, OpKind::DequantizeLinear); };
+  // GridSample-16 names its modes "bilinear"/"bicubic" (default "bilinear"); opset 20 renamed them.
+  t["GridSample"] = [](ConvertContext& ctx) {
+    auto m = ctx.take_attr("mode");
+    std::string mode = m && m->kind() == AttrKind::String ? m->s() : (ctx.opset() < 20 ? "bilinear" : "linear");
+    if (mode == "bilinear") mode = "linear";
+    if (mode == "bicubic") mode = "cubic";
+    ctx.attrs()["mode"] = Attribute(mode);
+    ctx.emit(OpKind::GridSample);
+  };
+  // DFT-17 takes `axis` as an attribute (default 1); DFT-20 as an optional input (default -2).
+  t["DFT"] = [](ConvertContext& ctx) {
+    if (ctx.opset() < 20) {
+      auto a = ctx.take_attr("axis");
+      int64_t axis = a && a->kind() == AttrKind::Int ? a->i() : 1;
+      ctx.inputs().resize(2, nullptr);
+      Value* av = ctx.const_tensor(Tensor::scalar<int64_t>(axis), "axis");
+      ctx.inputs().push_back(av);
+    }
+    ctx.emit(OpKind::DFT);
+  };
+  // STFT-17 as frames gathered from the signal (frame f: steps f*frame_step + [0, window length)), times the
+  // window, then a DFT of frame_length along each frame; frames = 1 + (signal length - frame_length) / frame_step.
+  t["STFT"] = [](ConvertContext& ctx) {
+    Value* x = ctx.input(0);
+    Value* step = ctx.input(1);
+    Value* window = ctx.input(2);
+    Value* frame_length = ctx.input(3);
+    if (!x || !step) ctx.error("inputs 0 (signal) and 1 (frame_step) are required");
+    auto os = ctx.take_attr("onesided");
+    int64_t onesided = os && os->kind() == AttrKind::Int ? os->i() : 1;
+    if (!ctx.attrs().empty()) ctx.error("attribute '", ctx.attrs().begin()->first, "' is not supported");
+    auto scalar_i64 = [&](Value* v) {
+      return temp(ctx, OpKind::Reshape, {temp(ctx, OpKind::Cast, {v}, to_type(DType::i64)), ctx.const_i64({}, "scalar")});
+    };
+    auto dim = [&](Value* v, int64_t d) {
+      return temp(ctx, OpKind::Gather, {temp(ctx, OpKind::Shape, {v}), ctx.const_tensor(Tensor::scalar<int64_t>(d), "dim")});
+    };
+    Value* zero = ctx.const_tensor(Tensor::scalar<int64_t>(0), "zero");
+    Value* one = ctx.const_tensor(Tensor::scalar<int64_t>(1), "one");
+    Value* hop = scalar_i64(step);
+    Value* len = frame_length ? scalar_i64(frame_length) : window ? dim(window, 0) : dim(x, 1);
+    Value* width = window ? dim(window, 0) : len;
+    Value* frames = temp(ctx, OpKind::Add, {temp(ctx, OpKind::Div, {temp(ctx, OpKind::Sub, {dim(x, 1), len}), hop}), one});
+    Value* starts = temp(ctx, OpKind::Mul, {temp(ctx, OpKind::Range, {zero, frames, one}), hop});
+    Value* idx = temp(ctx, OpKind::Add, {temp(ctx, OpKind::Unsqueeze, {starts, ctx.const_i64({1}, "axis")}),
+                                         temp(ctx, OpKind::Range, {zero, width, one})});
+    Value* framed = temp(ctx, OpKind::Gather, {x, idx}, {{"axis", Attribute(int64_t(1))}});  // [B, F, W, C]
+    if (window) framed = temp(ctx, OpKind::Mul, {framed, temp(ctx, OpKind::Reshape, {window, ctx.const_i64({1, 1, -1, 1}, "window")})});
+    ctx.emit_final(OpKind::DFT, {framed, len, ctx.const_tensor(Tensor::scalar<int64_t>(2), "axis")},
+                   {{"onesided", Attribute(onesided)}});
+  };
 }
 
 }  // namespace cuvil
