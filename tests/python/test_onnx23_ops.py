@@ -204,6 +204,74 @@ def test_bit_cast_width_mismatch_is_an_error(tmp_path):
         run_cuvil(m, {"x": np.zeros(3, np.float32)}, tmp_path)
 
 
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pool(tmp_path, p):
+    m = model([helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1], p=p)],
+              [vi("x", F, [2, 3, 7, 6])], [vi("y", F, None)], opset=18)
+    check(m, {"x": rng.standard_normal((2, 3, 7, 6)).astype(np.float32)}, tmp_path, rtol=1e-4)
+
+
+@pytest.mark.parametrize("with_state,activation,k", [(False, "none", 4), (True, "silu", 3), (True, "none", 1)])
+def test_causal_conv_with_state(tmp_path, with_state, activation, k):
+    ins = ["x", "w", "b"] + (["st"] if with_state else [])
+    inputs = [vi("x", F, [2, 5, 9]), vi("w", F, [5, 1, k]), vi("b", F, [5])]
+    if with_state:
+        inputs.append(vi("st", F, [2, 5, k - 1]))
+    m = model([helper.make_node("CausalConvWithState", ins, ["y", "present"], activation=activation)], inputs,
+              [vi("y", F, [2, 5, 9]), vi("present", F, [2, 5, k - 1])], opset=26)
+    feeds = {"x": rng.standard_normal((2, 5, 9)).astype(np.float32),
+             "w": rng.standard_normal((5, 1, k)).astype(np.float32), "b": rng.standard_normal(5).astype(np.float32)}
+    if with_state:
+        feeds["st"] = rng.standard_normal((2, 5, k - 1)).astype(np.float32)
+    check(m, feeds, tmp_path, peer="ref")
+
+
+def test_swiglu(tmp_path):
+    m = model([helper.make_node("SwiGLU", ["a", "b"], ["y"], alpha=1.5)], [vi("a", F, [3, 7]), vi("b", F, [3, 7])],
+              [vi("y", F, [3, 7])], opset=26)
+    check(m, {"a": rng.standard_normal((3, 7)).astype(np.float32), "b": rng.standard_normal((3, 7)).astype(np.float32)},
+          tmp_path, peer="ref")
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_tensor_scatter(tmp_path, mode):
+    m = model([helper.make_node("TensorScatter", ["past", "upd", "w"], ["y"], mode=mode, axis=2)],
+              [vi("past", F, [3, 2, 7, 5]), vi("upd", F, [3, 2, 3, 5]), vi("w", I64, [3])], [vi("y", F, [3, 2, 7, 5])],
+              opset=24)
+    feeds = {"past": rng.standard_normal((3, 2, 7, 5)).astype(np.float32),
+             "upd": rng.standard_normal((3, 2, 3, 5)).astype(np.float32),
+             "w": np.array([0, 4, 6 if mode == "circular" else 2], np.int64)}
+    check(m, feeds, tmp_path, peer="ref")
+
+
+@pytest.mark.parametrize("size,align", [([2, 3, 5, 7], 0), ([2, 3, 5, 7], 1), ([2, 1, 3, 4, 6], 0)])
+def test_affine_grid(tmp_path, size, align):
+    sd = len(size) - 2
+    m = model([helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)],
+              [vi("theta", F, [2, sd, sd + 1]), vi("size", I64, [len(size)])], [vi("grid", F, None)], opset=20)
+    feeds = {"theta": rng.standard_normal((2, sd, sd + 1)).astype(np.float32), "size": np.array(size, np.int64)}
+    check(m, feeds, tmp_path, peer="ref")
+
+
+def test_optional_has_element_of_omitted_input(tmp_path):
+    m = model([helper.make_node("OptionalHasElement", [""], ["y"])], [], [vi("y", TensorProto.BOOL, [])], opset=18)
+    assert not bool(run_cuvil(m, {}, tmp_path)[0])
+
+
+@pytest.mark.parametrize("hq,hkv,scale", [(4, 4, None), (4, 2, 0.3)])
+def test_flex_attention(tmp_path, hq, hkv, scale):
+    attrs = {} if scale is None else {"scale": scale}
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview", **attrs)
+    g = helper.make_graph([node], "g", [vi("q", F, [2, hq, 5, 8]), vi("k", F, [2, hkv, 7, 8]),
+                                        vi("v", F, [2, hkv, 7, 6])], [vi("y", F, [2, hq, 5, 6])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)])
+    m.ir_version = 11
+    feeds = {"q": rng.standard_normal((2, hq, 5, 8)).astype(np.float32),
+             "k": rng.standard_normal((2, hkv, 7, 8)).astype(np.float32),
+             "v": rng.standard_normal((2, hkv, 7, 6)).astype(np.float32)}
+    check(m, feeds, tmp_path, peer="ref")
+
+
 @pytest.mark.parametrize("with_window,onesided", [(False, 1), (True, 1), (True, 0)])
 def test_stft(tmp_path, with_window, onesided):
     ins = ["x", "step", "win" if with_window else "", "len"]

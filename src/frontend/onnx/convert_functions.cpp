@@ -14,7 +14,15 @@
 //                             + causal bias (offset by the past length); softmax, rows masked whole giving 0; @ V.
 //                             nonpad_kv_seqlen (24: per-row key lengths, causal offset per row) and sliding windows
 //                             (25) are further additive -inf biases.
+//   LpPool-18                 (prod(kernel) * AveragePool(|x|^p, count_include_pad=1))^(1/p): the windowed sum
+//   CausalConvWithState       depthwise Conv over [past_state or zeros ++ input] [* Sigmoid]; present_state
+//                             the last k-1 steps
+//   SwiGLU                    A * sigmoid(alpha * A) * B
+//   TensorScatter             ScatterElements at (write_indices[b] + step) [mod cache length] along axis
+//   AffineGrid-20             normalized coordinates (Range) in homogeneous form @ theta^T, in f64
+//   FlexAttention (preview)   softmax((Q s)(K s)^T) V, s = sqrt(scale), in softmax_precision; no score/prob mods
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include <onnx/onnx_pb.h>
@@ -368,6 +376,213 @@ void convert_attention(ConvertContext& c) {
   }
 }
 
+// LpPool-18: (sum over the window of |x|^p)^(1/p), padding adding nothing: the sum is prod(kernel_shape) times
+// AveragePool(|x|^p) with count_include_pad=1 (which divides by the kernel size wherever the window lies).
+void convert_lp_pool(ConvertContext& c) {
+  Value* x = required(c, 0, "X");
+  double p = double(int_attr(c, "p", 2));
+  if (p <= 0) c.error("p must be > 0, got ", p);
+  auto ks = c.attrs().find("kernel_shape");
+  if (ks == c.attrs().end() || ks->second.kind() != AttrKind::Ints) c.error("attribute 'kernel_shape' is required");
+  double count = 1;
+  for (int64_t k : ks->second.ints()) count *= double(k);
+  AttrMap pool = c.attrs();
+  pool["count_include_pad"] = Attribute(int64_t(1));
+  c.attrs().clear();
+  Value* powered = temp(c, OpKind::Pow, {temp(c, OpKind::Abs, {x}), scalar_like(c, p, x, "p")});
+  Value* avg = temp(c, OpKind::AveragePool, {powered}, std::move(pool));
+  Value* sum = temp(c, OpKind::Mul, {avg, scalar_like(c, count, x, "kernel_size")});
+  c.emit_final(OpKind::Pow, {sum, scalar_like(c, 1.0 / p, x, "inverse_p")}, {});
+}
+
+// CausalConvWithState: a depthwise 1-D convolution over [past_state (zeros when absent) ++ input] with no padding,
+// optionally followed by SiLU; present_state is the last k-1 steps of that concatenation. Conv keeps the fast
+// kernels.
+void convert_causal_conv_with_state(ConvertContext& c) {
+  Value* x = required(c, 0, "input");
+  Value* w = required(c, 1, "weight");
+  Value* bias = c.input(2);
+  Value* past = c.input(3);
+  std::string act = "none";
+  if (auto a = c.take_attr("activation")) {
+    if (a->kind() != AttrKind::String) c.error("attribute 'activation' must be a string");
+    act = a->s();
+  }
+  no_more_attrs(c);
+  if (act != "none" && act != "silu" && act != "swish") c.error("activation '", act, "' is not one of none, silu, swish");
+  if (!(w->is_graph_input() || w->is_constant()) || !w->shape().is_static() || w->shape().rank() != 3)
+    c.error("weight must have a static shape [channels, 1, k] while importing, got ", w->type().str());
+  std::vector<int64_t> ws = w->shape().static_dims();
+  int64_t channels = ws[0], k = ws[2];
+  if (ws[1] != 1 || k < 1) c.error("weight must be [channels, 1, k >= 1], got ", w->type().str());
+  Value* padded = past ? temp(c, OpKind::Concat, {past, x}, {{"axis", Attribute(int64_t(2))}})
+                       : temp(c, OpKind::Pad, {x, c.const_i64({0, 0, k - 1, 0, 0, 0}, "causal_pads")});
+  std::vector<Value*> conv_in = {padded, w};
+  if (bias) conv_in.push_back(bias);
+  Value* y = temp(c, OpKind::Conv, conv_in, {{"group", Attribute(channels)}});
+  if (act != "none") y = temp(c, OpKind::Mul, {y, temp(c, OpKind::Sigmoid, {y})});
+  // The last k-1 steps; k = 1 keeps none (a start past the end).
+  int64_t start = k > 1 ? -(k - 1) : std::numeric_limits<int64_t>::max();
+  Value* present = temp(c, OpKind::Slice, {padded, c.const_i64({start}, "state_start"),
+                                           c.const_i64({std::numeric_limits<int64_t>::max()}, "state_end"),
+                                           c.const_i64({2}, "time_axis")});
+  const auto& outs = c.output_names();
+  const auto& proto = c.proto();
+  Graph& g = c.graph();
+  g.add_node(OpKind::Identity, {y}, {outs.at(0)}, {}, c.loc());
+  if (proto.output_size() > 1 && !proto.output(1).empty()) g.add_node(OpKind::Identity, {present}, {outs[1]}, {}, c.loc());
+}
+
+// SwiGLU: A * sigmoid(alpha * A) * B (A and B of one shape).
+void convert_swiglu(ConvertContext& c) {
+  Value* a = required(c, 0, "A");
+  Value* b = required(c, 1, "B");
+  double alpha = float_attr(c, "alpha", 1.0);
+  no_more_attrs(c);
+  Value* ax = alpha == 1.0 ? a : temp(c, OpKind::Mul, {a, scalar_like(c, alpha, a, "alpha")});
+  c.emit_final(OpKind::Mul, {temp(c, OpKind::Mul, {a, temp(c, OpKind::Sigmoid, {ax})}), b}, {});
+}
+
+// The rank of an input, which these expansions need while importing (graph inputs and constants are typed).
+int64_t import_rank(ConvertContext& c, Value* v, const char* what) {
+  if (!(v->is_graph_input() || v->is_constant()) || !v->shape().rank_known())
+    c.error(what, " needs a known rank while importing, got ", v->type().str());
+  return int64_t(v->shape().rank());
+}
+
+// TensorScatter (a KV-cache write): present = past with update's steps written along `axis` from
+// write_indices[batch] on (circular: modulo the cache length), as one ScatterElements whose indices are
+// (write_indices[b] + step) broadcast over update's shape.
+void convert_tensor_scatter(ConvertContext& c) {
+  Value* past = required(c, 0, "past_cache");
+  Value* update = required(c, 1, "update");
+  Value* write = c.input(2);
+  int64_t axis = int_attr(c, "axis", -2);
+  std::string mode = "linear";
+  if (auto m = c.take_attr("mode")) {
+    if (m->kind() != AttrKind::String) c.error("attribute 'mode' must be a string");
+    mode = m->s();
+  }
+  no_more_attrs(c);
+  if (mode != "linear" && mode != "circular") c.error("mode '", mode, "' is not one of linear, circular");
+  int64_t r = import_rank(c, past, "past_cache");
+  if (axis < -r || axis >= r) c.error("axis ", axis, " is out of range for rank ", r);
+  if (axis < 0) axis += r;
+  if (axis == 0) c.error("axis must not be the batch axis 0");
+  Value* ushape = temp(c, OpKind::Shape, {update});
+  Value* steps = temp(c, OpKind::Gather, {ushape, c.const_tensor(Tensor::scalar<int64_t>(axis), "axis")});
+  Value* range = temp(c, OpKind::Range, {c.const_tensor(Tensor::scalar<int64_t>(0), "zero"), steps,
+                                          c.const_tensor(Tensor::scalar<int64_t>(1), "one")});
+  std::vector<int64_t> along(size_t(r), 1), per_batch(size_t(r), 1);
+  along[size_t(axis)] = -1;
+  per_batch[0] = -1;
+  Value* idx = temp(c, OpKind::Reshape, {range, c.const_i64(along, "along_axis")});
+  if (write) idx = temp(c, OpKind::Add, {idx, temp(c, OpKind::Reshape, {temp(c, OpKind::Cast, {write},
+                                                                                 to_type(DType::i64)),
+                                                                        c.const_i64(per_batch, "per_batch")})});
+  if (mode == "circular") {
+    Value* len = temp(c, OpKind::Gather, {temp(c, OpKind::Shape, {past}),
+                                          c.const_tensor(Tensor::scalar<int64_t>(axis), "axis")});
+    idx = temp(c, OpKind::Mod, {idx, len});
+  }
+  idx = temp(c, OpKind::Expand, {idx, ushape});
+  c.emit_final(OpKind::ScatterElements, {past, idx, update}, {{"axis", Attribute(axis)}});
+}
+
+// AffineGrid-20: theta [N, 2, 3] (2-D) or [N, 3, 4] (3-D) applied to the normalized coordinates of an image of
+// `size` ([N, C, H, W] or [N, C, D, H, W]): grid [N, (D,) H, W, 2|3], (x, y[, z]) innermost first. Computed in
+// f64 (as ONNX's reference does) and cast back to theta's type.
+void convert_affine_grid(ConvertContext& c) {
+  Value* theta = required(c, 0, "theta");
+  Value* size = required(c, 1, "size");
+  int64_t align = int_attr(c, "align_corners", 0);
+  no_more_attrs(c);
+  int64_t n = -1;
+  if ((size->is_graph_input() || size->is_constant()) && size->shape().is_static() && size->shape().rank() == 1)
+    n = size->shape().static_dims()[0];
+  if (n != 4 && n != 5) c.error("size must be a 1-D tensor of 4 or 5 values with a static shape, got ", size->type().str());
+  int64_t sd = n - 2;  // spatial dims
+  Value* size64 = temp(c, OpKind::Cast, {size}, to_type(DType::i64));
+  Value* one_f = c.const_tensor(Tensor::scalar<double>(1.0), "one");
+  Value* two_f = c.const_tensor(Tensor::scalar<double>(2.0), "two");
+  // The normalized coordinates of each spatial dim (outermost first), each shaped to broadcast over [D, H, W].
+  std::vector<Value*> dims, coords;
+  for (int64_t d = 0; d < sd; ++d)
+    dims.push_back(temp(c, OpKind::Slice, {size64, c.const_i64({d + 2}, "start"), c.const_i64({d + 3}, "end")}));
+  for (int64_t d = 0; d < sd; ++d) {
+    Value* len = temp(c, OpKind::Cast, {temp(c, OpKind::Squeeze, {dims[size_t(d)], c.const_i64({0}, "axis0")})},
+                      to_type(DType::f64));
+    Value* i = temp(c, OpKind::Range, {c.const_tensor(Tensor::scalar<double>(0.0), "zero"), len, one_f});
+    Value* v = align ? temp(c, OpKind::Sub, {temp(c, OpKind::Div, {temp(c, OpKind::Mul, {i, two_f}),
+                                                                    temp(c, OpKind::Sub, {len, one_f})}), one_f})
+                     : temp(c, OpKind::Sub, {temp(c, OpKind::Div, {temp(c, OpKind::Add, {temp(c, OpKind::Mul, {i, two_f}),
+                                                                                         one_f}), len}), one_f});
+    std::vector<int64_t> shape(size_t(sd), 1);
+    shape[size_t(d)] = -1;
+    coords.push_back(temp(c, OpKind::Reshape, {v, c.const_i64(shape, "coord_shape")}));
+  }
+  Value* spatial = temp(c, OpKind::Concat, dims, {{"axis", Attribute(int64_t(0))}});
+  // Homogeneous coordinates [D, H, W, sd + 1]: x (innermost) first, then y (, z), then 1.
+  std::vector<Value*> parts;
+  Value* last = c.const_i64({-1}, "last");
+  for (int64_t d = sd; d-- > 0;)
+    parts.push_back(temp(c, OpKind::Unsqueeze, {temp(c, OpKind::Expand, {coords[size_t(d)], spatial}), last}));
+  parts.push_back(temp(c, OpKind::Unsqueeze, {temp(c, OpKind::Expand, {one_f, spatial}), last}));
+  Value* homo = temp(c, OpKind::Concat, parts, {{"axis", Attribute(int64_t(-1))}});
+  Value* flat = temp(c, OpKind::Reshape, {homo, c.const_i64({-1, sd + 1}, "points")});
+  Value* theta_t = temp(c, OpKind::Transpose, {temp(c, OpKind::Cast, {theta}, to_type(DType::f64))},
+                        {{"perm", Attribute(std::vector<int64_t>{0, 2, 1})}});
+  Value* grid = temp(c, OpKind::MatMul, {flat, theta_t});  // [N, points, sd]
+  Value* out_shape = temp(c, OpKind::Concat, {temp(c, OpKind::Slice, {size64, c.const_i64({0}, "start"),
+                                                                      c.const_i64({1}, "end")}),
+                                              spatial, c.const_i64({sd}, "coords")},
+                          {{"axis", Attribute(int64_t(0))}});
+  c.emit_final(OpKind::CastLike, {temp(c, OpKind::Reshape, {grid, out_shape}), theta}, {});
+}
+
+// FlexAttention (ai.onnx.preview): softmax((Q s)(K s)^T) (V) with s = sqrt(scale) (default scale 1/sqrt(E)), K and V
+// heads repeated for grouped queries, the softmax and the product with V in softmax_precision (default f32 for
+// 16-bit inputs, else the input type), the result in V's type. score_mod/prob_mod graphs are not supported.
+void convert_flex_attention(ConvertContext& c) {
+  Value* q = required(c, 0, "Q");
+  Value* k = required(c, 1, "K");
+  Value* v = required(c, 2, "V");
+  for (const char* g : {"score_mod", "prob_mod"})
+    if (c.has_attr(g)) c.error("attribute '", g, "' (a graph applied to the scores) is not supported");
+  std::optional<double> scale;
+  if (c.has_attr("scale")) scale = float_attr(c, "scale", 0.0);
+  std::optional<int64_t> precision;
+  if (c.has_attr("softmax_precision")) precision = int_attr(c, "softmax_precision", std::nullopt);
+  no_more_attrs(c);
+  for (Value* x : {q, k, v})
+    if (!(x->is_graph_input() || x->is_constant()) || !x->shape().is_static() || x->shape().rank() != 4)
+      c.error("Q, K and V need static rank-4 shapes while importing, got ", x->type().str());
+  std::vector<int64_t> qs = q->shape().static_dims(), ks = k->shape().static_dims();
+  if (!scale) scale = 1.0 / std::sqrt(double(qs[3]));
+  DType compute = q->dtype() == DType::f16 || q->dtype() == DType::bf16 ? DType::f32 : q->dtype();
+  if (precision) {
+    std::optional<DType> p = dtype_from_onnx_id(int(*precision));
+    if (!p || !is_float(*p)) c.error("softmax_precision ", *precision, " is not a float type");
+    compute = *p;
+  }
+  Value* s = scalar_like(c, std::sqrt(double(float(*scale))), q, "sqrt_scale");
+  auto repeat_heads = [&](Value* x) {
+    if (qs[1] == ks[1]) return x;
+    if (ks[1] <= 0 || qs[1] % ks[1] != 0) c.error("Q's ", qs[1], " heads are not a multiple of K's ", ks[1]);
+    std::vector<int64_t> xs = x->shape().static_dims();
+    Value* e = temp(c, OpKind::Expand, {temp(c, OpKind::Unsqueeze, {x, c.const_i64({2}, "axis")}),
+                                        c.const_i64({xs[0], xs[1], qs[1] / ks[1], xs[2], xs[3]}, "repeated")});
+    return temp(c, OpKind::Reshape, {e, c.const_i64({xs[0], qs[1], xs[2], xs[3]}, "heads")});
+  };
+  Value* kt = temp(c, OpKind::Transpose, {temp(c, OpKind::Mul, {repeat_heads(k), s})},
+                   {{"perm", Attribute(std::vector<int64_t>{0, 1, 3, 2})}});
+  Value* scores = temp(c, OpKind::MatMul, {temp(c, OpKind::Mul, {q, s}), kt});
+  Value* p = temp(c, OpKind::Softmax, {temp(c, OpKind::Cast, {scores}, to_type(compute))},
+                  {{"axis", Attribute(int64_t(-1))}});
+  Value* out = temp(c, OpKind::MatMul, {p, temp(c, OpKind::Cast, {repeat_heads(v)}, to_type(compute))});
+  c.emit_final(OpKind::Cast, {out}, to_type(v->dtype()));
+}
+
 }  // namespace
 
 void register_onnx_functions(OnnxConverterTable& t) {
@@ -380,6 +595,12 @@ void register_onnx_functions(OnnxConverterTable& t) {
   t["HammingWindow"] = [](ConvertContext& c) { convert_window(c, {25.0 / 46.0, -21.0 / 46.0}); };
   t["BlackmanWindow"] = [](ConvertContext& c) { convert_window(c, {0.42, -0.5, 0.08}); };
   t["CenterCropPad"] = convert_center_crop_pad;
+  t["LpPool"] = convert_lp_pool;
+  t["CausalConvWithState"] = convert_causal_conv_with_state;
+  t["SwiGLU"] = convert_swiglu;
+  t["TensorScatter"] = convert_tensor_scatter;
+  t["AffineGrid"] = convert_affine_grid;
+  t["ai.onnx.preview:FlexAttention"] = convert_flex_attention;
 }
 
 }  // namespace cuvil
