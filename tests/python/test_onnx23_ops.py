@@ -281,3 +281,27 @@ def test_stft(tmp_path, with_window, onesided):
     m = model([helper.make_node("STFT", ins, ["y"], onesided=onesided)], [vi("x", F, [2, 29, 1])],
               [vi("y", F, None)], opset=17, initializers=inits)
     check(m, {"x": rng.standard_normal((2, 29, 1)).astype(np.float32)}, tmp_path, peer="ref", atol=1e-4)
+
+
+@pytest.mark.parametrize("rule,hq,hkv,decay_last,beta_last,past", [
+    ("linear", 3, 3, None, None, False), ("gated", 4, 2, "dk", None, True), ("delta", 2, 2, None, 1, False),
+    ("gated_delta", 6, 2, "heads", "heads", True)])
+def test_linear_attention(tmp_path, rule, hq, hkv, decay_last, beta_last, past):
+    B, T, dk, dv = 2, 5, 3, 4
+    ins = ["q", "k", "v", "past" if past else "", "g" if decay_last else "", "b" if beta_last else ""]
+    while ins[-1] == "":
+        ins.pop()
+    feeds = {"q": rng.standard_normal((B, T, hq * dk)), "k": rng.standard_normal((B, T, hkv * dk)) * 0.5,
+             "v": rng.standard_normal((B, T, hkv * dv))}
+    if past:
+        feeds["past"] = rng.standard_normal((B, hkv, dk, dv))
+    if decay_last:
+        feeds["g"] = -rng.uniform(0, 1, (B, T, hkv * dk if decay_last == "dk" else hkv))
+    if beta_last:
+        feeds["b"] = rng.uniform(0, 1, (B, T, hkv if beta_last == "heads" else 1))
+    feeds = {n: a.astype(np.float32) for n, a in feeds.items()}
+    m = model([helper.make_node("LinearAttention", ins, ["y", "state"], update_rule=rule, q_num_heads=hq,
+                                kv_num_heads=hkv)],
+              [vi(n, F, list(a.shape)) for n, a in feeds.items()],
+              [vi("y", F, [B, T, hq * dv]), vi("state", F, [B, hkv, dk, dv])], opset=26)
+    check(m, feeds, tmp_path, peer="ref", rtol=1e-4, atol=1e-5)

@@ -21,6 +21,7 @@
 //   TensorScatter             ScatterElements at (write_indices[b] + step) [mod cache length] along axis
 //   AffineGrid-20             normalized coordinates (Range) in homogeneous form @ theta^T, in f64
 //   FlexAttention (preview)   softmax((Q s)(K s)^T) V, s = sqrt(scale), in softmax_precision; no score/prob mods
+//   LinearAttention-26        a Scan over time of the state update (decay, delta rule) and read-out, in f32
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -583,6 +584,123 @@ void convert_flex_attention(ConvertContext& c) {
   c.emit_final(OpKind::Cast, {out}, to_type(v->dtype()));
 }
 
+// LinearAttention (opset 26): a recurrent state S [B, Hkv, dk, dv] in f32, one step per position t:
+//   gated: S *= exp(decay_t);  delta: v_t = beta_t * (v_t - k_t S);  S += k_t^T v_t;  o_t = scale * q_t S
+// (S's heads repeated for grouped queries). Imported as a Scan over the time axis whose body is those ops.
+void convert_linear_attention(ConvertContext& c) {
+  Value* q = required(c, 0, "query");
+  Value* k = required(c, 1, "key");
+  Value* v = required(c, 2, "value");
+  Value* past = c.input(3);
+  Value* decay = c.input(4);
+  Value* beta = c.input(5);
+  std::string rule = "gated_delta";
+  if (auto r = c.take_attr("update_rule")) {
+    if (r->kind() != AttrKind::String) c.error("attribute 'update_rule' must be a string");
+    rule = r->s();
+  }
+  int64_t hq = int_attr(c, "q_num_heads", std::nullopt), hkv = int_attr(c, "kv_num_heads", std::nullopt);
+  double scale = float_attr(c, "scale", 0.0);
+  c.take_attr("chunk_size");  // a tuning hint: no effect on the result
+  no_more_attrs(c);
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
+    c.error("update_rule '", rule, "' is not one of linear, gated, delta, gated_delta");
+  if (hq <= 0 || hkv <= 0 || hq % hkv != 0) c.error("q_num_heads ", hq, " must be a positive multiple of kv_num_heads ", hkv);
+  bool gating = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  if (gating != (decay != nullptr)) c.error("update_rule '", rule, gating ? "' needs" : "' forbids", " the decay input");
+  if (delta != (beta != nullptr)) c.error("update_rule '", rule, delta ? "' needs" : "' forbids", " the beta input");
+  for (Value* x : {q, k, v})
+    if (!(x->is_graph_input() || x->is_constant()) || !x->shape().rank_known() || x->shape().rank() != 3 ||
+        !x->shape()[2].is_const())
+      c.error("query, key and value need rank 3 with a known last dim while importing, got ", x->type().str());
+  int64_t dk = q->shape()[2].value() / hq;
+  if (dk * hq != q->shape()[2].value()) c.error("query's last dim is not a multiple of q_num_heads ", hq);
+  if (scale == 0.0) scale = 1.0 / std::sqrt(double(dk));
+  const Location& loc = c.loc();
+  // [B, T, H*D] -> [B, H, T, D] in f32.
+  auto heads = [&](Value* x, int64_t h, int64_t d) {
+    Value* r = temp(c, OpKind::Reshape, {x, c.const_i64({0, 0, h, d}, "heads")});
+    return temp(c, OpKind::Cast, {temp(c, OpKind::Transpose, {r}, {{"perm", Attribute(std::vector<int64_t>{0, 2, 1, 3})}})},
+                to_type(DType::f32));
+  };
+  std::vector<Value*> scanned = {heads(q, hq, -1), heads(k, hkv, -1), heads(v, hkv, -1)};
+  if (decay) {
+    if (!(decay->is_graph_input() || decay->is_constant()) || !decay->shape().rank_known() ||
+        decay->shape().rank() != 3 || !decay->shape()[2].is_const())
+      c.error("decay needs rank 3 with a known last dim while importing, got ", decay->type().str());
+    int64_t last = decay->shape()[2].value();
+    if (last != hkv && last != hkv * dk) c.error("decay's last dim ", last, " must be kv_num_heads or kv_num_heads * d_k");
+    scanned.push_back(heads(decay, hkv, last == hkv ? 1 : -1));
+  }
+  if (beta) {
+    if (!(beta->is_graph_input() || beta->is_constant()) || !beta->shape().rank_known() || beta->shape().rank() != 3 ||
+        !beta->shape()[2].is_const() || (beta->shape()[2].value() != hkv && beta->shape()[2].value() != 1))
+      c.error("beta must be [B, T, kv_num_heads or 1], got ", beta->type().str());
+    scanned.push_back(heads(beta, beta->shape()[2].value(), 1));
+  }
+  Value* init;
+  if (past) {
+    init = temp(c, OpKind::Cast, {past}, to_type(DType::f32));
+  } else {  // zeros [B, Hkv, dk, dv]
+    Value* ks = temp(c, OpKind::Shape, {scanned[1]}), *vs = temp(c, OpKind::Shape, {scanned[2]});
+    Value* shape = temp(c, OpKind::Concat, {temp(c, OpKind::Slice, {ks, c.const_i64({0}, "s"), c.const_i64({2}, "e")}),
+                                            temp(c, OpKind::Slice, {ks, c.const_i64({3}, "s"), c.const_i64({4}, "e")}),
+                                            temp(c, OpKind::Slice, {vs, c.const_i64({3}, "s"), c.const_i64({4}, "e")})},
+                        {{"axis", Attribute(int64_t(0))}});
+    init = temp(c, OpKind::ConstantOfShape, {shape}, {{"value", Attribute(Tensor::from_vector<float>({0.f}, {1}))}});
+  }
+  // The body: (S, q_t, k_t, v_t[, g_t][, b_t]) -> (S', o_t).
+  auto body = std::make_shared<Graph>(c.graph().unique_name("linear_attention_step"));
+  body->set_parent(&c.graph());
+  auto in = [&](const char* name) { return body->add_input(body->unique_name(name), {DType::f32, Shape::unknown_rank()}); };
+  Value* st = in("state");
+  Value* qt = in("q_t");
+  Value* kt = in("k_t");
+  Value* vt = in("v_t");
+  Value* gt = decay ? in("decay_t") : nullptr;
+  Value* bt = beta ? in("beta_t") : nullptr;
+  auto op = [&](OpKind o, std::vector<Value*> ins, AttrMap attrs = {}) {
+    return body->add_node(o, std::move(ins), {body->unique_name("la_" + std::string(op_name(o)))}, std::move(attrs), loc)
+        ->output(0);
+  };
+  Value* ax2 = c.const_i64({2}, "axis2");
+  Value* axm1 = c.const_i64({-1}, "axis_last");
+  if (gt) st = op(OpKind::Mul, {st, op(OpKind::Unsqueeze, {op(OpKind::Exp, {gt}), axm1})});
+  if (bt) {
+    Value* got = op(OpKind::Squeeze, {op(OpKind::MatMul, {op(OpKind::Unsqueeze, {kt, ax2}), st}), ax2});
+    vt = op(OpKind::Mul, {bt, op(OpKind::Sub, {vt, got})});
+  }
+  st = op(OpKind::Add, {st, op(OpKind::Mul, {op(OpKind::Unsqueeze, {kt, axm1}), op(OpKind::Unsqueeze, {vt, ax2})})});
+  Value* read = st;
+  if (hq != hkv) {
+    Value* rep = op(OpKind::Expand, {op(OpKind::Unsqueeze, {st, ax2}), c.const_i64({1, 1, hq / hkv, 1, 1}, "repeat")});
+    Value* ss = op(OpKind::Shape, {st});
+    Value* shape = op(OpKind::Concat, {op(OpKind::Slice, {ss, c.const_i64({0}, "s"), c.const_i64({1}, "e")}),
+                                       c.const_i64({hq}, "hq"),
+                                       op(OpKind::Slice, {ss, c.const_i64({2}, "s"), c.const_i64({4}, "e")})},
+                      {{"axis", Attribute(int64_t(0))}});
+    read = op(OpKind::Reshape, {rep, shape});
+  }
+  Value* ot = op(OpKind::Squeeze, {op(OpKind::MatMul, {op(OpKind::Unsqueeze, {qt, ax2}), read}), ax2});
+  ot = op(OpKind::Mul, {ot, c.const_tensor(Tensor::scalar<float>(float(scale)), "scale")});
+  body->set_outputs({st, ot});
+  std::vector<Value*> scan_in = {init};
+  scan_in.insert(scan_in.end(), scanned.begin(), scanned.end());
+  int64_t m = int64_t(scanned.size());
+  Node* scan = c.emit_temp(OpKind::Scan, scan_in, {{"body", Attribute(GraphPtr(body))}, {"num_scan_inputs", Attribute(m)},
+                                                  {"scan_input_axes", Attribute(std::vector<int64_t>(size_t(m), 2))},
+                                                  {"scan_output_axes", Attribute(std::vector<int64_t>{1})}},
+                           2);
+  // [B, T, Hq, dv] -> [B, T, Hq * dv] in the query's type; the state in past_state's (else the query's) type.
+  Value* y = temp(c, OpKind::Reshape, {scan->output(1), c.const_i64({0, 0, -1}, "merge")});
+  const auto& outs = c.output_names();
+  const auto& proto = c.proto();
+  Graph& g = c.graph();
+  g.add_node(OpKind::Cast, {y}, {outs.at(0)}, to_type(q->dtype()), loc);
+  if (proto.output_size() > 1 && !proto.output(1).empty())
+    g.add_node(OpKind::Cast, {scan->output(0)}, {outs[1]}, to_type(past ? past->dtype() : q->dtype()), loc);
+}
+
 }  // namespace
 
 void register_onnx_functions(OnnxConverterTable& t) {
@@ -601,6 +719,7 @@ void register_onnx_functions(OnnxConverterTable& t) {
   t["TensorScatter"] = convert_tensor_scatter;
   t["AffineGrid"] = convert_affine_grid;
   t["ai.onnx.preview:FlexAttention"] = convert_flex_attention;
+  t["LinearAttention"] = convert_linear_attention;
 }
 
 }  // namespace cuvil
