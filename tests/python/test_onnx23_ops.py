@@ -305,3 +305,30 @@ def test_linear_attention(tmp_path, rule, hq, hkv, decay_last, beta_last, past):
               [vi(n, F, list(a.shape)) for n, a in feeds.items()],
               [vi("y", F, [B, T, hq * dv]), vi("state", F, [B, hkv, dk, dv])], opset=26)
     check(m, feeds, tmp_path, peer="ref", rtol=1e-4, atol=1e-5)
+
+
+def test_flex_attention_score_and_prob_mods(tmp_path):
+    # score_mod: a soft cap 5 tanh(s / 5) and a causal mask; prob_mod: probabilities squared.
+    s_in = vi("s", F, None)
+    s_out = vi("s_out", F, None)
+    five = helper.make_tensor("five", F, [], [5.0])
+    score = helper.make_graph(
+        [helper.make_node("Div", ["s", "five"], ["d"]), helper.make_node("Tanh", ["d"], ["t"]),
+         helper.make_node("Mul", ["t", "five"], ["capped"]),
+         helper.make_node("Shape", ["s"], ["shp"]), helper.make_node("ConstantOfShape", ["shp"], ["ones"],
+                                                                     value=helper.make_tensor("o", F, [1], [1.0])),
+         helper.make_node("Trilu", ["ones"], ["tri"], upper=0), helper.make_node("Cast", ["tri"], ["keep"], to=9),
+         helper.make_node("Constant", [], ["ninf"], value=helper.make_tensor("n", F, [], [-np.inf])),
+         helper.make_node("Where", ["keep", "capped", "ninf"], ["s_out"])],
+        "score_mod", [s_in], [s_out], initializer=[five])
+    prob = helper.make_graph([helper.make_node("Mul", ["p", "p"], ["p_out"])], "prob_mod", [vi("p", F, None)],
+                             [vi("p_out", F, None)])
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview", score_mod=score,
+                            prob_mod=prob)
+    g = helper.make_graph([node], "g", [vi("q", F, [1, 2, 5, 4]), vi("k", F, [1, 2, 5, 4]), vi("v", F, [1, 2, 5, 3])],
+                          [vi("y", F, [1, 2, 5, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)])
+    m.ir_version = 11
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in
+             [("q", (1, 2, 5, 4)), ("k", (1, 2, 5, 4)), ("v", (1, 2, 5, 3))]}
+    check(m, feeds, tmp_path, peer="ref")

@@ -20,7 +20,8 @@
 //   SwiGLU                    A * sigmoid(alpha * A) * B
 //   TensorScatter             ScatterElements at (write_indices[b] + step) [mod cache length] along axis
 //   AffineGrid-20             normalized coordinates (Range) in homogeneous form @ theta^T, in f64
-//   FlexAttention (preview)   softmax((Q s)(K s)^T) V, s = sqrt(scale), in softmax_precision; no score/prob mods
+//   FlexAttention (preview)   softmax(score_mod((Q s)(K s)^T)) [prob_mod] V, s = sqrt(scale), in softmax_precision;
+//                             the mod graphs as one-step Scan bodies
 //   LinearAttention-26        a Scan over time of the state update (decay, delta rule) and read-out, in f32
 #include <cmath>
 #include <limits>
@@ -541,15 +542,26 @@ void convert_affine_grid(ConvertContext& c) {
   c.emit_final(OpKind::CastLike, {temp(c, OpKind::Reshape, {grid, out_shape}), theta}, {});
 }
 
-// FlexAttention (ai.onnx.preview): softmax((Q s)(K s)^T) (V) with s = sqrt(scale) (default scale 1/sqrt(E)), K and V
-// heads repeated for grouped queries, the softmax and the product with V in softmax_precision (default f32 for
-// 16-bit inputs, else the input type), the result in V's type. score_mod/prob_mod graphs are not supported.
+// FlexAttention (ai.onnx.preview): prob_mod(softmax(score_mod((Q s)(K s)^T))) V with s = sqrt(scale) (default
+// scale 1/sqrt(E)), K and V heads repeated for grouped queries, the softmax and the product with V in
+// softmax_precision (default f32 for 16-bit inputs, else the input type), the result in V's type.
 void convert_flex_attention(ConvertContext& c) {
   Value* q = required(c, 0, "Q");
   Value* k = required(c, 1, "K");
   Value* v = required(c, 2, "V");
-  for (const char* g : {"score_mod", "prob_mod"})
-    if (c.has_attr(g)) c.error("attribute '", g, "' (a graph applied to the scores) is not supported");
+  // score_mod / prob_mod: a graph of one input and one output applied to the whole [B, H, L, S] tensor, run as the
+  // body of a one-step Scan over a new leading axis (so it keeps its own scope and may use any op).
+  auto take_mod = [&](const char* name) -> GraphPtr {
+    auto a = c.take_attr(name);
+    if (!a) return nullptr;
+    if (a->kind() != AttrKind::Graph) c.error("attribute '", name, "' must be a graph");
+    GraphPtr g = a->g();
+    if (g->inputs().size() != 1 || g->outputs().size() != 1)
+      c.error("attribute '", name, "' must take one input and yield one output, it takes ", g->inputs().size(),
+              " and yields ", g->outputs().size());
+    return g;
+  };
+  GraphPtr score_mod = take_mod("score_mod"), prob_mod = take_mod("prob_mod");
   std::optional<double> scale;
   if (c.has_attr("scale")) scale = float_attr(c, "scale", 0.0);
   std::optional<int64_t> precision;
@@ -578,8 +590,16 @@ void convert_flex_attention(ConvertContext& c) {
   Value* kt = temp(c, OpKind::Transpose, {temp(c, OpKind::Mul, {repeat_heads(k), s})},
                    {{"perm", Attribute(std::vector<int64_t>{0, 1, 3, 2})}});
   Value* scores = temp(c, OpKind::MatMul, {temp(c, OpKind::Mul, {q, s}), kt});
-  Value* p = temp(c, OpKind::Softmax, {temp(c, OpKind::Cast, {scores}, to_type(compute))},
-                  {{"axis", Attribute(int64_t(-1))}});
+  Value* lead = c.const_i64({0}, "lead");
+  auto apply_mod = [&](Value* x, const GraphPtr& body) {
+    Node* scan = c.emit_temp(OpKind::Scan, {temp(c, OpKind::Unsqueeze, {x, lead})},
+                             {{"body", Attribute(body)}, {"num_scan_inputs", Attribute(int64_t(1))}});
+    return temp(c, OpKind::Cast, {temp(c, OpKind::Squeeze, {scan->output(0), lead})}, to_type(compute));
+  };
+  Value* sc = temp(c, OpKind::Cast, {scores}, to_type(compute));
+  if (score_mod) sc = apply_mod(sc, score_mod);
+  Value* p = temp(c, OpKind::Softmax, {sc}, {{"axis", Attribute(int64_t(-1))}});
+  if (prob_mod) p = apply_mod(p, prob_mod);
   Value* out = temp(c, OpKind::MatMul, {p, temp(c, OpKind::Cast, {repeat_heads(v)}, to_type(compute))});
   c.emit_final(OpKind::Cast, {out}, to_type(v->dtype()));
 }
