@@ -332,3 +332,23 @@ def test_flex_attention_score_and_prob_mods(tmp_path):
     feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in
              [("q", (1, 2, 5, 4)), ("k", (1, 2, 5, 4)), ("v", (1, 2, 5, 3))]}
     check(m, feeds, tmp_path, peer="ref")
+
+
+@pytest.mark.parametrize("policy,mode,sizes,axes", [("not_larger", "nearest", [5, 9], [2, 3]),
+                                                    ("not_smaller", "nearest", [10, 7], [2, 3]),
+                                                    ("not_larger", "linear", [6, 6], [3, 2]),
+                                                    ("not_smaller", "linear", [10, 8], [2, 3])])
+def test_resize_keep_aspect_ratio(tmp_path, policy, mode, sizes, axes):
+    m = model([helper.make_node("Resize", ["x", "", "", "s"], ["y"], keep_aspect_ratio_policy=policy, mode=mode,
+                                axes=axes)],
+              [vi("x", F, [1, 2, 5, 6])], [vi("y", F, None)], opset=19, initializers=[init("s", np.array(sizes, np.int64))])
+    check(m, {"x": rng.standard_normal((1, 2, 5, 6)).astype(np.float32)}, tmp_path)
+
+
+def test_resize_keep_aspect_ratio_inexact_scale_is_refused(tmp_path):
+    # not_smaller of [5, 7] over [5, 6]: scale 7/6, and 5 * 7/6 is not whole.
+    m = model([helper.make_node("Resize", ["x", "", "", "s"], ["y"], keep_aspect_ratio_policy="not_smaller",
+                                mode="linear", axes=[2, 3])],
+              [vi("x", F, [1, 2, 5, 6])], [vi("y", F, None)], opset=19, initializers=[init("s", np.array([5, 7], np.int64))])
+    with pytest.raises(AssertionError, match="keep_aspect_ratio_policy"):
+        run_cuvil(m, {"x": np.zeros((1, 2, 5, 6), np.float32)}, tmp_path)
