@@ -352,3 +352,22 @@ def test_resize_keep_aspect_ratio_inexact_scale_is_refused(tmp_path):
               [vi("x", F, [1, 2, 5, 6])], [vi("y", F, None)], opset=19, initializers=[init("s", np.array([5, 7], np.int64))])
     with pytest.raises(AssertionError, match="keep_aspect_ratio_policy"):
         run_cuvil(m, {"x": np.zeros((1, 2, 5, 6), np.float32)}, tmp_path)
+
+
+@pytest.mark.parametrize("group,offset_group,with_mask,stride,dilation,pads", [
+    (1, 1, False, [1, 1], [1, 1], [0, 0, 0, 0]), (2, 2, True, [2, 1], [1, 2], [1, 2, 0, 1]),
+    (1, 3, True, [1, 1], [1, 1], [1, 1, 1, 1])])
+def test_deform_conv(tmp_path, group, offset_group, with_mask, stride, dilation, pads):
+    N, C, H, W, OC, kh, kw = 2, 6, 7, 8, 4, 3, 2
+    oh = (H + pads[0] + pads[2] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (W + pads[1] + pads[3] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    feeds = {"x": rng.standard_normal((N, C, H, W)), "w": rng.standard_normal((OC, C // group, kh, kw)),
+             "off": rng.uniform(-2, 2, (N, offset_group * kh * kw * 2, oh, ow)), "b": rng.standard_normal(OC)}
+    if with_mask:
+        feeds["m"] = rng.uniform(0, 1, (N, offset_group * kh * kw, oh, ow))
+    feeds = {n: a.astype(np.float32) for n, a in feeds.items()}
+    m = model([helper.make_node("DeformConv", ["x", "w", "off", "b"] + (["m"] if with_mask else []), ["y"],
+                                group=group, offset_group=offset_group, strides=stride, dilations=dilation, pads=pads,
+                                kernel_shape=[kh, kw])],
+              [vi(n, F, list(a.shape)) for n, a in feeds.items()], [vi("y", F, [N, OC, oh, ow])], opset=19)
+    check(m, feeds, tmp_path, rtol=1e-4, atol=1e-4)
