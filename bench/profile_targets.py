@@ -6,14 +6,19 @@ Also prints the top kernels of each profile (what to optimize next).
     $(scripts/python_env.sh)/bin/python bench/profile_targets.py [--models resnet50,mobilenet_v2,resnet18,bert]
         [--iters 30] [--threads 2] [--top 12] [--json-dir DIR]
 
-Run it on a quiet machine, or with CUVIL_IGNORE_LOAD=1 and say so: a loaded machine inflates both shares.
+Run it on a quiet machine, or with CUVIL_IGNORE_LOAD=1 and say so: a loaded machine inflates both shares (time
+the thread spends descheduled between kernels counts as unattributed). The last column is the overhead by this
+process's CPU time (unprofiled and profiled calls alternated here), which a loaded machine leaves near its quiet
+value at --threads 1.
 """
 from __future__ import annotations
 
 import argparse
 import collections
 import os
+import statistics
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -38,7 +43,7 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     print(f"{'model':<16} {'latency ms':>10} {'profiled ms':>11} {'overhead':>9} {'kernels ms':>10} "
-          f"{'unattributed':>12}")
+          f"{'unattributed':>12} {'overhead (CPU)':>14}")
     for name in a.models.split(","):
         model, inputs = model_and_inputs(name)
         positional = list(inputs) == ["x"]
@@ -51,8 +56,18 @@ def main() -> None:
             p.to_json(os.path.join(a.json_dir, f"{name}.json"), a.iters)
         lat = r["latency_ms"]["median"]
         prof = r["profiled_run_ms"]
+        cpu = {"run": [], "profile": []}
+        for _ in range(a.iters):
+            for kind in ("run", "profile"):
+                t = time.process_time()
+                if kind == "run":
+                    c(*args) if positional else c(**inputs)
+                else:
+                    c.profile(*args) if positional else c.profile(**inputs)
+                cpu[kind].append(time.process_time() - t)
+        cpu_over = statistics.median(cpu["profile"]) / statistics.median(cpu["run"]) - 1
         print(f"{name:<16} {lat:10.3f} {prof:11.3f} {100 * (prof / lat - 1):8.1f}% {r['kernel_sum_ms']:10.3f} "
-              f"{100 * r['unattributed_ms'] / lat:11.1f}%", flush=True)
+              f"{100 * r['unattributed_ms'] / lat:11.1f}% {100 * cpu_over:13.1f}%", flush=True)
         top = [k for k in r["kernels"] if k["parent"] < 0]
         by_op = collections.Counter()
         for k in top:

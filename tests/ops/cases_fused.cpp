@@ -1,6 +1,8 @@
 // Cases of the fused family (src/ir/ops/nn.cpp, attention.cpp): the ops passes form (FusedConv, FusedMatMul,
 // Attention), given directly so oneDNN's kernels meet the reference on each activation and operand layout.
 // FusedKernel is exempt: every `generated` run of the other cases goes through one.
+#include <limits>
+
 #include "harness.h"
 
 namespace cuvil::optest {
@@ -58,6 +60,15 @@ void add_fused_cases(Cases& cs) {
       .in(f32({2, 3, 10, 8}))
       .in(f32({2, 3, 10, 5}))
       .in(f32({2, 1, 1, 10}, -2, 0))
+      .tol({2e-5, 2e-5})
+      .needs({D});
+  cs.add(OpKind::Attention, "[B, H, S, D], bool mask [B, 1, Sq, Sk] filled with float's lowest")
+      .in(f32({2, 3, 7, 8}))
+      .in(f32({2, 3, 9, 8}))
+      .in(f32({2, 3, 9, 5}))
+      .in(rnd(DType::boolean, {2, 1, 7, 9}, -1, 1))
+      .attr("mask_fill", double(std::numeric_limits<float>::lowest()))
+      .attr("scale", 0.125)
       .tol({2e-5, 2e-5})
       .needs({D});
   cs.add(OpKind::Attention, "fully masked row")

@@ -210,6 +210,18 @@ void quantize_cases(Cases& cs) {
 }  // namespace
 
 void add_nn_cases(Cases& cs) {
+  // RotaryEmbedding: 4-D and 3-D (num_heads) inputs, halves and interleaved pairs, a partial rotary dim, caches
+  // per batch and position or indexed by position_ids.
+  for (int64_t inter : {0, 1}) {
+    std::string w = inter ? ", interleaved" : "";
+    cs.add(OpKind::RotaryEmbedding, "4-D, position ids" + w).in(f32({2, 3, 5, 8})).in(f32({11, 4}, -1, 1))
+        .in(f32({11, 4}, -1, 1)).in(i64({2, 5}, 0, 10.4)).attr("interleaved", inter);
+    cs.add(OpKind::RotaryEmbedding, "3-D, num_heads 3, rot 4" + w).in(f32({2, 5, 18})).in(f32({2, 5, 2}, -1, 1))
+        .in(f32({2, 5, 2}, -1, 1)).attr("interleaved", inter).attr("num_heads", int64_t(3))
+        .attr("rotary_embedding_dim", int64_t(4));
+  }
+  cs.add(OpKind::RotaryEmbedding, "f16").in(rnd(DType::f16, {1, 2, 3, 6})).in(rnd(DType::f16, {1, 3, 3}, -1, 1))
+      .in(rnd(DType::f16, {1, 3, 3}, -1, 1));
   conv_cases(cs);
   pool_cases(cs);
   product_cases(cs);

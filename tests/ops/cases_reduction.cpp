@@ -125,6 +125,16 @@ void scan_select_cases(Cases& cs) {
             .attr("exclusive", exclusive).attr("reverse", reverse).tol(DType::f64, {1e-13, 1e-13});
       }
   cs.add(OpKind::CumSum, "runtime axis").in(f32({3, 9})).in(val(scalar<int32_t>(1))).tol(DType::f32, {1e-6, 1e-6});
+  // CumProd: values near 1 keep the products finite; i32 wraps like the type itself; an empty axis.
+  for (int64_t exclusive : {0, 1})
+    for (int64_t reverse : {0, 1}) {
+      std::string what = std::string(exclusive ? "exclusive" : "inclusive") + (reverse ? " reverse" : "");
+      cs.add(OpKind::CumProd, what).in(f32({5, 7, 3}, 0.5, 1.5)).in(cst(vec<int64_t>({1}))).attr("exclusive", exclusive)
+          .attr("reverse", reverse);
+      cs.add(OpKind::CumProd, what + ", i32").in(rnd(DType::i32, {3, 17}, -9, 9)).in(cst(scalar<int64_t>(-1)))
+          .attr("exclusive", exclusive).attr("reverse", reverse);
+    }
+  cs.add(OpKind::CumProd, "empty axis").in(f32({4, 0})).in(cst(scalar<int64_t>(1)));
 
   // TopK: ties (a coarse grid: equal values keep position order), NaN and infinities, every dtype family; K from 1
   // to the whole axis, largest and smallest. Small K generates (a sorting network per lane); the CPU kernel

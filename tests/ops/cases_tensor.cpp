@@ -207,6 +207,13 @@ void rearrange_cases(Cases& cs) {
 }  // namespace
 
 void add_tensor_cases(Cases& cs) {
+  // BitCast: bytes reinterpreted, specials included (NaN payloads survive), bool as u8, an empty tensor.
+  cs.add(OpKind::BitCast, "f32 as i32").in(f32({3, 5}).sp()).attr("to", int64_t(6));
+  cs.add(OpKind::BitCast, "i64 as f64").in(i64({7}, -1e6, 1e6)).attr("to", int64_t(11));
+  cs.add(OpKind::BitCast, "u16 as i16").in(rnd(DType::u16, {2, 3}, 0, 65535)).attr("to", int64_t(5));
+  cs.add(OpKind::BitCast, "bool as u8").in(rnd(DType::boolean, {9}, -1, 1)).attr("to", int64_t(2));
+  cs.add(OpKind::BitCast, "f16 as bf16").in(rnd(DType::f16, {4, 4})).attr("to", int64_t(16)).exact();
+  cs.add(OpKind::BitCast, "empty").in(f32({0, 3})).attr("to", int64_t(12));
   reshape_cases(cs);
   transpose_cases(cs);
   slice_cases(cs);

@@ -481,6 +481,9 @@ void add_recurrent_cases(Cases& cs);
 void add_control_cases(Cases& cs);
 void add_text_cases(Cases& cs);
 void add_fused_cases(Cases& cs);
+void add_sampling_cases(Cases& cs);
+void add_detection_cases(Cases& cs);
+void add_signal_cases(Cases& cs);
 
 const std::vector<OpCase>& all_cases() {
   static const std::vector<OpCase> cases = [] {
@@ -493,6 +496,9 @@ const std::vector<OpCase>& all_cases() {
     add_control_cases(cs);
     add_text_cases(cs);
     add_fused_cases(cs);
+    add_sampling_cases(cs);
+    add_detection_cases(cs);
+    add_signal_cases(cs);
     return cs.all();
   }();
   return cases;

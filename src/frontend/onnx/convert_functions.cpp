@@ -14,7 +14,17 @@
 //                             + causal bias (offset by the past length); softmax, rows masked whole giving 0; @ V.
 //                             nonpad_kv_seqlen (24: per-row key lengths, causal offset per row) and sliding windows
 //                             (25) are further additive -inf biases.
+//   LpPool-18                 (prod(kernel) * AveragePool(|x|^p, count_include_pad=1))^(1/p): the windowed sum
+//   CausalConvWithState       depthwise Conv over [past_state or zeros ++ input] [* Sigmoid]; present_state
+//                             the last k-1 steps
+//   SwiGLU                    A * sigmoid(alpha * A) * B
+//   TensorScatter             ScatterElements at (write_indices[b] + step) [mod cache length] along axis
+//   AffineGrid-20             normalized coordinates (Range) in homogeneous form @ theta^T, in f64
+//   FlexAttention (preview)   softmax(score_mod((Q s)(K s)^T)) [prob_mod] V, s = sqrt(scale), in softmax_precision;
+//                             the mod graphs as one-step Scan bodies
+//   LinearAttention-26        a Scan over time of the state update (decay, delta rule) and read-out, in f32
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include <onnx/onnx_pb.h>
@@ -368,6 +378,349 @@ void convert_attention(ConvertContext& c) {
   }
 }
 
+// LpPool-18: (sum over the window of |x|^p)^(1/p), padding adding nothing: the sum is prod(kernel_shape) times
+// AveragePool(|x|^p) with count_include_pad=1 (which divides by the kernel size wherever the window lies).
+void convert_lp_pool(ConvertContext& c) {
+  Value* x = required(c, 0, "X");
+  double p = double(int_attr(c, "p", 2));
+  if (p <= 0) c.error("p must be > 0, got ", p);
+  auto ks = c.attrs().find("kernel_shape");
+  if (ks == c.attrs().end() || ks->second.kind() != AttrKind::Ints) c.error("attribute 'kernel_shape' is required");
+  double count = 1;
+  for (int64_t k : ks->second.ints()) count *= double(k);
+  AttrMap pool = c.attrs();
+  pool["count_include_pad"] = Attribute(int64_t(1));
+  c.attrs().clear();
+  Value* powered = temp(c, OpKind::Pow, {temp(c, OpKind::Abs, {x}), scalar_like(c, p, x, "p")});
+  Value* avg = temp(c, OpKind::AveragePool, {powered}, std::move(pool));
+  Value* sum = temp(c, OpKind::Mul, {avg, scalar_like(c, count, x, "kernel_size")});
+  c.emit_final(OpKind::Pow, {sum, scalar_like(c, 1.0 / p, x, "inverse_p")}, {});
+}
+
+// CausalConvWithState: a depthwise 1-D convolution over [past_state (zeros when absent) ++ input] with no padding,
+// optionally followed by SiLU; present_state is the last k-1 steps of that concatenation. Conv keeps the fast
+// kernels.
+void convert_causal_conv_with_state(ConvertContext& c) {
+  Value* x = required(c, 0, "input");
+  Value* w = required(c, 1, "weight");
+  Value* bias = c.input(2);
+  Value* past = c.input(3);
+  std::string act = "none";
+  if (auto a = c.take_attr("activation")) {
+    if (a->kind() != AttrKind::String) c.error("attribute 'activation' must be a string");
+    act = a->s();
+  }
+  no_more_attrs(c);
+  if (act != "none" && act != "silu" && act != "swish") c.error("activation '", act, "' is not one of none, silu, swish");
+  if (!(w->is_graph_input() || w->is_constant()) || !w->shape().is_static() || w->shape().rank() != 3)
+    c.error("weight must have a static shape [channels, 1, k] while importing, got ", w->type().str());
+  std::vector<int64_t> ws = w->shape().static_dims();
+  int64_t channels = ws[0], k = ws[2];
+  if (ws[1] != 1 || k < 1) c.error("weight must be [channels, 1, k >= 1], got ", w->type().str());
+  Value* padded = past ? temp(c, OpKind::Concat, {past, x}, {{"axis", Attribute(int64_t(2))}})
+                       : temp(c, OpKind::Pad, {x, c.const_i64({0, 0, k - 1, 0, 0, 0}, "causal_pads")});
+  std::vector<Value*> conv_in = {padded, w};
+  if (bias) conv_in.push_back(bias);
+  Value* y = temp(c, OpKind::Conv, conv_in, {{"group", Attribute(channels)}});
+  if (act != "none") y = temp(c, OpKind::Mul, {y, temp(c, OpKind::Sigmoid, {y})});
+  // The last k-1 steps; k = 1 keeps none (a start past the end).
+  int64_t start = k > 1 ? -(k - 1) : std::numeric_limits<int64_t>::max();
+  Value* present = temp(c, OpKind::Slice, {padded, c.const_i64({start}, "state_start"),
+                                           c.const_i64({std::numeric_limits<int64_t>::max()}, "state_end"),
+                                           c.const_i64({2}, "time_axis")});
+  const auto& outs = c.output_names();
+  const auto& proto = c.proto();
+  Graph& g = c.graph();
+  g.add_node(OpKind::Identity, {y}, {outs.at(0)}, {}, c.loc());
+  if (proto.output_size() > 1 && !proto.output(1).empty()) g.add_node(OpKind::Identity, {present}, {outs[1]}, {}, c.loc());
+}
+
+// SwiGLU: A * sigmoid(alpha * A) * B (A and B of one shape).
+void convert_swiglu(ConvertContext& c) {
+  Value* a = required(c, 0, "A");
+  Value* b = required(c, 1, "B");
+  double alpha = float_attr(c, "alpha", 1.0);
+  no_more_attrs(c);
+  Value* ax = alpha == 1.0 ? a : temp(c, OpKind::Mul, {a, scalar_like(c, alpha, a, "alpha")});
+  c.emit_final(OpKind::Mul, {temp(c, OpKind::Mul, {a, temp(c, OpKind::Sigmoid, {ax})}), b}, {});
+}
+
+// The rank of an input, which these expansions need while importing (graph inputs and constants are typed).
+int64_t import_rank(ConvertContext& c, Value* v, const char* what) {
+  if (!(v->is_graph_input() || v->is_constant()) || !v->shape().rank_known())
+    c.error(what, " needs a known rank while importing, got ", v->type().str());
+  return int64_t(v->shape().rank());
+}
+
+// TensorScatter (a KV-cache write): present = past with update's steps written along `axis` from
+// write_indices[batch] on (circular: modulo the cache length), as one ScatterElements whose indices are
+// (write_indices[b] + step) broadcast over update's shape.
+void convert_tensor_scatter(ConvertContext& c) {
+  Value* past = required(c, 0, "past_cache");
+  Value* update = required(c, 1, "update");
+  Value* write = c.input(2);
+  int64_t axis = int_attr(c, "axis", -2);
+  std::string mode = "linear";
+  if (auto m = c.take_attr("mode")) {
+    if (m->kind() != AttrKind::String) c.error("attribute 'mode' must be a string");
+    mode = m->s();
+  }
+  no_more_attrs(c);
+  if (mode != "linear" && mode != "circular") c.error("mode '", mode, "' is not one of linear, circular");
+  int64_t r = import_rank(c, past, "past_cache");
+  if (axis < -r || axis >= r) c.error("axis ", axis, " is out of range for rank ", r);
+  if (axis < 0) axis += r;
+  if (axis == 0) c.error("axis must not be the batch axis 0");
+  Value* ushape = temp(c, OpKind::Shape, {update});
+  Value* steps = temp(c, OpKind::Gather, {ushape, c.const_tensor(Tensor::scalar<int64_t>(axis), "axis")});
+  Value* range = temp(c, OpKind::Range, {c.const_tensor(Tensor::scalar<int64_t>(0), "zero"), steps,
+                                          c.const_tensor(Tensor::scalar<int64_t>(1), "one")});
+  std::vector<int64_t> along(size_t(r), 1), per_batch(size_t(r), 1);
+  along[size_t(axis)] = -1;
+  per_batch[0] = -1;
+  Value* idx = temp(c, OpKind::Reshape, {range, c.const_i64(along, "along_axis")});
+  if (write) idx = temp(c, OpKind::Add, {idx, temp(c, OpKind::Reshape, {temp(c, OpKind::Cast, {write},
+                                                                                 to_type(DType::i64)),
+                                                                        c.const_i64(per_batch, "per_batch")})});
+  if (mode == "circular") {
+    Value* len = temp(c, OpKind::Gather, {temp(c, OpKind::Shape, {past}),
+                                          c.const_tensor(Tensor::scalar<int64_t>(axis), "axis")});
+    idx = temp(c, OpKind::Mod, {idx, len});
+  }
+  idx = temp(c, OpKind::Expand, {idx, ushape});
+  c.emit_final(OpKind::ScatterElements, {past, idx, update}, {{"axis", Attribute(axis)}});
+}
+
+// AffineGrid-20: theta [N, 2, 3] (2-D) or [N, 3, 4] (3-D) applied to the normalized coordinates of an image of
+// `size` ([N, C, H, W] or [N, C, D, H, W]): grid [N, (D,) H, W, 2|3], (x, y[, z]) innermost first. Computed in
+// f64 (as ONNX's reference does) and cast back to theta's type.
+void convert_affine_grid(ConvertContext& c) {
+  Value* theta = required(c, 0, "theta");
+  Value* size = required(c, 1, "size");
+  int64_t align = int_attr(c, "align_corners", 0);
+  no_more_attrs(c);
+  int64_t n = -1;
+  if ((size->is_graph_input() || size->is_constant()) && size->shape().is_static() && size->shape().rank() == 1)
+    n = size->shape().static_dims()[0];
+  if (n != 4 && n != 5) c.error("size must be a 1-D tensor of 4 or 5 values with a static shape, got ", size->type().str());
+  int64_t sd = n - 2;  // spatial dims
+  Value* size64 = temp(c, OpKind::Cast, {size}, to_type(DType::i64));
+  Value* one_f = c.const_tensor(Tensor::scalar<double>(1.0), "one");
+  Value* two_f = c.const_tensor(Tensor::scalar<double>(2.0), "two");
+  // The normalized coordinates of each spatial dim (outermost first), each shaped to broadcast over [D, H, W].
+  std::vector<Value*> dims, coords;
+  for (int64_t d = 0; d < sd; ++d)
+    dims.push_back(temp(c, OpKind::Slice, {size64, c.const_i64({d + 2}, "start"), c.const_i64({d + 3}, "end")}));
+  for (int64_t d = 0; d < sd; ++d) {
+    Value* len = temp(c, OpKind::Cast, {temp(c, OpKind::Squeeze, {dims[size_t(d)], c.const_i64({0}, "axis0")})},
+                      to_type(DType::f64));
+    Value* i = temp(c, OpKind::Range, {c.const_tensor(Tensor::scalar<double>(0.0), "zero"), len, one_f});
+    Value* v = align ? temp(c, OpKind::Sub, {temp(c, OpKind::Div, {temp(c, OpKind::Mul, {i, two_f}),
+                                                                    temp(c, OpKind::Sub, {len, one_f})}), one_f})
+                     : temp(c, OpKind::Sub, {temp(c, OpKind::Div, {temp(c, OpKind::Add, {temp(c, OpKind::Mul, {i, two_f}),
+                                                                                         one_f}), len}), one_f});
+    std::vector<int64_t> shape(size_t(sd), 1);
+    shape[size_t(d)] = -1;
+    coords.push_back(temp(c, OpKind::Reshape, {v, c.const_i64(shape, "coord_shape")}));
+  }
+  Value* spatial = temp(c, OpKind::Concat, dims, {{"axis", Attribute(int64_t(0))}});
+  // Homogeneous coordinates [D, H, W, sd + 1]: x (innermost) first, then y (, z), then 1.
+  std::vector<Value*> parts;
+  Value* last = c.const_i64({-1}, "last");
+  for (int64_t d = sd; d-- > 0;)
+    parts.push_back(temp(c, OpKind::Unsqueeze, {temp(c, OpKind::Expand, {coords[size_t(d)], spatial}), last}));
+  parts.push_back(temp(c, OpKind::Unsqueeze, {temp(c, OpKind::Expand, {one_f, spatial}), last}));
+  Value* homo = temp(c, OpKind::Concat, parts, {{"axis", Attribute(int64_t(-1))}});
+  Value* flat = temp(c, OpKind::Reshape, {homo, c.const_i64({-1, sd + 1}, "points")});
+  Value* theta_t = temp(c, OpKind::Transpose, {temp(c, OpKind::Cast, {theta}, to_type(DType::f64))},
+                        {{"perm", Attribute(std::vector<int64_t>{0, 2, 1})}});
+  Value* grid = temp(c, OpKind::MatMul, {flat, theta_t});  // [N, points, sd]
+  Value* out_shape = temp(c, OpKind::Concat, {temp(c, OpKind::Slice, {size64, c.const_i64({0}, "start"),
+                                                                      c.const_i64({1}, "end")}),
+                                              spatial, c.const_i64({sd}, "coords")},
+                          {{"axis", Attribute(int64_t(0))}});
+  c.emit_final(OpKind::CastLike, {temp(c, OpKind::Reshape, {grid, out_shape}), theta}, {});
+}
+
+// FlexAttention (ai.onnx.preview): prob_mod(softmax(score_mod((Q s)(K s)^T))) V with s = sqrt(scale) (default
+// scale 1/sqrt(E)), K and V heads repeated for grouped queries, the softmax and the product with V in
+// softmax_precision (default f32 for 16-bit inputs, else the input type), the result in V's type.
+void convert_flex_attention(ConvertContext& c) {
+  Value* q = required(c, 0, "Q");
+  Value* k = required(c, 1, "K");
+  Value* v = required(c, 2, "V");
+  // score_mod / prob_mod: a graph of one input and one output applied to the whole [B, H, L, S] tensor, run as the
+  // body of a one-step Scan over a new leading axis (so it keeps its own scope and may use any op).
+  auto take_mod = [&](const char* name) -> GraphPtr {
+    auto a = c.take_attr(name);
+    if (!a) return nullptr;
+    if (a->kind() != AttrKind::Graph) c.error("attribute '", name, "' must be a graph");
+    GraphPtr g = a->g();
+    if (g->inputs().size() != 1 || g->outputs().size() != 1)
+      c.error("attribute '", name, "' must take one input and yield one output, it takes ", g->inputs().size(),
+              " and yields ", g->outputs().size());
+    return g;
+  };
+  GraphPtr score_mod = take_mod("score_mod"), prob_mod = take_mod("prob_mod");
+  std::optional<double> scale;
+  if (c.has_attr("scale")) scale = float_attr(c, "scale", 0.0);
+  std::optional<int64_t> precision;
+  if (c.has_attr("softmax_precision")) precision = int_attr(c, "softmax_precision", std::nullopt);
+  no_more_attrs(c);
+  for (Value* x : {q, k, v})
+    if (!(x->is_graph_input() || x->is_constant()) || !x->shape().is_static() || x->shape().rank() != 4)
+      c.error("Q, K and V need static rank-4 shapes while importing, got ", x->type().str());
+  std::vector<int64_t> qs = q->shape().static_dims(), ks = k->shape().static_dims();
+  if (!scale) scale = 1.0 / std::sqrt(double(qs[3]));
+  DType compute = q->dtype() == DType::f16 || q->dtype() == DType::bf16 ? DType::f32 : q->dtype();
+  if (precision) {
+    std::optional<DType> p = dtype_from_onnx_id(int(*precision));
+    if (!p || !is_float(*p)) c.error("softmax_precision ", *precision, " is not a float type");
+    compute = *p;
+  }
+  Value* s = scalar_like(c, std::sqrt(double(float(*scale))), q, "sqrt_scale");
+  auto repeat_heads = [&](Value* x) {
+    if (qs[1] == ks[1]) return x;
+    if (ks[1] <= 0 || qs[1] % ks[1] != 0) c.error("Q's ", qs[1], " heads are not a multiple of K's ", ks[1]);
+    std::vector<int64_t> xs = x->shape().static_dims();
+    Value* e = temp(c, OpKind::Expand, {temp(c, OpKind::Unsqueeze, {x, c.const_i64({2}, "axis")}),
+                                        c.const_i64({xs[0], xs[1], qs[1] / ks[1], xs[2], xs[3]}, "repeated")});
+    return temp(c, OpKind::Reshape, {e, c.const_i64({xs[0], qs[1], xs[2], xs[3]}, "heads")});
+  };
+  Value* kt = temp(c, OpKind::Transpose, {temp(c, OpKind::Mul, {repeat_heads(k), s})},
+                   {{"perm", Attribute(std::vector<int64_t>{0, 1, 3, 2})}});
+  Value* scores = temp(c, OpKind::MatMul, {temp(c, OpKind::Mul, {q, s}), kt});
+  Value* lead = c.const_i64({0}, "lead");
+  auto apply_mod = [&](Value* x, const GraphPtr& body) {
+    Node* scan = c.emit_temp(OpKind::Scan, {temp(c, OpKind::Unsqueeze, {x, lead})},
+                             {{"body", Attribute(body)}, {"num_scan_inputs", Attribute(int64_t(1))}});
+    return temp(c, OpKind::Cast, {temp(c, OpKind::Squeeze, {scan->output(0), lead})}, to_type(compute));
+  };
+  Value* sc = temp(c, OpKind::Cast, {scores}, to_type(compute));
+  if (score_mod) sc = apply_mod(sc, score_mod);
+  Value* p = temp(c, OpKind::Softmax, {sc}, {{"axis", Attribute(int64_t(-1))}});
+  if (prob_mod) p = apply_mod(p, prob_mod);
+  Value* out = temp(c, OpKind::MatMul, {p, temp(c, OpKind::Cast, {repeat_heads(v)}, to_type(compute))});
+  c.emit_final(OpKind::Cast, {out}, to_type(v->dtype()));
+}
+
+// LinearAttention (opset 26): a recurrent state S [B, Hkv, dk, dv] in f32, one step per position t:
+//   gated: S *= exp(decay_t);  delta: v_t = beta_t * (v_t - k_t S);  S += k_t^T v_t;  o_t = scale * q_t S
+// (S's heads repeated for grouped queries). Imported as a Scan over the time axis whose body is those ops.
+void convert_linear_attention(ConvertContext& c) {
+  Value* q = required(c, 0, "query");
+  Value* k = required(c, 1, "key");
+  Value* v = required(c, 2, "value");
+  Value* past = c.input(3);
+  Value* decay = c.input(4);
+  Value* beta = c.input(5);
+  std::string rule = "gated_delta";
+  if (auto r = c.take_attr("update_rule")) {
+    if (r->kind() != AttrKind::String) c.error("attribute 'update_rule' must be a string");
+    rule = r->s();
+  }
+  int64_t hq = int_attr(c, "q_num_heads", std::nullopt), hkv = int_attr(c, "kv_num_heads", std::nullopt);
+  double scale = float_attr(c, "scale", 0.0);
+  c.take_attr("chunk_size");  // a tuning hint: no effect on the result
+  no_more_attrs(c);
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
+    c.error("update_rule '", rule, "' is not one of linear, gated, delta, gated_delta");
+  if (hq <= 0 || hkv <= 0 || hq % hkv != 0) c.error("q_num_heads ", hq, " must be a positive multiple of kv_num_heads ", hkv);
+  bool gating = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  if (gating != (decay != nullptr)) c.error("update_rule '", rule, gating ? "' needs" : "' forbids", " the decay input");
+  if (delta != (beta != nullptr)) c.error("update_rule '", rule, delta ? "' needs" : "' forbids", " the beta input");
+  for (Value* x : {q, k, v})
+    if (!(x->is_graph_input() || x->is_constant()) || !x->shape().rank_known() || x->shape().rank() != 3 ||
+        !x->shape()[2].is_const())
+      c.error("query, key and value need rank 3 with a known last dim while importing, got ", x->type().str());
+  int64_t dk = q->shape()[2].value() / hq;
+  if (dk * hq != q->shape()[2].value()) c.error("query's last dim is not a multiple of q_num_heads ", hq);
+  if (scale == 0.0) scale = 1.0 / std::sqrt(double(dk));
+  const Location& loc = c.loc();
+  // [B, T, H*D] -> [B, H, T, D] in f32.
+  auto heads = [&](Value* x, int64_t h, int64_t d) {
+    Value* r = temp(c, OpKind::Reshape, {x, c.const_i64({0, 0, h, d}, "heads")});
+    return temp(c, OpKind::Cast, {temp(c, OpKind::Transpose, {r}, {{"perm", Attribute(std::vector<int64_t>{0, 2, 1, 3})}})},
+                to_type(DType::f32));
+  };
+  std::vector<Value*> scanned = {heads(q, hq, -1), heads(k, hkv, -1), heads(v, hkv, -1)};
+  if (decay) {
+    if (!(decay->is_graph_input() || decay->is_constant()) || !decay->shape().rank_known() ||
+        decay->shape().rank() != 3 || !decay->shape()[2].is_const())
+      c.error("decay needs rank 3 with a known last dim while importing, got ", decay->type().str());
+    int64_t last = decay->shape()[2].value();
+    if (last != hkv && last != hkv * dk) c.error("decay's last dim ", last, " must be kv_num_heads or kv_num_heads * d_k");
+    scanned.push_back(heads(decay, hkv, last == hkv ? 1 : -1));
+  }
+  if (beta) {
+    if (!(beta->is_graph_input() || beta->is_constant()) || !beta->shape().rank_known() || beta->shape().rank() != 3 ||
+        !beta->shape()[2].is_const() || (beta->shape()[2].value() != hkv && beta->shape()[2].value() != 1))
+      c.error("beta must be [B, T, kv_num_heads or 1], got ", beta->type().str());
+    scanned.push_back(heads(beta, beta->shape()[2].value(), 1));
+  }
+  Value* init;
+  if (past) {
+    init = temp(c, OpKind::Cast, {past}, to_type(DType::f32));
+  } else {  // zeros [B, Hkv, dk, dv]
+    Value* ks = temp(c, OpKind::Shape, {scanned[1]}), *vs = temp(c, OpKind::Shape, {scanned[2]});
+    Value* shape = temp(c, OpKind::Concat, {temp(c, OpKind::Slice, {ks, c.const_i64({0}, "s"), c.const_i64({2}, "e")}),
+                                            temp(c, OpKind::Slice, {ks, c.const_i64({3}, "s"), c.const_i64({4}, "e")}),
+                                            temp(c, OpKind::Slice, {vs, c.const_i64({3}, "s"), c.const_i64({4}, "e")})},
+                        {{"axis", Attribute(int64_t(0))}});
+    init = temp(c, OpKind::ConstantOfShape, {shape}, {{"value", Attribute(Tensor::from_vector<float>({0.f}, {1}))}});
+  }
+  // The body: (S, q_t, k_t, v_t[, g_t][, b_t]) -> (S', o_t).
+  auto body = std::make_shared<Graph>(c.graph().unique_name("linear_attention_step"));
+  body->set_parent(&c.graph());
+  auto in = [&](const char* name) { return body->add_input(body->unique_name(name), {DType::f32, Shape::unknown_rank()}); };
+  Value* st = in("state");
+  Value* qt = in("q_t");
+  Value* kt = in("k_t");
+  Value* vt = in("v_t");
+  Value* gt = decay ? in("decay_t") : nullptr;
+  Value* bt = beta ? in("beta_t") : nullptr;
+  auto op = [&](OpKind o, std::vector<Value*> ins, AttrMap attrs = {}) {
+    return body->add_node(o, std::move(ins), {body->unique_name("la_" + std::string(op_name(o)))}, std::move(attrs), loc)
+        ->output(0);
+  };
+  Value* ax2 = c.const_i64({2}, "axis2");
+  Value* axm1 = c.const_i64({-1}, "axis_last");
+  if (gt) st = op(OpKind::Mul, {st, op(OpKind::Unsqueeze, {op(OpKind::Exp, {gt}), axm1})});
+  if (bt) {
+    Value* got = op(OpKind::Squeeze, {op(OpKind::MatMul, {op(OpKind::Unsqueeze, {kt, ax2}), st}), ax2});
+    vt = op(OpKind::Mul, {bt, op(OpKind::Sub, {vt, got})});
+  }
+  st = op(OpKind::Add, {st, op(OpKind::Mul, {op(OpKind::Unsqueeze, {kt, axm1}), op(OpKind::Unsqueeze, {vt, ax2})})});
+  Value* read = st;
+  if (hq != hkv) {
+    Value* rep = op(OpKind::Expand, {op(OpKind::Unsqueeze, {st, ax2}), c.const_i64({1, 1, hq / hkv, 1, 1}, "repeat")});
+    Value* ss = op(OpKind::Shape, {st});
+    Value* shape = op(OpKind::Concat, {op(OpKind::Slice, {ss, c.const_i64({0}, "s"), c.const_i64({1}, "e")}),
+                                       c.const_i64({hq}, "hq"),
+                                       op(OpKind::Slice, {ss, c.const_i64({2}, "s"), c.const_i64({4}, "e")})},
+                      {{"axis", Attribute(int64_t(0))}});
+    read = op(OpKind::Reshape, {rep, shape});
+  }
+  Value* ot = op(OpKind::Squeeze, {op(OpKind::MatMul, {op(OpKind::Unsqueeze, {qt, ax2}), read}), ax2});
+  ot = op(OpKind::Mul, {ot, c.const_tensor(Tensor::scalar<float>(float(scale)), "scale")});
+  body->set_outputs({st, ot});
+  std::vector<Value*> scan_in = {init};
+  scan_in.insert(scan_in.end(), scanned.begin(), scanned.end());
+  int64_t m = int64_t(scanned.size());
+  Node* scan = c.emit_temp(OpKind::Scan, scan_in, {{"body", Attribute(GraphPtr(body))}, {"num_scan_inputs", Attribute(m)},
+                                                  {"scan_input_axes", Attribute(std::vector<int64_t>(size_t(m), 2))},
+                                                  {"scan_output_axes", Attribute(std::vector<int64_t>{1})}},
+                           2);
+  // [B, T, Hq, dv] -> [B, T, Hq * dv] in the query's type; the state in past_state's (else the query's) type.
+  Value* y = temp(c, OpKind::Reshape, {scan->output(1), c.const_i64({0, 0, -1}, "merge")});
+  const auto& outs = c.output_names();
+  const auto& proto = c.proto();
+  Graph& g = c.graph();
+  g.add_node(OpKind::Cast, {y}, {outs.at(0)}, to_type(q->dtype()), loc);
+  if (proto.output_size() > 1 && !proto.output(1).empty())
+    g.add_node(OpKind::Cast, {scan->output(0)}, {outs[1]}, to_type(past ? past->dtype() : q->dtype()), loc);
+}
+
 }  // namespace
 
 void register_onnx_functions(OnnxConverterTable& t) {
@@ -380,6 +733,13 @@ void register_onnx_functions(OnnxConverterTable& t) {
   t["HammingWindow"] = [](ConvertContext& c) { convert_window(c, {25.0 / 46.0, -21.0 / 46.0}); };
   t["BlackmanWindow"] = [](ConvertContext& c) { convert_window(c, {0.42, -0.5, 0.08}); };
   t["CenterCropPad"] = convert_center_crop_pad;
+  t["LpPool"] = convert_lp_pool;
+  t["CausalConvWithState"] = convert_causal_conv_with_state;
+  t["SwiGLU"] = convert_swiglu;
+  t["TensorScatter"] = convert_tensor_scatter;
+  t["AffineGrid"] = convert_affine_grid;
+  t["ai.onnx.preview:FlexAttention"] = convert_flex_attention;
+  t["LinearAttention"] = convert_linear_attention;
 }
 
 }  // namespace cuvil

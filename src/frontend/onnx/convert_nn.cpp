@@ -116,6 +116,105 @@ void convert_quant_linear(ConvertContext& ctx, OpKind op) {
   ctx.emit(op);
 }
 
+std::vector<int64_t> ints_attr(ConvertContext& ctx, const char* name, std::vector<int64_t> def) {
+  auto a = ctx.take_attr(name);
+  if (!a) return def;
+  if (a->kind() != AttrKind::Ints) ctx.error("attribute '", name, "' must be ints");
+  return a->ints();
+}
+
+void convert_deform_conv(ConvertContext& ctx) {
+  Value* x = ctx.input(0);
+  Value* w = ctx.input(1);
+  Value* offset = ctx.input(2);
+  Value* bias = ctx.input(3);
+  Value* mask = ctx.input(4);
+  if (!x || !w || !offset) ctx.error("inputs X, W and offset are required");
+  if (!(w->is_graph_input() || w->is_constant()) || !w->shape().is_static() || w->shape().rank() != 4)
+    ctx.error("W needs a static 4-D shape while importing (2-D deformable convolution), got ", w->type().str());
+  std::vector<int64_t> ws = w->shape().static_dims();
+  std::vector<int64_t> ks = ints_attr(ctx, "kernel_shape", {ws[2], ws[3]});
+  std::vector<int64_t> dil = ints_attr(ctx, "dilations", {1, 1}), str = ints_attr(ctx, "strides", {1, 1});
+  std::vector<int64_t> pads = ints_attr(ctx, "pads", {0, 0, 0, 0});
+  auto group_attr = ctx.take_attr("group"), og_attr = ctx.take_attr("offset_group");
+  int64_t group = group_attr && group_attr->kind() == AttrKind::Int ? group_attr->i() : 1;
+  int64_t og = og_attr && og_attr->kind() == AttrKind::Int ? og_attr->i() : 1;
+  if (!ctx.attrs().empty()) ctx.error("attribute '", ctx.attrs().begin()->first, "' is not supported");
+  if (ks.size() != 2 || dil.size() != 2 || str.size() != 2 || pads.size() != 4 || ks[0] != ws[2] || ks[1] != ws[3])
+    ctx.error("only 2-D deformable convolutions are supported (kernel_shape, dilations, strides, pads of a 2-D one)");
+  if (group < 1 || og < 1) ctx.error("group and offset_group must be >= 1");
+  int64_t taps = ks[0] * ks[1], cin = ws[1] * group, oc = ws[0];
+  if (cin % og != 0 || oc % group != 0) ctx.error("channels do not divide into group ", group, " / offset_group ", og);
+  auto i64s = [&](std::vector<int64_t> v, const char* hint) { return ctx.const_i64(v, hint); };
+  auto f64 = [&](double v, const char* hint) { return ctx.const_tensor(Tensor::scalar<double>(v), hint); };
+  auto dim = [&](Value* v, int64_t d) {
+    return temp(ctx, OpKind::Gather, {temp(ctx, OpKind::Shape, {v}), ctx.const_tensor(Tensor::scalar<int64_t>(d), "dim")});
+  };
+  Value* h_in = temp(ctx, OpKind::Cast, {dim(x, 2)}, to_type(DType::f64));
+  Value* w_in = temp(ctx, OpKind::Cast, {dim(x, 3)}, to_type(DType::f64));
+  Value* zero = ctx.const_tensor(Tensor::scalar<int64_t>(0), "zero");
+  Value* one = ctx.const_tensor(Tensor::scalar<int64_t>(1), "one");
+  // Output positions' base coordinates: oh * stride - pad, as [oH, 1] and [1, oW].
+  Value* oy = temp(ctx, OpKind::Cast, {temp(ctx, OpKind::Range, {zero, dim(offset, 2), one})}, to_type(DType::f64));
+  Value* ox = temp(ctx, OpKind::Cast, {temp(ctx, OpKind::Range, {zero, dim(offset, 3), one})}, to_type(DType::f64));
+  Value* base_y = temp(ctx, OpKind::Reshape, {temp(ctx, OpKind::Sub, {temp(ctx, OpKind::Mul, {oy, f64(double(str[0]), "sh")}),
+                                                                      f64(double(pads[0]), "pt")}), i64s({-1, 1}, "col")});
+  Value* base_x = temp(ctx, OpKind::Sub, {temp(ctx, OpKind::Mul, {ox, f64(double(str[1]), "sw")}), f64(double(pads[1]), "pl")});
+  // offset [N, og * taps * 2, oH, oW] -> [N * og, taps, 2, oH, oW] in f32; mask -> [N, og, taps, 1, oH, oW].
+  Value* off = temp(ctx, OpKind::Reshape, {temp(ctx, OpKind::Cast, {offset}, to_type(DType::f64)),
+                                    temp(ctx, OpKind::Concat, {i64s({-1, taps, 2}, "lead"),
+                                                               temp(ctx, OpKind::Slice, {temp(ctx, OpKind::Shape, {offset}),
+                                                                                         i64s({2}, "s"), i64s({4}, "e")})},
+                                         {{"axis", Attribute(int64_t(0))}})});
+  Value* xg = temp(ctx, OpKind::Reshape, {x, temp(ctx, OpKind::Concat, {i64s({-1, cin / og}, "grouped"),
+                                                                         temp(ctx, OpKind::Slice, {temp(ctx, OpKind::Shape, {x}),
+                                                                                                   i64s({2}, "s"), i64s({4}, "e")})},
+                                                   {{"axis", Attribute(int64_t(0))}})});
+  Value* xg32 = temp(ctx, OpKind::Cast, {xg}, to_type(DType::f32));
+  Value* two = f64(2.0, "two");
+  Value* onef = f64(1.0, "one_f");
+  Value* mk = mask ? temp(ctx, OpKind::Reshape, {temp(ctx, OpKind::Cast, {mask}, to_type(DType::f32)),
+                                                 temp(ctx, OpKind::Concat, {i64s({-1, taps, 1}, "lead"),
+                                                                            temp(ctx, OpKind::Slice, {temp(ctx, OpKind::Shape, {mask}),
+                                                                                                      i64s({2}, "s"), i64s({4}, "e")})},
+                                                      {{"axis", Attribute(int64_t(0))}})})
+                   : nullptr;  // [N*og, taps, 1, oH, oW]
+  std::vector<Value*> columns;
+  for (int64_t i = 0; i < ks[0]; ++i)
+    for (int64_t j = 0; j < ks[1]; ++j) {
+      int64_t k = i * ks[1] + j;
+      Value* tap = temp(ctx, OpKind::Gather, {off, ctx.const_tensor(Tensor::scalar<int64_t>(k), "tap")},
+                        {{"axis", Attribute(int64_t(1))}});  // [N*og, 2, oH, oW]
+      Value* dy = temp(ctx, OpKind::Gather, {tap, zero}, {{"axis", Attribute(int64_t(1))}});
+      Value* dx = temp(ctx, OpKind::Gather, {tap, one}, {{"axis", Attribute(int64_t(1))}});
+      Value* py = temp(ctx, OpKind::Add, {temp(ctx, OpKind::Add, {base_y, f64(double(i * dil[0]), "ty")}), dy});
+      Value* px = temp(ctx, OpKind::Add, {temp(ctx, OpKind::Add, {base_x, f64(double(j * dil[1]), "tx")}), dx});
+      // align_corners=0: p = ((g + 1) * size - 1) / 2, so g = (2 p + 1) / size - 1.
+      Value* gy = temp(ctx, OpKind::Sub, {temp(ctx, OpKind::Div, {temp(ctx, OpKind::Add, {temp(ctx, OpKind::Mul, {py, two}), onef}), h_in}), onef});
+      Value* gx = temp(ctx, OpKind::Sub, {temp(ctx, OpKind::Div, {temp(ctx, OpKind::Add, {temp(ctx, OpKind::Mul, {px, two}), onef}), w_in}), onef});
+      Value* last = i64s({-1}, "last");
+      Value* grid = temp(ctx, OpKind::Concat, {temp(ctx, OpKind::Unsqueeze, {gx, last}), temp(ctx, OpKind::Unsqueeze, {gy, last})},
+                         {{"axis", Attribute(int64_t(-1))}});
+      Value* sampled = temp(ctx, OpKind::GridSample, {xg32, grid}, {{"mode", Attribute("linear")}});  // [N*og, C/og, oH, oW]
+      if (mk) {
+        sampled = temp(ctx, OpKind::Mul, {sampled, temp(ctx, OpKind::Gather, {mk, ctx.const_tensor(Tensor::scalar<int64_t>(k), "tap")},
+                                                         {{"axis", Attribute(int64_t(1))}})});
+      }
+      columns.push_back(temp(ctx, OpKind::Unsqueeze, {sampled, i64s({2}, "tap_axis")}));  // [N*og, C/og, 1, oH, oW]
+    }
+  Value* cols = temp(ctx, OpKind::Concat, columns, {{"axis", Attribute(int64_t(2))}});  // [N*og, C/og, taps, oH, oW]
+  Value* n = temp(ctx, OpKind::Reshape, {dim(x, 0), i64s({1}, "one_dim")});
+  Value* cols_g = temp(ctx, OpKind::Reshape, {cols, temp(ctx, OpKind::Concat, {n, i64s({group, cin / group * taps, -1}, "cols")},
+                                                                       {{"axis", Attribute(int64_t(0))}})});
+  Value* wg = temp(ctx, OpKind::Reshape, {temp(ctx, OpKind::Cast, {w}, to_type(DType::f32)), i64s({1, group, oc / group, -1}, "w")});
+  Value* y = temp(ctx, OpKind::MatMul, {wg, cols_g});  // [N, group, oC/group, oH*oW]
+  y = temp(ctx, OpKind::Reshape, {y, temp(ctx, OpKind::Concat, {n, i64s({oc}, "oc"), temp(ctx, OpKind::Slice, {temp(ctx, OpKind::Shape, {offset}),
+                                                                                                     i64s({2}, "s"), i64s({4}, "e")})},
+                                         {{"axis", Attribute(int64_t(0))}})});
+  if (bias) y = temp(ctx, OpKind::Add, {y, temp(ctx, OpKind::Reshape, {temp(ctx, OpKind::Cast, {bias}, to_type(DType::f32)), i64s({1, -1, 1, 1}, "bias")})});
+  ctx.emit_final(OpKind::CastLike, {y, x}, {});
+}
+
 }  // namespace
 
 void register_onnx_nn(OnnxConverterTable& t) {
@@ -138,6 +237,63 @@ void register_onnx_nn(OnnxConverterTable& t) {
   };
   t["QuantizeLinear"] = [](ConvertContext& ctx) { convert_quant_linear(ctx, OpKind::QuantizeLinear); };
   t["DequantizeLinear"] = [](ConvertContext& ctx) { convert_quant_linear(ctx, OpKind::DequantizeLinear); };
+  // GridSample-16 names its modes "bilinear"/"bicubic" (default "bilinear"); opset 20 renamed them.
+  t["GridSample"] = [](ConvertContext& ctx) {
+    auto m = ctx.take_attr("mode");
+    std::string mode = m && m->kind() == AttrKind::String ? m->s() : (ctx.opset() < 20 ? "bilinear" : "linear");
+    if (mode == "bilinear") mode = "linear";
+    if (mode == "bicubic") mode = "cubic";
+    ctx.attrs()["mode"] = Attribute(mode);
+    ctx.emit(OpKind::GridSample);
+  };
+  // DeformConv-19 (2-D): for each kernel tap, the input bilinearly sampled (zeros outside) at the tap's position
+  // plus its learned offset (coordinates in f64, so whole positions stay whole), by GridSample over
+  // [N * offset_group, C / offset_group, H, W]; times the tap's mask;
+  // the taps stacked as im2col columns [N, group, C/group * taps, oH * oW] and multiplied by the weights
+  // [group, oC/group, C/group * taps]. The products stay on the fast kernels.
+  t["DeformConv"] = [](ConvertContext& ctx) { convert_deform_conv(ctx); };
+  // DFT-17 takes `axis` as an attribute (default 1); DFT-20 as an optional input (default -2).
+  t["DFT"] = [](ConvertContext& ctx) {
+    if (ctx.opset() < 20) {
+      auto a = ctx.take_attr("axis");
+      int64_t axis = a && a->kind() == AttrKind::Int ? a->i() : 1;
+      ctx.inputs().resize(2, nullptr);
+      Value* av = ctx.const_tensor(Tensor::scalar<int64_t>(axis), "axis");
+      ctx.inputs().push_back(av);
+    }
+    ctx.emit(OpKind::DFT);
+  };
+  // STFT-17 as frames gathered from the signal (frame f: steps f*frame_step + [0, window length)), times the
+  // window, then a DFT of frame_length along each frame; frames = 1 + (signal length - frame_length) / frame_step.
+  t["STFT"] = [](ConvertContext& ctx) {
+    Value* x = ctx.input(0);
+    Value* step = ctx.input(1);
+    Value* window = ctx.input(2);
+    Value* frame_length = ctx.input(3);
+    if (!x || !step) ctx.error("inputs 0 (signal) and 1 (frame_step) are required");
+    auto os = ctx.take_attr("onesided");
+    int64_t onesided = os && os->kind() == AttrKind::Int ? os->i() : 1;
+    if (!ctx.attrs().empty()) ctx.error("attribute '", ctx.attrs().begin()->first, "' is not supported");
+    auto scalar_i64 = [&](Value* v) {
+      return temp(ctx, OpKind::Reshape, {temp(ctx, OpKind::Cast, {v}, to_type(DType::i64)), ctx.const_i64({}, "scalar")});
+    };
+    auto dim = [&](Value* v, int64_t d) {
+      return temp(ctx, OpKind::Gather, {temp(ctx, OpKind::Shape, {v}), ctx.const_tensor(Tensor::scalar<int64_t>(d), "dim")});
+    };
+    Value* zero = ctx.const_tensor(Tensor::scalar<int64_t>(0), "zero");
+    Value* one = ctx.const_tensor(Tensor::scalar<int64_t>(1), "one");
+    Value* hop = scalar_i64(step);
+    Value* len = frame_length ? scalar_i64(frame_length) : window ? dim(window, 0) : dim(x, 1);
+    Value* width = window ? dim(window, 0) : len;
+    Value* frames = temp(ctx, OpKind::Add, {temp(ctx, OpKind::Div, {temp(ctx, OpKind::Sub, {dim(x, 1), len}), hop}), one});
+    Value* starts = temp(ctx, OpKind::Mul, {temp(ctx, OpKind::Range, {zero, frames, one}), hop});
+    Value* idx = temp(ctx, OpKind::Add, {temp(ctx, OpKind::Unsqueeze, {starts, ctx.const_i64({1}, "axis")}),
+                                         temp(ctx, OpKind::Range, {zero, width, one})});
+    Value* framed = temp(ctx, OpKind::Gather, {x, idx}, {{"axis", Attribute(int64_t(1))}});  // [B, F, W, C]
+    if (window) framed = temp(ctx, OpKind::Mul, {framed, temp(ctx, OpKind::Reshape, {window, ctx.const_i64({1, 1, -1, 1}, "window")})});
+    ctx.emit_final(OpKind::DFT, {framed, len, ctx.const_tensor(Tensor::scalar<int64_t>(2), "axis")},
+                   {{"onesided", Attribute(onesided)}});
+  };
 }
 
 }  // namespace cuvil

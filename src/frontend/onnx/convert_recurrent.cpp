@@ -52,6 +52,8 @@ Value* temp(ConvertContext& c, OpKind op, std::vector<Value*> inputs, AttrMap at
   return c.emit_temp(op, std::move(inputs), std::move(attrs))->output(0);
 }
 
+AttrMap to_type(DType t) { return {{"to", Attribute(int64_t(dtype_onnx_id(t)))}}; }
+
 // `base` (one value per input dim) with the values of `part` (one per entry of `axes`) written at those dims.
 Value* scatter_axes(ConvertContext& ctx, Value* base, const std::vector<int64_t>& axes, Value* part) {
   return temp(ctx, OpKind::ScatterElements, {base, ctx.const_i64(axes, "axes"), part});
@@ -96,15 +98,56 @@ void expand_resize_axes(ConvertContext& ctx, const Attribute& axes_attr) {
   }
 }
 
+// keep_aspect_ratio_policy not_larger / not_smaller: one scale for the resized axes, the smallest (largest) of
+// sizes / input dims, and sizes = floor(scale * dim + 0.5) on those axes (ONNX's rounding). The interpolation then
+// maps coordinates by sizes / dims, which equals that scale only where scale * dim is whole: other inputs fail at
+// run time naming the node (the op table's Resize has no form with both a scale and sizes).
+void keep_aspect_ratio(ConvertContext& ctx, const std::optional<Attribute>& axes_attr, bool not_larger) {
+  Value* x = ctx.input(0);
+  Value* sizes = ctx.input(3);
+  if (!x || !sizes) ctx.error("keep_aspect_ratio_policy needs the sizes input");
+  std::vector<int64_t> axes;
+  if (axes_attr) {
+    if (axes_attr->kind() != AttrKind::Ints) ctx.error("attribute 'axes' must be ints");
+    axes = axes_attr->ints();
+  } else {
+    if (!(x->is_graph_input() || x->is_constant()) || !x->shape().rank_known())
+      ctx.error("keep_aspect_ratio_policy without axes needs X's rank while importing, got ", x->type().str());
+    for (int64_t a = 0; a < int64_t(x->shape().rank()); ++a) axes.push_back(a);
+  }
+  Value* dims = temp(ctx, OpKind::Cast, {temp(ctx, OpKind::Gather, {temp(ctx, OpKind::Shape, {x}), ctx.const_i64(axes, "axes")})},
+                     to_type(DType::f32));
+  Value* ratio = temp(ctx, OpKind::Div, {temp(ctx, OpKind::Cast, {sizes}, to_type(DType::f32)), dims});
+  Value* scale = temp(ctx, not_larger ? OpKind::ReduceMin : OpKind::ReduceMax, {ratio}, {{"keepdims", Attribute(int64_t(0))}});
+  Value* half = ctx.const_tensor(Tensor::scalar<float>(0.5f), "half");
+  Value* rounded = temp(ctx, OpKind::Floor, {temp(ctx, OpKind::Add, {temp(ctx, OpKind::Mul, {scale, dims}), half})});
+  // Where scale * dim is not whole, sizes / dims differs from the uniform scale ONNX interpolates with: refused at
+  // run time (Assert) rather than resized differently.
+  Value* off = temp(ctx, OpKind::Abs, {temp(ctx, OpKind::Sub, {temp(ctx, OpKind::Mul, {scale, dims}), rounded})});
+  Value* whole = temp(ctx, OpKind::ReduceMin, {temp(ctx, OpKind::Less, {off, ctx.const_tensor(Tensor::scalar<float>(1e-4f), "eps")})},
+                      {{"keepdims", Attribute(int64_t(0))}});
+  ctx.graph().add_node(OpKind::Assert, {whole}, {},
+                       {{"message", Attribute(std::string("Resize ") + ctx.loc().str() +
+                                              ": keep_aspect_ratio_policy gives a scale whose product with an input "
+                                              "dim is not whole; Cuvil resizes only where it is (sizes / dims would "
+                                              "differ from the uniform scale ONNX interpolates with)")}},
+                       ctx.loc());
+  ctx.inputs()[3] = temp(ctx, OpKind::Cast, {rounded}, to_type(DType::i64));
+}
+
 // Resize-18 adds antialias, axes and keep_aspect_ratio_policy; antialias and keep_aspect_ratio_policy import at
 // the values that keep Resize-13's meaning, axes as the full-rank inputs.
 void drop_resize18_attrs(ConvertContext& ctx) {
   if (auto a = ctx.take_attr("antialias"); a && !(a->kind() == AttrKind::Int && a->i() == 0))
     ctx.error("attribute 'antialias' = 1 is not supported");
+  auto axes = ctx.take_attr("axes");
   if (auto k = ctx.take_attr("keep_aspect_ratio_policy");
-      k && !(k->kind() == AttrKind::String && k->s() == "stretch"))
-    ctx.error("attribute 'keep_aspect_ratio_policy' other than 'stretch' is not supported");
-  if (auto axes = ctx.take_attr("axes")) expand_resize_axes(ctx, *axes);
+      k && !(k->kind() == AttrKind::String && k->s() == "stretch")) {
+    if (k->kind() != AttrKind::String || (k->s() != "not_larger" && k->s() != "not_smaller"))
+      ctx.error("keep_aspect_ratio_policy must be one of stretch, not_larger, not_smaller");
+    keep_aspect_ratio(ctx, axes, k->s() == "not_larger");
+  }
+  if (axes) expand_resize_axes(ctx, *axes);
 }
 
 void convert_resize(ConvertContext& ctx) {

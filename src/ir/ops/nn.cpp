@@ -700,3 +700,30 @@ CUVIL_DEFINE_OP(FusedMatMul) {
 }
 
 }  // namespace cuvil
+
+namespace cuvil {
+
+// RotaryEmbedding(X, cos_cache, sin_cache[, position_ids]) -> Y (ONNX opset 23). X is [batch, heads, seq, head]
+// or [batch, seq, hidden] (hidden = num_heads * head); the caches are [batch, seq, rot/2], or [max_pos, rot/2]
+// indexed by position_ids [batch, seq]. The first rotary_embedding_dim (0: all) channels of each head rotate, as
+// halves or (interleaved=1) as even/odd pairs. Y has X's type.
+CUVIL_DEFINE_OP(RotaryEmbedding) {
+  s.inputs(3, 4)
+      .attr("interleaved", AttrKind::Int, int64_t(0))
+      .attr("num_heads", AttrKind::Int, int64_t(0))
+      .attr("rotary_embedding_dim", AttrKind::Int, int64_t(0))
+      .infer_with([](InferContext& c) {
+        infer::expect_dtype(c, 0, {DType::f16, DType::bf16, DType::f32, DType::f64});
+        infer::expect_same_dtype(c, 0, 1);
+        infer::expect_same_dtype(c, 0, 2);
+        if (c.has_input(3)) infer::expect_dtype(c, 3, {DType::i64});
+        const Shape& x = c.input_shape(0);
+        if (x.rank_known() && x.rank() != 3 && x.rank() != 4)
+          c.error("input 0 must have rank 3 or 4, got ", x.str());
+        if (x.rank_known() && x.rank() == 3 && c.i("num_heads") <= 0)
+          c.error("a rank-3 input needs attribute 'num_heads' > 0");
+        infer::same_as_input(c);
+      });
+}
+
+}  // namespace cuvil

@@ -274,6 +274,9 @@ CUVIL_DEFINE_OP(CumSum) {
       });
 }
 
+// CumProd(x, axis): CumSum's form and inference, products instead of sums (ONNX opset 26).
+CUVIL_DEFINE_OP(CumProd) { define_op_CumSum(s); }
+
 // TopK(X, K) -> Values, Indices: K is a 1-element int64 tensor; the axis dim becomes K.
 CUVIL_DEFINE_OP(TopK) {
   s.inputs(2, 2)

@@ -1212,3 +1212,20 @@ CUVIL_DEFINE_OP(ReverseSequence) {
 }
 
 }  // namespace cuvil
+
+namespace cuvil {
+
+// BitCast(x) -> y: `to` is an ONNX TensorProto type id of the same byte width as x's dtype; the shape is kept.
+CUVIL_DEFINE_OP(BitCast) {
+  s.inputs(1, 1).required_attr("to", AttrKind::Int).infer_with([](InferContext& c) {
+    auto to = dtype_from_onnx_id(int(c.i("to")));
+    if (!to) c.error("attribute 'to' = ", c.i("to"), " is not an element type Cuvil has");
+    DType from = c.input_dtype(0);
+    if (dtype_size(from) != dtype_size(*to))
+      c.error("cannot reinterpret ", dtype_name(from), " (", dtype_size(from), " bytes) as ", dtype_name(*to), " (",
+              dtype_size(*to), " bytes): BitCast needs types of one width");
+    c.set_output(0, *to, c.input_shape(0));
+  });
+}
+
+}  // namespace cuvil

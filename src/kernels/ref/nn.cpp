@@ -11,6 +11,7 @@
 #include "kernels/ref/nn_conv.h"
 #include "kernels/ref/nn_matmul.h"
 #include "kernels/ref/nn_quant.h"
+#include "kernels/ref/reduction_util.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace cuvil {
@@ -597,6 +598,66 @@ CUVIL_REF_KERNEL(DynamicQuantizeLinear) {
     yp[i] = scale != 0 ? ref::nn::quantize_value<uint8_t>(xp[i] / scale, zp) : zp;
   ctx.output(1).data<float>()[0] = scale;
   ctx.output(2).data<uint8_t>()[0] = zp;
+}
+
+}  // namespace cuvil
+
+namespace cuvil {
+
+// Each head's first `rot` channels turn by the cached angle of their position: (x1, x2) -> (cos x1 - sin x2,
+// sin x1 + cos x2), x1/x2 the two halves (or the even/odd channels, interleaved=1). In double, rounded once.
+CUVIL_REF_KERNEL(RotaryEmbedding) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& cosc = ctx.input(1);
+  const Tensor& sinc = ctx.input(2);
+  const Tensor* pos = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  bool rank4 = x.rank() == 4;
+  if (!rank4 && x.rank() != 3) ctx.error("input 0 must have rank 3 or 4, got ", x.type_str());
+  int64_t B = x.dim(0), H, S, D;
+  if (rank4) {
+    H = x.dim(1), S = x.dim(2), D = x.dim(3);
+  } else {
+    H = ctx.i("num_heads"), S = x.dim(1);
+    if (H <= 0 || x.dim(2) % H != 0) ctx.error("hidden size ", x.dim(2), " is not a multiple of num_heads ", H);
+    D = x.dim(2) / H;
+  }
+  int64_t rot = ctx.i("rotary_embedding_dim") > 0 ? ctx.i("rotary_embedding_dim") : D;
+  if (rot > D || rot % 2 != 0) ctx.error("rotary_embedding_dim ", rot, " must be even and at most the head size ", D);
+  int64_t half = rot / 2;
+  bool interleaved = ctx.i("interleaved") != 0;
+  if (cosc.type_str() != sinc.type_str()) ctx.error("cos_cache and sin_cache differ: ", cosc.type_str(), " vs ", sinc.type_str());
+  if (cosc.rank() < 1 || cosc.dim(cosc.rank() - 1) != half)
+    ctx.error("the caches' last dim must be rotary_embedding_dim/2 = ", half, ", got ", cosc.type_str());
+  std::vector<int64_t> pids;
+  if (pos) {
+    if (cosc.rank() != 2) ctx.error("with position_ids the caches must be [max_position, ", half, "], got ", cosc.type_str());
+    if (pos->numel() != B * S) ctx.error("position_ids must be [", B, ", ", S, "], got ", pos->type_str());
+    pids = pos->to_i64_vector();
+    for (int64_t p : pids)
+      if (p < 0 || p >= cosc.dim(0)) ctx.error("position id ", p, " is outside the caches' ", cosc.dim(0), " rows");
+  } else if (cosc.rank() != 3 || cosc.dim(0) != B || cosc.dim(1) != S) {
+    ctx.error("without position_ids the caches must be [", B, ", ", S, ", ", half, "], got ", cosc.type_str());
+  }
+  std::vector<double> xs = ref::to_f64_vector(x), cs = ref::to_f64_vector(cosc), ss = ref::to_f64_vector(sinc);
+  std::vector<double> ys = xs;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) {
+      int64_t row = pos ? pids[size_t(b * S + s)] : b * S + s;
+      const double* cr = cs.data() + row * half;
+      const double* sr = ss.data() + row * half;
+      for (int64_t h = 0; h < H; ++h) {
+        int64_t base = rank4 ? ((b * H + h) * S + s) * D : ((b * S + s) * H + h) * D;
+        for (int64_t j = 0; j < half; ++j) {
+          int64_t i1 = interleaved ? base + 2 * j : base + j;
+          int64_t i2 = interleaved ? base + 2 * j + 1 : base + j + half;
+          double x1 = xs[size_t(i1)], x2 = xs[size_t(i2)];
+          ys[size_t(i1)] = cr[j] * x1 - sr[j] * x2;
+          ys[size_t(i2)] = sr[j] * x1 + cr[j] * x2;
+        }
+      }
+    }
+  Tensor& y = ctx.output(0);
+  for (int64_t i = 0; i < y.numel(); ++i) ref::set_f64(ctx, y, i, ys[size_t(i)]);
 }
 
 }  // namespace cuvil

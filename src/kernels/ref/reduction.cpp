@@ -401,7 +401,10 @@ CUVIL_REF_KERNEL(Softmax) { softmax_kernel(ctx, SoftmaxKind::Softmax); }
 CUVIL_REF_KERNEL(LogSoftmax) { softmax_kernel(ctx, SoftmaxKind::LogSoftmax); }
 CUVIL_REF_KERNEL(Hardmax) { softmax_kernel(ctx, SoftmaxKind::Hardmax); }
 
-CUVIL_REF_KERNEL(CumSum) {
+namespace {
+
+// CumSum and CumProd: a running sum (product) along the axis, inclusive or exclusive, forward or reversed.
+void cumulative_kernel(KernelContext& ctx, bool product) {
   const Tensor& x = ctx.input(0);
   const Tensor& a = ctx.input(1);
   if (a.numel() != 1 || a.rank() > 1 || is_float(a.dtype())) ctx.error("axis must be an integer scalar, got ", a.type_str());
@@ -414,19 +417,24 @@ CUVIL_REF_KERNEL(CumSum) {
     T* yp = y.data<T>();
     for (int64_t o = 0; o < s.outer; ++o) {
       for (int64_t i = 0; i < s.inner; ++i) {
-        sum_t<T> acc = 0;
+        sum_t<T> acc = product ? 1 : 0;
         for (int64_t step = 0; step < s.n; ++step) {
           int64_t j = reverse ? s.n - 1 - step : step;
           int64_t at = (o * s.n + j) * s.inner + i;
           sum_t<T> v = to_sum(xp[at]);
-          if (!exclusive) acc += v;
+          if (!exclusive) acc = product ? sum_t<T>(acc * v) : sum_t<T>(acc + v);
           yp[at] = from_sum<T>(acc);
-          if (exclusive) acc += v;
+          if (exclusive) acc = product ? sum_t<T>(acc * v) : sum_t<T>(acc + v);
         }
       }
     }
   });
 }
+
+}  // namespace
+
+CUVIL_REF_KERNEL(CumSum) { cumulative_kernel(ctx, false); }
+CUVIL_REF_KERNEL(CumProd) { cumulative_kernel(ctx, true); }
 
 CUVIL_REF_KERNEL(TopK) {
   const Tensor& x = ctx.input(0);

@@ -775,3 +775,15 @@ CUVIL_REF_KERNEL(ReverseSequence) {
 }
 
 }  // namespace cuvil
+
+namespace cuvil {
+
+// The bytes as they are: a bool's byte reads as a u8 0/1, an f32's four as an i32 (both sides are host order).
+CUVIL_REF_KERNEL(BitCast) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  if (y.nbytes() != x.nbytes()) ctx.error("output holds ", y.nbytes(), " bytes, input ", x.nbytes());
+  if (x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
+}
+
+}  // namespace cuvil
