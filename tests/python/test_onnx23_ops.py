@@ -382,3 +382,11 @@ def test_mel_weight_matrix(tmp_path, mels, length, rate, lo, hi):
     m = model([helper.make_node("MelWeightMatrix", ["m", "n", "r", "lo", "hi"], ["y"])], [], [vi("y", F, None)],
               opset=17, initializers=inits)
     check(m, {}, tmp_path, peer="ref")
+
+
+@pytest.mark.parametrize("axis", [0, 2, -1])
+def test_unsqueeze_scalar_axes(tmp_path, axis):
+    # A scalar `axes` names one axis (AffineGrid's own function body passes one).
+    m = model([helper.make_node("Unsqueeze", ["x", "a"], ["y"])], [vi("x", F, [3, 5])], [vi("y", F, None)], opset=21,
+              initializers=[init("a", np.array(axis, np.int64))])
+    check(m, {"x": rng.standard_normal((3, 5)).astype(np.float32)}, tmp_path, peer="ref")
