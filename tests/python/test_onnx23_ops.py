@@ -371,3 +371,22 @@ def test_deform_conv(tmp_path, group, offset_group, with_mask, stride, dilation,
                                 kernel_shape=[kh, kw])],
               [vi(n, F, list(a.shape)) for n, a in feeds.items()], [vi("y", F, [N, OC, oh, ow])], opset=19)
     check(m, feeds, tmp_path, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mels,length,rate,lo,hi", [(8, 16, 8192, 0.0, 4096.0), (5, 31, 16000, 60.0, 7600.0),
+                                                    (12, 64, 22050, 125.0, 11025.0)])
+def test_mel_weight_matrix(tmp_path, mels, length, rate, lo, hi):
+    inits = [init("m", np.array(mels, np.int64)), init("n", np.array(length, np.int64)),
+             init("r", np.array(rate, np.int64)), init("lo", np.array(lo, np.float32)),
+             init("hi", np.array(hi, np.float32))]
+    m = model([helper.make_node("MelWeightMatrix", ["m", "n", "r", "lo", "hi"], ["y"])], [], [vi("y", F, None)],
+              opset=17, initializers=inits)
+    check(m, {}, tmp_path, peer="ref")
+
+
+@pytest.mark.parametrize("axis", [0, 2, -1])
+def test_unsqueeze_scalar_axes(tmp_path, axis):
+    # A scalar `axes` names one axis (AffineGrid's own function body passes one).
+    m = model([helper.make_node("Unsqueeze", ["x", "a"], ["y"])], [vi("x", F, [3, 5])], [vi("y", F, None)], opset=21,
+              initializers=[init("a", np.array(axis, np.int64))])
+    check(m, {"x": rng.standard_normal((3, 5)).astype(np.float32)}, tmp_path, peer="ref")

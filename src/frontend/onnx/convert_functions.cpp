@@ -23,6 +23,7 @@
 //   FlexAttention (preview)   softmax(score_mod((Q s)(K s)^T)) [prob_mod] V, s = sqrt(scale), in softmax_precision;
 //                             the mod graphs as one-step Scan bodies
 //   LinearAttention-26        a Scan over time of the state update (decay, delta rule) and read-out, in f32
+//   MelWeightMatrix-17        triangular filters between mel-spaced bin edges, by Where over [bins, mels] grids
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -721,6 +722,66 @@ void convert_linear_attention(ConvertContext& c) {
     g.add_node(OpKind::Cast, {scan->output(0)}, {outs[1]}, to_type(past ? past->dtype() : q->dtype()), loc);
 }
 
+// MelWeightMatrix-17: triangular filters between mel-spaced bin edges b_0..b_{M+1} (floor((dft_length + 1) * f /
+// sample_rate) of frequencies evenly spaced in mel), [dft_length/2 + 1, M]: rising (j - b_i)/(b_{i+1} - b_i) on
+// [b_i, b_{i+1}] (1 at b_{i+1} when they meet), falling (b_{i+2} - j)/(b_{i+2} - b_{i+1}) on [b_{i+1}, b_{i+2}).
+// The edge mels in f32 and the rest in f64, as ONNX's reference computes them (the floors depend on it).
+void convert_mel_weight_matrix(ConvertContext& c) {
+  Value* bins = required(c, 0, "num_mel_bins");
+  Value* dft_length = required(c, 1, "dft_length");
+  Value* rate = required(c, 2, "sample_rate");
+  Value* lo = required(c, 3, "lower_edge_hertz");
+  Value* hi = required(c, 4, "upper_edge_hertz");
+  int64_t out_type = int_attr(c, "output_datatype", int64_t(dtype_onnx_id(DType::f32)));
+  no_more_attrs(c);
+  std::optional<DType> ot = dtype_from_onnx_id(int(out_type));
+  if (!ot) c.error("output_datatype ", out_type, " is not a supported type");
+  auto f64 = [&](double v, const char* h) { return c.const_tensor(Tensor::scalar<double>(v), h); };
+  auto as = [&](Value* v, DType t) { return temp(c, OpKind::Cast, {v}, to_type(t)); };
+  auto scalar = [&](Value* v) { return temp(c, OpKind::Reshape, {v, c.const_i64({}, "scalar")}); };
+  auto mel = [&](Value* hz) {  // 2595 * log1p(hz / 700) in f32, then / ln 10 in f64
+    Value* x = temp(c, OpKind::Div, {as(scalar(hz), DType::f32), c.const_tensor(Tensor::scalar<float>(700.f), "k700")});
+    Value* l1p = as(temp(c, OpKind::Log, {temp(c, OpKind::Add, {as(x, DType::f64), f64(1.0, "one")})}), DType::f32);
+    Value* m = temp(c, OpKind::Mul, {l1p, c.const_tensor(Tensor::scalar<float>(2595.f), "k2595")});
+    return temp(c, OpKind::Div, {as(m, DType::f64), f64(std::log(10.0), "ln10")});
+  };
+  Value* m64 = as(scalar(bins), DType::i64);
+  Value* zero = c.const_tensor(Tensor::scalar<int64_t>(0), "zero");
+  Value* one = c.const_tensor(Tensor::scalar<int64_t>(1), "one");
+  Value* edges_n = temp(c, OpKind::Add, {m64, c.const_tensor(Tensor::scalar<int64_t>(2), "two")});
+  Value* low = mel(lo);
+  Value* step = temp(c, OpKind::Div, {temp(c, OpKind::Sub, {mel(hi), low}), as(edges_n, DType::f64)});
+  Value* k = as(temp(c, OpKind::Range, {zero, edges_n, one}), DType::f64);
+  Value* f = temp(c, OpKind::Add, {temp(c, OpKind::Mul, {k, step}), low});
+  f = temp(c, OpKind::Mul, {f64(700.0, "k700d"),
+                            temp(c, OpKind::Sub, {temp(c, OpKind::Exp, {temp(c, OpKind::Mul, {temp(c, OpKind::Div, {f, f64(2595.0, "k2595d")}),
+                                                                                             f64(std::log(10.0), "ln10")})}),
+                                                  f64(1.0, "one")})});
+  Value* len64 = as(scalar(dft_length), DType::i64);
+  Value* edges = temp(c, OpKind::Floor, {temp(c, OpKind::Div, {temp(c, OpKind::Mul, {as(temp(c, OpKind::Add, {len64, one}), DType::f64), f}),
+                                                               as(scalar(rate), DType::f64)})});
+  // Columns i: L = edges[i], C = edges[i+1], H = edges[i+2] as [1, M]; rows j = 0 .. dft_length/2 as [S, 1].
+  auto part = [&](int64_t from, const char* h) {
+    return temp(c, OpKind::Unsqueeze, {temp(c, OpKind::Slice, {edges, c.const_i64({from}, h),
+                                                               c.const_i64({-2 + from}, "end")}),
+                                       c.const_i64({0}, "row")});
+  };
+  Value* L = part(0, "l"), *C = part(1, "c");
+  Value* H = temp(c, OpKind::Unsqueeze, {temp(c, OpKind::Slice, {edges, c.const_i64({2}, "h"),
+                                                                 c.const_i64({std::numeric_limits<int64_t>::max()}, "end")}),
+                                         c.const_i64({0}, "row")});
+  Value* rows = temp(c, OpKind::Add, {temp(c, OpKind::Div, {len64, c.const_tensor(Tensor::scalar<int64_t>(2), "two")}), one});
+  Value* J = temp(c, OpKind::Unsqueeze, {as(temp(c, OpKind::Range, {zero, rows, one}), DType::f64), c.const_i64({1}, "col")});
+  Value* zero_d = f64(0.0, "zero_d");
+  Value* rise = temp(c, OpKind::Where, {temp(c, OpKind::Equal, {C, L}), f64(1.0, "one"),
+                                        temp(c, OpKind::Div, {temp(c, OpKind::Sub, {J, L}), temp(c, OpKind::Sub, {C, L})})});
+  Value* in_rise = temp(c, OpKind::And, {temp(c, OpKind::GreaterOrEqual, {J, L}), temp(c, OpKind::LessOrEqual, {J, C})});
+  Value* fall = temp(c, OpKind::Div, {temp(c, OpKind::Sub, {H, J}), temp(c, OpKind::Sub, {H, C})});
+  Value* in_fall = temp(c, OpKind::And, {temp(c, OpKind::GreaterOrEqual, {J, C}), temp(c, OpKind::Less, {J, H})});
+  Value* w = temp(c, OpKind::Where, {in_fall, fall, temp(c, OpKind::Where, {in_rise, rise, zero_d})});
+  c.emit_final(OpKind::Cast, {w}, to_type(*ot));
+}
+
 }  // namespace
 
 void register_onnx_functions(OnnxConverterTable& t) {
@@ -740,6 +801,7 @@ void register_onnx_functions(OnnxConverterTable& t) {
   t["AffineGrid"] = convert_affine_grid;
   t["ai.onnx.preview:FlexAttention"] = convert_flex_attention;
   t["LinearAttention"] = convert_linear_attention;
+  t["MelWeightMatrix"] = convert_mel_weight_matrix;
 }
 
 }  // namespace cuvil

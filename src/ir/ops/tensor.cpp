@@ -245,7 +245,9 @@ void infer_unsqueeze(InferContext& c) {
   const Shape& in = c.input_shape(0);
   DType dt = c.input_dtype(0);
   expect_dtype(c, 1, {DType::i64});
-  expect_rank1(c, 1, "axes");
+  // A scalar names one axis: ONNX's reference and ONNX Runtime accept it (AffineGrid's function body passes one).
+  if (const Shape& as = c.input_shape(1); as.rank_known() && as.rank() > 1)
+    c.error("axes (input 1) must be a 1-D tensor or a scalar, got shape ", as.str());
   auto axes = known_ints(c, 1);
   if (!axes || !in.rank_known()) {
     auto n = known_length(c, 1);
