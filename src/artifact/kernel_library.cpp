@@ -15,6 +15,7 @@
 
 #include "artifact/cpu_features.h"
 #include "runtime/executor.h"
+#include "artifact/representative_shapes.h"
 #include "support/error.h"
 #include "support/perf_map.h"
 
@@ -81,28 +82,7 @@ KernelList kernels_of(const std::shared_ptr<const Graph>& g) {
   ExecutorOptions o;
   o.kernel_code = rec;
   Executor e(g, o);
-  bool all_static = true;
-  for (Value* v : g->inputs()) all_static = all_static && v->shape().is_static();
-  for (int64_t n : {int64_t(1), int64_t(2)}) {
-    std::vector<std::vector<int64_t>> shapes;
-    bool ok = true;
-    for (Value* v : g->inputs()) {
-      if (!v->shape().rank_known()) ok = false;
-      std::vector<int64_t> dims;
-      for (const Dim& d : v->shape().dims()) {
-        if (d.is_const()) dims.push_back(d.value());
-        else if (d.is_symbol()) dims.push_back(n);
-        else ok = false;
-      }
-      shapes.push_back(dims);
-    }
-    if (!ok) break;
-    try {
-      e.prepare(shapes);
-    } catch (const Error&) {  // (a shape the model refuses: fewer kernels recorded)
-    }
-    if (all_static) break;
-  }
+  prepare_representative_shapes(e, *g);
   return rec->list();
 }
 

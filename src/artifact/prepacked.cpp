@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "artifact/representative_shapes.h"
 #include "support/error.h"
 
 namespace cuvil::artifact {
@@ -22,28 +23,7 @@ PackedWeights record_packed_weights(const std::shared_ptr<const Graph>& g, const
   auto rec = std::make_shared<onednn::PackRecorder>();
   {
     Executor e(g, options);
-    bool all_static = true;
-    for (Value* v : g->inputs()) all_static = all_static && v->shape().is_static();
-    for (int64_t n : {int64_t(1), int64_t(2)}) {
-      std::vector<std::vector<int64_t>> shapes;
-      bool ok = true;
-      for (Value* v : g->inputs()) {
-        if (!v->shape().rank_known()) ok = false;
-        std::vector<int64_t> dims;
-        for (const Dim& d : v->shape().dims()) {
-          if (d.is_const()) dims.push_back(d.value());
-          else if (d.is_symbol()) dims.push_back(n);
-          else ok = false;
-        }
-        shapes.push_back(dims);
-      }
-      if (!ok) break;
-      try {
-        e.prepare(shapes);
-      } catch (const Error&) {  // (a shape the model refuses: fewer weights prepacked)
-      }
-      if (all_static) break;
-    }
+    prepare_representative_shapes(e, *g);
   }  // (the executor's kernels go; the recorder keeps what they packed)
   PackedWeights out;
   out.images = rec->images();
