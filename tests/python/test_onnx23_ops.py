@@ -11,25 +11,11 @@ from onnx import TensorProto, helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import cuvil  # noqa: E402
+from onnx_build import init, model, vi  # noqa: E402,F401
 
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
 rng = np.random.default_rng(123)
-
-
-def model(nodes, inputs, outputs, opset, initializers=()):
-    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 9 if opset <= 21 else 10 if opset <= 24 else 11
-    return m
-
-
-def vi(name, elem, shape):
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
-def init(name, arr):
-    return onnx.numpy_helper.from_array(np.asarray(arr), name)
 
 
 def run_cuvil(m, feeds, tmp_path):
