@@ -1,6 +1,8 @@
 """Issue 24's profile targets per model: the profile's overhead (a profiled run's wall time against an unprofiled
-one, runs alternated by the report itself) and the time no kernel accounts for (end-to-end latency minus the sum
-of kernel medians), both as a share of the unprofiled latency. Targets: overhead <= 3 %, unattributed <= 5 %.
+one, runs alternated by the report itself) and the time no kernel accounts for (inside each profiled run, its wall
+time minus its kernels' times; the median over runs), both as a share of the unprofiled latency. Targets:
+overhead <= 3 %, unattributed <= 5 %. The column beside it, latency minus the sum of the kernels' medians, is the
+same quantity estimated across runs: it also grows with each kernel's skewed noise on a loaded machine.
 Also prints the top kernels of each profile (what to optimize next).
 
     $(scripts/python_env.sh)/bin/python bench/profile_targets.py [--models resnet50,mobilenet_v2,resnet18,bert]
@@ -43,7 +45,7 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     print(f"{'model':<16} {'latency ms':>10} {'profiled ms':>11} {'overhead':>9} {'kernels ms':>10} "
-          f"{'unattributed':>12} {'overhead (CPU)':>14}")
+          f"{'unattributed':>12} {'lat - kernels':>13} {'overhead (CPU)':>14}")
     for name in a.models.split(","):
         model, inputs = model_and_inputs(name)
         positional = list(inputs) == ["x"]
@@ -67,7 +69,8 @@ def main() -> None:
                 cpu[kind].append(time.process_time() - t)
         cpu_over = statistics.median(cpu["profile"]) / statistics.median(cpu["run"]) - 1
         print(f"{name:<16} {lat:10.3f} {prof:11.3f} {100 * (prof / lat - 1):8.1f}% {r['kernel_sum_ms']:10.3f} "
-              f"{100 * r['unattributed_ms'] / lat:11.1f}% {100 * cpu_over:13.1f}%", flush=True)
+              f"{100 * r['unattributed_ms'] / lat:11.1f}% {100 * r['latency_minus_kernels_ms'] / lat:12.1f}% "
+              f"{100 * cpu_over:13.1f}%", flush=True)
         top = [k for k in r["kernels"] if k["parent"] < 0]
         by_op = collections.Counter()
         for k in top:

@@ -67,6 +67,16 @@ bool parse_line(std::string_view line, PerfSample& s) {
   return true;
 }
 
+// The `n` symbols with the most samples, as [[name, count], ...], most first.
+json top_symbols(const std::map<std::string, int64_t>& counts, size_t n) {
+  std::vector<std::pair<std::string, int64_t>> top(counts.begin(), counts.end());
+  std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (top.size() > n) top.resize(n);
+  json syms = json::array();
+  for (auto& [name, c] : top) syms.push_back({name, c});
+  return syms;
+}
+
 }  // namespace
 
 std::vector<PerfSample> parse_perf_script(std::string_view text) {
@@ -150,6 +160,7 @@ std::string fold_perf_samples(const std::string& report_json, const std::vector<
 
   std::map<int64_t, int64_t> per_kernel;
   std::map<int64_t, std::map<std::string, int64_t>> symbols;
+  std::map<std::string, int64_t> between_symbols;  // where the unattributed time goes
   int64_t in_runs = 0, in_kernels = 0, other = 0, outside = 0;
   for (const PerfSample& s : samples) {
     if (s.pid != pid) {
@@ -165,11 +176,15 @@ std::string fold_perf_samples(const std::string& report_json, const std::vector<
     ++in_runs;
     auto span = std::upper_bound(run->spans.begin(), run->spans.end(), s.time_ns,
                                  [](int64_t t, const Span& x) { return t < x.begin; });
-    if (span == run->spans.begin() || s.time_ns > std::prev(span)->end) continue;  // between kernels
+    std::string where = s.symbol + (s.dso.empty() || s.symbol != "[unknown]" ? "" : " (" + s.dso + ")");
+    if (span == run->spans.begin() || s.time_ns > std::prev(span)->end) {  // between kernels
+      ++between_symbols[where];
+      continue;
+    }
     --span;
     ++in_kernels;
     ++per_kernel[span->kernel];
-    ++symbols[span->kernel][s.symbol + (s.dso.empty() || s.symbol != "[unknown]" ? "" : " (" + s.dso + ")")];
+    ++symbols[span->kernel][where];
   }
   if (in_runs == 0)
     throw Error("no perf sample of process " + std::to_string(pid) + " falls in a profiled run (" +
@@ -179,16 +194,11 @@ std::string fold_perf_samples(const std::string& report_json, const std::vector<
     int64_t id = k["id"].get<int64_t>();
     auto it = per_kernel.find(id);
     int64_t n = it == per_kernel.end() ? 0 : it->second;
-    std::vector<std::pair<std::string, int64_t>> top(symbols[id].begin(), symbols[id].end());
-    std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    if (top.size() > 5) top.resize(5);
-    json syms = json::array();
-    for (auto& [name, c] : top) syms.push_back({name, c});
-    k["perf"] = {{"samples", n}, {"share", double(n) / double(in_runs)}, {"symbols", syms}};
+    k["perf"] = {{"samples", n}, {"share", double(n) / double(in_runs)}, {"symbols", top_symbols(symbols[id], 5)}};
   }
   r["perf"] = {{"samples", int64_t(samples.size())}, {"in_runs", in_runs},     {"in_kernels", in_kernels},
-               {"between_kernels", in_runs - in_kernels}, {"other_processes", other}, {"outside_runs", outside},
-               {"clock", tl.value("clock", "")}};
+               {"between_kernels", in_runs - in_kernels}, {"between_symbols", top_symbols(between_symbols, 10)},
+               {"other_processes", other}, {"outside_runs", outside}, {"clock", tl.value("clock", "")}};
   return r.dump(1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -212,6 +222,14 @@ std::string perf_table(const std::string& folded_json) {
                 static_cast<long long>(p["outside_runs"].get<int64_t>()),
                 static_cast<long long>(p["other_processes"].get<int64_t>()));
   out += buf;
+  if (p.contains("between_symbols") && !p["between_symbols"].empty()) {
+    std::string where;
+    for (const auto& s : p["between_symbols"]) {
+      if (!where.empty()) where += ", ";
+      where += s[0].get<std::string>() + " " + std::to_string(s[1].get<int64_t>());
+    }
+    out += "between kernels: " + where + "\n";
+  }
   out += "samples  share  time share  kernel                          where the samples landed\n";
   for (const json* k : rows) {
     const json& kp = (*k)["perf"];

@@ -139,6 +139,7 @@ struct Program {
   std::vector<bool> is_output;                    // by value id
   std::vector<int> output_index;                  // by value id: its first position among the graph outputs, or -1
   std::vector<bool> arena_eligible;               // by value id: node output the plan may place in the arena
+  std::vector<bool> region_runner;                // by node index: runs_regions(node), asked once (attrs are a map)
   // What nodes run without a plan (inside regions, or with shapes that depend on data) keep per input types, by
   // node index, most recently used first, at most ExecutorOptions::max_region_kernels each.
   std::vector<std::vector<NodeCacheEntry>> node_cache;
@@ -167,6 +168,7 @@ struct Program {
     arena_eligible.assign(nv, false);
     const auto& nodes = g.nodes();
     frees_after.resize(nodes.size());
+    region_runner.resize(nodes.size());
     // A region may yield a value of an enclosing graph (or a constant of its own): only this graph's count here.
     for (size_t j = 0; j < g.outputs().size(); ++j) {
       Value* v = g.outputs()[j];
@@ -180,7 +182,8 @@ struct Program {
         if (v && v->graph() == &g) last_use[size_t(v->id())] = int(i);
       // A region's uses of this graph's values keep them alive until the node that owns the region finishes.
       for (Graph* r : n.regions()) mark_captures(*r, g, int(i));
-      for (Value* v : n.outputs()) arena_eligible[size_t(v->id())] = !runs_regions(n) && !is_output[size_t(v->id())];
+      region_runner[i] = runs_regions(n);
+      for (Value* v : n.outputs()) arena_eligible[size_t(v->id())] = !region_runner[i] && !is_output[size_t(v->id())];
     }
     for (size_t id = 0; id < nv; ++id)
       if (last_use[id] >= 0 && !is_output[id]) frees_after[size_t(last_use[id])].push_back(id);
@@ -502,7 +505,7 @@ struct Executor::Impl : RegionRunner {
       outs.assign(n.num_outputs(), Tensor());  // fresh: a moved-from Tensor keeps its data pointer
       bool planned = plan && plan->fixed_shapes[i];
       NodeCacheEntry* entry = planned ? nullptr : &cache_entry(p, i, ins);
-      if (!runs_regions(n)) allocate_outputs(p, n, i, ins, outs, plan, entry, arena_base, fresh);
+      if (!p.region_runner[i]) allocate_outputs(p, n, i, ins, outs, plan, entry, arena_base, fresh);
       PreparedKernel* generic = shape_generic(p, i);
       std::unique_ptr<PreparedKernel>& slot = planned ? plan->kernels[i] : entry->kernel;
       PreparedKernel* kernel = generic ? generic : slot.get();

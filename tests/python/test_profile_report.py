@@ -51,7 +51,14 @@ def test_report_json(compiled_net):
     assert top
     assert r["kernel_sum_ms"] == pytest.approx(sum(k["median_ms"] for k in top))
     assert r["latency_ms"]["median"] > 0 and r["latency_ms"]["p90"] >= r["latency_ms"]["median"]
-    assert r["unattributed_ms"] == pytest.approx(r["latency_ms"]["median"] - r["kernel_sum_ms"])
+    assert r["latency_minus_kernels_ms"] == pytest.approx(r["latency_ms"]["median"] - r["kernel_sum_ms"])
+    # Unattributed: inside each profiled run, its wall time minus its kernels' (the timeline's), median over runs.
+    runs = r["timeline"]["runs"]
+    assert len(runs) == 5
+    gaps = sorted(run["wall_ms"] - sum(k[2] for k in run["kernels"]) for run in runs)
+    assert r["unattributed_ms"] == pytest.approx(gaps[2])
+    assert 0 < r["unattributed_ms"] < min(run["wall_ms"] for run in runs)
+    assert r["kernels_per_run_ms"] == pytest.approx(sorted(sum(k[2] for k in run["kernels"]) for run in runs)[2])
     assert sum(k["share"] for k in top) == pytest.approx(1.0)
     assert r["roofs"]["fma_gflops"] > 0 and r["roofs"]["dram_gbps"] > 0
     for k in top:

@@ -68,6 +68,7 @@ TEST(PerfFold, AttributesSamplesByTime) {
   EXPECT_EQ(r["perf"]["in_runs"], 6);
   EXPECT_EQ(r["perf"]["in_kernels"], 4);
   EXPECT_EQ(r["perf"]["between_kernels"], 2);
+  EXPECT_EQ(r["perf"]["between_symbols"], json::parse(R"([["b", 1], ["d", 1]])"));
   EXPECT_EQ(r["perf"]["outside_runs"], 2);
   EXPECT_EQ(r["perf"]["other_processes"], 1);
   EXPECT_EQ(r["kernels"][0]["perf"]["samples"], 2);
@@ -79,6 +80,7 @@ TEST(PerfFold, AttributesSamplesByTime) {
   std::string table = perf_table(r.dump());
   EXPECT_NE(table.find("K0 x"), std::string::npos);
   EXPECT_EQ(table.find("K1 x"), std::string::npos);  // no samples: not listed
+  EXPECT_NE(table.find("between kernels: b 1, d 1"), std::string::npos);
 }
 
 TEST(PerfFold, RefusesReportsAndSamplesThatDoNotMatch) {

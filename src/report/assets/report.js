@@ -38,8 +38,10 @@
       ["model", p.model || p.graph],
       ["end-to-end latency (median / p90)", `${fmt(lat)} / ${fmt(p.latency_ms.p90)} ms`],
       ["sum of kernel times (medians)", `${fmt(sum)} ms`],
-      ["unattributed (latency - kernels)", `${fmt(un)} ms (${unPct.toFixed(1)} %)`],
+      ["unattributed (a run's wall time - its kernels)", `${fmt(un)} ms (${unPct.toFixed(1)} %)`],
       ["profiled run (wall, median)", `${fmt(p.profiled_run_ms)} ms`],
+      ["latency - sum of kernel medians", p.latency_minus_kernels_ms === undefined ? "-" :
+        `${fmt(p.latency_minus_kernels_ms)} ms (${lat > 0 ? (100 * p.latency_minus_kernels_ms / lat).toFixed(1) : 0} %)`],
       ["precision / threads", `${p.precision} / ${p.machine.threads} of ${p.machine.cores} cores`],
       ["machine", p.machine.cpu],
       ["runs", `${p.iters} profiled, ${p.iters} unprofiled`],
