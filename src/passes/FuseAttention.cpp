@@ -13,8 +13,9 @@
 // permutations, so the heads are read from and written to the [S, H, D] layout the projections use, with no
 // transpose passes over memory. Every intermediate value must be read only by the next step (a model that also
 // returns the attention probabilities keeps them), the batch dims of q, k and v must be equal (no broadcasting),
-// and all shapes static: the fast kernel is prepared for one shape; symbolic shapes keep the separate nodes,
-// whose matrix products serve every shape.
+// and shapes known to be equal where the kernel needs them so: symbolic dims count as equal when their
+// expressions are (the batch dims of q, k, v; a mask dim that is not 1 and the scores dim it covers). The kernel
+// is prepared per shape signature, like the plan around it.
 #include <numeric>
 
 #include "ir/op_schema.h"
@@ -33,9 +34,7 @@ Perm identity(size_t r) {
   return p;
 }
 
-bool is_static_float(const Value* v) {
-  return v && is_float(v->dtype()) && v->shape().rank_known() && v->shape().is_static();
-}
+bool is_ranked_float(const Value* v) { return v && is_float(v->dtype()) && v->shape().rank_known(); }
 
 struct Match {
   std::vector<Node*> nodes;  // replaced (erased once the Attention node takes over the result)
@@ -53,7 +52,7 @@ class Matcher {
   std::optional<Match> match(Node* sm) {
     Match m;
     Value* s = sm->input(0);
-    if (!is_static_float(s) || s->shape().rank() < 2) return std::nullopt;
+    if (!is_ranked_float(s) || s->shape().rank() < 2) return std::nullopt;
     size_t r = s->shape().rank();
     int64_t axis = AttrReader(*sm).i("axis");
     if (axis != -1 && axis != int64_t(r) - 1) return std::nullopt;
@@ -113,7 +112,7 @@ class Matcher {
       }
     }
     for (Value* v : {m.q, m.k, m.v, m.result})
-      if (!is_static_float(v) || v->shape().rank() != r || v->dtype() != s->dtype()) return std::nullopt;
+      if (!is_ranked_float(v) || v->shape().rank() != r || v->dtype() != s->dtype()) return std::nullopt;
     if (!same_batch(m, r)) return std::nullopt;
     for (Node* n : m.nodes)
       if (taken_.count(n)) return std::nullopt;
@@ -141,7 +140,7 @@ class Matcher {
       if (n->op() == OpKind::Div && k == 0) return v;           // c / x is not a scaling
       auto c = rewrite::scalar_constant(n->input(size_t(k)));
       Value* x = n->input(size_t(1 - k));
-      if (!c || *c == 0 || !is_static_float(x) || x->shape() != v->shape()) return v;  // no broadcasting up
+      if (!c || *c == 0 || !is_ranked_float(x) || x->shape() != v->shape()) return v;  // no broadcasting up
       m.scale = n->op() == OpKind::Mul ? m.scale * *c : m.scale / *c;
       m.nodes.push_back(n);
       reader = n;
@@ -160,15 +159,15 @@ class Matcher {
   }
 
   // The Mask operand of the scores' Add (or Where): of dtype `dt`, and it broadcasts to the scores without
-  // enlarging them.
+  // enlarging them: each of its dims is 1 or the scores' (a symbolic dim only where its expression is the same).
   static bool is_mask(const Value* mask, const Value* sum, DType dt) {
     if (!mask || !mask->shape().rank_known() || mask->dtype() != dt) return false;
     const Shape& ms = mask->shape();
     const Shape& ss = sum->shape();
-    if (!ms.is_static() || ms.rank() > ss.rank()) return false;
+    if (ms.rank() > ss.rank()) return false;
     for (size_t d = 0; d < ms.rank(); ++d) {
-      int64_t md = ms[d].value(), sd = ss[ss.rank() - ms.rank() + d].value();
-      if (md != 1 && md != sd) return false;
+      const Dim &md = ms[d], &sd = ss[ss.rank() - ms.rank() + d];
+      if (!(md.is_const() && md.value() == 1) && md != sd) return false;
     }
     return true;
   }
@@ -193,7 +192,7 @@ class Matcher {
   }
 
   static bool same_batch(const Match& m, size_t r) {
-    auto dim = [](const Value* v, const Perm& p, size_t d) { return v->shape()[size_t(p[d])].value(); };
+    auto dim = [](const Value* v, const Perm& p, size_t d) { return v->shape()[size_t(p[d])]; };
     for (size_t d = 0; d + 2 < r; ++d)
       if (dim(m.q, m.perm_q, d) != dim(m.k, m.perm_k, d) || dim(m.q, m.perm_q, d) != dim(m.v, m.perm_v, d))
         return false;

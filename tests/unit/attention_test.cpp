@@ -201,21 +201,36 @@ TEST(Attention, InferenceRejectsMismatchedOperands) {
              {{"perm_q", Attribute(Ints{0, 0, 1})}}, "not a permutation");
 }
 
-// Symbolic shapes keep the separate nodes (their products serve every length); the same graph with static
-// shapes fuses.
-TEST(Attention, PassFusesOnlyStaticShapes) {
-  for (std::string len : {"n", "6"}) {
-    std::string text = "graph @main(%x: f32[" + len + ", 4]) {\n"
-                       "  %xt: f32[4, " + len + "] = Transpose(%x) {perm = [1, 0]}\n"
-                       "  %s: f32[" + len + ", " + len + "] = MatMul(%x, %xt)\n"
-                       "  %p: f32[" + len + ", " + len + "] = Softmax(%s) {axis = 1}\n"
-                       "  %y: f32[" + len + ", 4] = MatMul(%p, %x)\n"
+// Symbolic shapes fuse like static ones where the dims the kernel relies on are provably equal (the same
+// expression); batch dims of q and k that are different symbols, or a mask dim that is neither 1 nor the scores',
+// keep the separate nodes.
+TEST(Attention, PassFusesSymbolicShapesOnlyWhenDimsProvablyMatch) {
+  struct Case {
+    std::string q, k, mask;
+    bool fuses;
+  };
+  for (const Case& c : std::vector<Case>{{"f32[b, n, 4]", "f32[b, n, 4]", "", true},
+                                         {"f32[b, 6, 4]", "f32[b, 6, 4]", "", true},
+                                         {"f32[b, n, 4]", "f32[c, n, 4]", "", false},
+                                         {"f32[b, n, 4]", "f32[b, n, 4]", "f32[1, n]", true},
+                                         {"f32[b, n, 4]", "f32[b, n, 4]", "f32[b, 1, n]", true},
+                                         {"f32[b, n, 4]", "f32[b, n, 4]", "f32[1, m]", false}}) {
+    // scores [b, n, n] (or [b, 6, 6]): the q's sequence dim both ways
+    std::string seq = c.q.find(", 6,") != std::string::npos ? "6" : "n";
+    std::string bq = c.q.substr(4, c.q.find(',') - 4), bk = c.k.substr(4, c.k.find(',') - 4);
+    std::string scores = "f32[" + bq + ", " + seq + ", " + seq + "]";
+    std::string text = "graph @main(%q: " + c.q + ", %k: " + c.k +
+                       (c.mask.empty() ? "" : ", %m: " + c.mask) + ") {\n"
+                       "  %kt: f32[" + bk + ", 4, " + seq + "] = Transpose(%k) {perm = [0, 2, 1]}\n"
+                       "  %s: " + scores + " = MatMul(%q, %kt)\n" +
+                       (c.mask.empty() ? "" : "  %sm: " + scores + " = Add(%s, %m)\n") +
+                       "  %p: " + scores + " = Softmax(" + (c.mask.empty() ? "%s" : "%sm") + ") {axis = 2}\n"
+                       "  %y: " + c.q + " = MatMul(%p, %k)\n"
                        "  return %y\n}\n";
     auto g = parse_checked(text);
     PassContext ctx;
-    auto pass = create_pass("fuse-attention");
-    bool changed = run_pass(*pass, *g, ctx);
-    EXPECT_EQ(changed, len != "n") << text;
+    bool changed = run_pass(*create_pass("fuse-attention"), *g, ctx);
+    EXPECT_EQ(changed, c.fuses) << text;
   }
 }
 
