@@ -1,6 +1,7 @@
 // The `cuvil` command: inspect, run and benchmark models without Python.
 //
-//   cuvil compile MODEL -o OUT.cuv [--dim SYMBOL=N|LO..HI ...] [--precision fp32] [-O0|-O1] [--skip-pass=NAME ...]
+//   cuvil compile MODEL -o OUT.cuv [--dim SYMBOL=N|LO..HI ...] [--precision fp32|bf16|int8 [--calibration DIR]]
+//                 [-O0|-O1] [--skip-pass=NAME ...]
 //   cuvil inspect MODEL [--ir [-O0|-O1] | --kernels [--stages]]
 //   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]   (-O1, the default, runs the graph passes)
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
@@ -70,7 +71,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  cuvil compile MODEL -o OUT.cuv [--dim SYMBOL=N|LO..HI ...] [--precision fp32] [-O0|-O1] [--skip-pass=NAME ...]\n"
+    "  cuvil compile MODEL -o OUT.cuv [--dim SYMBOL=N|LO..HI ...] [--precision fp32|bf16|int8 [--calibration DIR]]\n"
+    "                [-O0|-O1] [--skip-pass=NAME ...]\n"
     "  cuvil inspect MODEL [--ir [-O0|-O1] | --kernels [--stages]]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
@@ -387,8 +389,8 @@ void calibrate_if_needed(const std::shared_ptr<Graph>& g, const Args& a, const E
   calibrate_minmax(g, o, samples);
 }
 
-std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a,
-                                        const std::vector<Tensor>& ins = {}) {
+// The executor options the flags ask for (an artifact's own precision unless --precision is given).
+ExecutorOptions executor_options(const Args& a) {
   ExecutorOptions o;
   o.threads = a.threads;
   o.kernels.fast = !a.reference;
@@ -398,6 +400,12 @@ std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a,
   o.kernel_code = g_artifact_code;
   o.kernels.precision = a.precision;
   if (!a.precision_given && !g_artifact_precision.empty()) o.kernels.precision = parse_precision(g_artifact_precision);
+  return o;
+}
+
+std::unique_ptr<Executor> make_executor(std::shared_ptr<Graph> g, const Args& a,
+                                        const std::vector<Tensor>& ins = {}) {
+  ExecutorOptions o = executor_options(a);
   calibrate_if_needed(g, a, o, ins);
   return std::make_unique<Executor>(std::move(g), o);
 }
@@ -710,10 +718,8 @@ std::string file_fingerprint(const std::string& path) {
 int cmd_compile(const Args& a) {
   if (a.output.empty()) throw UsageError("compile needs -o OUT.cuv");
   if (is_artifact_path(a.model)) throw UsageError("compile takes an .onnx or .cvir model, not an artifact");
-  // The artifact does not record per-node precision decisions yet: it holds fp32 models only.
-  if (a.precision != Precision::fp32)
-    throw UsageError("--precision: cuvil compile writes fp32 artifacts only yet, got '" +
-                     std::string(precision_name(a.precision)) + "'");
+  if (!a.calibration.empty() && a.precision != Precision::int8)
+    throw UsageError("--calibration is for --precision int8");
   auto t0 = std::chrono::steady_clock::now();
   auto g = load_model(a.model);
   std::shared_ptr<Graph> source;  // (constants shared) the weights before the passes fold them
@@ -722,6 +728,12 @@ int cmd_compile(const Args& a) {
   } catch (const Error&) {  // (a graph the copy cannot verify yet: the artifact updates by its own names)
   }
   optimize_model(*g, a);
+  // bf16 / int8: the precision goes into the manifest's config (run, bench and cuvil.load run at it); int8's
+  // grids are node attributes of the saved graph, calibrated here on --calibration DIR unless the model is QDQ.
+  ExecutorOptions options = executor_options(a);
+  if (a.precision == Precision::int8 && !has_quant_hints(*g) && a.calibration.empty())
+    throw UsageError("compile --precision int8 needs --calibration DIR (.npy samples) unless the model is QDQ");
+  calibrate_if_needed(g, a, options, {});
   artifact::SaveInput in;
   in.graph = g;
   if (source) {  // updates by the original names (runtime/weight_recipes.h)
@@ -747,7 +759,7 @@ int cmd_compile(const Args& a) {
   in.model_fingerprint = file_fingerprint(a.model);
   in.tuned_for = codegen::jit_host_description();
   codegen::add_compiled_kernels(g, in);  // the generated kernels as machine code
-  artifact::add_prepacked_weights(in);   // the weights in the kernels' layouts
+  artifact::add_prepacked_weights(in, options);  // the weights in the kernels' layouts
   artifact::save(a.output, in);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "wrote " << printable(a.output) << " (" << human_bytes(int64_t(std::filesystem::file_size(a.output)))
