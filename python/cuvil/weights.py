@@ -2,10 +2,14 @@
 
 ONNX models (:func:`cuvil.load_onnx`) and ``.cuv`` artifacts replace the named constants in the engine
 (``_C.Model.update_weights``: the ONNX graph before the passes is kept, so BatchNorm folding and every other
-pass run again on the new weights). Modules compiled from PyTorch are recompiled from a copy of the module with
-the new ``state_dict`` loaded (TorchScript's freeze folds BatchNorms and loses the parameter names, so the names
-live only in the module) and the engine adopts the new graph. Either way the new version is built and prepared
-on the caller's thread and published at once; calls in flight finish on the weights they started with.
+pass run again on the new weights). Modules compiled from PyTorch do the same: the captures keep each
+``state_dict`` entry a constant of its own (frontend/state.py) and the engine keeps the graph before the passes,
+so an update replaces those constants and runs the passes again in C++, without the GIL and without capturing
+the module again — bit for bit a fresh compile. Where the capture could not keep them apart (a converter read an
+entry's values, a model-cache hit, an ExportedProgram), the module is recompiled from a copy holding the new
+``state_dict`` and the engine adopts the new graph (``CUVIL_LOG=weights`` says why). Either way the new version
+is built and prepared on the caller's thread and published at once; calls in flight finish on the weights they
+started with.
 """
 from __future__ import annotations
 
@@ -51,13 +55,25 @@ class TorchRecipe:
     copied; their identity and version counter are recorded, so weights changed in place since the compile are
     noticed), after an update the merged set."""
 
-    def __init__(self, model, args: tuple, kwargs: dict, settings: dict, compile_fn: Callable):
+    def __init__(self, model, args: tuple, kwargs: dict, settings: dict, compile_fn: Callable, compiled=None):
         self.model = model
         self.args, self.kwargs, self.settings = args, kwargs, settings
         self.compile_fn = compile_fn
         self.base = dict(model.state_dict())
         self.stamps = {k: _stamp(v) for k, v in self.base.items()}
         self.lock = threading.Lock()  # one update at a time: each builds on the last one's weights
+        # In place: state_dict key -> the name of its constant in the graph the engine kept (frontend/state.py);
+        # None: updates compile again, for the reason `why` says.
+        constants = getattr(compiled, "_state_map", None)
+        self.why = getattr(compiled, "_state_problem", "the module was not compiled by this process")
+        self.constants = constants if constants is not None and self.why is None else None
+        # Keys naming one tensor (tied weights): an update of one is an update of all, as load_state_dict does.
+        groups: dict = {}
+        for k, v in self.base.items():
+            groups.setdefault((v.data_ptr(), v.dtype, tuple(v.shape), tuple(v.stride())) if v.numel() else k,
+                              []).append(k)
+        self.aliases = {k: g for g in groups.values() for k in g}
+        self.logged = False
 
     def names(self) -> dict:
         return {k: f"{str(v.dtype).replace('torch.', '')}{list(v.shape)}" for k, v in self.base.items()}
@@ -84,11 +100,18 @@ class TorchRecipe:
                 shown = ", ".join(f"'{k}'" for k in missing[:8]) + (f", ... ({len(missing)} in all)"
                                                                      if len(missing) > 8 else "")
                 problems.append(f"strict update: missing {shown} (update a subset with strict=False)")
-        elif any(_stamp(v) != self.stamps[k] for k, v in self.base.items() if k not in given):
+        elif self.constants is None and any(_stamp(v) != self.stamps[k] for k, v in self.base.items()
+                                            if k not in given):
             problems.append("the module's weights changed in place since it was compiled, so the weights not given "
                             "are unknown: give the full state_dict (strict=True)")
         if problems:
             raise InputError("weights not updated: " + "; ".join(problems[:8]))
+        if self.constants is not None:
+            return self._replace(compiled, given)
+        if not self.logged:
+            from .frontend.state import log_weights
+            log_weights(f"update_weights compiles the module again: {self.why}")
+            self.logged = True
         merged = dict(self.base)
         merged.update({k: v.clone() for k, v in given.items()})  # ours: the caller may change its tensors
         module = _copy_with(self.model, merged)
@@ -97,6 +120,18 @@ class TorchRecipe:
         self.base = merged
         self.stamps = {k: _stamp(v) for k, v in merged.items()}
         return version
+
+
+    def _replace(self, compiled, given: dict) -> int:
+        """The given entries (and those tied to them) replace their constants in the graph kept before the
+        passes, which run again natively with the GIL released (_C.Model.update_weights)."""
+        order = {k: i for i, k in enumerate(self.base)}
+        value: dict = {}
+        for k in sorted(given, key=order.__getitem__):  # the last of tied keys wins, as in load_state_dict
+            for alias in self.aliases[k]:
+                value[alias] = given[k]
+        updates = [(self.constants[k], as_array(k, v)) for k, v in value.items() if k in self.constants]
+        return compiled._model.update_weights(updates, False)
 
 
 def _copy_with(model, state: dict):

@@ -321,13 +321,18 @@ class Model {
   // Infers, verifies and optimizes at `opt_level` (0: none; 1: folding and cleanups, the default). An ONNX
   // model's `onnx_path`: update_weights imports that file again, replaces initializers in the graph before the
   // passes and runs them again (BatchNorm folding, ...); nothing of the unoptimized graph is kept meanwhile.
-  Model(std::shared_ptr<Graph> g, int opt_level, const std::string& onnx_path = "") : opt_level_(opt_level) {
+  // `keep_source` (a PyTorch module's graph, whose constants are its state_dict entries by name: cuvil/weights.py):
+  // the graph before the passes is kept (constants shared, not copied), and update_weights replaces constants
+  // there and runs the passes again, as for an ONNX model, without capturing the module again.
+  Model(std::shared_ptr<Graph> g, int opt_level, const std::string& onnx_path = "", bool keep_source = false)
+      : opt_level_(opt_level) {
     infer_shapes(*g);
     verify(*g);
     if (!onnx_path.empty()) {
       set_onnx_source(onnx_path);
       source_weights_ = list_weights(*g);
     }
+    if (keep_source) source_ = clone_graph(*g);
     optimize(*g, opt_level);
     versions_ = std::make_unique<VersionedModel>(std::move(g), executor_options());
   }
@@ -373,10 +378,19 @@ class Model {
       recipes_ = std::move(next);
       return id;
     }
-    if (onnx_path_.empty()) return versions_->swap(with_weights(*graph(), ts, strict));
-    // The ONNX graph as imported, with every update so far and then these.
-    std::shared_ptr<Graph> src = import_source();
+    if (onnx_path_.empty() && !source_) return versions_->swap(with_weights(*graph(), ts, strict));
+    // The ONNX graph as imported (or the kept graph before the passes), with every update so far and then these.
+    std::shared_ptr<const Graph> src = source_ ? source_ : import_source();
     check_weights(*src, ts, strict);
+    if (source_) {  // the kept graph becomes the updated one (before the passes): the old weights go with it
+      std::shared_ptr<Graph> g = with_weights(*src, ts, false);
+      std::shared_ptr<const Graph> next = clone_graph(*g);
+      src.reset();
+      optimize(*g, opt_level_);
+      uint64_t id = versions_->swap(std::move(g));
+      source_ = std::move(next);
+      return id;
+    }
     std::vector<std::pair<std::string, Tensor>> merged;
     for (const auto& [name, t] : applied_) {
       bool replaced = false;
@@ -438,6 +452,9 @@ class Model {
           if (!r->folds.empty()) in.recipes = r;
         } catch (const Error&) {  // (the file changed since the load: the artifact updates by its own names)
         }
+      } else if (source_) {  // a PyTorch module's folds, by its state_dict names
+        auto r = std::make_shared<WeightRecipes>(derive_fold_recipes(*source_, *in.graph));
+        if (!r->folds.empty()) in.recipes = r;
       }
     }
     codegen::add_compiled_kernels(in.graph, in);  // the generated kernels as machine code
@@ -711,6 +728,7 @@ class Model {
 
   // The weights update_weights takes (under swap_mu_).
   std::vector<WeightInfo> weight_list() {
+    if (source_) return list_weights(*source_);
     if (onnx_path_.empty()) return recipes_ ? list_weights(*graph(), *recipes_) : list_weights(*graph());
     if (source_weights_.empty()) source_weights_ = list_weights(*import_source());
     return source_weights_;
@@ -775,6 +793,8 @@ class Model {
   std::mutex swap_mu_;  // one weight update at a time (runs never take it); guards applied_ and recipes_
   // A loaded artifact's folds and the current values of the original weights they read (weight_recipes.h).
   std::shared_ptr<const WeightRecipes> recipes_;
+  // A PyTorch module's graph before the passes (keep_source), whose constants updates replace; null otherwise.
+  std::shared_ptr<const Graph> source_;
   // An ONNX model's file (and its size and modification time when loaded), the weights its graph had before
   // the passes, and the updates applied so far (one per name, the latest).
   std::string onnx_path_;
@@ -855,8 +875,9 @@ PYBIND11_MODULE(_C, m) {
       .def("new_region", &GraphBuilder::new_region, py::arg("name"))
       .def("set_outputs", &GraphBuilder::set_outputs)
       .def("ir", [](const GraphBuilder& b) { return print_graph(*b.graph(), {true}); })
-      .def("build", [](const GraphBuilder& b, int opt_level) { return std::make_unique<Model>(b.root(), opt_level); },
-           py::arg("opt_level") = 1);
+      .def("build", [](const GraphBuilder& b, int opt_level, bool keep_source) {
+             return std::make_unique<Model>(b.root(), opt_level, "", keep_source);
+           }, py::arg("opt_level") = 1, py::arg("keep_source") = false);
 
   // One call's cancellation (CompiledModule.run_async): cancel() from any thread stops the call that holds it.
   py::class_<CancelToken, std::shared_ptr<CancelToken>>(m, "CancelToken")

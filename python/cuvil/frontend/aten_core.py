@@ -84,7 +84,7 @@ def symbol_of(ctx: ConvertContext, x):
         return x
     if ctx.is_value(x):
         if x.is_constant and x.shape == [] and x.dtype in ("i64", "i32"):
-            return int(x.constant)
+            return int(ctx.constant_data(x, "an int"))
         entry = ctx.dim_symbols.get(id(x))
         if entry is not None and entry[0] is x:
             return entry[1]
@@ -340,9 +340,10 @@ for _name, _op in _UNARY.items():
 @converter("aten::linear")
 def _linear(ctx: ConvertContext, ins):
     x, w, b = ins
-    if isinstance(w, torch.Tensor) or (ctx.is_value(w) and w.is_constant):
-        # Frozen weights: transpose once, now, not on every call.
-        wc = w if isinstance(w, torch.Tensor) else torch.from_numpy(np.array(w.constant))
+    if isinstance(w, torch.Tensor) or (ctx.is_value(w) and w.is_constant and not ctx.is_state(w)):
+        # Frozen weights: transpose once, now, not on every call (a state_dict entry is transposed by a node
+        # that constant folding evaluates, so that update_weights folds it again).
+        wc = w if isinstance(w, torch.Tensor) else torch.from_numpy(np.array(ctx.constant_data(w, "the weight")))
         wt = ctx.tensor(wc.t().contiguous())
     else:
         wt = ctx.emit("Transpose", [w], {"perm": [1, 0]})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from .aten_transformer import _cast, _dtype_arg
 from .context import CONVERTERS, ConvertContext, converter
@@ -165,7 +166,19 @@ def _get_attr(ctx: ConvertContext, ins):
     name = ctx.node.s("name")
     if obj is None or not hasattr(obj, name):
         raise ctx.error(f"cannot read attribute '{name}' while compiling")
-    return getattr(obj, name)
+    val = getattr(obj, name)
+    state = ctx.state
+    if state is not None:  # a state_dict entry kept an attribute: its named constant (frontend/state.py)
+        base = state.paths.get(id(obj))
+        path = None if base is None else f"{base}.{name}" if base else name
+        if isinstance(val, torch.Tensor):
+            if path in state.keys:
+                return state.value(path, val)
+            if path is None:
+                state.baked.setdefault(f"<{name}>", "an attribute read of an untraced module")
+        elif path is not None and isinstance(val, (torch.nn.Module, torch._C.ScriptObject)):  # (kept alive in env)
+            state.paths[id(val)] = path
+    return val
 
 
 @converter("prim::type")

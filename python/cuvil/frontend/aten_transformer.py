@@ -220,7 +220,7 @@ def _text(ctx: ConvertContext, v) -> str:
     """str(v) as TorchScript prints it; a run-time size prints as its symbolic dim (e.g. "batch")."""
     if ctx.is_value(v):
         if v.is_constant:
-            return str(v.constant.tolist())
+            return str(ctx.constant_data(v, "a printed value").tolist())
         sym = symbol_of(ctx, v)
         return str(sym) if sym is not None else "<run-time value>"
     if isinstance(v, (list, tuple)):

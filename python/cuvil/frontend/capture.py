@@ -252,13 +252,15 @@ def _recompilable(compiled: CompiledModule, model, args: tuple, kwargs: dict, se
     """Lets update_weights compile the module again with other weights (cuvil/weights.py); those compiles skip
     the model cache (each weights version would be an entry of its own)."""
     if isinstance(model, torch.nn.Module):
-        compiled._weights_recipe = TorchRecipe(model, args, kwargs, dict(settings, cache=False), compile)
+        compiled._weights_recipe = TorchRecipe(model, args, kwargs, dict(settings, cache=False), compile,
+                                               compiled)
     return compiled
 
 
 def _export(model, args, kwargs, dynamic_shapes, threads, precision="fp32") -> CompiledModule:
     ep = export_frontend.export_program(model, args, kwargs, dynamic_shapes)
-    compiled = export_frontend.convert_program(ep, threads=threads, precision=precision)
+    keys = list(model.state_dict()) if isinstance(model, torch.nn.Module) else None
+    compiled = export_frontend.convert_program(ep, threads=threads, precision=precision, state_keys=keys)
     _prepare(compiled, args, kwargs)
     return compiled
 

@@ -112,7 +112,7 @@ class ConvertContext:
 
 
     # Every field a converter may read or set, declared: no state hangs off the instance ad hoc.
-    __slots__ = ("builder", "node", "list_regions", "dim_symbols", "call_sites")
+    __slots__ = ("builder", "node", "list_regions", "dim_symbols", "call_sites", "state")
 
     def __init__(self, builder: "_C.GraphBuilder"):
         self.builder = builder  # the region being built (converters of If/Loop bodies swap it)
@@ -125,6 +125,8 @@ class ConvertContext:
         self.dim_symbols: dict[int, tuple[Any, str]] = {}
         # A scripted model's submodule call sites (call_chain.script_call_sites), for the nodes' call chains.
         self.call_sites: dict = {}
+        # The module's state_dict entries as constants (state.StateConstants; None: not tracked).
+        self.state = None
 
     # ---- locations and errors
     def source(self) -> tuple[str, int, str]:
@@ -233,12 +235,23 @@ class ConvertContext:
         """The Python value of a constant argument; a CompileError when it is only known at run time."""
         if isinstance(x, _C.Value):
             if x.is_constant:
-                c = x.constant
+                c = self.constant_data(x, what)
                 return c.item() if c.ndim == 0 else c.tolist()
             raise self.error(f"{what} must be a constant; it is computed at run time")
         if isinstance(x, (list, tuple)):
             return type(x)(self.const(e, what) for e in x)
         return x
+
+    def constant_data(self, v: "_C.Value", what: str = "a constant"):
+        """A constant Value's data (NumPy). Reading a state_dict entry so bakes its current values into the graph:
+        noted, so that the module updates its weights by compiling again (frontend/state.py)."""
+        if self.state is not None:
+            self.state.note_read(v, f"{what} of {self.node.kind() if self.node is not None else 'the graph'}")
+        return v.constant
+
+    def is_state(self, v) -> bool:
+        """Whether v is a state_dict entry's constant (its values change with update_weights)."""
+        return self.state is not None and self.state.key_of(v) is not None
 
     def dtype_of(self, x) -> str:
         """The Cuvil dtype of a value or constant (Python numbers map as torch does: int -> i64, float -> f32)."""

@@ -20,6 +20,7 @@ from torch.utils._sympy.numbers import int_oo
 from .. import _C
 from ..compiled import CompiledModule, DimBound
 from ..errors import CompileError
+from .state import StateConstants, attach_state
 from .fx_graph import NO_OPS, FxConverter, constant, cuvil_dtype, dims_of, node_kind, user_frames
 from .mutation import ModelRefused  # noqa: F401 - capture.py reads it from here
 from . import aten_ops  # noqa: F401 - registers the converters
@@ -296,9 +297,10 @@ def _decompose_missing(ep: torch.export.ExportedProgram) -> torch.export.Exporte
 
 
 def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int],
-                    precision: str = "fp32") -> CompiledModule:
+                    precision: str = "fp32", state_keys=None) -> CompiledModule:
     """An exported program as a compiled module: parameters, buffers and constants inlined, user inputs in
-    order, outputs in the program's own structure."""
+    order, outputs in the program's own structure. `state_keys`: the module's state_dict keys, whose entries
+    become named constants that update_weights replaces (frontend/state.py)."""
 
     dim_names = getattr(ep, "_cuvil_dim_names", {})
     writes = getattr(ep, "_cuvil_input_writes", None)
@@ -317,6 +319,8 @@ def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int],
                            f"state: return the new value instead")
     builder = _C.GraphBuilder("main")
     ctx = ConvertContext(builder)
+    if state_keys is not None:
+        ctx.state = StateConstants(builder, state_keys)
     symbols = _Symbols()
     conv = FxConverter(ctx, symbols)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
@@ -347,7 +351,12 @@ def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int],
             raise CompileError(f"unsupported exported input kind {s.kind.name} ('{s.arg.name}')")
         if not isinstance(t, torch.Tensor):
             raise CompileError(f"'{s.target}' is a {type(t).__name__}, not a tensor")
-        conv.env[node] = constant(ctx, t, s.target)
+        if ctx.state is not None and s.kind.name in ("PARAMETER", "BUFFER") and s.target in ctx.state.keys:
+            conv.env[node] = ctx.state.value(s.target, t)
+        else:
+            if ctx.state is not None and s.kind.name == "PARAMETER":  # (not one of the module's own keys)
+                ctx.state.baked.setdefault(s.target, "a parameter not named as in the module's state_dict")
+            conv.env[node] = constant(ctx, t, s.target)
     results = conv.run(ep.graph)
     user_outputs = [r for r, s in zip(results, sig.output_specs) if s.kind.name == "USER_OUTPUT"]
     # None outputs (an attention's weights when not asked for) are no tensors: put back when unflattening
@@ -367,6 +376,7 @@ def convert_program(ep: torch.export.ExportedProgram, *, threads: Optional[int],
     except Exception:  # noqa: BLE001 - a custom node type: saved modules then return flat outputs
         pass
     compiled = CompiledModule(model_c, unflatten=unflatten, dim_bounds=bounds)
+    attach_state(compiled, ctx.state)
     return compiled
 
 

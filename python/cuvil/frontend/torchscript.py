@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .. import _C
+from .state import StateConstants, attach_state, log_weights
 from . import call_chain
 from ..compiled import CompiledModule, check_options
 from ..errors import CaptureWarning, CompileError, InternalError, UnsupportedError, compile_error
@@ -377,8 +378,8 @@ def build_model(ctx: ConvertContext, outputs: list, threads: Optional[int],
     if not outputs:
         raise CompileError("the model returns no tensors")
     ctx.builder.set_outputs([_region_output(ctx, ctx.builder, r) for r in outputs])
-    try:
-        model_c = ctx.builder.build()
+    try:  # (a module whose state_dict entries are constants of their own keeps its graph for update_weights)
+        model_c = ctx.builder.build(keep_source=ctx.state is not None and ctx.state.problem() is None)
     except _C.Error as e:
         raise compile_error(e) from None
     if threads is not None:
@@ -593,10 +594,7 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
         model.eval()
     try:
         scripted = _capture(model, examples, _stacklevel + 2)  # warnings point at the caller
-        try:
-            frozen = torch.jit.freeze(scripted.eval()) if isinstance(scripted, torch.jit.ScriptModule) else scripted
-        except Exception as e:  # noqa: BLE001
-            raise CompileError(f"torch.jit.freeze failed: {_script_failure_reason(e)}") from None
+        frozen, state_keys = _freeze(model, scripted)
     finally:
         for m, was_training in flags:
             m.training = was_training
@@ -613,6 +611,9 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
     builder = _C.GraphBuilder("main")
     ctx = ConvertContext(builder)
     ctx.call_sites = call_chain.script_call_sites(scripted)
+    if state_keys is not None:
+        ctx.state = StateConstants(builder, state_keys)
+        ctx.state.paths[id(frozen)] = ""
     graph_inputs = list(graph.inputs())
     if len(graph_inputs) - has_self != len(examples):
         raise CompileError(f"the captured forward() takes {len(graph_inputs) - has_self} tensor input(s), "
@@ -636,4 +637,25 @@ def compile(model, example_inputs, *, dynamic_shapes: Optional[dict] = None, pre
         model_c.prepare([list(x.shape) for x in examples])
     except _C.Error as e:
         raise compile_error(e) from None
-    return CompiledModule(model_c, _output_structure(result))
+    compiled = CompiledModule(model_c, _output_structure(result))
+    attach_state(compiled, ctx.state)
+    return compiled
+
+
+def _freeze(model, scripted) -> tuple:
+    """The frozen module, and the state_dict keys it keeps as attributes (None: none kept). The module's
+    parameters and buffers stay attributes (each read becomes a named constant: frontend/state.py), so that
+    freezing derives nothing from their values; Cuvil's passes fold BatchNorms and transposes instead."""
+    if not isinstance(scripted, torch.jit.ScriptModule):
+        return scripted, None
+    keys = list(model.state_dict().keys()) if isinstance(model, torch.nn.Module) else []
+    if keys:
+        try:
+            return torch.jit.freeze(scripted.eval(), preserved_attrs=keys), keys
+        except Exception as e:  # noqa: BLE001 - frozen as usual; update_weights then compiles again
+            log_weights(f"the module's state could not stay attributes through torch.jit.freeze ({e}); "
+                        f"update_weights will compile it again")
+    try:
+        return torch.jit.freeze(scripted.eval()), None
+    except Exception as e:  # noqa: BLE001
+        raise CompileError(f"torch.jit.freeze failed: {_script_failure_reason(e)}") from None
