@@ -109,6 +109,9 @@ TEST(CpuGemm, MatchesDoublePrecisionProduct) {
   // K across the 1024 blocks (the first starts from bias + residual, the last applies the activation)
   for (int64_t k : {1, 2, 1024, 1025, 2100})
     check_case({17, 50, k, (k % 2) != 0, 0.5f, true, true, false, 0.25f, {nn::Act::Relu}}, seed++);
+  // One row runs k in fours over separate accumulators: K around multiples of four and across the K blocks
+  for (int64_t k : {1, 3, 4, 5, 63, 1024, 1027, 2101})
+    check_case({1, 97, k, (k % 2) != 0, 0.5f, true, k > 4, false, 0.5f, {nn::Act::Clip, 0.f, 6.f}}, seed++);
   // A residual written in place, over several K blocks
   check_case({33, 70, 2100, false, 1.f, true, true, true, 1.f, {}}, seed++);
   check_case({33, 70, 20, true, 2.f, false, true, true, -1.f, {}}, seed++);
@@ -206,6 +209,11 @@ TEST(CpuGemm, MatrixProductNodesMatchReference) {
                                 {{"transB", Attribute(int64_t(1))}, {"alpha", Attribute(0.125)},
                                  {"activation", Attribute("Gelu")}},
                                 "FusedMatMul transB alpha runtime bias sum gelu");
+  // One row (a batch-1 classifier) runs here too
+  expect_gemm_matches_reference(OpKind::Gemm,
+                                {input(random_tensor({1, 130}, 15)), constant(random_tensor({70, 130}, 16)),
+                                 constant(random_tensor({70}, 17))},
+                                {{"transB", Attribute(int64_t(1))}}, "Gemm one row transB bias");
 }
 
 TEST(CpuGemm, FewRowsAndOtherProductsStayWithOneDnn) {
