@@ -41,9 +41,16 @@ void note_region_uses(const Graph& region, const Graph& top, std::map<const Valu
   }
 }
 
-// The u8 grid each linkable value gets, by the index of its producer in g.nodes().
-std::map<size_t, std::pair<double, int64_t>> find_links(const Graph& g, bool lower_final_outputs) {
-  std::map<const Value*, std::vector<std::pair<const Node*, size_t>>> uses;
+// A value's u8 link: its grid, and the nodes reading it as their residual sum (they get the grid as quant_sum_*).
+struct Link {
+  double scale = 0;
+  int64_t zp = 0;
+  std::vector<Node*> sum_readers;
+};
+
+// The u8 link of each linkable value, by the index of its producer in g.nodes().
+std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
+  std::map<const Value*, std::vector<std::pair<Node*, size_t>>> uses;
   std::map<const Value*, int> blocked;
   for (const auto& n : g.nodes()) {
     for (size_t k = 0; k < n->num_inputs(); ++k)
@@ -55,30 +62,39 @@ std::map<size_t, std::pair<double, int64_t>> find_links(const Graph& g, bool low
     blocked[o] = 1;
     if (o->producer() && !lower_final_outputs) final[o->producer()] = 1;
   }
-  std::map<size_t, std::pair<double, int64_t>> links;
+  std::map<size_t, Link> links;
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& p = *nodes[i];
-    // The producer: an int8 layer without a residual sum (a sum would have to be u8 on the output's grid too).
-    if (!static_int8_layer(p) || p.input(3) || p.num_outputs() != 1) continue;
+    // The producer: an int8 layer; one with a residual sum a convolution (the int8 product kernel has no u8
+    // output with a sum).
+    if (!static_int8_layer(p) || p.num_outputs() != 1) continue;
+    if (p.input(3) && p.op() != OpKind::FusedConv) continue;
     const Value* v = p.output(0);
     if (blocked.count(v) || v->dtype() != DType::f32) continue;
     auto it = uses.find(v);
     if (it == uses.end() || it->second.empty()) continue;
+    // Every reader takes v as X on one and the same grid, or as the residual sum of an int8 convolution (which
+    // then reads it on that grid). At least one X reader: a value read only as a sum has no calibrated grid.
     bool ok = true;
-    double scale = 0;
-    int64_t zp = 0;
+    Link l;
     for (auto [c, k] : it->second) {
-      // Every reader takes v as X on one and the same grid.
-      ok = ok && k == 0 && static_int8_layer(*c) && !final.count(c);
-      for (size_t j = 1; ok && j < c->num_inputs(); ++j) ok = c->input(j) != v;
+      bool as_x = k == 0, as_sum = k == 3 && c->op() == OpKind::FusedConv;
+      ok = (as_x || as_sum) && static_int8_layer(*c);
+      for (size_t j = 0; ok && j < c->num_inputs(); ++j) ok = j == k || c->input(j) != v;
       if (!ok) break;
-      double s = attr_f(*c, "quant_x_scale");
+      if (as_sum) {
+        l.sum_readers.push_back(c);
+        continue;
+      }
+      ok = !final.count(c);
+      double sc = attr_f(*c, "quant_x_scale");
       int64_t z = attr_i(*c, "quant_x_zero_point");
-      if (scale == 0) scale = s, zp = z;
-      ok = s == scale && z == zp;
+      if (l.scale == 0) l.scale = sc, l.zp = z;
+      ok = ok && sc == l.scale && z == l.zp;
+      if (!ok) break;
     }
-    if (ok) links[i] = {scale, zp};
+    if (ok && l.scale > 0) links[i] = l;
   }
   return links;
 }
@@ -91,10 +107,14 @@ std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const G
   const char* off = std::getenv("CUVIL_INT8_LINKS");
   if ((off && std::string(off) == "0") || find_links(*g, lower_final_outputs).empty()) return g;
   std::shared_ptr<Graph> copy = clone_graph(*g);
-  for (auto& [i, grid] : find_links(*copy, lower_final_outputs)) {
+  for (auto& [i, l] : find_links(*copy, lower_final_outputs)) {
     Node& p = *copy->nodes()[i];
-    p.attrs()["quant_y_scale"] = Attribute(grid.first);
-    p.attrs()["quant_y_zero_point"] = Attribute(grid.second);
+    p.attrs()["quant_y_scale"] = Attribute(l.scale);
+    p.attrs()["quant_y_zero_point"] = Attribute(l.zp);
+    for (Node* c : l.sum_readers) {
+      c->attrs()["quant_sum_scale"] = Attribute(l.scale);
+      c->attrs()["quant_sum_zero_point"] = Attribute(l.zp);
+    }
   }
   infer_shapes(*copy);
   verify(*copy);

@@ -18,6 +18,8 @@ class U8BoundaryKernel final : public PreparedKernel {
     x_zp_ = int32_t(attr_i(n, "quant_x_zero_point"));
     y_scale_ = float(attr_f(n, "quant_y_scale"));
     y_zp_ = int32_t(attr_i(n, "quant_y_zero_point"));
+    sum_scale_ = float(attr_f(n, "quant_sum_scale"));
+    sum_zp_ = int32_t(attr_i(n, "quant_sum_zero_point"));
     precision = inner_->precision;
     if (precision.reason.empty()) precision.reason = "no int8 kernel for this layer";
     precision.reason += " (u8 activations converted around it)";
@@ -33,6 +35,14 @@ class U8BoundaryKernel final : public PreparedKernel {
       float* f = x_.data<float>();
       for (int64_t i = 0; i < x.numel(); ++i) f[i] = float(int32_t(q[i]) - x_zp_) * x_scale_;
       ins[0] = &x_;
+    }
+    if (ins.size() > 3 && ins[3] && ins[3]->dtype() == DType::u8) {  // a linked residual
+      const Tensor& sum = *ins[3];
+      if (!sum_.defined() || sum_.shape() != sum.shape()) sum_ = Tensor::zeros(DType::f32, sum.shape());
+      const uint8_t* q = sum.data<uint8_t>();
+      float* f = sum_.data<float>();
+      for (int64_t i = 0; i < sum.numel(); ++i) f[i] = float(int32_t(q[i]) - sum_zp_) * sum_scale_;
+      ins[3] = &sum_;
     }
     std::vector<Tensor> outs(1);
     Tensor& y = ctx.output(0);
@@ -57,21 +67,24 @@ class U8BoundaryKernel final : public PreparedKernel {
  private:
   std::unique_ptr<PreparedKernel> inner_;
   bool u8_x_;
-  float x_scale_ = 0, y_scale_ = 0;
-  int32_t x_zp_ = 0, y_zp_ = 0;
-  Tensor x_, y_;  // the f32 sides
+  float x_scale_ = 0, y_scale_ = 0, sum_scale_ = 0;
+  int32_t x_zp_ = 0, y_zp_ = 0, sum_zp_ = 0;
+  Tensor x_, y_, sum_;  // the f32 sides
 };
 
 }  // namespace
 
 bool has_u8_link(const Node& n, const std::vector<PrepareInput>& inputs) {
   if (n.op() != OpKind::FusedConv && n.op() != OpKind::FusedMatMul) return false;
-  return attr_f(n, "quant_y_scale") > 0 || (!inputs.empty() && inputs[0].dtype == DType::u8);
+  return attr_f(n, "quant_y_scale") > 0 || attr_f(n, "quant_sum_scale") > 0 ||
+         (!inputs.empty() && inputs[0].dtype == DType::u8) ||
+         (inputs.size() > 3 && inputs[3].present && inputs[3].dtype == DType::u8);
 }
 
 std::vector<PrepareInput> f32_view(const Node& n, const std::vector<PrepareInput>& inputs) {
   std::vector<PrepareInput> v = inputs;
-  if (!v.empty() && v[0].dtype == DType::u8) v[0].dtype = DType::f32;
+  for (size_t i : {size_t(0), size_t(3)})
+    if (i < v.size() && v[i].dtype == DType::u8) v[i].dtype = DType::f32;
   return v;
 }
 

@@ -102,14 +102,17 @@ Shape matmul_param_shape(const Shape& s, bool is_a) {
 // optionally, the weights' s8 scales, one per output channel (or one for all). They change nothing at fp32 or bf16; at int8 the kernel quantizes X to that grid and multiplies u8 x s8
 // (kernels/onednn/int8.cpp).
 // Inside an int8 executor, FusedConv/FusedMatMul may also pass u8 activations (runtime/int8_links.h): a node with
-// quant_y_scale > 0 writes its output as u8 on that grid (quant_y_zero_point), and a node with quant_x_scale > 0
-// may read X as u8 already on its grid.
+// quant_y_scale > 0 writes its output as u8 on that grid (quant_y_zero_point), a node with quant_x_scale > 0
+// may read X as u8 already on its grid, and one with quant_sum_scale > 0 its residual Sum as u8 on that grid.
 void quant_attrs(OpSchema& s) {
   s.attr("quant_x_scale", AttrKind::Float, 0.0)
       .attr("quant_x_zero_point", AttrKind::Int, int64_t(0))
       .attr("quant_w_scales", AttrKind::Floats, std::vector<double>{})
       .attr("quant_y_scale", AttrKind::Float, 0.0)
       .attr("quant_y_zero_point", AttrKind::Int, int64_t(0))
+      // A linked residual: Sum (input 3) arrives u8 on this grid (quant_sum_scale > 0; FusedConv only).
+      .attr("quant_sum_scale", AttrKind::Float, 0.0)
+      .attr("quant_sum_zero_point", AttrKind::Int, int64_t(0))
       // A per-node precision ("fp32", "bf16"; "" = the model's) and why: set by cuvil.quantize's fallback and by
       // precision="auto". It only raises a node's precision above the executor's, never lowers it.
       .attr("precision", AttrKind::String, std::string())
@@ -628,7 +631,9 @@ namespace {
 // The optional residual input si must have the output's dtype and shape exactly (no broadcasting).
 void expect_sum_input(const InferContext& c, size_t si, const Shape& out) {
   if (!c.has_input(si)) return;
-  infer::expect_same_dtype(c, 1, si);  // the float type (X may be u8 in an int8 executor)
+  // the float type (X may be u8 in an int8 executor), or u8 on the linked residual's grid
+  bool u8_sum = c.input_dtype(si) == DType::u8 && c.has("quant_sum_scale") && c.f("quant_sum_scale") > 0;
+  if (!u8_sum) infer::expect_same_dtype(c, 1, si);
   const Shape& sum = c.input_shape(si);
   if (!sum.rank_known()) return;
   if (sum.rank() != out.rank()) c.error("Sum (input ", si, ") must have the output's shape ", out.str(), ", got ", sum.str());

@@ -76,6 +76,8 @@ struct QuantHints {
   std::vector<double> w_scales;
   float y_scale = 0;  // > 0: the output is u8 on this grid (runtime/int8_links.h), requantized by the primitive
   int32_t y_zp = 0;
+  float sum_scale = 0;  // > 0: the residual sum arrives u8 on this grid (a linked residual)
+  int32_t sum_zp = 0;
 };
 
 bool read_hints(const Node& n, QuantHints& h, std::string* reason) {
@@ -103,7 +105,17 @@ bool read_hints(const Node& n, QuantHints& h, std::string* reason) {
     h.y_zp = n.has_attr("quant_y_zero_point") ? int32_t(n.attr("quant_y_zero_point").i()) : 0;
     if (h.y_zp < 0 || h.y_zp > 255) throw Error(n.describe() + ": quant_y_zero_point must be in 0..255");
   }
+  if (n.has_attr("quant_sum_scale") && n.attr("quant_sum_scale").f() > 0) {
+    h.sum_scale = float(n.attr("quant_sum_scale").f());
+    h.sum_zp = n.has_attr("quant_sum_zero_point") ? int32_t(n.attr("quant_sum_zero_point").i()) : 0;
+    if (h.sum_zp < 0 || h.sum_zp > 255) throw Error(n.describe() + ": quant_sum_zero_point must be in 0..255");
+  }
   return true;
+}
+
+// A u8 residual dequantized into the f32 output, which the sum post-op then reads (scale 1).
+void dequantize_u8(const uint8_t* q, float* y, int64_t n, float scale, int32_t zp) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float(int32_t(q[i]) - zp) * scale;
 }
 
 // s8 weights: `w` (f32) viewed as [channels, inner] (channel_stride 1 and inner_stride `channels` when the
@@ -239,9 +251,19 @@ class Int8ConvKernel final : public Int8Kernel {
     nn::Activation act = nn::read_activation(attrs);
     has_sum_ = in.size() > 3 && in[3].present;
     bool has_bias = in.size() > 2 && in[2].present;
-    if (has_sum_ && q_.y_scale > 0) {
-      *reason = "a u8 output with a residual sum";
+    // The residual: f32 into an f32 output; u8 (a linked residual) into a u8 output, which the sum post-op reads
+    // on its own grid, or into an f32 output, dequantized there first.
+    sum_u8_ = has_sum_ && in[3].dtype == DType::u8;
+    if (sum_u8_ && !(q_.sum_scale > 0)) {
+      *reason = "a u8 residual sum without its grid (quant_sum_scale)";
       return false;
+    }
+    // An f32 residual into a u8 output (the residual has no grid of its own): the primitive writes f32 into a
+    // buffer of ours, quantized after as the reader would have quantized it.
+    if (has_sum_ && !sum_u8_ && q_.y_scale > 0) {
+      out_scale_ = q_.y_scale, out_zp_ = q_.y_zp;
+      q_.y_scale = 0, q_.y_zp = 0;
+      f32_out_.resize(size_t(shape_numel(y)));
     }
     size_t S = x.shape.size() - 2;
     ConvGeometry geo;  // logical (channels-first) dims: oneDNN's descriptors use them, the format tag says the layout
@@ -261,7 +283,8 @@ class Int8ConvKernel final : public Int8Kernel {
     for (int64_t c = 0; c < M; ++c) scales_[size_t(c)] = q_.x_scale * w_scales_[size_t(c)];
 
     dnnl::post_ops po;
-    if (has_sum_) po.append_sum(1.f);
+    if (sum_u8_ && q_.y_scale > 0) po.append_sum(q_.sum_scale, q_.sum_zp, memory::data_type::u8);
+    else if (has_sum_) po.append_sum(1.f);
     if (!append_activation(po, act)) return false;
     dnnl::primitive_attr pattr = quant_attr(po, 1);
     double flops = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(M, 1));
@@ -287,7 +310,11 @@ class Int8ConvKernel final : public Int8Kernel {
 
   void run(KernelContext& ctx) override {
     Tensor& y = ctx.output(0);
-    if (has_sum_ && ctx.input(3).raw() != y.raw()) std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
+    if (out_scale_ > 0) return run_f32_then_quantize(ctx);
+    if (sum_u8_ && !(q_.y_scale > 0))
+      dequantize_u8(ctx.input(3).data<uint8_t>(), y.data<float>(), y.numel(), q_.sum_scale, q_.sum_zp);
+    else if (has_sum_ && ctx.input(3).raw() != y.raw())
+      std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
     {
       ScopedThreads t(threads_);
       quantize_input(ctx.input(0));
@@ -296,8 +323,22 @@ class Int8ConvKernel final : public Int8Kernel {
     execute();
   }
 
+  void run_f32_then_quantize(KernelContext& ctx) {
+    Tensor& y = ctx.output(0);
+    std::memcpy(f32_out_.data(), ctx.input(3).raw(), f32_out_.size() * sizeof(float));
+    ScopedThreads t(threads_);
+    quantize_input(ctx.input(0));
+    bind(DNNL_ARG_DST, f32_out_.data());
+    execute();
+    quantize(f32_out_.data(), y.data<uint8_t>(), y.numel(), 1.f / out_scale_, out_zp_,
+             y.numel() * 4 < (int64_t(1) << 18) ? 1 : threads_);
+  }
+
  private:
-  bool has_sum_ = false;
+  bool has_sum_ = false, sum_u8_ = false;
+  float out_scale_ = 0;  // > 0: an f32 residual into a u8 output, quantized from f32_out_ on this grid
+  int32_t out_zp_ = 0;
+  std::vector<float> f32_out_;
 };
 
 class Int8MatMulKernel final : public Int8Kernel {
@@ -331,6 +372,10 @@ class Int8MatMulKernel final : public Int8Kernel {
     int64_t K = as.back(), N = y.back(), rows = 1;
     for (size_t d = 0; d + 1 < as.size(); ++d) rows *= as[d];
     Dims ad{rows, K}, bd{K, N}, yd{rows, N};
+    if (s.sum_input >= 0 && in[size_t(s.sum_input)].dtype != DType::f32) {
+      *reason = "a u8 residual sum (linked for convolutions only)";
+      return false;
+    }
     if (s.sum_input >= 0 && q_.y_scale > 0) {
       *reason = "a u8 output with a residual sum";
       return false;
