@@ -51,10 +51,10 @@ static_assert(sizeof(Header) == 64);
 
 struct SectionEntry {
   uint32_t kind;   // SectionKind
-  uint32_t flags;  // 0
+  uint32_t flags;  // 0, or kSectionStripedChecksum (checksum.h): which function made `checksum`
   uint64_t offset;  // a multiple of kAlign, after the table
   uint64_t size;
-  uint64_t checksum;  // checksum64 of the section's bytes
+  uint64_t checksum;  // section_checksum(flags, ...) of the section's bytes
   char name[32];      // the kind's name, NUL-padded (for people reading a hex dump)
 };
 static_assert(sizeof(SectionEntry) == 64);

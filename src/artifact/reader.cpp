@@ -131,14 +131,16 @@ class Reader {
       const char* name = section_name(SectionKind(e.kind));
       for (const SectionEntry& o : table_)
         if (&o != &e && o.kind == e.kind) fail("two ", name, " sections");
-      if (e.flags != 0) fail("section ", name, ": unknown flags");
+      if (e.flags & ~kSectionStripedChecksum) fail("section ", name, ": unknown flags");
       uint64_t end = 0;
       if (e.offset % kAlign != 0 || e.offset < table_end || __builtin_add_overflow(e.offset, e.size, &end) ||
           end > b_->size)
         fail("section ", name, " lies outside the file (offset ", e.offset, ", ", e.size, " bytes)");
       spans.push_back({e.offset, end});
       size_t i = size_t(&e - table_.data());
-      uint64_t sum = large_sums[i].valid() ? large_sums[i].get() : sums ? checksum64(b_->data + e.offset, e.size) : 0;
+      uint64_t sum = large_sums[i].valid() ? large_sums[i].get()
+                     : sums                  ? section_checksum(e.flags, b_->data + e.offset, e.size)
+                                             : 0;
       if (sums && sum != e.checksum) fail("section ", name, " is corrupt (checksum)");
       out.sections.push_back({name, e.offset, e.size, e.checksum});
     }
@@ -171,9 +173,11 @@ class Reader {
       if (e.size < kLargeSection || __builtin_add_overflow(e.offset, e.size, &end) || end > b_->size) continue;
       if (first) {  // (the first on this thread, when the others are collected)
         first = false;
-        out[i] = std::async(std::launch::deferred, [p = b_->data + e.offset, n = e.size] { return checksum64(p, n); });
+        out[i] = std::async(std::launch::deferred,
+                            [f = e.flags, p = b_->data + e.offset, n = e.size] { return section_checksum(f, p, n); });
       } else {
-        out[i] = std::async(std::launch::async, [p = b_->data + e.offset, n = e.size] { return checksum64(p, n); });
+        out[i] = std::async(std::launch::async,
+                            [f = e.flags, p = b_->data + e.offset, n = e.size] { return section_checksum(f, p, n); });
       }
     }
     return out;

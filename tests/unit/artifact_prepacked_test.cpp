@@ -76,7 +76,7 @@ artifact::SectionEntry* entry(std::string& b, artifact::SectionKind kind) {
 // After an edit of a section: its checksum, the table's and the header's again, so the edit itself is judged.
 void reseal(std::string& b, artifact::SectionKind kind) {
   artifact::SectionEntry* e = entry(b, kind);
-  e->checksum = artifact::checksum64(b.data() + e->offset, e->size);
+  e->checksum = artifact::section_checksum(e->flags, b.data() + e->offset, e->size);
   artifact::Header h;
   std::memcpy(&h, b.data(), sizeof h);
   h.table_checksum = artifact::checksum64(b.data() + sizeof h, h.section_count * sizeof(artifact::SectionEntry));

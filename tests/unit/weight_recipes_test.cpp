@@ -244,7 +244,7 @@ TEST(WeightRecipes, DamagedRecipesAreClearLoadErrors) {
       if (table[i].kind == uint32_t(artifact::SectionKind::weight_recipes)) {
         EXPECT_EQ(text.size(), table[i].size);
         std::memcpy(c.data() + table[i].offset, text.data(), text.size());
-        table[i].checksum = artifact::checksum64(text.data(), text.size());
+        table[i].checksum = artifact::section_checksum(table[i].flags, text.data(), text.size());
       }
     h.table_checksum = artifact::checksum64(table, h.section_count * sizeof(artifact::SectionEntry));
     h.header_checksum = artifact::checksum64(&h, offsetof(artifact::Header, header_checksum));
