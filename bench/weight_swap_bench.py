@@ -4,7 +4,9 @@
 
 `convnet` is an ONNX model (Conv + BatchNormalization blocks, a Gemm) built here: its swaps replace the
 initializers and run the passes again (BatchNorm folded into the new convolution weights). `resnet18` is
-torchvision's, through cuvil.compile: its swaps compile the module again with the new state_dict. For each,
+torchvision's, through cuvil.compile: its swaps replace the state_dict entries in the graph kept before the
+passes and run them again, natively (`--recompile`: the old path, compiling the module again, for comparison;
+`--model resnet18-both` runs both paths one after the other in one process). For each,
 `--threads` threads call the model for `--seconds` without swaps, then as long again while another thread swaps
 the weights every `--interval` seconds; the table gives the calls' p50/p99/max latency in each phase and the
 swaps' mean time (all of it off the request path: the callers never wait for a swap).
@@ -105,25 +107,29 @@ def measure(compiled, x, threads: int, seconds: float, swap_every: float | None,
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="all", choices=["convnet", "resnet18", "all"])
+    ap.add_argument("--model", default="all", choices=["convnet", "resnet18", "resnet18-both", "all"])
+    ap.add_argument("--recompile", action="store_true", help="PyTorch models swap by compiling again")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--interval", type=float, default=0.25, help="seconds between swaps")
     ap.add_argument("--nice", type=int, default=0, help="niceness of the swapping thread (0: the callers')")
     a = ap.parse_args()
-    names = ["convnet", "resnet18"] if a.model == "all" else [a.model]
-    print(f"{'model':<10} {'phase':<12} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'swaps':>6} "
+    names = ["convnet", "resnet18"] if a.model == "all" else \
+        ["resnet18", "resnet18:recompile"] if a.model == "resnet18-both" else [a.model]
+    print(f"{'model':<18} {'phase':<12} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'swaps':>6} "
           f"{'swap ms':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            compiled, x, sets = setup(name, tmp)
+            compiled, x, sets = setup(name.split(":")[0], tmp)
+            if compiled._weights_recipe is not None and (a.recompile or name.endswith(":recompile")):
+                compiled._weights_recipe.constants = None  # (the old path: capture and compile again)
             for _ in range(20):  # warm
                 compiled(x)
             compiled.update_weights(sets[1])  # the first swap prepares as many executors as the threads will use
             for phase, every in (("no swaps", None), ("swapping", a.interval)):
                 lat, sw = measure(compiled, x, a.threads, a.seconds, every, sets, a.nice)
                 swap = f"{sw.mean():8.1f}" if len(sw) else f"{'-':>8}"
-                print(f"{name:<10} {phase:<12} {len(lat):>6} {np.percentile(lat, 50):8.2f} "
+                print(f"{name:<18} {phase:<12} {len(lat):>6} {np.percentile(lat, 50):8.2f} "
                       f"{np.percentile(lat, 99):8.2f} {lat.max():8.2f} {len(sw):>6} {swap}")
 
 

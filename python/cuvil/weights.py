@@ -65,7 +65,10 @@ class TorchRecipe:
         # In place: state_dict key -> the name of its constant in the graph the engine kept (frontend/state.py);
         # None: updates compile again, for the reason `why` says.
         constants = getattr(compiled, "_state_map", None)
-        self.why = getattr(compiled, "_state_problem", "the module was not compiled by this process")
+        self.why = getattr(compiled, "_state_problem", "it was loaded from the compiled-model cache, whose "
+                           "artifact keeps no graph before the passes (the next updates replace constants)")
+        if settings.get("precision") in ("int8", "auto"):  # (its scales come from calibrating these weights)
+            self.why = f"precision {settings['precision']!r} calibrates on the weights"
         self.constants = constants if constants is not None and self.why is None else None
         # Keys naming one tensor (tied weights): an update of one is an update of all, as load_state_dict does.
         groups: dict = {}
@@ -119,6 +122,10 @@ class TorchRecipe:
         version = compiled._model.adopt(fresh._model)
         self.base = merged
         self.stamps = {k: _stamp(v) for k, v in merged.items()}
+        if getattr(fresh, "_state_problem", "") is None and self.settings.get("precision") not in ("int8", "auto"):
+            # (a model-cache hit: the engine now holds the new compile's graph before the passes, so the next
+            # updates replace constants there)
+            self.constants, self.why = fresh._state_map, None
         return version
 
 

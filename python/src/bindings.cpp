@@ -371,7 +371,7 @@ class Model {
           std::memcpy(b.raw(), t.raw(), t.nbytes());
           t = b;
         }
-    if (onnx_path_.empty() && recipes_) {  // an artifact's folded weights, by their original names
+    if (onnx_path_.empty() && recipes_ && !source_) {  // an artifact's folded weights, by their original names
       auto next = std::make_shared<WeightRecipes>();
       auto derived = translate_updates(*graph(), *recipes_, ts, strict, next.get());
       uint64_t id = versions_->swap(with_weights(*graph(), derived, false));
@@ -407,11 +407,20 @@ class Model {
   }
   // Publishes `other`'s graph (the same model recompiled with other weights: cuvil.compile'd torch modules) as
   // this model's next weights version. Returns its id.
+  // Its graph before the passes comes along (null when it kept none): later updates replace constants there.
   uint64_t adopt(Model& other) {
     std::shared_ptr<const Graph> g = other.graph();
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> one_swap(swap_mu_);
-    return versions_->swap(std::move(g));
+    std::shared_ptr<const Graph> source;
+    {
+      std::lock_guard<std::mutex> theirs(other.swap_mu_);
+      source = other.source_;
+    }
+    uint64_t id = versions_->swap(std::move(g));
+    source_ = std::move(source);
+    recipes_.reset();  // (a loaded artifact's folds read the weights it was saved with)
+    return id;
   }
   uint64_t weights_version() const { return versions_->current_id(); }
   // (name, type, required by a strict update) of each weight update_weights takes.
@@ -443,7 +452,7 @@ class Model {
       // The folds the passes made, so that the artifact updates by original names: kept from a loaded artifact,
       // found from the ONNX file (with the updates so far) for an ONNX model.
       std::lock_guard<std::mutex> one_swap(swap_mu_);
-      if (recipes_) {
+      if (recipes_ && !source_) {
         in.recipes = recipes_;
       } else if (!onnx_path_.empty()) {
         try {

@@ -271,3 +271,25 @@ def test_swap_releases_the_gil():
     gaps = np.diff([start] + during + [end])
     # Were the GIL held through the native work (folding, packing), the counting thread would not run in it.
     assert len(during) > 0 and gaps.max() < 0.5 * (end - start), (len(during), gaps.max(), end - start)
+
+
+def test_loaded_artifact_recompiles_once_then_updates_in_place(tmp_path, monkeypatch, capfd):
+    """A model-cache hit is a loaded artifact, which keeps no graph before the passes: its first update compiles
+    the module again (logged), and the engine takes that compile's graph, so the next ones are in place."""
+    from cuvil.frontend.capture import _recompilable
+    monkeypatch.setenv("CUVIL_LOG", "weights")
+    x = torch.randn(2, 3, 8, 8)
+    m = _small()
+    cuvil.compile(m, (x,), cache=False).save(str(tmp_path / "m.cuv"))
+    hit = _recompilable(cuvil.load(str(tmp_path / "m.cuv")), m, (x,), {},  # (as capture.compile does for hits)
+                        dict(dynamic_shapes=None, capture="auto", precision="fp32", device="cpu", threads=None))
+    assert not _in_place(hit)
+    for seed, expect_log in ((1, True), (2, False)):
+        new = _perturbed(m.state_dict(), seed)
+        hit.update_weights(new)
+        logged = "compiles the module again" in capfd.readouterr().err
+        assert logged == expect_log
+        ref = _small()
+        ref.load_state_dict(new)
+        assert _equal(hit(x), cuvil.compile(ref, (x,), cache=False)(x))
+    assert _in_place(hit)
