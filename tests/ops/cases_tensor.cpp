@@ -63,6 +63,10 @@ void transpose_cases(Cases& cs) {
                      T{{5, 3, 2, 58}, {0, 1, 3, 2}, "shuffle of 2 groups"},
                      T{{1, 2, 37}, {0, 2, 1}, "two planes, odd"}, T{{2, 32}, {1, 0}, "two planes, whole blocks"},
                      T{{1, 28, 28, 2, 116}, {0, 1, 2, 4, 3}, "shuffle, large"},
+                     // An image's 3 planes into rows of 3 (interleave3): tiles the blocks cover whole, then an odd
+                     // remainder after the blocks.
+                     T{{1, 3, 224, 224}, {0, 2, 3, 1}, "RGB image to NHWC"},
+                     T{{2, 3, 19, 23}, {0, 2, 3, 1}, "three planes, odd"},
                      // Outputs of 16 MB and more stream whole 16 x 16 blocks: aligned rows, no aligned row, back.
                      T{{1, 64, 256, 257}, {0, 2, 3, 1}, "streamed, aligned"},
                      T{{1, 65, 256, 253}, {0, 2, 3, 1}, "streamed, unaligned"},
