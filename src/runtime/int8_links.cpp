@@ -78,7 +78,25 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
     // then reads it on that grid). At least one X reader: a value read only as a sum has no calibrated grid.
     bool ok = true;
     Link l;
+    // A MaxPool reading v passes it on: its readers count as v's (max commutes with quantization, so pooling
+    // the u8 values gives the quantized pooled values; the pool runs u8, kernels/onednn/pool.cpp).
+    std::vector<std::pair<Node*, size_t>> readers;
     for (auto [c, k] : it->second) {
+      if (c->op() != OpKind::MaxPool) {
+        readers.push_back({c, k});
+        continue;
+      }
+      const Value* pooled = c->num_outputs() == 1 ? c->output(0) : nullptr;
+      auto pu = pooled ? uses.find(pooled) : uses.end();
+      ok = pooled && !blocked.count(pooled) && pu != uses.end() && !pu->second.empty();
+      if (!ok) break;
+      for (auto [r, rk] : pu->second) {
+        ok = ok && rk == 0 && r->op() != OpKind::MaxPool;  // (X readers only, checked below)
+        readers.push_back({r, rk});
+      }
+    }
+    for (auto [c, k] : readers) {
+      if (!ok) break;
       bool as_x = k == 0, as_sum = k == 3 && c->op() == OpKind::FusedConv;
       ok = (as_x || as_sum) && static_int8_layer(*c);
       for (size_t j = 0; ok && j < c->num_inputs(); ++j) ok = j == k || c->input(j) != v;

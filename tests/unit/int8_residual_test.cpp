@@ -218,4 +218,40 @@ TEST(Int8Residual, SumOnlyValueStaysF32) {
   expect_same(ex.run(in)[0], unlinked.run(in)[0]);
 }
 
+// A MaxPool between int8 layers (the ResNet stem) passes u8 through: the stem writes u8 on its readers' grid and
+// the pool runs on u8, bit-identical to pooling f32 and quantizing (max commutes with the monotone quantization).
+TEST(Int8Residual, MaxPoolPassesU8) {
+  for (int64_t zp : {int64_t(0), int64_t(77)}) {
+    SCOPED_TRACE(zp);
+    auto g = std::make_shared<Graph>();
+    Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 12, 13, 8})});
+    Value* w1 = g->add_constant("w1", random_tensor({16, 8, 3, 3}, 1, -.3f, .3f));
+    Value* w2 = g->add_constant("w2", random_tensor({16, 16, 1, 1}, 2, -.3f, .3f));
+    Value* w3 = g->add_constant("w3", random_tensor({16, 16, 1, 1}, 3, -.3f, .3f));
+    Value* h = g->add_node(OpKind::FusedConv, {x, w1}, {"h"}, conv(2.f / 255, 128, zp ? nullptr : "Relu"))->output(0);
+    AttrMap pool{{"kernel_shape", Attribute(Ints{3, 3})}, {"strides", Attribute(Ints{2, 2})},
+                 {"pads", Attribute(Ints{1, 1, 1, 1})}, {"channels_last", Attribute(int64_t(1))}};
+    Value* p = g->add_node(OpKind::MaxPool, {h}, {"p"}, pool)->output(0);
+    Value* a = g->add_node(OpKind::FusedConv, {p, w2}, {"a"}, conv(3.f / 255, zp, "Relu", false))->output(0);
+    Value* y = g->add_node(OpKind::FusedConv, {p, w3, nullptr, a}, {"y"}, conv(3.f / 255, zp, "Relu", false))->output(0);
+    g->add_output(y);
+    infer_shapes(*g);
+    verify(*g);
+    ExecutorOptions o = int8_options();  // (y, the final layer, int8 too: it reads the pooled u8 as X)
+    Executor ex(g, o);
+    EXPECT_EQ(count_int8_links(ex.graph()), 1);  // h (through the pool); a is read only as y's sum
+    EXPECT_EQ(ex.graph().nodes()[1]->output(0)->dtype(), DType::u8);
+    if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI";
+    std::vector<Tensor> in{random_tensor({1, 12, 13, 8}, 9)};
+    setenv("CUVIL_INT8_LINKS", "0", 1);
+    Executor unlinked(g, o);
+    unsetenv("CUVIL_INT8_LINKS");
+    expect_same(ex.run(in)[0], unlinked.run(in)[0]);
+    // and on the reference kernels (the pool there takes u8 too)
+    ExecutorOptions r = o;
+    r.kernels.reference_ops = {OpKind::MaxPool};
+    expect_same(Executor(g, r).run(in)[0], unlinked.run(in)[0]);
+  }
+}
+
 }  // namespace

@@ -260,10 +260,14 @@ class Int8ConvKernel final : public Int8Kernel {
     }
     // An f32 residual into a u8 output (the residual has no grid of its own): the primitive writes f32 into a
     // buffer of ours, quantized after as the reader would have quantized it.
+    // With no activation or Relu, the sum and activation move into that pass (one pass over the output, no copy
+    // of the residual first): the same float operations, in the same order, as the sum post-op.
     if (has_sum_ && !sum_u8_ && q_.y_scale > 0) {
       out_scale_ = q_.y_scale, out_zp_ = q_.y_zp;
       q_.y_scale = 0, q_.y_zp = 0;
       f32_out_.resize(size_t(shape_numel(y)));
+      add_after_ = act.kind == nn::Act::None || act.kind == nn::Act::Relu;
+      relu_after_ = act.kind == nn::Act::Relu;
     }
     size_t S = x.shape.size() - 2;
     ConvGeometry geo;  // logical (channels-first) dims: oneDNN's descriptors use them, the format tag says the layout
@@ -284,8 +288,8 @@ class Int8ConvKernel final : public Int8Kernel {
 
     dnnl::post_ops po;
     if (sum_u8_ && q_.y_scale > 0) po.append_sum(q_.sum_scale, q_.sum_zp, memory::data_type::u8);
-    else if (has_sum_) po.append_sum(1.f);
-    if (!append_activation(po, act)) return false;
+    else if (has_sum_ && !add_after_) po.append_sum(1.f);
+    if (!add_after_ && !append_activation(po, act)) return false;
     dnnl::primitive_attr pattr = quant_attr(po, 1);
     double flops = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(M, 1));
     if (flops < kSingleThreadFlops) threads_ = 1;
@@ -325,13 +329,28 @@ class Int8ConvKernel final : public Int8Kernel {
 
   void run_f32_then_quantize(KernelContext& ctx) {
     Tensor& y = ctx.output(0);
-    std::memcpy(f32_out_.data(), ctx.input(3).raw(), f32_out_.size() * sizeof(float));
+    if (!add_after_) std::memcpy(f32_out_.data(), ctx.input(3).raw(), f32_out_.size() * sizeof(float));
     ScopedThreads t(threads_);
     quantize_input(ctx.input(0));
     bind(DNNL_ARG_DST, f32_out_.data());
     execute();
-    quantize(f32_out_.data(), y.data<uint8_t>(), y.numel(), 1.f / out_scale_, out_zp_,
-             y.numel() * 4 < (int64_t(1) << 18) ? 1 : threads_);
+    float inv = 1.f / out_scale_;
+    if (!add_after_)
+      return quantize(f32_out_.data(), y.data<uint8_t>(), y.numel(), inv, out_zp_,
+                      y.numel() * 4 < (int64_t(1) << 18) ? 1 : threads_);
+    // In blocks that stay in L1: conv + sum, Relu, then the quantization pass's own code.
+    const float* sum = ctx.input(3).data<float>();
+    float* acc = f32_out_.data();
+    uint8_t* q = y.data<uint8_t>();
+    constexpr int64_t kBlock = 2048;
+    for (int64_t b = 0, n = y.numel(); b < n; b += kBlock) {
+      int64_t e = std::min(n, b + kBlock);
+      for (int64_t i = b; i < e; ++i) {
+        float v = acc[i] + sum[i];
+        acc[i] = relu_after_ ? (v > 0.f ? v : 0.f) : v;
+      }
+      quantize_range(acc + b, q + b, e - b, inv, out_zp_);
+    }
   }
 
  private:
@@ -339,6 +358,7 @@ class Int8ConvKernel final : public Int8Kernel {
   float out_scale_ = 0;  // > 0: an f32 residual into a u8 output, quantized from f32_out_ on this grid
   int32_t out_zp_ = 0;
   std::vector<float> f32_out_;
+  bool add_after_ = false, relu_after_ = false;  // the sum (and Relu) added in the quantizing pass
 };
 
 class Int8MatMulKernel final : public Int8Kernel {

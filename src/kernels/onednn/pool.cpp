@@ -17,7 +17,11 @@ class PoolKernel final : public PrimitiveKernel {
     AttrReader attrs(n);
     memory::data_type dt;
     const auto& xs = in[0].shape;
-    if (!to_onednn_type(in[0].dtype, &dt) || xs.size() < 3 || xs.size() > 5 || n.num_outputs() != 1) return false;
+    // u8: a MaxPool between int8 layers (runtime/int8_links.h); max commutes with the monotone quantization.
+    u8_ = in[0].dtype == DType::u8 && n.op() == OpKind::MaxPool;
+    if (u8_) dt = memory::data_type::u8;
+    else if (!to_onednn_type(in[0].dtype, &dt)) return false;
+    if (xs.size() < 3 || xs.size() > 5 || n.num_outputs() != 1) return false;
     bool cl = attrs.i("channels_last") != 0;
     size_t S = xs.size() - 2;
     Dims xd = cl ? Dims(layout::to_channels_first(xs)) : Dims(xs.begin(), xs.end());
@@ -81,7 +85,7 @@ class PoolKernel final : public PrimitiveKernel {
     // oneDNN's max drops NaN (an ordered compare keeps the other operand); the reference propagates it, as
     // PyTorch does. The price on inputs without NaN is one more vectorized read of the input.
     const Tensor& x = ctx.input(0);
-    if (max_ && cpu::any_nan(x.data<float>(), x.numel())) {
+    if (max_ && !u8_ && cpu::any_nan(x.data<float>(), x.numel())) {
       ref_kernel(ctx.node().op())(ctx);
       return;
     }
@@ -91,7 +95,7 @@ class PoolKernel final : public PrimitiveKernel {
   }
 
  private:
-  bool max_ = false;
+  bool max_ = false, u8_ = false;
 };
 
 }  // namespace
