@@ -293,3 +293,33 @@ def test_loaded_artifact_recompiles_once_then_updates_in_place(tmp_path, monkeyp
         ref.load_state_dict(new)
         assert _equal(hit(x), cuvil.compile(ref, (x,), cache=False)(x))
     assert _in_place(hit)
+
+
+def test_values_read_while_converting_mean_recompiling(monkeypatch, capfd):
+    """repeat_interleave's converter reads its repeats (a buffer here) at compile time: those values are baked
+    into the graph, so updates compile again, say why under CUVIL_LOG=weights, and still give the right result."""
+
+    class Repeat(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.register_buffer("reps", torch.tensor([1, 2]))
+
+        def forward(self, x):
+            return torch.repeat_interleave(self.fc(x), self.reps, dim=0)
+
+    monkeypatch.setenv("CUVIL_LOG", "weights")
+    torch.manual_seed(0)
+    m = Repeat().eval()
+    x = torch.randn(2, 4)
+    compiled = cuvil.compile(m, (x,), cache=False)
+    assert not _in_place(compiled)
+    assert "'reps'" in compiled._weights_recipe.why
+    sd = {k: v.clone() for k, v in m.state_dict().items()}
+    sd["reps"] = torch.tensor([2, 1])
+    sd["fc.bias"] += 1
+    compiled.update_weights(sd)
+    assert "compiles the module again: the conversion read the values of 'reps'" in capfd.readouterr().err
+    m.load_state_dict(sd)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), m(x))
