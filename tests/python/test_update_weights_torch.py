@@ -333,3 +333,18 @@ def test_values_read_while_converting_mean_recompiling(monkeypatch, capfd):
     m.load_state_dict(sd)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), m(x))
+
+
+def test_exported_program_updates_by_state_dict_names():
+    x = torch.randn(2, 3, 8, 8)
+    m = _small()
+    compiled = cuvil.compile(torch.export.export(m, (x,)))
+    assert _in_place(compiled)
+    assert set(compiled.weight_names()) == set(m.state_dict())
+    new = _perturbed(m.state_dict(), 11)
+    assert compiled.update_weights(new) == 2
+    ref = _small()
+    ref.load_state_dict(new)
+    assert _equal(compiled(x), cuvil.compile(torch.export.export(ref, (x,)))(x))
+    with pytest.raises(cuvil.InputError, match="missing"):
+        compiled.update_weights({"fc.bias": new["fc.bias"]})
