@@ -55,11 +55,12 @@ class TorchRecipe:
     copied; their identity and version counter are recorded, so weights changed in place since the compile are
     noticed), after an update the merged set."""
 
-    def __init__(self, model, args: tuple, kwargs: dict, settings: dict, compile_fn: Callable, compiled=None):
-        self.model = model
+    def __init__(self, model, args: tuple, kwargs: dict, settings: dict, compile_fn: Callable, compiled=None,
+                 state: Mapping = None):
+        self.model = model  # None: an ExportedProgram's (`state`: its state_dict), updated in place only
         self.args, self.kwargs, self.settings = args, kwargs, settings
         self.compile_fn = compile_fn
-        self.base = dict(model.state_dict())
+        self.base = dict(model.state_dict() if state is None else state)
         self.stamps = {k: _stamp(v) for k, v in self.base.items()}
         self.lock = threading.Lock()  # one update at a time: each builds on the last one's weights
         # In place: state_dict key -> the name of its constant in the graph the engine kept (frontend/state.py);
@@ -111,6 +112,8 @@ class TorchRecipe:
             raise InputError("weights not updated: " + "; ".join(problems[:8]))
         if self.constants is not None:
             return self._replace(compiled, given)
+        if self.model is None:  # (an ExportedProgram: no module to compile again)
+            raise InputError(f"weights not updated: {self.why}")
         if not self.logged:
             from .frontend.state import log_weights
             log_weights(f"update_weights compiles the module again: {self.why}")

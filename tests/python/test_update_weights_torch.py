@@ -6,7 +6,8 @@ For torchvision's ResNet-18 and MobileNetV2 with trained-like BatchNorm statisti
 (TorchScript) and a small BERT (torch.export), update_weights with a perturbed state_dict gives outputs bit for
 bit those of a fresh cuvil.compile of the updated module, through the in-place path (not a recompile). Errors:
 strict with a missing entry, unknown names, wrong shapes and dtypes, all reported at once, nothing changed.
-Calls from threads during swaps each match exactly one version; another Python thread runs during a swap.
+8 threads calling during 100 in-place swaps each get, bit for bit, the output of exactly the version they report;
+another Python thread runs during the native part of a swap. Values a converter reads make updates recompile.
 """
 import threading
 import time
@@ -193,39 +194,48 @@ def test_tied_entries_update_together():
 
 
 def test_calls_during_swaps_match_one_version():
+    """8 threads call the module while its weights are swapped in place 100 times: every output is, bit for bit,
+    the output of a fresh compile of exactly the weights set its reported version was built from."""
     x = torch.randn(4, 3, 8, 8)
     m = _small()
-    compiled = cuvil.compile(m, (x,), cache=False)
-    states = [m.state_dict()] + [_perturbed(m.state_dict(), s) for s in range(1, 6)]
-    refs = {}
-    for v, s in enumerate(states, start=1):  # the reference output of each version, from eager PyTorch
+    sets = [m.state_dict()] + [_perturbed(m.state_dict(), s) for s in range(1, 4)]
+    refs = []
+    for s in sets:
         ref = _small()
         ref.load_state_dict(s)
-        with torch.no_grad():
-            refs[v] = ref(x)
-    stop, seen, bad = threading.Event(), set(), []
+        refs.append(cuvil.compile(ref, (x,), cache=False, threads=1)(x))
+    compiled = cuvil.compile(m, (x,), cache=False, threads=1)
+    assert _in_place(compiled)
+    set_of, lock, stop = {1: 0}, threading.Lock(), threading.Event()
+    failures, seen = [], set()
 
     def call():
         while not stop.is_set():
             out, v = compiled.call_with_version(x)
-            seen.add(v)
-            if not torch.allclose(out, refs[v], rtol=1e-4, atol=1e-5) or \
-                    any(torch.allclose(out, refs[u], rtol=1e-4, atol=1e-5) for u in refs if u != v):
-                bad.append(v)
+            with lock:
+                k = set_of[v]
+                seen.add(v)
+            matches = [i for i, r in enumerate(refs) if _equal(out, r)]
+            if matches != [k]:
+                failures.append(f"version {v}: output matches sets {matches}, expected [{k}]")
+                return
 
-    threads = [threading.Thread(target=call) for _ in range(4)]
+    threads = [threading.Thread(target=call) for _ in range(8)]
     for t in threads:
         t.start()
     try:
-        for v, s in enumerate(states[1:], start=2):
-            assert compiled.update_weights(s) == v
-            time.sleep(0.01)
+        for n in range(100):
+            k = (n + 1) % len(sets)
+            with lock:  # (registered before any call can see the version)
+                version = compiled.weights_version + 1
+                set_of[version] = k
+            assert compiled.update_weights(sets[k]) == version
     finally:
         stop.set()
         for t in threads:
             t.join()
-    assert not bad
-    assert len(seen) >= 2
+    assert not failures, failures[:3]
+    assert compiled.weights_version == 101 and len(seen) >= 2
 
 
 class _Timed:
@@ -323,3 +333,18 @@ def test_values_read_while_converting_mean_recompiling(monkeypatch, capfd):
     m.load_state_dict(sd)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), m(x))
+
+
+def test_exported_program_updates_by_state_dict_names():
+    x = torch.randn(2, 3, 8, 8)
+    m = _small()
+    compiled = cuvil.compile(torch.export.export(m, (x,)))
+    assert _in_place(compiled)
+    assert set(compiled.weight_names()) == set(m.state_dict())
+    new = _perturbed(m.state_dict(), 11)
+    assert compiled.update_weights(new) == 2
+    ref = _small()
+    ref.load_state_dict(new)
+    assert _equal(compiled(x), cuvil.compile(torch.export.export(ref, (x,)))(x))
+    with pytest.raises(cuvil.InputError, match="missing"):
+        compiled.update_weights({"fc.bias": new["fc.bias"]})

@@ -192,9 +192,13 @@ def compile(model=None, args=None, kwargs: Optional[dict] = None, *, dynamic_sha
     if isinstance(model, torch.export.ExportedProgram):
         if capture == "torchscript":
             raise ValueError("an ExportedProgram can only be compiled with capture='export'")
-        compiled = export_frontend.convert_program(export_frontend.functionalize(model), threads=threads,
-                                                   precision=precision)
+        ep = export_frontend.functionalize(model)
+        compiled = export_frontend.convert_program(ep, threads=threads, precision=precision,
+                                                   state_keys=list(ep.state_dict))
         compiled._model.prepare_static()
+        if compiled._state_map is not None and compiled._state_problem is None:  # (by its state_dict's names)
+            compiled._weights_recipe = TorchRecipe(None, (), {}, dict(settings, cache=False), compile, compiled,
+                                                   state=ep.state_dict)
         return compiled
     if not (isinstance(model, torch.nn.Module) or callable(model)):
         raise TypeError(f"model must be a torch.nn.Module, a function or an ExportedProgram, got "
