@@ -216,6 +216,32 @@ TEST(CpuGemm, MatrixProductNodesMatchReference) {
                                 {{"transB", Attribute(int64_t(1))}}, "Gemm one row transB bias");
 }
 
+// A squeeze-excitation block's layers after its global pool: convolutions over one pixel, as one-row products.
+TEST(CpuGemm, OnePixelConvolutionsRunAsProducts) {
+  using Floats = std::vector<double>;
+  expect_gemm_matches_reference(OpKind::FusedConv,
+                                {input(random_tensor({1, 37, 1, 1}, 21)), constant(random_tensor({19, 37, 1, 1}, 22)),
+                                 constant(random_tensor({19}, 23))},
+                                {{"activation", Attribute(std::string("HardSigmoid"))},
+                                 {"activation_params", Attribute(Floats{0.2, 0.5})}},
+                                "one pixel, bias, HardSigmoid");
+  expect_gemm_matches_reference(OpKind::FusedConv,
+                                {input(random_tensor({1, 1, 1, 70}, 24)), constant(random_tensor({33, 70, 1, 1}, 25)),
+                                 constant(random_tensor({33}, 26)), input(random_tensor({1, 1, 1, 33}, 27))},
+                                {{"channels_last", Attribute(int64_t(1))}, {"activation", Attribute(std::string("Relu"))}},
+                                "one pixel, channels last, residual, Relu");
+  expect_gemm_matches_reference(OpKind::FusedConv,
+                                {input(random_tensor({1, 5, 1}, 28)), constant(random_tensor({3, 5, 1}, 29))}, {},
+                                "one pixel, 1-D, no bias");
+  // Padding makes the output larger than a pixel; a batch of two is two rows (oneDNN's)
+  OneOp padded = build_op(OpKind::FusedConv,
+                          {input(random_tensor({1, 8, 1, 1}, 30)), constant(random_tensor({4, 8, 1, 1}, 31))},
+                          {{"pads", Attribute(Ints{1, 1, 1, 1})}});
+  OneOp batch2 = build_op(OpKind::FusedConv,
+                          {input(random_tensor({2, 8, 1, 1}, 32)), constant(random_tensor({4, 8, 1, 1}, 33))});
+  for (OneOp* one : {&padded, &batch2}) expect_fast_matches_reference(*one, "onednn:", 1e-4, 1e-5);
+}
+
 TEST(CpuGemm, FewRowsAndOtherProductsStayWithOneDnn) {
   OneOp few = build_op(OpKind::MatMul, {input(random_tensor({15, 8}, 1)), constant(random_tensor({8, 4}, 2))});
   OneOp batched_b = build_op(OpKind::MatMul, {input(random_tensor({2, 16, 8}, 3)), constant(random_tensor({2, 8, 4}, 4))});
