@@ -90,7 +90,9 @@ py::dtype numpy_dtype(DType t) {
     case DType::bf16: return py::dtype("uint16");
     case DType::u32: return py::dtype("uint32");
     case DType::u64: return py::dtype("uint64");
+    default: break;
   }
+  if (is_low_precision(t)) return py::dtype("uint8");  // the codes, one per byte (ir/low_precision.h)
   throw InternalError("internal error: no NumPy dtype");
 }
 
@@ -769,10 +771,14 @@ class Model {
     return o;
   }
 
-  // bf16 when graph input i is bf16 and the array holds its bits as uint16.
+  // bf16 when graph input i is bf16 and the array holds its bits as uint16; a low-precision type (float8, int4,
+  // ...) when the input has it and the array holds its codes as uint8.
   static std::optional<DType> bf16_bits(const Graph& g, size_t i, const py::array& a) {
     if (i < g.inputs().size() && g.inputs()[i]->dtype() == DType::bf16 && dtype_from_numpy(a.dtype()) == DType::u16)
       return DType::bf16;
+    if (i < g.inputs().size() && is_low_precision(g.inputs()[i]->dtype()) &&
+        dtype_from_numpy(a.dtype()) == DType::u8)
+      return g.inputs()[i]->dtype();
     return std::nullopt;
   }
   // Contiguous views (a strided input is copied here, with the GIL held).

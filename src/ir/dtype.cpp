@@ -9,6 +9,11 @@ std::string_view dtype_name(DType t) {
     return s;
     CUVIL_DTYPES(CUVIL_X)
 #undef CUVIL_X
+#define CUVIL_X(e, s, o) \
+  case DType::e:         \
+    return s;
+    CUVIL_LOW_PRECISION_DTYPES(CUVIL_X)
+#undef CUVIL_X
   }
   return "?";
 }
@@ -18,10 +23,15 @@ std::optional<DType> dtype_from_name(std::string_view s) {
   if (s == str) return DType::e;
   CUVIL_DTYPES(CUVIL_X)
 #undef CUVIL_X
+#define CUVIL_X(e, str, o) \
+  if (s == str) return DType::e;
+  CUVIL_LOW_PRECISION_DTYPES(CUVIL_X)
+#undef CUVIL_X
   return std::nullopt;
 }
 
 size_t dtype_size(DType t) {
+  if (is_low_precision(t)) return 1;  // one code per byte, sub-byte types unpacked
   return visit_dtype(t, []<class T>() { return sizeof(T); });
 }
 
@@ -32,6 +42,11 @@ int dtype_onnx_id(DType t) {
     return o;
     CUVIL_DTYPES(CUVIL_X)
 #undef CUVIL_X
+#define CUVIL_X(e, s, o) \
+  case DType::e:         \
+    return o;
+    CUVIL_LOW_PRECISION_DTYPES(CUVIL_X)
+#undef CUVIL_X
   }
   return 0;
 }
@@ -41,13 +56,33 @@ std::optional<DType> dtype_from_onnx_id(int id) {
   if (id == o) return DType::e;
   CUVIL_DTYPES(CUVIL_X)
 #undef CUVIL_X
+#define CUVIL_X(e, s, o) \
+  if (id == o) return DType::e;
+  CUVIL_LOW_PRECISION_DTYPES(CUVIL_X)
+#undef CUVIL_X
   return std::nullopt;
 }
 
 bool is_float(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16; }
-bool is_integer(DType t) { return !is_float(t) && t != DType::boolean; }
+bool is_integer(DType t) { return !is_float(t) && t != DType::boolean && !is_low_precision(t); }
 bool is_signed(DType t) {
   return is_float(t) || t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64;
+}
+
+bool is_low_precision(DType t) {
+  switch (t) {
+#define CUVIL_X(e, s, o) case DType::e:
+    CUVIL_LOW_PRECISION_DTYPES(CUVIL_X)
+#undef CUVIL_X
+    return true;
+    default: return false;
+  }
+}
+
+void fail_low_precision(DType t) {
+  fail("element type ", dtype_name(t),
+       " is a storage type: only Cast, CastLike, QuantizeLinear and DequantizeLinear (and moves of whole values) "
+       "take it");
 }
 
 }  // namespace cuvil

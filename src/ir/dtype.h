@@ -28,9 +28,27 @@ namespace cuvil {
   X(u64, uint64_t, "u64", 13)    \
   X(bf16, bf16_t, "bf16", 16)
 
+// Low-precision element types (low_precision.h): stored one code per byte, never computed in. Only conversions
+// (Cast, CastLike, QuantizeLinear, DequantizeLinear, Identity-like moves) take them; visit_dtype refuses them with
+// a clear error, so every other kernel reports the dtype instead of misreading it.
+//                          enum         text          ONNX id
+#define CUVIL_LOW_PRECISION_DTYPES(X) \
+  X(f8e4m3fn, "f8e4m3fn", 17)         \
+  X(f8e4m3fnuz, "f8e4m3fnuz", 18)     \
+  X(f8e5m2, "f8e5m2", 19)             \
+  X(f8e5m2fnuz, "f8e5m2fnuz", 20)     \
+  X(u4, "u4", 21)                     \
+  X(i4, "i4", 22)                     \
+  X(f4e2m1, "f4e2m1", 23)             \
+  X(u2, "u2", 25)                     \
+  X(i2, "i2", 26)
+
 enum class DType : uint8_t {
 #define CUVIL_X(e, t, s, o) e,
   CUVIL_DTYPES(CUVIL_X)
+#undef CUVIL_X
+#define CUVIL_X(e, s, o) e,
+  CUVIL_LOW_PRECISION_DTYPES(CUVIL_X)
 #undef CUVIL_X
 };
 
@@ -46,8 +64,10 @@ size_t dtype_size(DType t);
 int dtype_onnx_id(DType t);
 std::optional<DType> dtype_from_onnx_id(int id);
 bool is_float(DType t);     // f16, bf16, f32, f64
-bool is_integer(DType t);   // signed or unsigned integers, not bool
-bool is_signed(DType t);    // floats and signed integers
+bool is_integer(DType t);   // signed or unsigned integers, not bool (nor the low-precision ones)
+bool is_signed(DType t);    // floats and signed integers (of the computing dtypes)
+bool is_low_precision(DType t);  // one of CUVIL_LOW_PRECISION_DTYPES
+[[noreturn]] void fail_low_precision(DType t);
 
 template <class T> struct dtype_of;
 #define CUVIL_X(e, t, s, o) \
@@ -74,6 +94,10 @@ decltype(auto) visit_dtype(DType t, Fn&& fn) {
     return fn.template operator()<ty>();
     CUVIL_DTYPES(CUVIL_X)
 #undef CUVIL_X
+#define CUVIL_X(e, s, o) case DType::e:
+    CUVIL_LOW_PRECISION_DTYPES(CUVIL_X)
+#undef CUVIL_X
+    fail_low_precision(t);
   }
   fail_internal("bad dtype ", int(t));
 }

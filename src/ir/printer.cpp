@@ -63,6 +63,7 @@ std::string hex_bytes(const Tensor& t) {
 
 bool inline_printable(const Tensor& t) {
   if (t.numel() > kMaxInlineElements) return false;
+  if (is_low_precision(t.dtype())) return false;  // codes, not values: printed as their bytes
   if (is_float(t.dtype()))
     for (int64_t i = 0; i < t.numel(); ++i)
       if (std::isnan(t.get_f64(i))) return false;  // NaN payloads only survive as bytes

@@ -1,5 +1,9 @@
 #include "ir/tensor.h"
 
+#include <cmath>
+
+#include "ir/low_precision.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -61,10 +65,15 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 }
 
 double Tensor::get_f64(int64_t i) const {
+  if (is_low_precision(dtype_)) return low_precision_decode(dtype_, static_cast<const uint8_t*>(data_)[i]);
   return visit_dtype(dtype_, [&]<class T>() { return double(compute_t<T>(static_cast<const T*>(data_)[i])); });
 }
 
 int64_t Tensor::get_i64(int64_t i) const {
+  if (is_low_precision(dtype_)) {
+    double v = get_f64(i);
+    return std::isfinite(v) ? int64_t(v) : 0;
+  }
   return visit_dtype(dtype_, [&]<class T>() -> int64_t {
     if constexpr (is_float_v<T>) return int64_t(compute_t<T>(static_cast<const T*>(data_)[i]));
     else return int64_t(static_cast<const T*>(data_)[i]);

@@ -90,6 +90,7 @@ bool simplify_once(Graph& g) {
     if (n->op() == OpKind::CastLike && n->input(1)) {
       AttrMap to{{"to", Attribute(int64_t(dtype_onnx_id(n->input(1)->dtype())))}};
       if (n->has_attr("round_bf16")) to["round_bf16"] = n->attr("round_bf16");  // (bf16 rounding, opset 19+)
+      if (n->has_attr("saturate")) to["saturate"] = n->attr("saturate");        // (float8 targets)
       rewrite::replace_result(g, n, n->output(0), OpKind::Cast, {n->input(0)}, to);
       dead.push_back(n);
       continue;

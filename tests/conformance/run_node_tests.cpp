@@ -19,6 +19,7 @@
 #include "frontend/onnx/converter.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "passes/pipeline.h"
+#include "ir/low_precision.h"
 #include "ir/op_schema.h"
 #include "runtime/executor.h"
 
@@ -130,7 +131,7 @@ std::string compare(const Tensor& got, const Tensor& want, double rtol, double a
   for (int64_t i = 0; i < got.numel(); ++i) {
     double g = got.get_f64(i), w = want.get_f64(i);
     bool ok;
-    if (is_float(got.dtype())) {
+    if (is_float(got.dtype()) || (is_low_precision(got.dtype()) && is_low_precision_float(got.dtype()))) {
       if (std::isnan(w)) ok = std::isnan(g);
       else if (std::isinf(w)) ok = g == w;
       else ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);

@@ -135,7 +135,8 @@ std::optional<int64_t> onnx_type_id(const std::string& name) {
   static const std::pair<const char*, int64_t> kTypes[] = {
       {"FLOAT", 1},  {"UINT8", 2},    {"INT8", 3},    {"UINT16", 4},  {"INT16", 5},  {"INT32", 6},
       {"INT64", 7},  {"STRING", 8},   {"BOOL", 9},    {"FLOAT16", 10}, {"DOUBLE", 11}, {"UINT32", 12},
-      {"UINT64", 13}, {"BFLOAT16", 16}};
+      {"UINT64", 13}, {"BFLOAT16", 16}, {"FLOAT8E4M3FN", 17}, {"FLOAT8E4M3FNUZ", 18}, {"FLOAT8E5M2", 19},
+      {"FLOAT8E5M2FNUZ", 20}, {"UINT4", 21}, {"INT4", 22}, {"FLOAT4E2M1", 23}, {"UINT2", 25}, {"INT2", 26}};
   std::string upper;
   for (char c : name) upper += char(std::toupper(static_cast<unsigned char>(c)));
   for (auto& [n, id] : kTypes)
@@ -143,10 +144,11 @@ std::optional<int64_t> onnx_type_id(const std::string& name) {
   return std::nullopt;
 }
 
-// Cast-19's `saturate` and Cast-24's `round_mode` govern conversions to float8 (and float4) types only, which
-// Cuvil's element types do not include: for every target Cuvil has they change nothing.
+// Cast-19's `saturate` governs conversions to float8 types only: kept when it is not the default (1), so other
+// casts' IR is unchanged. Cast-24's `round_mode` concerns float8e8m0, which Cuvil does not have.
 void drop_float8_cast_attrs(ConvertContext& ctx) {
-  ctx.take_attr("saturate");
+  auto sat = ctx.take_attr("saturate");
+  if (sat && sat->kind() == AttrKind::Int && sat->i() == 0) ctx.attrs()["saturate"] = Attribute(int64_t(0));
   ctx.take_attr("round_mode");
 }
 

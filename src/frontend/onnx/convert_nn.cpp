@@ -87,7 +87,10 @@ void convert_blocked_quant(ConvertContext& ctx, OpKind op, int64_t block) {
 }
 
 void convert_quant_linear(ConvertContext& ctx, OpKind op) {
-  ctx.take_attr("saturate");
+  // saturate (float8 outputs) is kept where it is not the default, so other models' IR is unchanged.
+  if (auto sat = ctx.take_attr("saturate"); sat && sat->kind() == AttrKind::Int && sat->i() == 0 &&
+                                            op == OpKind::QuantizeLinear)
+    ctx.attrs()["saturate"] = Attribute(int64_t(0));
   if (auto b = ctx.attrs().find("block_size");
       b != ctx.attrs().end() && b->second.kind() == AttrKind::Int && b->second.i() > 0) {
     int64_t block = b->second.i();
@@ -107,11 +110,11 @@ void convert_quant_linear(ConvertContext& ctx, OpKind op) {
   } else if (zp) {
     if (zp->is_constant() && type != zp->constant().dtype())
       ctx.error("attribute 'output_dtype' = ", want, " differs from the zero point's type");
-  } else if (type == DType::u8 || type == DType::i8) {
+  } else if (type == DType::u8 || type == DType::i8 || (type && is_low_precision(*type))) {
     ctx.inputs().resize(3, nullptr);
     ctx.inputs()[2] = ctx.const_tensor(Tensor::zeros(*type, {}), "zero_point");
   } else {
-    ctx.error("attribute 'output_dtype' = ", want, " is not supported (u8 and i8 are)");
+    ctx.error("attribute 'output_dtype' = ", want, " is not supported (u8, i8 and the low-precision types are)");
   }
   ctx.emit(op);
 }

@@ -14,6 +14,7 @@
 
 #include "frontend/onnx/converter.h"
 #include "frontend/onnx/graph_order.h"
+#include "ir/low_precision.h"
 #include "ir/op_schema.h"
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
@@ -152,6 +153,27 @@ Tensor load_external(const onnx::TensorProto& tp, DType dtype, const std::vector
 
 }  // namespace
 
+// 4- and 2-bit element types: ONNX packs the codes, low bits first, into raw_data or into int32_data's entries (one
+// byte each); Cuvil's tensors hold one code per byte.
+static Tensor unpack_sub_byte(const onnx::TensorProto& tp, DType dt, const std::vector<int64_t>& dims, int64_t numel) {
+  const std::string& name = tp.name();
+  CUVIL_CHECK(tp.data_location() != onnx::TensorProto::EXTERNAL, "tensor '", name, "': external data of ",
+              dtype_name(dt), " is not supported");
+  int bits = low_precision_bits(dt), per_byte = 8 / bits;
+  int64_t need = (numel + per_byte - 1) / per_byte;
+  int64_t present = tp.has_raw_data() ? int64_t(tp.raw_data().size()) : int64_t(tp.int32_data_size());
+  CUVIL_CHECK(present == need, "tensor '", name, "': ", dtype_name(dt), shape_str(dims), " packs into ", need,
+              " bytes, but the tensor holds ", present);
+  Tensor t = Tensor::zeros(dt, dims);
+  uint8_t* out = static_cast<uint8_t*>(t.raw());
+  for (int64_t i = 0; i < numel; ++i) {
+    int64_t b = i / per_byte;
+    uint8_t byte = tp.has_raw_data() ? uint8_t(tp.raw_data()[size_t(b)]) : uint8_t(tp.int32_data(int(b)));
+    out[i] = uint8_t((byte >> (bits * (i % per_byte))) & ((1 << bits) - 1));
+  }
+  return t;
+}
+
 // The public form (converter.h): external data looked up in, and confined to, `base_dir`.
 static Tensor onnx_tensor_to_cuvil(const void* proto, const ExternalDataDir& ext);
 Tensor onnx_tensor_to_cuvil(const void* proto, const std::string& base_dir) {
@@ -176,6 +198,7 @@ static Tensor onnx_tensor_to_cuvil(const void* proto, const ExternalDataDir& ext
                 "': dims ", shape_str(dims), " are too large");
   }
   CUVIL_CHECK(!tp.has_segment(), "tensor '", name, "': segmented tensors are not supported");
+  if (is_low_precision(*dt) && low_precision_bits(*dt) < 8) return unpack_sub_byte(tp, *dt, dims, numel);
   int64_t bytes = numel * int64_t(dtype_size(*dt));
   if (tp.data_location() != onnx::TensorProto::EXTERNAL) {
     int64_t present = tp.has_raw_data() ? int64_t(tp.raw_data().size())
@@ -209,6 +232,9 @@ static Tensor onnx_tensor_to_cuvil(const void* proto, const ExternalDataDir& ext
     case DType::bf16: copy_field<uint16_t>(t, tp.int32_data(), name); break;
     case DType::u32: copy_field<uint32_t>(t, tp.uint64_data(), name); break;
     case DType::u64: copy_field<uint64_t>(t, tp.uint64_data(), name); break;
+    default:  // the 8-bit low-precision types: one code per int32_data entry
+      copy_field<uint8_t>(t, tp.int32_data(), name);
+      break;
   }
   return t;
 }

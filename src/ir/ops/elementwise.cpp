@@ -441,6 +441,9 @@ CUVIL_DEFINE_OP(Cast) {
   // Cuvil's: a float cast to bf16 rounds to nearest even (1: ONNX Runtime, onnx >= 1.14's test data, which the
   // importer sets from opset 19) or truncates (0: onnx 1.12's test data, and Cuvil's own casts).
   s.attr("round_bf16", AttrKind::Int, int64_t(0));
+  // ONNX's (opset 19): casts to float8 clamp out-of-range values to the largest finite one (1) or make them
+  // infinity / NaN (0). Only low-precision targets read it (low_precision.h).
+  s.attr("saturate", AttrKind::Int, int64_t(1));
   s.inputs(1, 1).outputs(1, 1).allow_inplace(0, 0).infer_with([](InferContext& c) {
     DType to = cast_target(c);
     c.set_output(0, to, c.input_shape(0));
@@ -450,6 +453,7 @@ CUVIL_DEFINE_OP(Cast) {
 
 CUVIL_DEFINE_OP(CastLike) {
   s.attr("round_bf16", AttrKind::Int, int64_t(0));  // as Cast's
+  s.attr("saturate", AttrKind::Int, int64_t(1));    // as Cast's
   s.inputs(2, 2).outputs(1, 1).allow_inplace(0, 0).infer_with([](InferContext& c) {
     DType to = c.input_dtype(1);
     c.set_output(0, to, c.input_shape(0));

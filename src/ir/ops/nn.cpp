@@ -589,12 +589,14 @@ CUVIL_DEFINE_OP(Det) {
 CUVIL_DEFINE_OP(QuantizeLinear) {
   // x, y_scale, y_zero_point
   s.inputs(2, 3).outputs(1, 1).attr("axis", AttrKind::Int, int64_t(1));
+  s.attr("saturate", AttrKind::Int, int64_t(1));  // float8 outputs: clamp (1) or overflow to inf/NaN (0)
   s.infer_with([](InferContext& c) {
     infer::expect_dtype(c, 0, {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32});
     infer::expect_dtype(c, 1, {DType::f32});
     DType out = DType::u8;
-    if (c.has_input(2)) {  // 16-bit grids since opset 21
-      infer::expect_dtype(c, 2, {DType::u8, DType::i8, DType::u16, DType::i16});
+    if (c.has_input(2)) {  // 16-bit grids since opset 21, the low-precision ones since 19-25
+      if (!is_low_precision(c.input_dtype(2)))
+        infer::expect_dtype(c, 2, {DType::u8, DType::i8, DType::u16, DType::i16});
       out = c.input_dtype(2);
     }
     expect_axis_params(c);
@@ -606,11 +608,14 @@ CUVIL_DEFINE_OP(DequantizeLinear) {
   // x, x_scale, x_zero_point
   s.inputs(2, 3).outputs(1, 1).attr("axis", AttrKind::Int, int64_t(1)).allow_inplace(0, 0);
   s.infer_with([](InferContext& c) {
-    infer::expect_dtype(c, 0, {DType::u8, DType::i8, DType::i32, DType::u16, DType::i16});  // 16-bit: opset 21
-    infer::expect_dtype(c, 1, {DType::f32});
+    // Low-precision x (opsets 19-25) dequantizes to its scale's type, f32 or a 16-bit float.
+    bool low = is_low_precision(c.input_dtype(0));
+    if (!low) infer::expect_dtype(c, 0, {DType::u8, DType::i8, DType::i32, DType::u16, DType::i16});  // 16-bit: 21
+    if (low) infer::expect_dtype(c, 1, {DType::f32, DType::f16, DType::bf16});
+    else infer::expect_dtype(c, 1, {DType::f32});
     if (c.has_input(2)) infer::expect_same_dtype(c, 0, 2);
     expect_axis_params(c);
-    c.set_output(0, DType::f32, c.input_shape(0));
+    c.set_output(0, low ? c.input_dtype(1) : DType::f32, c.input_shape(0));
   });
 }
 

@@ -10,6 +10,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ir/low_precision.h"
 #include "kernels/ref/indexing.h"
 #include "kernels/ref/ref_kernels.h"
 
@@ -672,10 +673,45 @@ CUVIL_REF_KERNEL(Mean) {
 // ---- type conversion and pass-through
 
 namespace {
+// Casts from or to a low-precision type go through double: each code decodes exactly, and every computing
+// dtype's value is exact in double, so the one rounding is the encoder's (or cast_value's).
+void cast_low_precision(KernelContext& ctx, const Tensor& x, Tensor& y, DType to) {
+  const int64_t n = x.numel();
+  std::vector<double> vals(static_cast<size_t>(n));
+  if (is_low_precision(x.dtype())) {
+    const auto* in = static_cast<const uint8_t*>(x.raw());
+    for (int64_t i = 0; i < n; ++i) vals[size_t(i)] = low_precision_decode(x.dtype(), in[i]);
+  } else {
+    visit_dtype(x.dtype(), [&]<class From>() {
+      const From* in = x.data<From>();
+      for (int64_t i = 0; i < n; ++i) vals[size_t(i)] = double(widen(in[i]));
+    });
+  }
+  if (is_low_precision(to)) {
+    bool saturate = ctx.i("saturate") != 0;
+    auto* out = static_cast<uint8_t*>(y.raw());
+    for (int64_t i = 0; i < n; ++i) out[i] = low_precision_encode(to, vals[size_t(i)], saturate);
+    return;
+  }
+  visit_dtype(to, [&]<class To>() {
+    To* out = y.data<To>();
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<To, bf16_t>) {
+        if (ctx.i("round_bf16") != 0) {
+          out[i] = bf16_t(float(vals[size_t(i)]));
+          continue;
+        }
+      }
+      out[i] = cast_value<To>(vals[size_t(i)]);
+    }
+  });
+}
+
 void cast_to(KernelContext& ctx, DType to) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   if (y.dtype() != to || x.numel() != y.numel()) ctx.internal_error("output is ", y.type_str());
+  if (is_low_precision(x.dtype()) || is_low_precision(to)) return cast_low_precision(ctx, x, y, to);
   visit_dtype(x.dtype(), [&]<class From>() {
     visit_dtype(to, [&]<class To>() {
       const From* in = x.data<From>();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/low_precision.h"
 #include "ir/ops/nn_einsum.h"
 #include "ir/ops/nn_window.h"
 #include "kernels/ref/channels_last.h"
@@ -549,9 +550,53 @@ CUVIL_REF_KERNEL(Det) {
   });
 }
 
+// (De)QuantizeLinear to and from the low-precision types, as the onnx reference has them: int4/uint4/int2/uint2
+// round half to even, add the zero point and clip; float8 saturate (or not) with the zero point unused (it must
+// be 0 to dequantize); float4e2m1 adds the zero point when quantizing only.
+static void quantize_low_precision(KernelContext& ctx, const Tensor& x, const Tensor& scale, Tensor& y) {
+  const DType q = y.dtype();
+  const std::vector<double> sc = ref::nn::param_floats(scale);
+  std::vector<double> zp(sc.size(), 0.0);
+  if (ctx.has_input(2))
+    for (size_t k = 0; k < zp.size(); ++k) zp[k] = ctx.input(2).get_f64(ctx.input(2).numel() == 1 ? 0 : int64_t(k));
+  const bool saturate = ctx.i("saturate") != 0;
+  auto* yp = static_cast<uint8_t*>(y.raw());
+  visit_among<CUVIL_NN_FLOATS, int32_t>(ctx, x.dtype(), [&]<class T>() {
+    const T* xp = x.data<T>();
+    for_each_axis_param(ctx, x, scale, [&](int64_t i, int64_t c) {
+      double v;  // f32 and the 16-bit floats divide in float (as the ONNX reference does), f64 and i32 in double
+      if constexpr (std::is_same_v<compute_t<T>, float>) v = float(xp[i]) / float(sc[size_t(c)]);
+      else v = double(xp[i]) / sc[size_t(c)];
+      if (!is_low_precision_float(q)) yp[i] = low_precision_quantize_int(q, v, int64_t(zp[size_t(c)]));
+      else if (q == DType::f4e2m1) yp[i] = low_precision_encode(q, double(float(v + zp[size_t(c)])), true);
+      else yp[i] = low_precision_encode(q, v, saturate);
+    });
+  });
+}
+
+static void dequantize_low_precision(KernelContext& ctx, const Tensor& x, const Tensor& scale, Tensor& y) {
+  const DType t = x.dtype();
+  const std::vector<double> sc = ref::nn::param_floats(scale);
+  std::vector<double> zp(sc.size(), 0.0);
+  if (ctx.has_input(2) && (t == DType::u4 || t == DType::i4 || t == DType::u2 || t == DType::i2))
+    for (size_t k = 0; k < zp.size(); ++k) zp[k] = ctx.input(2).get_f64(ctx.input(2).numel() == 1 ? 0 : int64_t(k));
+  if (ctx.has_input(2) && t != DType::f4e2m1 && is_low_precision_float(t))
+    for (int64_t k = 0; k < ctx.input(2).numel(); ++k)
+      if (ctx.input(2).get_f64(k) != 0) ctx.error("a float8 zero point must be 0, got ", ctx.input(2).get_f64(k));
+  const auto* xp = static_cast<const uint8_t*>(x.raw());  // may alias y (in place): read before written
+  visit_among<CUVIL_NN_FLOATS>(ctx, y.dtype(), [&]<class Y>() {
+    Y* yp = y.data<Y>();
+    for_each_axis_param(ctx, x, scale, [&](int64_t i, int64_t c) {
+      float d = float(low_precision_decode(t, xp[i])) - float(zp[size_t(c)]);
+      yp[i] = Y(compute_t<Y>(d * float(sc[size_t(c)])));
+    });
+  });
+}
+
 CUVIL_REF_KERNEL(QuantizeLinear) {
   const Tensor &x = ctx.input(0), &scale = ctx.input(1);
   Tensor& y = ctx.output(0);
+  if (is_low_precision(y.dtype())) return quantize_low_precision(ctx, x, scale, y);
   const QuantParams qp = quant_params(ctx);
   visit_among<CUVIL_NN_Q8, uint16_t, int16_t>(ctx, y.dtype(), [&]<class Q>() {
     Q* yp = y.data<Q>();
@@ -571,6 +616,7 @@ CUVIL_REF_KERNEL(QuantizeLinear) {
 CUVIL_REF_KERNEL(DequantizeLinear) {
   const Tensor &x = ctx.input(0), &scale = ctx.input(1);
   Tensor& y = ctx.output(0);
+  if (is_low_precision(x.dtype())) return dequantize_low_precision(ctx, x, scale, y);
   const QuantParams qp = quant_params(ctx);
   float* yp = y.data<float>();
   visit_among<CUVIL_NN_Q8, int32_t, uint16_t, int16_t>(ctx, x.dtype(), [&]<class T>() {
