@@ -49,7 +49,8 @@ struct Link {
 };
 
 // The u8 link of each linkable value, by the index of its producer in g.nodes().
-std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
+// `x_only`: links between X readers only, as before residuals and pools linked (CUVIL_INT8_LINKS=x).
+std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs, bool x_only) {
   std::map<const Value*, std::vector<std::pair<Node*, size_t>>> uses;
   std::map<const Value*, int> blocked;
   for (const auto& n : g.nodes()) {
@@ -69,7 +70,7 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
     // The producer: an int8 layer; one with a residual sum a convolution (the int8 product kernel has no u8
     // output with a sum).
     if (!static_int8_layer(p) || p.num_outputs() != 1) continue;
-    if (p.input(3) && p.op() != OpKind::FusedConv) continue;
+    if (p.input(3) && (p.op() != OpKind::FusedConv || x_only)) continue;
     const Value* v = p.output(0);
     if (blocked.count(v) || v->dtype() != DType::f32) continue;
     auto it = uses.find(v);
@@ -82,7 +83,7 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
     // the u8 values gives the quantized pooled values; the pool runs u8, kernels/onednn/pool.cpp).
     std::vector<std::pair<Node*, size_t>> readers;
     for (auto [c, k] : it->second) {
-      if (c->op() != OpKind::MaxPool) {
+      if (c->op() != OpKind::MaxPool || x_only) {
         readers.push_back({c, k});
         continue;
       }
@@ -97,7 +98,7 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
     }
     for (auto [c, k] : readers) {
       if (!ok) break;
-      bool as_x = k == 0, as_sum = k == 3 && c->op() == OpKind::FusedConv;
+      bool as_x = k == 0, as_sum = k == 3 && c->op() == OpKind::FusedConv && !x_only;
       ok = (as_x || as_sum) && static_int8_layer(*c);
       for (size_t j = 0; ok && j < c->num_inputs(); ++j) ok = j == k || c->input(j) != v;
       if (!ok) break;
@@ -121,11 +122,14 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
 
 std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g,
                                                    bool lower_final_outputs) {
-  // CUVIL_INT8_LINKS=0: every int8 layer quantizes its f32 input again (for comparisons and debugging)
-  const char* off = std::getenv("CUVIL_INT8_LINKS");
-  if ((off && std::string(off) == "0") || find_links(*g, lower_final_outputs).empty()) return g;
+  // CUVIL_INT8_LINKS=0: every int8 layer quantizes its f32 input again; =x: no residual or MaxPool links (for
+  // comparisons and debugging)
+  const char* env = std::getenv("CUVIL_INT8_LINKS");
+  std::string mode = env ? env : "";
+  bool x_only = mode == "x";
+  if (mode == "0" || find_links(*g, lower_final_outputs, x_only).empty()) return g;
   std::shared_ptr<Graph> copy = clone_graph(*g);
-  for (auto& [i, l] : find_links(*copy, lower_final_outputs)) {
+  for (auto& [i, l] : find_links(*copy, lower_final_outputs, x_only)) {
     Node& p = *copy->nodes()[i];
     p.attrs()["quant_y_scale"] = Attribute(l.scale);
     p.attrs()["quant_y_zero_point"] = Attribute(l.zp);

@@ -170,6 +170,9 @@ TEST(Int8Residual, BlocksLinkTheirResiduals) {
   int sums = 0;
   for (const auto& n : ex.graph().nodes()) sums += n->has_attr("quant_sum_scale") && n->attr("quant_sum_scale").f() > 0;
   EXPECT_EQ(sums, 2);
+  setenv("CUVIL_INT8_LINKS", "x", 1);  // X links only: b alone (h and r are read as sums)
+  EXPECT_EQ(count_int8_links(Executor(g, o).graph()), 1);
+  unsetenv("CUVIL_INT8_LINKS");
   if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI";
   std::vector<Tensor> in{random_tensor({1, 8, 8, 16}, 9)};
   int int8_layers = 0;
