@@ -76,7 +76,7 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs, bool
     auto it = uses.find(v);
     if (it == uses.end() || it->second.empty()) continue;
     // Every reader takes v as X on one and the same grid, or as the residual sum of an int8 convolution (which
-    // then reads it on that grid). At least one X reader: a value read only as a sum has no calibrated grid.
+    // then reads it on that grid). A value read only as a sum needs the grid calibration gave it (below).
     bool ok = true;
     Link l;
     // A MaxPool reading v passes it on: its readers count as v's (max commutes with quantization, so pooling
@@ -112,6 +112,15 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs, bool
       if (l.scale == 0) l.scale = sc, l.zp = z;
       ok = ok && sc == l.scale && z == l.zp;
       if (!ok) break;
+    }
+    // Read only as residuals: linked where calibration gave those readers one grid for it (quant_sum_scale).
+    if (ok && l.scale == 0 && !l.sum_readers.empty()) {
+      for (Node* c : l.sum_readers) {
+        double sc = attr_f(*c, "quant_sum_scale");
+        int64_t z = attr_i(*c, "quant_sum_zero_point");
+        if (l.scale == 0) l.scale = sc, l.zp = z;
+        ok = ok && sc > 0 && sc == l.scale && z == l.zp;
+      }
     }
     if (ok && l.scale > 0) links[i] = l;
   }
