@@ -178,7 +178,8 @@ def quantize(model, calibration: Optional[Iterable[Any]] = None, *, method: str 
     if not samples:
         raise ValueError("int8 quantization needs at least one calibration sample")
     targets = core.quant_targets()
-    names = sorted({t[3] for t in targets})
+    sum_targets = core.quant_sum_targets()  # residuals: a grid of their own, for those no layer reads as X
+    names = sorted({t[3] for t in targets} | {name for _, name in sum_targets})
     observers = {n: _Observer() for n in names}
     rng = np.random.default_rng(0)
     per_batch = max(1, _SAMPLE // len(samples))
@@ -196,6 +197,8 @@ def quantize(model, calibration: Optional[Iterable[Any]] = None, *, method: str 
         core.set_node_precision(index, fallback if keep else "", reason)
         info[y_name] = dict(input_sqnr=in_sqnr, scale=scale, zero_point=zp, reason=reason,
                             precision=fallback if keep else "int8")
+    for index, name in sum_targets:
+        core.set_quant_sum_hint(index, *observers[name].choose(method, percentile))
     core.set_precision("int8")
     model._quant = dict(method=method, layers=info)
     model._config = dict(model._config, precision="int8")

@@ -620,6 +620,24 @@ class Model {
     }
     return r;
   }
+  // The convolutions adding a residual whose grid calibration sets too, as (index, the residual's name).
+  std::vector<std::tuple<int64_t, std::string>> quant_sum_targets() const {
+    std::vector<std::tuple<int64_t, std::string>> r;
+    std::shared_ptr<const Graph> g = versions_->current()->graph();
+    const auto& nodes = g->nodes();
+    for (Node* n : cuvil::quant_sum_targets(*g)) {
+      int64_t i = std::find_if(nodes.begin(), nodes.end(), [&](const auto& p) { return p.get() == n; }) - nodes.begin();
+      r.emplace_back(i, n->input(3)->name());
+    }
+    return r;
+  }
+  void set_quant_sum_hint(int64_t index, double scale, int64_t zero_point) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto g = std::const_pointer_cast<Graph>(versions_->current()->graph());
+    if (index < 0 || size_t(index) >= g->nodes().size()) throw Error("no node " + std::to_string(index));
+    cuvil::set_quant_sum_hint(*g->nodes()[size_t(index)], scale, zero_point);
+    versions_->set_options(executor_options());
+  }
   // Sets (x_scale > 0), asks for dynamic quantization (-1) or clears (0) node `index`'s int8 grid. Drops the
   // pooled executors.
   void set_quant_hint(int64_t index, double x_scale, int64_t zero_point) {
@@ -913,6 +931,8 @@ PYBIND11_MODULE(_C, m) {
       .def("precision_report", &Model::precision_report)
       .def("quant_targets", &Model::quant_targets)
       .def("set_quant_hint", &Model::set_quant_hint)
+      .def("quant_sum_targets", &Model::quant_sum_targets)
+      .def("set_quant_sum_hint", &Model::set_quant_sum_hint)
       .def("set_node_precision", &Model::set_node_precision)
       .def("run_values", &Model::run_values)
       .def("prepare", &Model::prepare)

@@ -25,6 +25,24 @@ std::vector<Node*> quant_targets(const Graph& g) {
   return r;
 }
 
+std::vector<Node*> quant_sum_targets(const Graph& g) {
+  std::vector<Node*> r;
+  for (Node* n : quant_targets(g))
+    if (n->op() == OpKind::FusedConv && n->num_inputs() > 3 && n->input(3) && !n->input(3)->is_constant() &&
+        n->input(3)->graph() == &g && n->input(3)->dtype() == DType::f32)
+      r.push_back(n);
+  return r;
+}
+
+void set_quant_sum_hint(Node& n, double scale, int64_t zero_point) {
+  if (n.op() != OpKind::FusedConv) throw Error(n.describe() + ": only convolutions take a residual grid");
+  if (!(scale >= 0) || !std::isfinite(scale) || zero_point < 0 || zero_point > 255)
+    throw Error(n.describe() + ": bad int8 residual grid (scale " + std::to_string(scale) + ", zero point " +
+                std::to_string(zero_point) + ")");
+  n.attrs()["quant_sum_scale"] = Attribute(scale);
+  n.attrs()["quant_sum_zero_point"] = Attribute(zero_point);
+}
+
 bool has_quant_hints(const Graph& g) {
   for (Node* n : quant_targets(g))
     if (n->has_attr("quant_x_scale") && n->attr("quant_x_scale").f() != 0) return true;
@@ -69,9 +87,10 @@ std::vector<Tensor> run_with_values(const std::shared_ptr<Graph>& g, ExecutorOpt
 void calibrate_minmax(const std::shared_ptr<Graph>& g, const ExecutorOptions& options,
                       const std::vector<std::vector<Tensor>>& samples) {
   if (samples.empty()) throw Error("int8 calibration needs at least one sample");
-  std::vector<Node*> targets = quant_targets(*g);
+  std::vector<Node*> targets = quant_targets(*g), sums = quant_sum_targets(*g);
   std::vector<Value*> xs;
   for (Node* n : targets) xs.push_back(n->input(0));
+  for (Node* n : sums) xs.push_back(n->input(3));
   std::vector<double> lo(xs.size(), std::numeric_limits<double>::infinity()), hi(xs.size(), -lo[0]);
   ExecutorOptions f32 = options;
   f32.kernels.precision = Precision::fp32;
@@ -85,6 +104,11 @@ void calibrate_minmax(const std::shared_ptr<Graph>& g, const ExecutorOptions& op
   for (size_t i = 0; i < targets.size(); ++i) {
     auto [scale, zp] = u8_grid(lo[i], hi[i]);
     set_quant_hint(*targets[i], scale, zp);
+  }
+  for (size_t i = 0; i < sums.size(); ++i) {
+    size_t at = targets.size() + i;
+    auto [scale, zp] = u8_grid(lo[at], hi[at]);
+    set_quant_sum_hint(*sums[i], scale, zp);
   }
 }
 

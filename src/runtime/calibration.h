@@ -13,6 +13,11 @@ namespace cuvil {
 
 // The top-level FusedConv / FusedMatMul / MatMul / Gemm nodes with constant weights: what int8 may quantize.
 std::vector<Node*> quant_targets(const Graph& g);
+// The quant targets that are convolutions adding a residual (input 3, top-level f32): calibrating the residual's
+// grid too (quant_sum_scale) lets a residual that no layer reads as X stay u8 (runtime/int8_links.h).
+std::vector<Node*> quant_sum_targets(const Graph& g);
+// Sets (scale > 0) or clears (0) node n's residual grid. Throws cuvil::Error for a bad grid.
+void set_quant_sum_hint(Node& n, double scale, int64_t zero_point);
 // Whether any node carries int8 hints (a QDQ model's, or an earlier calibration's).
 bool has_quant_hints(const Graph& g);
 // Sets node n's input grid (scale > 0), asks for dynamic per-row quantization (scale -1, products only), or

@@ -49,7 +49,8 @@ struct Link {
 };
 
 // The u8 link of each linkable value, by the index of its producer in g.nodes().
-std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
+// `x_only`: links between X readers only, as before residuals and pools linked (CUVIL_INT8_LINKS=x).
+std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs, bool x_only) {
   std::map<const Value*, std::vector<std::pair<Node*, size_t>>> uses;
   std::map<const Value*, int> blocked;
   for (const auto& n : g.nodes()) {
@@ -69,20 +70,20 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
     // The producer: an int8 layer; one with a residual sum a convolution (the int8 product kernel has no u8
     // output with a sum).
     if (!static_int8_layer(p) || p.num_outputs() != 1) continue;
-    if (p.input(3) && p.op() != OpKind::FusedConv) continue;
+    if (p.input(3) && (p.op() != OpKind::FusedConv || x_only)) continue;
     const Value* v = p.output(0);
     if (blocked.count(v) || v->dtype() != DType::f32) continue;
     auto it = uses.find(v);
     if (it == uses.end() || it->second.empty()) continue;
     // Every reader takes v as X on one and the same grid, or as the residual sum of an int8 convolution (which
-    // then reads it on that grid). At least one X reader: a value read only as a sum has no calibrated grid.
+    // then reads it on that grid). A value read only as a sum needs the grid calibration gave it (below).
     bool ok = true;
     Link l;
     // A MaxPool reading v passes it on: its readers count as v's (max commutes with quantization, so pooling
     // the u8 values gives the quantized pooled values; the pool runs u8, kernels/onednn/pool.cpp).
     std::vector<std::pair<Node*, size_t>> readers;
     for (auto [c, k] : it->second) {
-      if (c->op() != OpKind::MaxPool) {
+      if (c->op() != OpKind::MaxPool || x_only) {
         readers.push_back({c, k});
         continue;
       }
@@ -97,7 +98,7 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
     }
     for (auto [c, k] : readers) {
       if (!ok) break;
-      bool as_x = k == 0, as_sum = k == 3 && c->op() == OpKind::FusedConv;
+      bool as_x = k == 0, as_sum = k == 3 && c->op() == OpKind::FusedConv && !x_only;
       ok = (as_x || as_sum) && static_int8_layer(*c);
       for (size_t j = 0; ok && j < c->num_inputs(); ++j) ok = j == k || c->input(j) != v;
       if (!ok) break;
@@ -112,6 +113,15 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
       ok = ok && sc == l.scale && z == l.zp;
       if (!ok) break;
     }
+    // Read only as residuals: linked where calibration gave those readers one grid for it (quant_sum_scale).
+    if (ok && l.scale == 0 && !l.sum_readers.empty()) {
+      for (Node* c : l.sum_readers) {
+        double sc = attr_f(*c, "quant_sum_scale");
+        int64_t z = attr_i(*c, "quant_sum_zero_point");
+        if (l.scale == 0) l.scale = sc, l.zp = z;
+        ok = ok && sc > 0 && sc == l.scale && z == l.zp;
+      }
+    }
     if (ok && l.scale > 0) links[i] = l;
   }
   return links;
@@ -121,11 +131,14 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs) {
 
 std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g,
                                                    bool lower_final_outputs) {
-  // CUVIL_INT8_LINKS=0: every int8 layer quantizes its f32 input again (for comparisons and debugging)
-  const char* off = std::getenv("CUVIL_INT8_LINKS");
-  if ((off && std::string(off) == "0") || find_links(*g, lower_final_outputs).empty()) return g;
+  // CUVIL_INT8_LINKS=0: every int8 layer quantizes its f32 input again; =x: no residual or MaxPool links (for
+  // comparisons and debugging)
+  const char* env = std::getenv("CUVIL_INT8_LINKS");
+  std::string mode = env ? env : "";
+  bool x_only = mode == "x";
+  if (mode == "0" || find_links(*g, lower_final_outputs, x_only).empty()) return g;
   std::shared_ptr<Graph> copy = clone_graph(*g);
-  for (auto& [i, l] : find_links(*copy, lower_final_outputs)) {
+  for (auto& [i, l] : find_links(*copy, lower_final_outputs, x_only)) {
     Node& p = *copy->nodes()[i];
     p.attrs()["quant_y_scale"] = Attribute(l.scale);
     p.attrs()["quant_y_zero_point"] = Attribute(l.zp);

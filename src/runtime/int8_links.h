@@ -4,8 +4,9 @@
 // its oneDNN primitive), and those layers read it as it is: no f32 tensor, no quantization pass in between.
 // Residuals link too: a value read as the residual sum of int8 convolutions (besides as X) is u8 on its grid, the
 // reader's sum post-op adding it on that grid (quant_sum_scale / quant_sum_zero_point), so a ResNet block's output
-// stays u8 from one block to the next. (A value read only as a sum has no calibrated grid: it stays f32, and a
-// layer adding it into a u8 output quantizes after its primitive, kernels/onednn/int8.cpp.)
+// stays u8 from one block to the next. A value read only as a sum links on the grid calibration gave it
+// (quant_sum_scale on its readers, runtime/calibration.h); without one it stays f32, and a layer adding it into
+// a u8 output quantizes after its primitive (kernels/onednn/int8.cpp).
 // Where a linked layer cannot run int8 after all, kernel selection wraps its f32 kernel in the conversions
 // (runtime/kernel_selection.cpp), so the link changes speed, never the meaning.
 #pragma once

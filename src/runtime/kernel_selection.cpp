@@ -135,8 +135,10 @@ std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<
 std::unique_ptr<PreparedKernel> prepare_shape_generic_kernel(const Node& n, const KernelOptions& options) {
   if (!options.fast || !options.shape_generic || options.reference_ops.count(n.op())) return nullptr;
   // u8 links are prepared per shape (by prepare_kernel)
-  if (n.num_inputs() && n.input(0) && has_u8_link(n, {PrepareInput{n.input(0)->dtype(), {}, nullptr, true}}))
-    return nullptr;
+  std::vector<PrepareInput> types;
+  for (size_t i = 0; i < n.num_inputs(); ++i)
+    types.push_back(PrepareInput{n.input(i) ? n.input(i)->dtype() : DType::f32, {}, nullptr, n.input(i) != nullptr});
+  if (has_u8_link(n, types)) return nullptr;
   // bf16 products are prepared per shape (prepare_kernel), the shape-generic kernels are f32.
   if (options.precision != Precision::fp32 && is_product(n.op())) return nullptr;
   if (options.cpu_gemm)

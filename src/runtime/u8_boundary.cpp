@@ -76,8 +76,7 @@ class U8BoundaryKernel final : public PreparedKernel {
 
 bool has_u8_link(const Node& n, const std::vector<PrepareInput>& inputs) {
   if (n.op() != OpKind::FusedConv && n.op() != OpKind::FusedMatMul) return false;
-  return attr_f(n, "quant_y_scale") > 0 || attr_f(n, "quant_sum_scale") > 0 ||
-         (!inputs.empty() && inputs[0].dtype == DType::u8) ||
+  return attr_f(n, "quant_y_scale") > 0 || (!inputs.empty() && inputs[0].dtype == DType::u8) ||
          (inputs.size() > 3 && inputs[3].present && inputs[3].dtype == DType::u8);
 }
 

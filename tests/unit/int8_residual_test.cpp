@@ -12,6 +12,7 @@
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "kernels/onednn/onednn_kernels.h"
+#include "runtime/calibration.h"
 #include "runtime/executor.h"
 #include "runtime/int8_links.h"
 #include "test_util.h"
@@ -170,6 +171,9 @@ TEST(Int8Residual, BlocksLinkTheirResiduals) {
   int sums = 0;
   for (const auto& n : ex.graph().nodes()) sums += n->has_attr("quant_sum_scale") && n->attr("quant_sum_scale").f() > 0;
   EXPECT_EQ(sums, 2);
+  setenv("CUVIL_INT8_LINKS", "x", 1);  // X links only: b alone (h and r are read as sums)
+  EXPECT_EQ(count_int8_links(Executor(g, o).graph()), 1);
+  unsetenv("CUVIL_INT8_LINKS");
   if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI";
   std::vector<Tensor> in{random_tensor({1, 8, 8, 16}, 9)};
   int int8_layers = 0;
@@ -216,6 +220,51 @@ TEST(Int8Residual, SumOnlyValueStaysF32) {
   Executor unlinked(g, o);
   unsetenv("CUVIL_INT8_LINKS");
   expect_same(ex.run(in)[0], unlinked.run(in)[0]);
+}
+
+// Calibration gives a residual read only as a sum its own grid (quant_sum_scale on its reader): then it links
+// too, and the model stays within that grid's half step of the unlinked one.
+TEST(Int8Residual, CalibratedSumOnlyValueLinks) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 8, 8, 16})});
+  auto w = [&](const char* n, uint32_t seed) { return g->add_constant(n, random_tensor({16, 16, 1, 1}, seed, -.3f, .3f)); };
+  Value* h = g->add_node(OpKind::FusedConv, {x, w("wa", 1)}, {"h"}, AttrMap{{"channels_last", Attribute(int64_t(1))},
+                                                                               {"activation", Attribute("Relu")}})
+                 ->output(0);
+  Value* t = g->add_node(OpKind::FusedConv, {h, w("wb", 2)}, {"t"}, AttrMap{{"channels_last", Attribute(int64_t(1))}})
+                 ->output(0);
+  Value* r = g->add_node(OpKind::FusedConv, {h, w("wc", 3), nullptr, t}, {"r"},
+                         AttrMap{{"channels_last", Attribute(int64_t(1))}, {"activation", Attribute("Relu")}})
+                 ->output(0);
+  g->add_output(g->add_node(OpKind::FusedConv, {r, w("wd", 4)}, {"y"}, AttrMap{{"channels_last", Attribute(int64_t(1))}})
+                    ->output(0));
+  infer_shapes(*g);
+  verify(*g);
+  ASSERT_EQ(quant_sum_targets(*g).size(), 1u);
+  std::vector<std::vector<Tensor>> samples;
+  for (uint32_t i = 0; i < 3; ++i) samples.push_back({random_tensor({1, 8, 8, 16}, 20 + i)});
+  calibrate_minmax(g, ExecutorOptions{}, samples);
+  const Node& rn = *g->nodes()[2];
+  ASSERT_GT(rn.attr("quant_sum_scale").f(), 0.0);
+  EXPECT_GT(rn.attr("quant_sum_zero_point").i(), 0);  // t has no activation: negative values on the grid
+  ExecutorOptions o = int8_options();
+  Executor ex(g, o);
+  EXPECT_EQ(count_int8_links(ex.graph()), 3);  // h, t (on its calibrated grid), r
+  EXPECT_EQ(ex.graph().nodes()[1]->output(0)->dtype(), DType::u8);
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI";
+  std::vector<Tensor> in{random_tensor({1, 8, 8, 16}, 21)};
+  for (const NodeTime& nt : ex.profile(in)) EXPECT_EQ(nt.precision.precision, Precision::int8) << nt.precision.reason;
+  setenv("CUVIL_INT8_LINKS", "0", 1);
+  Executor unlinked(g, o);
+  unsetenv("CUVIL_INT8_LINKS");
+  Tensor got = ex.run(in)[0], want = unlinked.run(in)[0];
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double gv = got.data<float>()[i], wv = want.data<float>()[i];
+    num += (gv - wv) * (gv - wv), den += wv * wv;
+  }
+  EXPECT_LE(std::sqrt(num / den), 0.05);
+  EXPECT_GT(num, 0.0);  // (t was quantized: not the unlinked model bit for bit)
 }
 
 // A MaxPool between int8 layers (the ResNet stem) passes u8 through: the stem writes u8 on its readers' grid and
