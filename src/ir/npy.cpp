@@ -52,7 +52,9 @@ std::string descr_of(DType t) {
     case DType::u64: return "<u8";
     case DType::boolean: return "|b1";
     case DType::bf16: break;
+    default: break;
   }
+  if (is_low_precision(t)) fail(".npy has no ", dtype_name(t), " (a low-precision type): cast it to float32 first");
   fail_internal("no npy descr for ", dtype_name(t));
 }
 

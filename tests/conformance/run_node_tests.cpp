@@ -84,7 +84,7 @@ bool has_non_tensor_io(const onnx::GraphProto& g) {
   return false;
 }
 
-// Element types outside Cuvil's dtypes (float8, int4/uint4, int2, float4, float6, string, complex): the first one a
+// Element types outside Cuvil's dtypes (float8e8m0, float6, string, complex): the first one a
 // case's graph, its node attributes ('to', 'output_dtype', tensor values) or its subgraphs use, or "".
 std::string unsupported_element_type(const onnx::GraphProto& g) {
   auto bad = [](int id) { return id != onnx::TensorProto::UNDEFINED && !dtype_from_onnx_id(id); };

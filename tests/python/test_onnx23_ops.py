@@ -376,3 +376,29 @@ def test_unsqueeze_scalar_axes(tmp_path, axis):
     m = model([helper.make_node("Unsqueeze", ["x", "a"], ["y"])], [vi("x", F, [3, 5])], [vi("y", F, None)], opset=21,
               initializers=[init("a", np.array(axis, np.int64))])
     check(m, {"x": rng.standard_normal((3, 5)).astype(np.float32)}, tmp_path, peer="ref")
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"])
+@pytest.mark.parametrize("scales", [[1, 1, 0.37, 0.6], [1, 1, 0.5, 1.7]])
+@pytest.mark.parametrize("exclude", [0, 1])
+def test_resize_antialias(tmp_path, mode, coord, scales, exclude):
+    """Resize-18's antialias: downsampling axes widen the linear/cubic kernel by 1 / scale (upsampling ones keep
+    it), against onnx's reference on odd sizes."""
+    shape = [2, 3, 13, 9]
+    out = [int(np.floor(d * s)) for d, s in zip(shape, scales)]
+    m = model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode=mode, antialias=1,
+                                coordinate_transformation_mode=coord, exclude_outside=exclude)],
+              [vi("x", F, shape)], [vi("y", F, out)], opset=18,
+              initializers=[init("s", np.array(scales, np.float32))])
+    check(m, {"x": rng.standard_normal(shape).astype(np.float32)}, tmp_path, peer="ref", rtol=1e-5, atol=1e-5)
+
+
+def test_resize_antialias_nearest_is_an_error(tmp_path):
+    m = model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest", antialias=1)],
+              [vi("x", F, [1, 1, 4, 4])], [vi("y", F, [1, 1, 2, 2])], opset=18,
+              initializers=[init("s", np.array([1, 1, 0.5, 0.5], np.float32))])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    with pytest.raises(Exception, match="antialias"):
+        cuvil.load_onnx(str(path))

@@ -174,3 +174,30 @@ def test_inputs_and_outputs_cross_as_uint8_codes(tmp_path):
     np.testing.assert_array_equal(y[~np.isnan(y)], want[~np.isnan(want)])
     assert np.asarray(r).dtype == np.uint8
     np.testing.assert_array_equal(np.asarray(r), x.astype(ml_dtypes.float8_e5m2).view(np.uint8))
+
+
+@pytest.mark.parametrize("t", [TensorProto.INT4, TensorProto.UINT4, TensorProto.UINT2, TensorProto.FLOAT4E2M1,
+                               TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2FNUZ],
+                         ids=lambda t: TensorProto.DataType.Name(t))
+@pytest.mark.parametrize("saturate", [1, 0])
+def test_blocked_quantize_dequantize(tmp_path, t, saturate):
+    """Blocked quantization (opset 21, the int4 weight-only form LLM exports use): scale and zero point with
+    ceil(n / block) entries along the axis, the last block short."""
+    np_t = ALL[t]
+    shape, block, axis = [4, 11], 3, 1
+    nb = -(-shape[axis] // block)
+    scale = rng.uniform(0.05, 0.5, [4, nb]).astype(np.float32)
+    if t in FLOAT8:
+        zp = np.zeros([4, nb], np.float32).astype(np_t)
+    elif t == TensorProto.FLOAT4E2M1:
+        zp = rng.choice([0.0, 0.5, -1.0], [4, nb]).astype(np.float32).astype(np_t)
+    else:
+        info = ml_dtypes.iinfo(np_t)
+        zp = rng.integers(int(info.min), int(info.max) + 1, [4, nb]).astype(np_t)
+    inits = [onnx.numpy_helper.from_array(scale, "s"), onnx.numpy_helper.from_array(zp, "zp")]
+    x = (rng.standard_normal(shape) * (40 if t in FLOAT8 else 2)).astype(np.float32)
+    attrs = {"saturate": saturate} if t in FLOAT8 else {}
+    m = model([helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], axis=axis, block_size=block, **attrs),
+               helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], axis=axis, block_size=block)],
+              [vi("x", F, shape)], [vi("y", F, shape)], opset=23, initializers=inits)
+    run_both(m, {"x": x}, tmp_path)

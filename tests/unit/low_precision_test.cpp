@@ -8,6 +8,8 @@
 #include <limits>
 
 #include "ir/low_precision.h"
+#include "ir/npy.h"
+#include "ir/tensor.h"
 
 namespace cuvil {
 namespace {
@@ -159,6 +161,17 @@ TEST(LowPrecision, NamesIdsAndClearErrors) {
     EXPECT_FALSE(is_float(t) || is_integer(t));
   }
   EXPECT_FALSE(dtype_from_onnx_id(24));  // float8e8m0: not a Cuvil type
+  // Tensors of them read their values; .npy (which has no such types) refuses them by name.
+  Tensor t = Tensor::zeros(DType::i4, {3});
+  static_cast<uint8_t*>(t.raw())[1] = 0x9;  // -7
+  EXPECT_EQ(t.get_f64(1), -7.0);
+  EXPECT_EQ(t.get_i64(1), -7);
+  try {
+    serialize_npy(t);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("i4"), std::string::npos) << e.what();
+  }
   try {
     visit_dtype(DType::f8e4m3fn, []<class T>() { return sizeof(T); });
     FAIL() << "no error";

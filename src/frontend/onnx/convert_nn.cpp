@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "frontend/onnx/converter.h"
+#include "ir/low_precision.h"
 
 namespace cuvil {
 
@@ -41,6 +42,7 @@ void convert_blocked_quant(ConvertContext& ctx, OpKind op, int64_t block) {
   Value* scale = ctx.input(1);
   Value* zp = ctx.input(2);
   if (!x || !scale) ctx.error("inputs x and scale are required");
+  bool no_saturate = ctx.take_attr("saturate").has_value();  // only ever kept as 0 (convert_quant_linear)
   auto ax = ctx.take_attr("axis");
   int64_t axis = ax && ax->kind() == AttrKind::Int ? ax->i() : 1;
   // (Only graph inputs and constants carry their shapes at import.)
@@ -62,9 +64,14 @@ void convert_blocked_quant(ConvertContext& ctx, OpKind op, int64_t block) {
   };
   Value* s = full(scale);
   Value* xf = temp(ctx, OpKind::Cast, {x}, to_type(DType::f32));
+  // float8 and float4e2m1 dequantize without their zero point (the onnx reference; float8's must be 0).
+  // (x's type from the zero point, which has it, when x is computed: only inputs and constants are typed yet)
+  auto typed = [](Value* v) { return v && (v->is_graph_input() || v->is_constant()); };
+  DType xt = !typed(x) && typed(zp) ? zp->dtype() : x->dtype();
+  bool low_float = is_low_precision(xt) && is_low_precision_float(xt);
   if (op == OpKind::DequantizeLinear) {
     ctx.take_attr("output_dtype");  // the scale's type, which the result is cast like
-    Value* d = zp ? temp(ctx, OpKind::Sub, {xf, full(zp)}) : xf;
+    Value* d = zp && !low_float ? temp(ctx, OpKind::Sub, {xf, full(zp)}) : xf;
     ctx.emit_final(OpKind::CastLike, {temp(ctx, OpKind::Mul, {d, s}), scale}, {});
     return;
   }
@@ -73,10 +80,24 @@ void convert_blocked_quant(ConvertContext& ctx, OpKind op, int64_t block) {
                              : od && od->i() != 0    ? dtype_from_onnx_id(int(od->i()))
                              : zp                     ? std::optional<DType>(zp->dtype())
                                                       : std::optional<DType>(DType::u8);
-  if (!out || !(*out == DType::u8 || *out == DType::i8 || *out == DType::u16 || *out == DType::i16))
-    ctx.error("blocked quantization to this output type is not supported (u8, i8, u16 and i16 are)");
-  double bits = double(dtype_size(*out) * 8);
-  bool sgn = *out == DType::i8 || *out == DType::i16;
+  if (!out || !(*out == DType::u8 || *out == DType::i8 || *out == DType::u16 || *out == DType::i16 ||
+                is_low_precision(*out)))
+    ctx.error("blocked quantization to this output type is not supported (u8, i8, u16, i16 and the "
+              "low-precision types are)");
+  if (is_low_precision(*out) && is_low_precision_float(*out)) {
+    // float8: x / scale cast with `saturate` (no zero point); float4e2m1: plus the zero point, saturated.
+    Value* q = temp(ctx, OpKind::Div, {xf, s});
+    AttrMap cast = to_type(*out);
+    if (*out == DType::f4e2m1) {
+      if (zp) q = temp(ctx, OpKind::Add, {q, full(zp)});
+    } else if (no_saturate) {
+      cast["saturate"] = Attribute(int64_t(0));
+    }
+    ctx.emit_final(OpKind::Cast, {q}, cast);
+    return;
+  }
+  double bits = is_low_precision(*out) ? double(low_precision_bits(*out)) : double(dtype_size(*out) * 8);
+  bool sgn = *out == DType::i8 || *out == DType::i16 || *out == DType::i4 || *out == DType::i2;
   float lo = sgn ? -float(std::exp2(bits - 1)) : 0.f;
   float hi = sgn ? float(std::exp2(bits - 1) - 1) : float(std::exp2(bits) - 1);
   Value* q = temp(ctx, OpKind::Round, {temp(ctx, OpKind::Div, {xf, s})});
@@ -91,6 +112,7 @@ void convert_quant_linear(ConvertContext& ctx, OpKind op) {
   if (auto sat = ctx.take_attr("saturate"); sat && sat->kind() == AttrKind::Int && sat->i() == 0 &&
                                             op == OpKind::QuantizeLinear)
     ctx.attrs()["saturate"] = Attribute(int64_t(0));
+  // (blocked quantization reads it back from the attributes)
   if (auto b = ctx.attrs().find("block_size");
       b != ctx.attrs().end() && b->second.kind() == AttrKind::Int && b->second.i() > 0) {
     int64_t block = b->second.i();

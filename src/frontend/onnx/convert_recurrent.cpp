@@ -138,8 +138,14 @@ void keep_aspect_ratio(ConvertContext& ctx, const std::optional<Attribute>& axes
 // Resize-18 adds antialias, axes and keep_aspect_ratio_policy; antialias and keep_aspect_ratio_policy import at
 // the values that keep Resize-13's meaning, axes as the full-rank inputs.
 void drop_resize18_attrs(ConvertContext& ctx) {
-  if (auto a = ctx.take_attr("antialias"); a && !(a->kind() == AttrKind::Int && a->i() == 0))
-    ctx.error("attribute 'antialias' = 1 is not supported");
+  // antialias = 1 is kept (the reference kernel runs it) for linear and cubic; ONNX defines none for nearest.
+  if (auto a = ctx.take_attr("antialias"); a && !(a->kind() == AttrKind::Int && a->i() == 0)) {
+    auto m = ctx.attrs().find("mode");
+    std::string mode = m != ctx.attrs().end() && m->second.kind() == AttrKind::String ? m->second.s() : "nearest";
+    if (a->kind() != AttrKind::Int || a->i() != 1 || (mode != "linear" && mode != "cubic"))
+      ctx.error("attribute 'antialias' = 1 is only defined for modes linear and cubic (mode is ", mode, ")");
+    ctx.attrs()["antialias"] = Attribute(int64_t(1));
+  }
   auto axes = ctx.take_attr("axes");
   if (auto k = ctx.take_attr("keep_aspect_ratio_policy");
       k && !(k->kind() == AttrKind::String && k->s() == "stretch")) {

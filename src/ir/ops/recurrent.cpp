@@ -222,6 +222,7 @@ CUVIL_DEFINE_OP(LSTM) {
 CUVIL_DEFINE_OP(Resize) {
   s.inputs(1, 4)
       .outputs(1, 1)
+      .attr("antialias", AttrKind::Int, int64_t(0))  // opset 18: linear/cubic downsampling widens the filter
       .attr("coordinate_transformation_mode", AttrKind::String, "half_pixel")
       .attr("cubic_coeff_a", AttrKind::Float, -0.75)
       .attr("exclude_outside", AttrKind::Int, int64_t(0))

@@ -1,4 +1,5 @@
 // Reference kernels of the recurrent family: RNN, GRU, LSTM and Resize.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -237,7 +238,28 @@ struct ResizeParams {
   recurrent::NearestMode nearest;
   double cubic_a;
   bool exclude_outside;
+  bool antialias;
 };
+
+// Antialiased linear/cubic taps (Resize-18, the onnx reference's _*_coeffs_antialias): when downsampling, the
+// kernel is stretched by 1 / scale, so every input index j within its reach of x weighs kernel(scale * (j - x)),
+// normalized to sum 1. The window starts where the reference's does: from x's floor (x - 1 when x is whole).
+std::vector<std::pair<int64_t, double>> antialias_taps(double x, double scale, bool cubic, double A) {
+  const double s = std::min(scale, 1.0);
+  const int64_t i_start = int64_t(std::floor((cubic ? -2.0 : -1.0) / s) + 1), i_end = 2 - i_start;
+  const double fl = std::floor(x);
+  const int64_t base = fl == x ? int64_t(fl) - 1 : int64_t(fl);
+  std::vector<std::pair<int64_t, double>> raw;
+  double sum = 0;
+  for (int64_t i = i_start; i < i_end; ++i) {
+    double d = s * (double(base + i) - x);
+    double w = cubic ? cubic_weight(d, A) : std::clamp(1 - std::abs(d), 0.0, 1.0);
+    raw.push_back({base + i, w});
+    sum += w;
+  }
+  for (auto& [j, w] : raw) w /= sum;
+  return raw;
+}
 
 AxisTaps axis_taps(const recurrent::ResizeAxis& a, const ResizeParams& p, double roi_start, double roi_end) {
   using recurrent::CoordMode;
@@ -288,7 +310,9 @@ AxisTaps axis_taps(const recurrent::ResizeAxis& a, const ResizeParams& p, double
         taps.push_back({clamp(i0 + (up ? 1 : 0)), 1.0});
       } else {
         std::vector<std::pair<int64_t, double>> raw;  // unclamped index, weight
-        if (p.mode == recurrent::ResizeMode::Linear) {
+        if (p.antialias) {
+          raw = antialias_taps(x, a.scale, p.mode == recurrent::ResizeMode::Cubic, p.cubic_a);
+        } else if (p.mode == recurrent::ResizeMode::Linear) {
           raw = {{i0, 1 - frac}, {i0 + 1, frac}};
         } else {
           for (int64_t k = -1; k <= 2; ++k) raw.push_back({i0 + k, cubic_weight(x - double(i0 + k), p.cubic_a)});
@@ -402,6 +426,8 @@ CUVIL_REF_KERNEL(Resize) {
   p.nearest = *nearest;
   p.cubic_a = ctx.f("cubic_coeff_a");
   p.exclude_outside = ctx.i("exclude_outside") != 0;
+  p.antialias = ctx.i("antialias") != 0;
+  if (p.antialias && p.mode == recurrent::ResizeMode::Nearest) ctx.error("antialias is not defined for nearest");
   auto r = recurrent::resize_axes(X.shape(), opt(2), opt(3));
   if (!r.error.empty()) ctx.error(r.error);
   Tensor& Y = ctx.output(0);
