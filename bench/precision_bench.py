@@ -29,6 +29,10 @@ import warnings
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Every engine runs on exactly --threads threads: with Cuvil's load-aware thread count, the peers' own worker
+# threads (alternated with it, spinning between calls) count as load, and Cuvil drops to one thread that the
+# peers keep (MobileNetV2, 2 threads, quiet: 6.66 ms that way at stop 35, 4.50 ms on 2 threads).
+os.environ.setdefault("CUVIL_IGNORE_LOAD", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

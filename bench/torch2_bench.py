@@ -29,6 +29,10 @@ from peers import export_onnx, openvino_runner, ort_runner  # noqa: E402
 
 # Compile times here are real compiles: the compiled-model cache (cuvil.cache) stays out unless asked for.
 os.environ.setdefault("CUVIL_MODEL_CACHE", "off")
+# Every engine runs on exactly --threads threads: with Cuvil's load-aware thread count, the peers' own worker
+# threads (alternated with it, spinning between calls) count as load, and Cuvil drops to one thread that the
+# peers keep (MobileNetV2, 2 threads, quiet: 6.66 ms that way at stop 35, 4.50 ms on 2 threads).
+os.environ.setdefault("CUVIL_IGNORE_LOAD", "1")
 
 
 def model_and_inputs(name: str):
