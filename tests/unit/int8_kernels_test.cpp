@@ -14,27 +14,16 @@
 
 #include "kernels/onednn/onednn_kernels.h"
 #include "runtime/executor.h"
+#include "int8_test_util.h"
 #include "test_util.h"
 
 using namespace cuvil;
 using namespace cuvil::test;
+using namespace cuvil::test::int8;
 
 namespace {
 
 using Ints = std::vector<int64_t>;
-
-bool machine_has_vnni() {
-  auto isa = unsigned(dnnl::get_effective_cpu_isa()), vnni = unsigned(dnnl::cpu_isa::avx512_core_vnni);
-  return (isa & vnni) == vnni;
-}
-
-Tensor random_tensor(Ints shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
 
 // Output channel c of the weights scaled by 10^(c mod 3 - 1): per-channel scales matter.
 Tensor spread_channels(Tensor w, int64_t channels, bool channels_fastest) {
@@ -43,13 +32,6 @@ Tensor spread_channels(Tensor w, int64_t channels, bool channels_fastest) {
     for (int64_t i = 0; i < inner; ++i)
       w.data<float>()[channels_fastest ? i * channels + c : c * inner + i] *= std::pow(10.f, float(c % 3 - 1));
   return w;
-}
-
-ExecutorOptions int8_options() {
-  ExecutorOptions o;
-  o.kernels.precision = Precision::int8;
-  o.kernels.lower_final_outputs = true;  // the one node's output is the graph's
-  return o;
 }
 
 struct Case {

@@ -13,35 +13,16 @@
 #include "kernels/onednn/onednn_kernels.h"
 #include "runtime/executor.h"
 #include "runtime/int8_links.h"
+#include "int8_test_util.h"
 #include "test_util.h"
 
 using namespace cuvil;
 using namespace cuvil::test;
+using namespace cuvil::test::int8;
 
 namespace {
 
 using Ints = std::vector<int64_t>;
-
-bool machine_has_vnni() {
-  auto isa = unsigned(dnnl::get_effective_cpu_isa()), vnni = unsigned(dnnl::cpu_isa::avx512_core_vnni);
-  return (isa & vnni) == vnni;
-}
-
-Tensor random_tensor(Ints shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
-// int8 with the last layer lowered too (these graphs are a few layers: the last is the one we link into).
-ExecutorOptions int8_options() {
-  ExecutorOptions o;
-  o.kernels.precision = Precision::int8;
-  o.kernels.lower_final_outputs = true;
-  return o;
-}
 
 AttrMap conv(float x_scale, int64_t zp, const char* act = "Relu") {
   AttrMap a{{"pads", Attribute(Ints{1, 1, 1, 1})},
