@@ -64,11 +64,14 @@ std::unique_ptr<PreparedKernel> prepare_f32_kernel(const Node& n, const std::vec
     why = str_cat("KernelOptions::reference_ops holds ", op_name(n.op()));
   } else {
     if (auto k = codegen::prepare_generated_kernel(n, inputs, options, code, &why)) return k;
+    std::string integer_why;  // ONNX's integer ops (ConvInteger, QLinearConv, ...): why not on u8 x s8 kernels
+    if (auto k = onednn::prepare_onednn_integer_kernel(n, inputs, &integer_why)) return k;
     if (options.cpu_gemm)
       if (auto k = cpu::prepare_matmul(n, inputs)) return k;
     if (auto k = onednn::prepare_onednn_kernel(n, inputs, options)) return k;
     if (auto k = cpu::prepare_cpu_kernel(n, inputs)) return k;
     if (n.op() == OpKind::FusedKernel) why = "generated code: " + why + "; the body runs op by op";
+    else if (!integer_why.empty()) why = "integer kernel: " + integer_why;
     else why = str_cat("no fast kernel covers ", op_name(n.op()), " at ", input_types(inputs));
   }
   auto k = wrap_kernel(ref_kernel(n.op()), "ref:" + std::string(op_name(n.op())));

@@ -22,6 +22,12 @@ std::unique_ptr<PreparedKernel> prepare_onednn_bf16_matmul(const Node& n, const 
 // output. Null with `reason` set where the node is not calibrated or oneDNN would not run it on VNNI.
 std::unique_ptr<PreparedKernel> prepare_onednn_int8_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                            std::string* reason);
+// ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul on u8 x s8 primitives (kernels/onednn/integer_ops.cpp),
+// at any precision (their integer arithmetic is the op's own); null with `reason` set where they stay on the
+// reference kernel (weights not constant, a convolution's weight zero point, no VNNI, ...), null without one for
+// other ops.
+std::unique_ptr<PreparedKernel> prepare_onednn_integer_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                              std::string* reason);
 // The int8 kernels' quantization of one activation (round to nearest even, saturate to 0..255) and one weight
 // (symmetric, saturate to -127..127): what a reference computes to match them exactly.
 uint8_t quantize_u8(float x, float inv_scale, int32_t zero_point);

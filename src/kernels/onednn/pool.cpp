@@ -18,8 +18,9 @@ class PoolKernel final : public PrimitiveKernel {
     memory::data_type dt;
     const auto& xs = in[0].shape;
     // u8: a MaxPool between int8 layers (runtime/int8_links.h); max commutes with the monotone quantization.
-    u8_ = in[0].dtype == DType::u8 && n.op() == OpKind::MaxPool;
-    if (u8_) dt = memory::data_type::u8;
+    // s8 too: a MaxPool between QLinearConvs of s8 activations (kernels/onednn/integer_ops.cpp).
+    u8_ = (in[0].dtype == DType::u8 || in[0].dtype == DType::i8) && n.op() == OpKind::MaxPool;
+    if (u8_) dt = in[0].dtype == DType::u8 ? memory::data_type::u8 : memory::data_type::s8;
     else if (!to_onednn_type(in[0].dtype, &dt)) return false;
     if (xs.size() < 3 || xs.size() > 5 || n.num_outputs() != 1) return false;
     bool cl = attrs.i("channels_last") != 0;
@@ -67,7 +68,11 @@ class PoolKernel final : public PrimitiveKernel {
       }
     }
     memory::format_tag tag = activation_tag(S, cl);
-    memory::desc x_md(xd, dt, tag), y_md(yd, dt, tag);
+    // oneDNN pools 8-bit integers on its jit kernels only channels-last (channels-first runs ref:any, 100x
+    // slower): a channels-first tensor is reordered in and out.
+    bool reordered = u8_ && !cl;
+    memory::format_tag inner = reordered ? activation_tag(S, true) : tag;
+    memory::desc x_md(xd, dt, inner), y_md(yd, dt, inner);
     double work = double(shape_numel(y));
     for (int64_t k : kernel) work *= double(k);
     if (work < kSingleThreadFlops) threads_ = 1;
@@ -76,6 +81,17 @@ class PoolKernel final : public PrimitiveKernel {
     dnnl::pooling_v2_forward::primitive_desc pd(d, thread_safe_attr(), cpu_engine());
     prim_ = dnnl::pooling_v2_forward(pd);
     set_name(pd);
+    if (reordered) {
+      user_x_ = memory(memory::desc(xd, dt, tag), cpu_engine(), DNNL_MEMORY_NONE);
+      user_y_ = memory(memory::desc(yd, dt, tag), cpu_engine(), DNNL_MEMORY_NONE);
+      src_ = memory(pd.src_desc(), cpu_engine());
+      dst_ = memory(pd.dst_desc(), cpu_engine());
+      in_ = Reorder(user_x_, src_);
+      out_ = Reorder(dst_, user_y_);
+      args_[DNNL_ARG_SRC] = src_;
+      args_[DNNL_ARG_DST] = dst_;
+      return true;
+    }
     args_[DNNL_ARG_SRC] = memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     args_[DNNL_ARG_DST] = memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     return true;
@@ -89,13 +105,24 @@ class PoolKernel final : public PrimitiveKernel {
       ref_kernel(ctx.node().op())(ctx);
       return;
     }
+    if (in_) {
+      ScopedThreads t(threads_);
+      user_x_.set_data_handle(const_cast<void*>(x.raw()));
+      in_.execute(user_x_, src_);
+      execute();
+      user_y_.set_data_handle(ctx.output(0).raw());
+      out_.execute(dst_, user_y_);
+      return;
+    }
     bind(DNNL_ARG_SRC, ctx.input(0).raw());
     bind(DNNL_ARG_DST, ctx.output(0).raw());
     execute();
   }
 
  private:
-  bool max_ = false, u8_ = false;
+  bool max_ = false, u8_ = false;  // u8_: 8-bit integers (u8 or s8)
+  memory user_x_, user_y_, src_, dst_;  // a channels-first 8-bit tensor's reorders (see prepare)
+  Reorder in_, out_;
 };
 
 }  // namespace

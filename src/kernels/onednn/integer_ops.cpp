@@ -1,0 +1,349 @@
+// ONNX's integer ops on oneDNN's u8 x s8 kernels (VNNI dot products, s32 accumulation): ConvInteger, QLinearConv,
+// MatMulInteger, QLinearMatMul, as quantize_dynamic and quantize_static(QOperator) write them. These are the ops'
+// own integer semantics, not a lowering of precision, so they run at every KernelOptions::precision.
+//
+// Operands, exactly:
+// - activations u8 as they come; s8 shifted to u8 per call (x + 128, its zero point + 128: (x - zp) unchanged);
+// - constant weights s8 as they are, u8 shifted to s8 (w - 128, zero point - 128); the activation's zero point is
+//   oneDNN's runtime source zero point for convolutions (padding is the zero point: a real 0, as in the reference)
+//   and a correction after the product for matrix products: sum (a - za)(b - zb) = sum a b - za colsum(b)
+//   - zb rowsum(a) + K za zb, in wrapping 32-bit arithmetic;
+// - convolutions take no weight zero point (oneDNN 2.6 has none for them): a nonzero one stays on the reference.
+// Outputs: ConvInteger / MatMulInteger s32 (exact while oneDNN's accumulators stay below 2^24, where its store may
+// pass them through f32); QLinearMatMul requantizes the s32 sums as the reference does (float(acc) * (a_scale *
+// b_scale / y_scale), round half to even, + zero point, saturate): bit-identical; QLinearConv requantizes in the
+// primitive (per-channel output scales x_scale * w_scale / y_scale, bias s32 in the accumulator, then oneDNN's
+// destination zero point), which adds the zero point before rounding: within one step of the reference at ties.
+// oneDNN's int8 convolutions want channels-last activations: channels-first tensors are reordered in and out.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/onednn_kernels.h"
+#include "kernels/ref/nn_quant.h"
+
+namespace cuvil::onednn {
+
+namespace {
+
+// Where each operand of an integer op sits among its inputs (-1: the op has none).
+struct IntegerOpRecord {
+  OpKind op;
+  bool conv;
+  int x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias;
+};
+constexpr IntegerOpRecord kIntegerOps[] = {
+    {OpKind::ConvInteger, true, 0, -1, 2, 1, -1, 3, -1, -1, -1},
+    {OpKind::QLinearConv, true, 0, 1, 2, 3, 4, 5, 6, 7, 8},
+    {OpKind::MatMulInteger, false, 0, -1, 2, 1, -1, 3, -1, -1, -1},
+    {OpKind::QLinearMatMul, false, 0, 1, 2, 3, 4, 5, 6, 7, -1},
+};
+
+const IntegerOpRecord* record_of(OpKind op) {
+  for (const IntegerOpRecord& r : kIntegerOps)
+    if (r.op == op) return &r;
+  return nullptr;
+}
+
+bool present(const std::vector<PrepareInput>& in, int i) {
+  return i >= 0 && size_t(i) < in.size() && in[size_t(i)].present;
+}
+bool is_q8(DType t) { return t == DType::u8 || t == DType::i8; }
+
+// The scalar zero point of input i (0 when absent), read per call.
+int32_t zero_point(KernelContext& ctx, int i) {
+  return i >= 0 && ctx.has_input(size_t(i)) ? int32_t(ctx.input(size_t(i)).get_i64(0)) : 0;
+}
+
+// Constant weights as s8 plus their zero points per output channel, both shifted by -128 when the weights are u8.
+void signed_weights(const Tensor& w, const Tensor* zp, int64_t channels, std::vector<int8_t>* out,
+                    std::vector<int32_t>* zps) {
+  bool u8 = w.dtype() == DType::u8;
+  int32_t shift = u8 ? 128 : 0;
+  std::vector<int64_t> z = ref::nn::param_ints(zp);
+  zps->assign(size_t(channels), 0);
+  for (int64_t c = 0; c < channels; ++c) (*zps)[size_t(c)] = int32_t(z[z.size() == 1 ? 0 : size_t(c)]) - shift;
+  out->resize(size_t(w.numel()));
+  for (int64_t i = 0; i < w.numel(); ++i)
+    (*out)[size_t(i)] = u8 ? int8_t(int32_t(w.data<uint8_t>()[i]) - 128) : w.data<int8_t>()[i];
+}
+
+// s8 -> u8 by adding 128 (flipping the sign bit).
+void shift_to_u8(const int8_t* x, uint8_t* y, int64_t n) {
+  const uint8_t* b = reinterpret_cast<const uint8_t*>(x);
+  for (int64_t i = 0; i < n; ++i) y[i] = uint8_t(b[i] ^ 0x80u);
+}
+
+bool on_vnni(const dnnl::primitive_desc_base& pd, std::string* reason) {
+  std::string impl = pd.impl_info_str();
+  if (impl.find("vnni") == std::string::npos && impl.find("amx") == std::string::npos) {
+    // Without VNNI oneDNN pairs u8 x s8 products in saturating 16-bit sums: not the exact integer result.
+    *reason = "oneDNN would run " + impl + ", not VNNI dot products (16-bit pair sums may saturate)";
+    return false;
+  }
+  return true;
+}
+
+class IntConvKernel final : public PrimitiveKernel {
+ public:
+  bool prepare(const Node& n, const IntegerOpRecord& r, const std::vector<PrepareInput>& in, const Dims& y,
+               DType y_dtype, std::string* reason) {
+    rec_ = r;
+    const PrepareInput &x = in[size_t(r.x)], &w = in[size_t(r.w)];
+    if (x.shape.size() < 3 || x.shape.size() > 5) return (*reason = "activations of rank 3 to 5 only", false);
+    if (!w.value) return (*reason = "weights not constant", false);
+    for (int i : {r.x_scale, r.w_scale, r.y_scale, r.y_zp, r.bias, r.w_zp})
+      if (present(in, i) && !in[size_t(i)].value)
+        return (*reason = "quantization parameters or bias not constant", false);
+    AttrReader attrs(n);
+    int64_t group = attrs.i("group"), M = w.shape[0];
+    size_t S = x.shape.size() - 2;
+    ConvGeometry geo;
+    if (!conv_geometry(attrs, x.shape, y, w.shape, false, &geo)) return (*reason = "pads do not fit", false);
+    std::vector<int8_t> qw;
+    std::vector<int32_t> wz;
+    signed_weights(*w.value, present(in, r.w_zp) ? in[size_t(r.w_zp)].value : nullptr, M, &qw, &wz);
+    for (int32_t z : wz)
+      if (z != 0) return (*reason = "weight zero point not 0 (oneDNN 2.6 convolutions take none)", false);
+    x_signed_ = x.dtype == DType::i8;
+    x_zp_const_ = !present(in, r.x_zp) || in[size_t(r.x_zp)].value;
+    int32_t xz0 = present(in, r.x_zp) && in[size_t(r.x_zp)].value ? int32_t(in[size_t(r.x_zp)].value->get_i64(0)) : 0;
+    x_zp_ = xz0 + (x_signed_ ? 128 : 0);
+
+    memory::data_type ydt = y_dtype == DType::i32  ? memory::data_type::s32
+                            : y_dtype == DType::u8 ? memory::data_type::u8
+                                                   : memory::data_type::s8;
+    memory::format_tag cl = activation_tag(S, true), cf = activation_tag(S, false);
+    memory::desc x_md(geo.x, memory::data_type::u8, cl), y_md(geo.y, ydt, cl);
+    Dims wd(w.shape.begin(), w.shape.end());
+    if (group > 1) {
+      wd.insert(wd.begin(), group);
+      wd[1] = M / group;
+    }
+    memory::desc w_user = dense_md(wd, memory::data_type::s8), w_any(wd, memory::data_type::s8, memory::format_tag::any);
+    bool has_bias = present(in, r.bias);
+    memory::desc b_md = has_bias ? dense_md({M}, memory::data_type::s32) : memory::desc();
+
+    dnnl::primitive_attr a = thread_safe_attr();
+    if (r.y_scale >= 0) {
+      // As the reference: x_scale * w_scale[c] / y_scale in float.
+      float xs = float(in[size_t(r.x_scale)].value->get_f64(0)), ys = float(in[size_t(r.y_scale)].value->get_f64(0));
+      std::vector<double> ws = ref::nn::param_floats(*in[size_t(r.w_scale)].value);
+      std::vector<float> scales(static_cast<size_t>(M));
+      for (int64_t c = 0; c < M; ++c) scales[size_t(c)] = xs * float(ws[ws.size() == 1 ? 0 : size_t(c)]) / ys;
+      a.set_output_scales(1 << 1, scales);
+      y_zp_ = present(in, r.y_zp) ? int32_t(in[size_t(r.y_zp)].value->get_i64(0)) : 0;
+      if (y_zp_ != 0) a.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    }
+    has_x_zp_ = x_zp_ != 0 || !x_zp_const_;
+    if (has_x_zp_) a.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    double flops = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(M, 1));
+    if (flops < kSingleThreadFlops) threads_ = 1;
+    ScopedThreads creating(threads_);
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_md,
+                                      w_any, b_md, y_md, geo.strides, geo.dilations, geo.pad_begin, geo.pad_end);
+    dnnl::convolution_forward::primitive_desc pd(d, a, cpu_engine(), /*allow_empty=*/true);
+    if (!pd) return (*reason = "oneDNN has no u8 x s8 kernel for this convolution", false);
+    if (!on_vnni(pd, reason)) return false;
+    prim_ = dnnl::convolution_forward(pd);
+    set_name(pd);
+    memory user(w_user, cpu_engine(), qw.data()), wq(pd.weights_desc(), cpu_engine());
+    dnnl::reorder(user, wq).execute(thread_stream(), user, wq);
+    thread_stream().wait();
+    args_[DNNL_ARG_WEIGHTS] = wq;
+    if (has_bias) {
+      memory b(b_md, cpu_engine());
+      std::memcpy(b.get_data_handle(), in[size_t(r.bias)].value->raw(), size_t(M) * 4);
+      args_[DNNL_ARG_BIAS] = b;
+    }
+    src_ = memory(pd.src_desc(), cpu_engine());
+    dst_ = memory(pd.dst_desc(), cpu_engine());
+    args_[DNNL_ARG_SRC] = src_;
+    args_[DNNL_ARG_DST] = dst_;
+    if (has_x_zp_) {
+      args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] =
+          memory({{1}, memory::data_type::s32, memory::format_tag::x}, cpu_engine(), &x_zp_);
+    }
+    if (y_zp_ != 0)
+      args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] =
+          memory({{1}, memory::data_type::s32, memory::format_tag::x}, cpu_engine(), &y_zp_);
+    user_x_ = memory(memory::desc(geo.x, memory::data_type::u8, cf), cpu_engine(), DNNL_MEMORY_NONE);
+    user_y_ = memory(memory::desc(geo.y, ydt, cf), cpu_engine(), DNNL_MEMORY_NONE);
+    in_ = Reorder(user_x_, src_);
+    out_ = Reorder(dst_, user_y_);
+    if (x_signed_) shifted_.resize(size_t(shape_numel(x.shape)));
+    return true;
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(size_t(rec_.x));
+    const void* xp = x.raw();
+    if (x_signed_) {
+      shift_to_u8(x.data<int8_t>(), shifted_.data(), x.numel());
+      xp = shifted_.data();
+    }
+    if (!x_zp_const_) x_zp_ = zero_point(ctx, rec_.x_zp) + (x_signed_ ? 128 : 0);
+    ScopedThreads t(threads_);
+    user_x_.set_data_handle(const_cast<void*>(xp));
+    in_.execute(user_x_, src_);
+    execute();
+    user_y_.set_data_handle(ctx.output(0).raw());
+    out_.execute(dst_, user_y_);
+  }
+
+ private:
+  IntegerOpRecord rec_{};
+  bool x_signed_ = false, x_zp_const_ = true, has_x_zp_ = false;
+  int32_t x_zp_ = 0, y_zp_ = 0;
+  memory src_, dst_, user_x_, user_y_;
+  Reorder in_, out_;
+  std::vector<uint8_t> shifted_;
+};
+
+class IntMatMulKernel final : public PrimitiveKernel {
+ public:
+  bool prepare(const IntegerOpRecord& r, const std::vector<PrepareInput>& in, const Dims& y, std::string* reason) {
+    rec_ = r;
+    const PrepareInput &a = in[size_t(r.x)], &b = in[size_t(r.w)];
+    if (!b.value) return (*reason = "B not constant", false);
+    if (b.shape.size() != 2) return (*reason = "B not a matrix", false);
+    if (a.shape.size() < 2) return (*reason = "A of rank 1", false);
+    if (present(in, r.x_zp) && shape_numel(in[size_t(r.x_zp)].shape) != 1)
+      return (*reason = "per-row zero point of A", false);
+    if (r.x_scale >= 0 && shape_numel(in[size_t(r.x_scale)].shape) != 1) return (*reason = "per-row scale of A", false);
+    if (present(in, r.w_zp) && !in[size_t(r.w_zp)].value) return (*reason = "zero point of B not constant", false);
+    K_ = a.shape.back(), N_ = b.shape[1], rows_ = shape_numel(a.shape) / K_;
+    std::vector<int8_t> qb;
+    signed_weights(*b.value, present(in, r.w_zp) ? in[size_t(r.w_zp)].value : nullptr, N_, &qb, &b_zp_);
+    colsum_.assign(size_t(N_), 0);
+    for (int64_t k = 0; k < K_; ++k)
+      for (int64_t c = 0; c < N_; ++c) colsum_[size_t(c)] += int32_t(qb[size_t(k * N_ + c)]);
+    any_b_zp_ = false;
+    for (int32_t z : b_zp_) any_b_zp_ |= z != 0;
+    a_signed_ = a.dtype == DType::i8;
+    requantize_ = r.y_scale >= 0;
+    y_signed_ = requantize_ && in[size_t(r.y_zp)].dtype == DType::i8;
+
+    memory::desc a_md = dense_md({rows_, K_}, memory::data_type::u8), y_md = dense_md({rows_, N_}, memory::data_type::s32);
+    memory::desc b_user = dense_md({K_, N_}, memory::data_type::s8), b_any({K_, N_}, memory::data_type::s8,
+                                                                            memory::format_tag::any);
+    double flops = 2.0 * double(rows_) * double(N_) * double(K_);
+    if (flops < kSingleThreadFlops) threads_ = 1;
+    ScopedThreads creating(threads_);
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_any, y_md), thread_safe_attr(), cpu_engine());
+    } catch (const dnnl::error&) {
+      return (*reason = "oneDNN has no u8 x s8 kernel for this product", false);
+    }
+    if (!on_vnni(pd, reason)) return false;
+    prim_ = dnnl::matmul(pd);
+    set_name(pd);
+    memory user(b_user, cpu_engine(), qb.data()), bq(pd.weights_desc(), cpu_engine());
+    dnnl::reorder(user, bq).execute(thread_stream(), user, bq);
+    thread_stream().wait();
+    args_[DNNL_ARG_WEIGHTS] = bq;
+    args_[DNNL_ARG_SRC] = memory(a_md, cpu_engine(), DNNL_MEMORY_NONE);
+    args_[DNNL_ARG_DST] = memory(y_md, cpu_engine(), DNNL_MEMORY_NONE);
+    if (a_signed_) shifted_.resize(size_t(rows_ * K_));
+    if (requantize_) acc_.resize(size_t(rows_ * N_));
+    if (any_b_zp_) rowsum_.resize(size_t(rows_));
+    return true;
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(size_t(rec_.x));
+    const uint8_t* ap = a.data<uint8_t>();
+    int32_t za = zero_point(ctx, rec_.x_zp);
+    if (a_signed_) {
+      shift_to_u8(a.data<int8_t>(), shifted_.data(), a.numel());
+      ap = shifted_.data();
+      za += 128;
+    }
+    int32_t* acc = requantize_ ? acc_.data() : ctx.output(0).data<int32_t>();
+    bind(DNNL_ARG_SRC, ap);
+    bind(DNNL_ARG_DST, acc);
+    execute();
+    correct(ap, za, acc);
+    if (requantize_) y_signed_ ? requantize<int8_t>(ctx, acc) : requantize<uint8_t>(ctx, acc);
+  }
+
+ private:
+  IntegerOpRecord rec_{};
+  int64_t rows_ = 0, K_ = 0, N_ = 0;
+  std::vector<int32_t> b_zp_, colsum_, rowsum_, acc_;
+  std::vector<uint8_t> shifted_;
+  bool any_b_zp_ = false, a_signed_ = false, requantize_ = false, y_signed_ = false;
+
+  // The zero points' terms, in wrapping 32-bit arithmetic (as int32 sums wrap).
+  void correct(const uint8_t* a, int32_t za, int32_t* acc) {
+    if (za == 0 && !any_b_zp_) return;
+    if (any_b_zp_)
+      for (int64_t m = 0; m < rows_; ++m) {
+        uint32_t s = 0;
+        for (int64_t k = 0; k < K_; ++k) s += a[m * K_ + k];
+        rowsum_[size_t(m)] = int32_t(s);
+      }
+    std::vector<uint32_t> fix(static_cast<size_t>(N_));  // per column: -za colsum + K za zb
+    for (int64_t c = 0; c < N_; ++c)
+      fix[size_t(c)] = uint32_t(-int64_t(za) * colsum_[size_t(c)] + int64_t(K_) * za * b_zp_[size_t(c)]);
+    for (int64_t m = 0; m < rows_; ++m) {
+      uint32_t* row = reinterpret_cast<uint32_t*>(acc + m * N_);
+      if (any_b_zp_) {
+        uint32_t rs = uint32_t(rowsum_[size_t(m)]);
+        for (int64_t c = 0; c < N_; ++c) row[c] += fix[size_t(c)] - uint32_t(b_zp_[size_t(c)]) * rs;
+      } else {
+        for (int64_t c = 0; c < N_; ++c) row[c] += fix[size_t(c)];
+      }
+    }
+  }
+
+  // As the reference: float(acc) * (a_scale * b_scale / y_scale) rounded half to even, + zero point, saturated.
+  template <class Q>
+  void requantize(KernelContext& ctx, const int32_t* acc) {
+    float as = float(ctx.input(size_t(rec_.x_scale)).get_f64(0)), ys = float(ctx.input(size_t(rec_.y_scale)).get_f64(0));
+    std::vector<double> bs = ref::nn::param_floats(ctx.input(size_t(rec_.w_scale)));
+    if (bs.size() != 1 && int64_t(bs.size()) != N_) ctx.error("b_scale must be a scalar or have one value per column");
+    std::vector<float> mult(static_cast<size_t>(N_));
+    for (int64_t c = 0; c < N_; ++c) mult[size_t(c)] = as * float(bs[bs.size() == 1 ? 0 : size_t(c)]) / ys;
+    float zp = float(zero_point(ctx, rec_.y_zp));
+    constexpr float lo = float(std::numeric_limits<Q>::min()), hi = float(std::numeric_limits<Q>::max());
+    Q* y = ctx.output(0).data<Q>();
+    for (int64_t m = 0; m < rows_; ++m)
+      for (int64_t c = 0; c < N_; ++c) {
+        // |v| beyond 2^24 saturates either way, so float arithmetic gives the reference's double result.
+        float v = std::nearbyint(float(acc[m * N_ + c]) * mult[size_t(c)]) + zp;
+        y[m * N_ + c] = Q(std::min(std::max(v, lo), hi));
+      }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<PreparedKernel> prepare_onednn_integer_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                              std::string* reason) {
+  const IntegerOpRecord* r = record_of(n.op());
+  if (!r) return nullptr;
+  for (const PrepareInput& in : inputs)
+    if (in.present && shape_numel(in.shape) == 0) return (*reason = "empty tensor", nullptr);
+  if (!is_q8(inputs[size_t(r->x)].dtype) || !is_q8(inputs[size_t(r->w)].dtype))
+    return (*reason = "operands not 8-bit", nullptr);
+  try {
+    std::vector<std::vector<int64_t>> ys = infer_output_dims(n, inputs);
+    if (ys.size() != 1) return nullptr;
+    if (r->conv) {
+      auto k = std::make_unique<IntConvKernel>();
+      DType yt = r->y_zp >= 0 ? inputs[size_t(r->y_zp)].dtype : DType::i32;
+      if (k->prepare(n, *r, inputs, ys[0], yt, reason)) return k;
+    } else {
+      auto k = std::make_unique<IntMatMulKernel>();
+      if (k->prepare(*r, inputs, ys[0], reason)) return k;
+    }
+  } catch (const dnnl::error& e) {
+    *reason = std::string("oneDNN: ") + e.what();
+  }
+  return nullptr;
+}
+
+}  // namespace cuvil::onednn
