@@ -77,7 +77,10 @@ void shift_to_u8(const int8_t* x, uint8_t* y, int64_t n) {
 
 bool on_vnni(const dnnl::primitive_desc_base& pd, std::string* reason) {
   std::string impl = pd.impl_info_str();
-  if (impl.find("vnni") == std::string::npos && impl.find("amx") == std::string::npos) {
+  // oneDNN's int8 GEMM (grouped convolutions) names no ISA; it takes VNNI's kernel where the CPU has it.
+  auto isa = unsigned(dnnl::get_effective_cpu_isa()), vnni = unsigned(dnnl::cpu_isa::avx512_core_vnni);
+  bool gemm_on_vnni = impl.find("gemm_s8u8s32") != std::string::npos && (isa & vnni) == vnni;
+  if (!gemm_on_vnni && impl.find("vnni") == std::string::npos && impl.find("amx") == std::string::npos) {
     // Without VNNI oneDNN pairs u8 x s8 products in saturating 16-bit sums: not the exact integer result.
     *reason = "oneDNN would run " + impl + ", not VNNI dot products (16-bit pair sums may saturate)";
     return false;
@@ -254,7 +257,7 @@ class IntMatMulKernel final : public PrimitiveKernel {
 
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(size_t(rec_.x));
-    const uint8_t* ap = a.data<uint8_t>();
+    const uint8_t* ap = static_cast<const uint8_t*>(a.raw());
     int32_t za = zero_point(ctx, rec_.x_zp);
     if (a_signed_) {
       shift_to_u8(a.data<int8_t>(), shifted_.data(), a.numel());

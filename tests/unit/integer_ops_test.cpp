@@ -1,0 +1,235 @@
+// ONNX's integer ops on oneDNN's u8 x s8 kernels (kernels/onednn/integer_ops.cpp) against the reference kernels on
+// random 8-bit inputs: ConvInteger, MatMulInteger and QLinearMatMul bit for bit; QLinearConv within one step (the
+// primitive adds the output zero point before rounding, the reference after: they differ only at ties), with the
+// fraction exact reported and bounded. Odd channel counts, 1x1 / 3x3 / 5x3 windows, strides, pads, groups and
+// depthwise, u8 and s8 activations, u8 weights (zero point 128), zero points 0, 1, 128, 255, runtime zero points
+// (DynamicQuantizeLinear's form), per-channel scales; and the cases that stay on the reference, with their reasons.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "int8_test_util.h"
+#include "runtime/executor.h"
+#include "test_util.h"
+
+using namespace cuvil;
+using namespace cuvil::test;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+Tensor random_q8(DType t, Ints shape, uint32_t seed, int lo = -1000, int hi = 1000) {
+  std::mt19937 rng(seed);
+  Tensor x = Tensor::zeros(t, std::move(shape));
+  int a = t == DType::u8 ? 0 : -128, b = t == DType::u8 ? 255 : 127;
+  std::uniform_int_distribution<int> u(std::max(a, lo), std::min(b, hi));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (t == DType::u8) x.data<uint8_t>()[i] = uint8_t(u(rng));
+    else x.data<int8_t>()[i] = int8_t(u(rng));
+  }
+  return x;
+}
+
+Tensor q8_scalar(DType t, int v) {
+  return t == DType::u8 ? Tensor::scalar<uint8_t>(uint8_t(v)) : Tensor::scalar<int8_t>(int8_t(v));
+}
+
+Tensor random_scales(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.002f, 0.02f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = u(rng);
+  return Tensor::from_vector<float>(v, {n});
+}
+
+// Runs `one` fast and on the reference; returns the kernel name and fallback of the fast run.
+struct Outcome {
+  Tensor got, want;
+  std::string impl, fallback;
+};
+Outcome run_both(const OneOp& one) {
+  Executor fast(one.g), ref(one.g, reference_kernels());
+  std::vector<NodeTime> prof = fast.profile(one.feeds);
+  EXPECT_EQ(prof.size(), 1u);
+  return {fast.run(one.feeds)[0], ref.run(one.feeds)[0], prof.at(0).impl, prof.at(0).fallback};
+}
+
+// Elements equal, and within one step: returns the fraction equal.
+double compare(const Tensor& got, const Tensor& want, int64_t max_step) {
+  EXPECT_EQ(got.shape(), want.shape());
+  EXPECT_EQ(got.dtype(), want.dtype());
+  int64_t same = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    int64_t g = got.get_i64(i), w = want.get_i64(i);
+    same += g == w;
+    EXPECT_LE(std::abs(g - w), max_step) << "element " << i << ": " << g << " vs " << w;
+    if (std::abs(g - w) > max_step) break;
+  }
+  return double(same) / double(std::max<int64_t>(want.numel(), 1));
+}
+
+struct ConvCase {
+  DType x_type, w_type, y_type;
+  Ints x_shape, w_shape;  // x [N, C, H, W], w [M, C/group, kh, kw]
+  int64_t group;
+  Ints strides, pads;
+  int x_zp, w_zp, y_zp;
+  bool per_channel, bias;
+};
+
+std::vector<ConvCase> conv_cases() {
+  using enum DType;
+  return {
+      {u8, i8, u8, {1, 3, 11, 13}, {7, 3, 3, 3}, 1, {1, 1}, {1, 1, 1, 1}, 0, 0, 0, true, true},
+      {u8, i8, u8, {2, 19, 9, 7}, {17, 19, 1, 1}, 1, {1, 1}, {0, 0, 0, 0}, 128, 0, 128, true, true},
+      {u8, i8, u8, {1, 5, 15, 14}, {9, 5, 5, 3}, 1, {2, 2}, {2, 1, 2, 1}, 255, 0, 1, false, false},
+      {u8, i8, i8, {1, 8, 10, 10}, {6, 4, 3, 3}, 2, {1, 2}, {1, 1, 0, 0}, 37, 0, -5, true, true},
+      {u8, i8, u8, {1, 24, 9, 9}, {24, 1, 3, 3}, 24, {1, 1}, {1, 1, 1, 1}, 3, 0, 10, true, true},  // depthwise
+      {i8, i8, u8, {1, 21, 8, 8}, {11, 21, 3, 3}, 1, {1, 1}, {1, 1, 1, 1}, -3, 0, 100, true, true},
+      {u8, u8, u8, {1, 6, 7, 9}, {5, 6, 3, 3}, 1, {2, 1}, {1, 1, 1, 1}, 17, 128, 64, false, true},
+  };
+}
+
+OneOp conv_op(const ConvCase& c, uint32_t seed, bool weights_constant = true) {
+  Tensor x = random_q8(c.x_type, c.x_shape, seed), w = random_q8(c.w_type, c.w_shape, seed + 1);
+  if (c.w_type == DType::u8)  // weights around their zero point, as u8 models hold them
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<uint8_t>()[i] = uint8_t(std::clamp(int(w.data<uint8_t>()[i]), 1, 255));
+  int64_t M = c.w_shape[0];
+  std::vector<int32_t> b(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) b[size_t(m)] = int32_t((m * 7919) % 4001) - 2000;
+  AttrMap attrs{{"group", Attribute(c.group)}, {"strides", Attribute(c.strides)}, {"pads", Attribute(c.pads)},
+                {"kernel_shape", Attribute(Ints(c.w_shape.begin() + 2, c.w_shape.end()))}};
+  OpArg wa = weights_constant ? constant(w) : input(w);
+  return build_op(OpKind::QLinearConv,
+                  {input(x), constant(Tensor::scalar<float>(0.02f)), constant(q8_scalar(c.x_type, c.x_zp)), wa,
+                   constant(c.per_channel ? random_scales(M, seed + 2) : Tensor::scalar<float>(0.007f)),
+                   constant(q8_scalar(c.w_type, c.w_zp)), constant(Tensor::scalar<float>(0.9f)),
+                   constant(q8_scalar(c.y_type, c.y_zp)),
+                   c.bias ? constant(Tensor::from_vector<int32_t>(b, {M})) : absent()},
+                  attrs);
+}
+
+TEST(IntegerOps, QLinearConvWithinOneStepOfReference) {
+  if (!int8::machine_has_vnni()) GTEST_SKIP() << "no VNNI: the integer ops stay on the reference";
+  uint32_t seed = 10;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE("case " + std::to_string(seed));
+    OneOp one = conv_op(c, seed += 10);
+    Outcome o = run_both(one);
+    EXPECT_EQ(o.impl.rfind("onednn:", 0), 0u) << o.impl << " " << o.fallback;
+    double exact = compare(o.got, o.want, 1);
+    EXPECT_GE(exact, 0.97) << "fraction exact " << exact;
+    std::printf("QLinearConv case %u: %.4f exact\n", seed, exact);
+  }
+}
+
+TEST(IntegerOps, ConvIntegerExactWithRuntimeZeroPoint) {
+  if (!int8::machine_has_vnni()) GTEST_SKIP() << "no VNNI: the integer ops stay on the reference";
+  uint32_t seed = 200;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE("case " + std::to_string(seed));
+    Tensor x = random_q8(c.x_type, c.x_shape, seed), w = random_q8(c.w_type, c.w_shape, seed + 1);
+    AttrMap attrs{{"group", Attribute(c.group)}, {"strides", Attribute(c.strides)}, {"pads", Attribute(c.pads)}};
+    // x's zero point a graph input (DynamicQuantizeLinear computes it per call); the weights' constant
+    OneOp one = build_op(OpKind::ConvInteger,
+                         {input(x), constant(w), input(q8_scalar(c.x_type, c.x_zp)), constant(q8_scalar(c.w_type, c.w_zp))},
+                         attrs);
+    Outcome o = run_both(one);
+    EXPECT_EQ(o.impl.rfind("onednn:", 0), 0u) << o.impl << " " << o.fallback;
+    EXPECT_EQ(compare(o.got, o.want, 0), 1.0);
+    seed += 10;
+  }
+}
+
+struct MatCase {
+  DType a_type, b_type;
+  Ints a_shape;
+  int64_t n;
+  int a_zp;
+  std::vector<int> b_zp;  // one (per tensor) or n (per column)
+};
+
+std::vector<MatCase> mat_cases() {
+  using enum DType;
+  return {
+      {u8, i8, {16, 384}, 37, 0, {0}},
+      {u8, i8, {2, 5, 19}, 23, 131, {0}},
+      {u8, i8, {7, 33}, 17, 255, {3}},
+      {i8, i8, {3, 4, 50}, 9, -7, {1, -2, 3, 0, 5, -6, 7, 8, -9}},
+      {u8, u8, {1, 64}, 31, 1, {128}},
+      {u8, u8, {5, 27}, 5, 90, {0, 255, 128, 7, 200}},
+  };
+}
+
+Tensor zp_tensor(DType t, const std::vector<int>& v) {
+  if (v.size() == 1) return q8_scalar(t, v[0]);
+  int64_t n = int64_t(v.size());
+  if (t == DType::u8) return Tensor::from_vector<uint8_t>(std::vector<uint8_t>(v.begin(), v.end()), {n});
+  return Tensor::from_vector<int8_t>(std::vector<int8_t>(v.begin(), v.end()), {n});
+}
+
+TEST(IntegerOps, MatMulIntegerExact) {
+  if (!int8::machine_has_vnni()) GTEST_SKIP() << "no VNNI: the integer ops stay on the reference";
+  uint32_t seed = 400;
+  for (const MatCase& c : mat_cases()) {
+    SCOPED_TRACE("case " + std::to_string(seed));
+    Tensor a = random_q8(c.a_type, c.a_shape, seed), b = random_q8(c.b_type, {c.a_shape.back(), c.n}, seed + 1);
+    OneOp one = build_op(OpKind::MatMulInteger, {input(a), constant(b), input(q8_scalar(c.a_type, c.a_zp)),
+                                                 constant(zp_tensor(c.b_type, c.b_zp))});
+    Outcome o = run_both(one);
+    EXPECT_EQ(o.impl.rfind("onednn:", 0), 0u) << o.impl << " " << o.fallback;
+    EXPECT_EQ(compare(o.got, o.want, 0), 1.0);
+    seed += 10;
+  }
+}
+
+TEST(IntegerOps, QLinearMatMulExact) {
+  if (!int8::machine_has_vnni()) GTEST_SKIP() << "no VNNI: the integer ops stay on the reference";
+  uint32_t seed = 600;
+  for (const MatCase& c : mat_cases())
+    for (DType yt : {DType::u8, DType::i8}) {
+      SCOPED_TRACE("case " + std::to_string(seed));
+      Tensor a = random_q8(c.a_type, c.a_shape, seed), b = random_q8(c.b_type, {c.a_shape.back(), c.n}, seed + 1);
+      OneOp one = build_op(OpKind::QLinearMatMul,
+                           {input(a), constant(Tensor::scalar<float>(0.05f)), constant(q8_scalar(c.a_type, c.a_zp)),
+                            constant(b), constant(c.b_zp.size() == 1 ? Tensor::scalar<float>(0.01f) : random_scales(c.n, seed)),
+                            constant(zp_tensor(c.b_type, c.b_zp)), constant(Tensor::scalar<float>(0.3f)),
+                            constant(q8_scalar(yt, yt == DType::u8 ? 120 : -3))});
+      Outcome o = run_both(one);
+      EXPECT_EQ(o.impl.rfind("onednn:", 0), 0u) << o.impl << " " << o.fallback;
+      EXPECT_EQ(compare(o.got, o.want, 0), 1.0);
+      seed += 10;
+    }
+}
+
+TEST(IntegerOps, StayOnReferenceWithReason) {
+  // Weights not constant, and a convolution weight zero point oneDNN 2.6 cannot take.
+  ConvCase c = conv_cases()[0];
+  Outcome o = run_both(conv_op(c, 5, /*weights_constant=*/false));
+  EXPECT_EQ(o.impl, "ref:QLinearConv");
+  EXPECT_NE(o.fallback.find("weights not constant"), std::string::npos) << o.fallback;
+  EXPECT_EQ(compare(o.got, o.want, 0), 1.0);
+  if (!int8::machine_has_vnni()) return;
+  c.w_zp = 3;
+  o = run_both(conv_op(c, 6));
+  EXPECT_EQ(o.impl, "ref:QLinearConv");
+  EXPECT_NE(o.fallback.find("weight zero point not 0"), std::string::npos) << o.fallback;
+  Tensor a = random_q8(DType::u8, {4, 8}, 1), b = random_q8(DType::i8, {8, 3}, 2);
+  o = run_both(build_op(OpKind::MatMulInteger, {input(a), input(b)}));
+  EXPECT_EQ(o.impl, "ref:MatMulInteger");
+  EXPECT_NE(o.fallback.find("B not constant"), std::string::npos) << o.fallback;
+}
+
+TEST(IntegerOps, SaturatedOperandsExact) {
+  if (!int8::machine_has_vnni()) GTEST_SKIP() << "no VNNI: the integer ops stay on the reference";
+  // Every product at its extreme (255 x -128, 255 x 127): VNNI's 32-bit sums, no 16-bit pair saturation.
+  Tensor a = Tensor::zeros(DType::u8, {3, 64}), b = Tensor::zeros(DType::i8, {64, 4});
+  for (int64_t i = 0; i < a.numel(); ++i) a.data<uint8_t>()[i] = 255;
+  for (int64_t i = 0; i < b.numel(); ++i) b.data<int8_t>()[i] = int8_t(i % 2 ? 127 : -128);
+  Outcome o = run_both(build_op(OpKind::MatMulInteger, {input(a), constant(b)}));
+  EXPECT_EQ(o.impl.rfind("onednn:", 0), 0u) << o.impl << " " << o.fallback;
+  EXPECT_EQ(compare(o.got, o.want, 0), 1.0);
+}
+
+}  // namespace
