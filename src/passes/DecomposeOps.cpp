@@ -17,9 +17,9 @@
 // input_mean * momentum + mean * (1 - momentum) (the same for the variance), as the reference computes them.
 // split-reductions then splits the means over (0, 2, 3, ...) into chains that generate.
 //
-// DynamicQuantizeLinear: the range [min(x, 0), max(x, 0)] (NaN skipped) by two reductions, scale = range / 255,
-// the zero point QuantizeLinear(-min / scale) and y = QuantizeLinear(x, scale, zero point) (the zero point where
-// the scale is 0), as the reference computes them.
+// (DynamicQuantizeLinear is no longer written out: its range reductions fused with the element-wise ops before
+// them, whose broadcast operands kept the group from generating, so it ran op by op on the reference; a CPU
+// kernel, kernels/cpu/dynamic_quantize.cpp, runs it in two passes.)
 //
 // 16-bit floats compute in f32 and round once at the end, as the reference computes in double (a loss per
 // element is exact in f32: a product of two 16-bit floats).
@@ -147,40 +147,17 @@ std::optional<std::vector<Value*>> expand_batch_norm_training(NodeInserter& in, 
   return r;
 }
 
-// DynamicQuantizeLinear written out: its outputs' replacements.
-std::vector<Value*> expand_dynamic_quantize(NodeInserter& in, const Node& n) {
-  Value* x = n.input(0);
-  TensorType f32_scalar{DType::f32, Shape()}, u8_scalar{DType::u8, Shape()};
-  Value* zero = in.scalar("zero", 0, DType::f32);
-  Value* nan = in.add(OpKind::IsNaN, {x}, {DType::boolean, x->shape()});
-  Value* numbers = in.add(OpKind::Where, {nan, zero, x}, x->type());
-  Value* lo = in.add(OpKind::Min, {in.reduce(OpKind::ReduceMin, numbers, {}, false), zero}, f32_scalar);
-  Value* hi = in.add(OpKind::Max, {in.reduce(OpKind::ReduceMax, numbers, {}, false), zero}, f32_scalar);
-  Value* range = in.add(OpKind::Sub, {hi, lo}, f32_scalar);
-  Value* scale = in.add(OpKind::Div, {range, in.scalar("levels", 255, DType::f32)}, f32_scalar);
-  // 0 - lo / scale, quantized as it is (a scale of 0 makes it NaN, which quantizes to 0).
-  Value* shift = in.add(OpKind::Sub, {zero, in.add(OpKind::Div, {lo, scale}, f32_scalar)}, f32_scalar);
-  Value* zp = in.add(OpKind::QuantizeLinear,
-                     {shift, in.scalar("one", 1, DType::f32), in.constant(in.base + "_zp0", Tensor::scalar<uint8_t>(0))},
-                     u8_scalar);
-  Value* q = in.add(OpKind::QuantizeLinear, {x, scale, zp}, n.output(0)->type());
-  Value* no_range = in.add(OpKind::Equal, {scale, zero}, {DType::boolean, Shape()});
-  Value* y = in.add(OpKind::Where, {no_range, zp, q}, n.output(0)->type());
-  return {y, scale, zp};
-}
-
 bool decompose(const FusionFacts& facts, Graph& g) {
   bool changed = false;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node* n = g.nodes()[i].get();
     bool loss = n->op() == OpKind::NegativeLogLikelihoodLoss || n->op() == OpKind::SoftmaxCrossEntropyLoss;
-    bool bn = n->op() == OpKind::BatchNormalization, dq = n->op() == OpKind::DynamicQuantizeLinear;
-    if (!(loss || bn || dq) || !n->input(0) || !n->input(0)->shape().rank_known()) continue;
+    bool bn = n->op() == OpKind::BatchNormalization;
+    if (!(loss || bn) || !n->input(0) || !n->input(0)->shape().rank_known()) continue;
     NodeInserter in(g, i, n->output(0)->name(), n->loc());
     std::optional<std::vector<Value*>> r;
     if (loss) r = expand_loss(facts, in, *n);
-    else if (bn) r = expand_batch_norm_training(in, *n);
-    else r = expand_dynamic_quantize(in, *n);
+    else r = expand_batch_norm_training(in, *n);
     bool ok = r.has_value();
     for (size_t o = 0; ok && o < r->size(); ++o) ok = (*r)[o]->type() == n->output(o)->type();
     if (!ok) {

@@ -1177,24 +1177,6 @@ TEST(Codegen, QuantizeDequantizeGenerate) {
   check_fused_graph(g, {random_tensor(DType::u8, {16, 64}, seed++)}, 0, "QDQ", 1);
 }
 
-// DynamicQuantizeLinear through the optimizing pipeline (decompose-ops): its range by two reductions, then
-// generated quantization. Random values, a range that excludes 0 on one side, NaNs (skipped by the range),
-// and all zeros (scale 0: y is the zero point).
-TEST(Codegen, DynamicQuantizeLinearGenerates) {
-  uint32_t seed = 2200;
-  std::vector<Tensor> cases{random_tensor(DType::f32, {64, 77}, seed++, false, -3, 5),
-                            random_tensor(DType::f32, {3, 5, 7}, seed++, false, 0.5f, 9),
-                            random_tensor(DType::f32, {1000}, seed++, false, -7, -1),
-                            Tensor::zeros(DType::f32, {4, 9})};
-  cases.push_back(random_tensor(DType::f32, {6, 11}, seed++, false));
-  cases.back().data<float>()[5] = kNaN;
-  for (const Tensor& x : cases) {
-    std::string what = "DynamicQuantizeLinear " + Shape::of(x.shape()).str();
-    // (Left out: the u8 zero point's nodes, shape arithmetic.)
-    check_optimized(OpKind::DynamicQuantizeLinear, {x}, {}, {"y", "scale", "zp"}, 0, what, small_integer_result);
-  }
-}
-
 // Expand is the broadcast of the iteration space: alone a generated copy, and fused into its consumers without a
 // copy. Shapes whose 1s keep the input's dims, a rank-raising shape, integers and bools.
 TEST(Codegen, ExpandGenerates) {

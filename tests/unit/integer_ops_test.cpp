@@ -9,6 +9,7 @@
 #include <random>
 
 #include "int8_test_util.h"
+#include "passes/pipeline.h"
 #include "runtime/executor.h"
 #include "test_util.h"
 
@@ -230,6 +231,33 @@ TEST(IntegerOps, SaturatedOperandsExact) {
   Outcome o = run_both(build_op(OpKind::MatMulInteger, {input(a), constant(b)}));
   EXPECT_EQ(o.impl.rfind("onednn:", 0), 0u) << o.impl << " " << o.fallback;
   EXPECT_EQ(compare(o.got, o.want, 0), 1.0);
+}
+
+// DynamicQuantizeLinear on its CPU kernel (and through -O1, which no longer writes it out) bit for bit against
+// the reference: ranges across 0, excluding 0 on either side, NaN (skipped by the range, quantized to the zero
+// point), all zeros (scale 0), values at the range's ends, sizes odd and large enough to split between threads.
+TEST(IntegerOps, DynamicQuantizeLinearExact) {
+  uint32_t seed = 900;
+  std::vector<Tensor> cases{int8::random_tensor({64, 77}, seed++, -3, 5), int8::random_tensor({3, 5, 7}, seed++, 0.5f, 9),
+                            int8::random_tensor({1000}, seed++, -7, -1), Tensor::zeros(DType::f32, {4, 9}),
+                            int8::random_tensor({1, 64, 56, 57}, seed++, -0.3f, 11),
+                            int8::random_tensor({6, 11}, seed++)};
+  cases.back().data<float>()[5] = std::nanf("");
+  for (const Tensor& x : cases) {
+    SCOPED_TRACE(Shape::of(x.shape()).str());
+    OneOp one = build_op(OpKind::DynamicQuantizeLinear, {input(x)}, {}, 3);
+    Executor fast(one.g), ref(one.g, reference_kernels());
+    std::vector<NodeTime> prof = fast.profile(one.feeds);
+    EXPECT_EQ(prof.at(0).impl, "cpu:dynamic_quantize");
+    std::vector<Tensor> got = fast.run(one.feeds), want = ref.run(one.feeds);
+    EXPECT_EQ(compare(got[0], want[0], 0), 1.0);
+    EXPECT_EQ(got[1].data<float>()[0], want[1].data<float>()[0]);
+    EXPECT_EQ(got[2].data<uint8_t>()[0], want[2].data<uint8_t>()[0]);
+    optimize(*one.g, 1);
+    for (auto& n : one.g->nodes()) EXPECT_EQ(n->op(), OpKind::DynamicQuantizeLinear);
+    std::vector<Tensor> opt = Executor(one.g).run(one.feeds);
+    EXPECT_EQ(compare(opt[0], want[0], 0), 1.0);
+  }
 }
 
 }  // namespace
