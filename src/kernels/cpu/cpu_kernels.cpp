@@ -32,6 +32,8 @@ std::unique_ptr<PreparedKernel> prepare_cpu_kernel(const Node& n, const std::vec
       return prepare_resize(n, inputs);
     case OpKind::TopK:
       return prepare_topk(n, inputs);
+    case OpKind::RNN: case OpKind::GRU: case OpKind::LSTM:
+      return prepare_recurrent(n, inputs);
     default:
       return nullptr;
   }
