@@ -75,24 +75,25 @@ DType dtype_from_numpy(const py::dtype& d) {
   throw InputError("unsupported array dtype '" + py::repr(py::handle(d)).cast<std::string>() + "'");
 }
 
+// Built-in descriptors by type number (no name to parse: this is on every call's output path).
 py::dtype numpy_dtype(DType t) {
   switch (t) {
-    case DType::f32: return py::dtype("float32");
-    case DType::f64: return py::dtype("float64");
-    case DType::f16: return py::dtype("float16");
-    case DType::boolean: return py::dtype("bool");
-    case DType::i8: return py::dtype("int8");
-    case DType::i16: return py::dtype("int16");
-    case DType::i32: return py::dtype("int32");
-    case DType::i64: return py::dtype("int64");
-    case DType::u8: return py::dtype("uint8");
+    case DType::f32: return py::dtype::of<float>();
+    case DType::f64: return py::dtype::of<double>();
+    case DType::f16: return py::dtype(23);  // NPY_HALF
+    case DType::boolean: return py::dtype::of<bool>();
+    case DType::i8: return py::dtype::of<int8_t>();
+    case DType::i16: return py::dtype::of<int16_t>();
+    case DType::i32: return py::dtype::of<int32_t>();
+    case DType::i64: return py::dtype::of<int64_t>();
+    case DType::u8: return py::dtype::of<uint8_t>();
     case DType::u16:
-    case DType::bf16: return py::dtype("uint16");
-    case DType::u32: return py::dtype("uint32");
-    case DType::u64: return py::dtype("uint64");
+    case DType::bf16: return py::dtype::of<uint16_t>();
+    case DType::u32: return py::dtype::of<uint32_t>();
+    case DType::u64: return py::dtype::of<uint64_t>();
     default: break;
   }
-  if (is_low_precision(t)) return py::dtype("uint8");  // the codes, one per byte (ir/low_precision.h)
+  if (is_low_precision(t)) return py::dtype::of<uint8_t>();  // the codes, one per byte (ir/low_precision.h)
   throw InternalError("internal error: no NumPy dtype");
 }
 

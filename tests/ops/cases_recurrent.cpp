@@ -43,6 +43,30 @@ void rnn_cases(Cases& cs) {
   cs.add(OpKind::LSTM, "peepholes, layout 1").in(f32({2, 4, 3})).in(f32({1, 20, 3}, -0.5, 0.5)).in(f32({1, 20, 5}, -0.5, 0.5))
       .in(none()).in(none()).in(none()).in(none()).in(f32({1, 15}, -0.5, 0.5))
       .attr("hidden_size", int64_t(5)).attr("layout", int64_t(1)).outs(3).tol(kRecurrent);
+  // Sizes for the CPU kernel's vector loops (src/kernels/cpu/recurrent.cpp): dot products over 16 lanes with
+  // a tail (37, 21), gate rows not a multiple of the four it takes at a time, both layouts, clipping.
+  for (const R& r : {R{OpKind::RNN, 1, 2}, R{OpKind::GRU, 3, 2}, R{OpKind::LSTM, 4, 3}})
+    for (int64_t layout : {0, 1}) {
+      const int64_t s = 3, b = 2, i = 37, h = 21;
+      auto shape = [&](int64_t outer, int64_t inner) { return layout ? Ints{inner, outer, 0} : Ints{outer, inner, 0}; };
+      Ints xs = shape(s, b), hs = layout ? Ints{b, 2, h} : Ints{2, b, h};
+      xs[2] = i;
+      auto& c = cs.add(r.op, "bidirectional, odd wide sizes, layout " + std::to_string(layout))
+                    .in(f32(xs))
+                    .in(f32({2, r.gates * h, i}, -0.3, 0.3).cst())
+                    .in(f32({2, r.gates * h, h}, -0.3, 0.3).cst())
+                    .in(f32({2, 2 * r.gates * h}, -0.5, 0.5))
+                    .in(val(vec<int32_t>({3, 1})))
+                    .in(f32(hs));
+      if (r.op == OpKind::LSTM) c.in(f32(hs));
+      c.attr("hidden_size", h).attr("direction", std::string("bidirectional")).attr("layout", layout)
+          .outs(r.outputs).tol(kRecurrent).needs({Backend::cpu});
+    }
+  cs.add(OpKind::GRU, "linear_before_reset, wide").in(f32({3, 1, 40})).in(f32({1, 99, 40}, -0.3, 0.3))
+      .in(f32({1, 99, 33}, -0.3, 0.3)).in(f32({1, 198}, -0.5, 0.5)).attr("hidden_size", int64_t(33))
+      .attr("linear_before_reset", int64_t(1)).outs(2).tol(kRecurrent).needs({Backend::cpu});
+  cs.add(OpKind::LSTM, "clip, wide").in(f32({2, 1, 48})).in(f32({1, 128, 48}, -1, 1)).in(f32({1, 128, 32}, -1, 1))
+      .attr("hidden_size", int64_t(32)).attr("clip", 0.75).outs(3).tol(kRecurrent).needs({Backend::cpu});
   cs.add(OpKind::RNN, "activation Relu, f64").in(rnd(DType::f64, {3, 2, 2})).in(rnd(DType::f64, {1, 3, 2}, -0.5, 0.5))
       .in(rnd(DType::f64, {1, 3, 3}, -0.5, 0.5)).attr("hidden_size", int64_t(3))
       .attr("activations", std::vector<std::string>{"Relu"}).outs(2);

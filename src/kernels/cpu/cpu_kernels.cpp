@@ -34,6 +34,8 @@ std::unique_ptr<PreparedKernel> prepare_cpu_kernel(const Node& n, const std::vec
       return prepare_topk(n, inputs);
     case OpKind::DynamicQuantizeLinear:
       return prepare_dynamic_quantize(n, inputs);
+    case OpKind::RNN: case OpKind::GRU: case OpKind::LSTM:
+      return prepare_recurrent(n, inputs);
     default:
       return nullptr;
   }
