@@ -63,6 +63,53 @@ def engine(model, shape, batches, min_seconds):
     return r
 
 
+def grpc_run(url: str, model: str, in_name: str, x: np.ndarray, out_name: str, clients: int, seconds: float) -> dict:
+    """`clients` concurrent callers of ModelInfer (raw_input_contents, as tritonclient.grpc sends), each calling
+    again as soon as its answer arrives, on grpc.aio in this process (channels shared by up to 8 callers):
+    throughput, p50/p99 latency, wrong or failed answers."""
+    import asyncio
+
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+    req = service_pb2.ModelInferRequest(model_name=model)
+    t = req.inputs.add()
+    t.name, t.datatype = in_name, "FP32"
+    t.shape.extend(x.shape)
+    req.outputs.add().name = out_name
+    req.raw_input_contents.append(x.tobytes())
+
+    async def run():
+        channels = [grpc.aio.insecure_channel(url) for _ in range((clients + 7) // 8)]
+        stubs = [service_pb2_grpc.GRPCInferenceServiceStub(c) for c in channels]
+        expected = len((await stubs[0].ModelInfer(req)).raw_output_contents[0])
+        lat, bad = [], [0]
+        end = time.perf_counter() + seconds
+
+        async def caller(i):
+            stub = stubs[i % len(stubs)]
+            while time.perf_counter() < end:
+                t0 = time.perf_counter()
+                try:
+                    r = await stub.ModelInfer(req)
+                    if len(r.raw_output_contents) != 1 or len(r.raw_output_contents[0]) != expected:
+                        bad[0] += 1
+                except grpc.RpcError:
+                    bad[0] += 1
+                lat.append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(caller(i) for i in range(clients)))
+        duration = time.perf_counter() - t0
+        for c in channels:
+            await c.close()
+        return lat, bad[0], duration
+
+    lat, bad, duration = asyncio.run(run())
+    lat.sort()
+    return {"throughput": len(lat) / duration, "p50_us": lat[len(lat) // 2] * 1e6,
+            "p99_us": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e6, "bad": bad, "errors": 0}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--models", default="mlp,resnet50,bert_base")
@@ -70,6 +117,7 @@ def main() -> None:
     p.add_argument("--seconds", type=int, default=5)
     p.add_argument("--clients", default="1,4,32")
     p.add_argument("--delay-us", type=int, default=0, help="max_queue_delay_us (0: eager batching)")
+    p.add_argument("--protocols", default="rest,grpc", help="rest (wrk, binary tensors), grpc (grpc.aio, raw)")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="cuvil-serve-ratio-")
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
@@ -97,21 +145,26 @@ def main() -> None:
                 print(f"  round {rnd + 1} in-process (1 thread): " +
                       ", ".join(f"b{b} {c * 1e6:.1f} us CPU/row ({w * 1e6:.1f} wall)" for b, (c, w) in e.items()) +
                       f"; best b{best_b}")
-                for c in [int(v) for v in a.clients.split(",")]:
-                    # CPU per row run: from idle to idle again (the batches still running when wrk stops are
-                    # counted in both the CPU time and the rows), rows from the server's own metrics.
-                    cpu0 = settle(s.proc.pid)
-                    rows0 = s.metric("cuvil_inference_batch_size_sum", model=name)
-                    r = wrk_run(s.url, name, header, body, expected, work, connections=c, threads=min(c, 2),
-                                seconds=a.seconds if not big else max(a.seconds, 8))
-                    cpu_req = (settle(s.proc.pid) - cpu0) / max(1, s.metric("cuvil_inference_batch_size_sum",
-                                                                            model=name) - rows0)
-                    print(f"    served, {c:>3} clients: {r['throughput']:9.1f} req/s (wall; in-process best "
-                          f"{1 / wall_row:9.1f} rows/s: {r['throughput'] * wall_row * 100:5.1f}%), server CPU "
-                          f"{cpu_req * 1e6:9.1f} us/row -> CPU ratio {cpu_row / cpu_req * 100:5.1f}% of "
-                          f"in-process best; p50 {r['p50_us'] / 1e3:.3f} ms, p99 {r['p99_us'] / 1e3:.3f} ms "
-                          f"(engine b1 {e[1][1] * 1e3:.3f} ms wall, {e[1][0] * 1e3:.3f} ms CPU); "
-                          f"bad {r['bad']}, errors {r['errors']}")
+                for proto in a.protocols.split(","):
+                    for c in [int(v) for v in a.clients.split(",")]:
+                        # CPU per row run: from idle to idle again (the batches still running when the load
+                        # stops are counted in both the CPU time and the rows), rows from the server's metrics.
+                        cpu0 = settle(s.proc.pid)
+                        rows0 = s.metric("cuvil_inference_batch_size_sum", model=name)
+                        secs = a.seconds if not big else max(a.seconds, 8)
+                        if proto == "grpc":
+                            r = grpc_run(s.grpc_url, name, in_name, x, out_name, c, secs)
+                        else:
+                            r = wrk_run(s.url, name, header, body, expected, work, connections=c, threads=min(c, 2),
+                                        seconds=secs)
+                        cpu_req = (settle(s.proc.pid) - cpu0) / max(1, s.metric("cuvil_inference_batch_size_sum",
+                                                                                model=name) - rows0)
+                        print(f"    {proto:4} {c:>3} clients: {r['throughput']:9.1f} req/s (wall; in-process best "
+                              f"{1 / wall_row:9.1f} rows/s: {r['throughput'] * wall_row * 100:5.1f}%), server CPU "
+                              f"{cpu_req * 1e6:9.1f} us/row -> CPU ratio {cpu_row / cpu_req * 100:5.1f}% of "
+                              f"in-process best; p50 {r['p50_us'] / 1e3:.3f} ms, p99 {r['p99_us'] / 1e3:.3f} ms "
+                              f"(engine b1 {e[1][1] * 1e3:.3f} ms wall, {e[1][0] * 1e3:.3f} ms CPU); "
+                              f"bad {r['bad']}, errors {r['errors']}")
         finally:
             s.stop()
     print(f"load average at end: {open('/proc/loadavg').read().split()[:3]}")

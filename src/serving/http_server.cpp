@@ -1,12 +1,15 @@
 #include "serving/http_server.h"
 
 #include <charconv>
+#include <cstdlib>
+#include <string_view>
 
 #include <sys/socket.h>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "serving/http_connection.h"
 #include "serving/inference.h"
 #include "serving/protocol.h"
 
@@ -47,7 +50,11 @@ std::string version_of(const httplib::Request& req) { return req.matches.size() 
 }  // namespace
 
 HttpServer::HttpServer(ModelRepository& repo, Metrics& metrics, HttpOptions options)
-    : repo_(repo), metrics_(metrics), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {
+    : repo_(repo), metrics_(metrics), options_(std::move(options)) {
+  // CUVIL_SERVE_PLAIN_HTTPLIB=1: cpp-httplib's own per-request streams, for comparisons.
+  const char* plain = std::getenv("CUVIL_SERVE_PLAIN_HTTPLIB");
+  if (plain && std::string_view(plain) == "1") server_ = std::make_unique<httplib::Server>();
+  else server_ = std::make_unique<BufferedHttpServer>();
   auto& s = *server_;
   size_t threads = size_t(std::max(1, options_.max_connections));
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
