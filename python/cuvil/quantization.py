@@ -187,8 +187,13 @@ def quantize(model, calibration: Optional[Iterable[Any]] = None, *, method: str 
         for name, value in zip(names, core.run_values(arrays, names, "fp32")):
             observers[name].add(value, rng, per_batch)
     info = {}
+    # The layers writing the model's outputs (the logits: int8 with an f32 output) take the whole observed range
+    # whatever the method: no later layer damps their error, and a clipped input moves exactly the outputs of the
+    # samples with the largest activations (tests' digits CNN, entropy: logits 0.17 rel. L2 from fp32 with the
+    # final layer's input clipped, 0.029 on MinMax, 0.029 with that layer in f32).
+    finals = set(core.output_names)
     for index, op, loc, x_name, y_name, _ in targets:
-        scale, zp = observers[x_name].choose(method, percentile)
+        scale, zp = observers[x_name].choose("minmax" if y_name in finals else method, percentile)
         in_sqnr = observers[x_name].input_sqnr(scale, zp)
         keep = min_sqnr is not None and in_sqnr < min_sqnr
         reason = f"input SQNR {in_sqnr:.1f} dB < min_sqnr {min_sqnr} dB" if keep else ""

@@ -54,7 +54,8 @@ struct KernelOptions {
   bool shape_generic = true;
   // The lowest precision convolutions and matrix products may use (kernels/precision.h); fp32 lowers nothing.
   Precision precision = Precision::fp32;
-  // Products whose output is a graph output (the final logits) stay f32 unless this is set.
+  // At bf16, products whose output is a graph output (the final logits) stay f32 unless this is set. int8 takes
+  // them either way: its kernels dequantize into an f32 output.
   bool lower_final_outputs = false;
 };
 

@@ -715,7 +715,7 @@ Executor::Executor(std::shared_ptr<const Graph> graph, ExecutorOptions options)
     : graph_(std::move(graph)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
   // int8: consecutive int8 layers pass u8 activations (on a copy of the graph; runtime/int8_links.h)
   if (options_.kernels.precision == Precision::int8 && options_.kernels.fast) 
-    graph_ = link_int8_activations(graph_, options_.kernels.lower_final_outputs);
+    graph_ = link_int8_activations(graph_);
   CUVIL_CHECK(options_.threads >= 0, "threads must be >= 0 (0 = all cores), got ", options_.threads);
   if (options_.threads == 0) options_.threads = omp_get_num_procs();
   // Never more than OpenMP will grant (OMP_THREAD_LIMIT): oneDNN splits work for the threads it asked for, and

@@ -50,7 +50,7 @@ struct Link {
 
 // The u8 link of each linkable value, by the index of its producer in g.nodes().
 // `x_only`: links between X readers only, as before residuals and pools linked (CUVIL_INT8_LINKS=x).
-std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs, bool x_only) {
+std::map<size_t, Link> find_links(const Graph& g, bool x_only) {
   std::map<const Value*, std::vector<std::pair<Node*, size_t>>> uses;
   std::map<const Value*, int> blocked;
   for (const auto& n : g.nodes()) {
@@ -58,11 +58,9 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs, bool
       if (n->input(k)) uses[n->input(k)].push_back({n.get(), k});
     for (const Graph* r : n->regions()) note_region_uses(*r, g, blocked);
   }
-  std::map<const Node*, int> final;  // nodes writing a graph output: they stay f32 unless lower_final_outputs
-  for (const Value* o : g.outputs()) {
-    blocked[o] = 1;
-    if (o->producer() && !lower_final_outputs) final[o->producer()] = 1;
-  }
+  // A graph output stays f32 (never linked); the layer writing it still reads u8: at int8 a final layer runs its
+  // u8 x s8 product into an f32 output (kernel_selection.cpp).
+  for (const Value* o : g.outputs()) blocked[o] = 1;
   std::map<size_t, Link> links;
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -106,11 +104,10 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs, bool
         l.sum_readers.push_back(c);
         continue;
       }
-      ok = !final.count(c);
       double sc = attr_f(*c, "quant_x_scale");
       int64_t z = attr_i(*c, "quant_x_zero_point");
       if (l.scale == 0) l.scale = sc, l.zp = z;
-      ok = ok && sc == l.scale && z == l.zp;
+      ok = sc == l.scale && z == l.zp;
       if (!ok) break;
     }
     // Read only as residuals: linked where calibration gave those readers one grid for it (quant_sum_scale).
@@ -129,16 +126,15 @@ std::map<size_t, Link> find_links(const Graph& g, bool lower_final_outputs, bool
 
 }  // namespace
 
-std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g,
-                                                   bool lower_final_outputs) {
+std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g) {
   // CUVIL_INT8_LINKS=0: every int8 layer quantizes its f32 input again; =x: no residual or MaxPool links (for
   // comparisons and debugging)
   const char* env = std::getenv("CUVIL_INT8_LINKS");
   std::string mode = env ? env : "";
   bool x_only = mode == "x";
-  if (mode == "0" || find_links(*g, lower_final_outputs, x_only).empty()) return g;
+  if (mode == "0" || find_links(*g, x_only).empty()) return g;
   std::shared_ptr<Graph> copy = clone_graph(*g);
-  for (auto& [i, l] : find_links(*copy, lower_final_outputs, x_only)) {
+  for (auto& [i, l] : find_links(*copy, x_only)) {
     Node& p = *copy->nodes()[i];
     p.attrs()["quant_y_scale"] = Attribute(l.scale);
     p.attrs()["quant_y_zero_point"] = Attribute(l.zp);

@@ -17,9 +17,9 @@
 
 namespace cuvil {
 
-// The copy of g with its int8 links set and types re-inferred, or g itself when nothing links. A reader that
-// writes a graph output runs f32 unless `lower_final_outputs` (KernelOptions), so it links only then.
-std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g, bool lower_final_outputs);
+// The copy of g with its int8 links set and types re-inferred, or g itself when nothing links. Graph outputs
+// stay f32; a reader writing one links too (at int8 a final layer still multiplies u8 x s8, into an f32 output).
+std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g);
 
 // How many values of g are u8 activations between int8 layers (for tests and reports).
 int count_int8_links(const Graph& g);

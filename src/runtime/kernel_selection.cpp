@@ -98,9 +98,13 @@ std::unique_ptr<PreparedKernel> prepare_kernel_at(const Node& n, const std::vect
   std::string reason;
   if (options.precision == Precision::int8 && options.fast && !options.reference_ops.count(n.op()) &&
       (n.op() == OpKind::FusedConv || is_product(n.op()))) {
-    // Calibrated nodes (quantization hints set by cuvil.quantize or an ONNX QDQ model) multiply u8 x s8.
-    if (!options.lower_final_outputs && writes_graph_output(n)) reason = "final output stays f32";
-    else if (auto k = onednn::prepare_onednn_int8_kernel(n, inputs, &reason)) return k;
+    // Calibrated nodes (quantization hints set by cuvil.quantize or an ONNX QDQ model) multiply u8 x s8. The
+    // final layer (the logits) too: its kernel dequantizes into an f32 output, so the output keeps f32 precision
+    // (lower_final_outputs is about output precision, which int8 never lowers; OpenVINO quantizes it as well).
+    if (auto k = onednn::prepare_onednn_int8_kernel(n, inputs, &reason)) {
+      if (writes_graph_output(n)) k->precision.reason = "final output: u8 x s8 product, f32 output";
+      return k;
+    }
   }
   if (options.precision == Precision::bf16 && options.fast && !options.reference_ops.count(n.op()) &&
       is_product(n.op())) {

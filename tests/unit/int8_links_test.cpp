@@ -102,10 +102,11 @@ TEST(Int8Links, MixedReadersStayF32) {
   g->add_output(c);
   infer_shapes(*g);
   verify(*g);
-  // c writes the graph's output: by default it stays f32, and so does its X
+  // c writes the graph's output: that stays f32, but c runs int8 whatever lower_final_outputs says, so its X links
   ExecutorOptions o = int8_options();
   o.kernels.lower_final_outputs = false;
-  EXPECT_EQ(count_int8_links(Executor(g, o).graph()), 0);
+  EXPECT_EQ(count_int8_links(Executor(g, o).graph()), 1);
+  EXPECT_EQ(Executor(g, o).graph().outputs()[0]->dtype(), DType::f32);
   o.kernels.lower_final_outputs = true;
   Executor ex(g, o);
   // h: two grids; b: read as a sum; a -> c's X: linked

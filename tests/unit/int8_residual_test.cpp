@@ -146,21 +146,21 @@ TEST(Int8Residual, BlocksLinkTheirResiduals) {
   infer_shapes(*g);
   verify(*g);
   ExecutorOptions o = int8_options();
-  o.kernels.lower_final_outputs = false;  // y stays f32: E reads r as u8 into an f32 output
+  o.kernels.lower_final_outputs = false;  // y (a graph output) stays f32: E reads d and r as u8 into it
   Executor ex(g, o);
-  // h, b, r are u8 (d is not: E writes the final output, so it runs f32); C and E read their residual on its grid
-  EXPECT_EQ(count_int8_links(ex.graph()), 3);
+  // h, b, r, d are u8 (E writes the final output in f32 from its u8 inputs); C and E read their residual on its grid
+  EXPECT_EQ(count_int8_links(ex.graph()), 4);
   int sums = 0;
   for (const auto& n : ex.graph().nodes()) sums += n->has_attr("quant_sum_scale") && n->attr("quant_sum_scale").f() > 0;
   EXPECT_EQ(sums, 2);
   setenv("CUVIL_INT8_LINKS", "x", 1);  // X links only: b alone (h and r are read as sums)
-  EXPECT_EQ(count_int8_links(Executor(g, o).graph()), 1);
+  EXPECT_EQ(count_int8_links(Executor(g, o).graph()), 2);  // b and d
   unsetenv("CUVIL_INT8_LINKS");
   if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI";
   std::vector<Tensor> in{random_tensor({1, 8, 8, 16}, 9)};
   int int8_layers = 0;
   for (const NodeTime& t : ex.profile(in)) int8_layers += t.precision.precision == Precision::int8;
-  EXPECT_EQ(int8_layers, 4);  // all but y, whose final output stays f32
+  EXPECT_EQ(int8_layers, 5);  // y too: its output is f32, its product u8 x s8
   Tensor got = ex.run(in)[0];
   setenv("CUVIL_INT8_LINKS", "0", 1);
   Executor unlinked(g, o);
