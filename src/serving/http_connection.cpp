@@ -1,6 +1,9 @@
 #include "serving/http_connection.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -158,7 +161,8 @@ bool BufferedHttpServer::process_and_close_socket(socket_t sock) {
   timeval wt{time_t(write_timeout_sec_), suseconds_t(write_timeout_usec_)};
   ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
   ::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof(wt));
-  ConnectionStream strm(sock, int(read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000));
+  int64_t read_ms = std::min<int64_t>(int64_t(read_timeout_sec_) * 1000 + read_timeout_usec_ / 1000, INT32_MAX);
+  ConnectionStream strm(sock, int(read_ms));
   bool ret = false;
   size_t count = keep_alive_max_count_;
   auto listening = [this] { return svr_sock_ != INVALID_SOCKET; };

@@ -23,7 +23,6 @@ def server(cuvil_bin, tmp_path_factory):
 
 
 def reference(x):
-    import onnx
     from onnx import numpy_helper
     init = {t.name: numpy_helper.to_array(t) for t in mlp_model(3).graph.initializer}
     y = np.maximum(x @ init["W"] + init["B"], 0)
