@@ -5,9 +5,11 @@
 //   q, k, v of the head gathered into dense blocks   (skipped where the operand is dense already; oneDNN 2.6 runs
 //                                                     its brgemm kernels only on dense operands)
 //   S = scale * q k^T                                (single-threaded oneDNN matmul, k read transposed)
-//   P = Softmax(S + Mask)                            (the Mask read through broadcast strides; exp_f, <= 1 ulp;
+//   E = exp(S + Mask - rowmax), r = 1 / rowsum(E)    (the Mask read through broadcast strides; exp_f, <= 1 ulp;
 //                                                     a bool Mask selects S or mask_fill instead)
-//   y = P v, scattered into Y's layout               (written in place when Y's block is dense)
+//   y = r * (E v), scattered into Y's layout          (written in place when Y's block is dense; scaling the dv
+//                                                     outputs of a row, not its sk probabilities, saves one of
+//                                                     the Softmax's three passes over the scores)
 // One fork/join per call, where products over all heads at once (oneDNN's threads inside each) cost seven and
 // moved every operand through memory between them. The gathers stand in for the Transpose nodes the pass
 // absorbed. Heads are split into row blocks when there are fewer heads than threads, and so that one block's
@@ -58,8 +60,9 @@ View output_view(const Dims& y_shape, const std::vector<int64_t>& perm) {
   return v;
 }
 
-// Adds the mask row (stride 0: one value for the row), then softmax in place: m = max, e = exp(x - m), e / sum.
-CUVIL_CPU_CLONES void masked_softmax_row(float* x, int64_t n, const float* mask, int64_t mask_stride) {
+// Adds the mask row (stride 0: one value for the row), then in place e = exp(x - max); returns 1 / sum(e), the
+// factor that makes e the row's softmax.
+CUVIL_CPU_CLONES float masked_softmax_row(float* x, int64_t n, const float* mask, int64_t mask_stride) {
   if (mask && mask_stride == 1) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) x[j] += mask[j];
@@ -78,21 +81,24 @@ CUVIL_CPU_CLONES void masked_softmax_row(float* x, int64_t n, const float* mask,
     x[j] = e;
     sum += e;
   }
-  float inv = 1.f / sum;
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) x[j] *= inv;
+  return 1.f / sum;
 }
 
 // A bool mask row (stride 0: one value for the row) keeps the scores where it is true and puts `fill` elsewhere
-// (Where(Mask, x, fill)), then softmax in place.
-CUVIL_CPU_CLONES void selected_softmax_row(float* x, int64_t n, const bool* mask, int64_t mask_stride, float fill) {
+// (Where(Mask, x, fill)), then as masked_softmax_row.
+CUVIL_CPU_CLONES float selected_softmax_row(float* x, int64_t n, const bool* mask, int64_t mask_stride, float fill) {
   if (mask_stride == 1) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) x[j] = mask[j] ? x[j] : fill;
   } else if (!mask[0]) {
     std::fill(x, x + n, fill);
   }
-  masked_softmax_row(x, n, nullptr, 0);
+  return masked_softmax_row(x, n, nullptr, 0);
+}
+
+CUVIL_CPU_CLONES void scale_row(float* x, int64_t n, float factor) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) x[j] *= factor;
 }
 
 // Where a head's [rows, cols] matrix of one operand lies: element (i, j) at i * row + j * col.
@@ -225,6 +231,7 @@ class AttentionKernel final : public PreparedKernel {
     for (int t = 0; t < threads_; ++t) {
       Scratch s;
       s.scores.resize(size_t(rows_ * sk_));
+      s.inv_sum.resize(size_t(rows_));
       const int64_t rows[4] = {rows_, sk_, sk_, rows_}, cols[4] = {d_, d_, dv_, dv_};
       for (size_t o = 0; o < 4; ++o)
         if (!layouts_[o].dense(cols[o])) s.dense[o].resize(size_t(rows[o] * cols[o]));
@@ -266,7 +273,7 @@ class AttentionKernel final : public PreparedKernel {
   // One thread's buffers: the dense copies (empty where an operand is dense in place), the scores, and its
   // arguments for the products (full row blocks, then the last partial one).
   struct Scratch {
-    std::vector<float> dense[4], scores;
+    std::vector<float> dense[4], scores, inv_sum;
     std::vector<Product::Args> args;
   };
 
@@ -297,16 +304,18 @@ class AttentionKernel final : public PreparedKernel {
       for (int64_t i = 0; i < rows; ++i) {
         float* x = s.scores.data() + i * sk_;
         if (p.bool_mask) {
-          selected_softmax_row(x, sk_, p.bool_mask + m_off + (row0 + i) * mask_strides_[r - 2], mask_strides_[r - 1],
-                               fill_);
+          s.inv_sum[size_t(i)] = selected_softmax_row(
+              x, sk_, p.bool_mask + m_off + (row0 + i) * mask_strides_[r - 2], mask_strides_[r - 1], fill_);
           continue;
         }
         const float* m = p.mask ? p.mask + m_off + (row0 + i) * mask_strides_[r - 2] : nullptr;
-        masked_softmax_row(x, sk_, m, p.mask ? mask_strides_[r - 1] : 0);
+        s.inv_sum[size_t(i)] = masked_softmax_row(x, sk_, m, p.mask ? mask_strides_[r - 1] : 0);
       }
       float* yc = p.y + off[3] + row0 * layouts_[3].row;
       bool y_dense = s.dense[3].empty();
-      (last ? values_last_ : values_).run(va, s.scores.data(), vc, y_dense ? yc : s.dense[3].data());
+      float* yd = y_dense ? yc : s.dense[3].data();  // rows of dv values either way
+      (last ? values_last_ : values_).run(va, s.scores.data(), vc, yd);
+      for (int64_t i = 0; i < rows; ++i) scale_row(yd + i * dv_, dv_, s.inv_sum[size_t(i)]);
       if (!y_dense) move_matrix(yc, layouts_[3], s.dense[3].data(), rows, dv_, false);
     }
   }
