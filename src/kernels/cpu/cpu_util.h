@@ -59,6 +59,7 @@ std::unique_ptr<PreparedKernel> prepare_slice(const Node& n, const std::vector<P
 std::unique_ptr<PreparedKernel> prepare_concat(const Node& n, const std::vector<PrepareInput>& inputs);
 std::unique_ptr<PreparedKernel> prepare_resize(const Node& n, const std::vector<PrepareInput>& inputs);
 std::unique_ptr<PreparedKernel> prepare_topk(const Node& n, const std::vector<PrepareInput>& inputs);
+std::unique_ptr<PreparedKernel> prepare_pad(const Node& n, const std::vector<PrepareInput>& inputs);
 std::unique_ptr<PreparedKernel> prepare_split(const Node& n, const std::vector<PrepareInput>& inputs);
 std::unique_ptr<PreparedKernel> prepare_recurrent(const Node& n, const std::vector<PrepareInput>& inputs);
 
