@@ -519,7 +519,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--only")
-    ap.add_argument("--bench", action="store_true", help="also time Cuvil and ORT (2 threads), alternated")
+    ap.add_argument("--bench", action="store_true", help="also time Cuvil and ORT (2 threads, wall clock, alternated): a rough look; the fair comparison (1 thread each, CPU time) is bench/corpus_cpu_bench.py")
     args = ap.parse_args()
     if args.list:
         for e in entries():

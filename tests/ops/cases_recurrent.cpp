@@ -48,13 +48,15 @@ void rnn_cases(Cases& cs) {
   for (const R& r : {R{OpKind::RNN, 1, 2}, R{OpKind::GRU, 3, 2}, R{OpKind::LSTM, 4, 3}})
     for (int64_t layout : {0, 1}) {
       const int64_t s = 3, b = 2, i = 37, h = 21;
+      // Layout 0 with constant weights (packed at prepare), layout 1 with weights read as they come.
+      auto weights = [&](Ints shape) { return layout ? f32(shape, -0.3, 0.3) : f32(shape, -0.3, 0.3).cst(); };
       auto shape = [&](int64_t outer, int64_t inner) { return layout ? Ints{inner, outer, 0} : Ints{outer, inner, 0}; };
       Ints xs = shape(s, b), hs = layout ? Ints{b, 2, h} : Ints{2, b, h};
       xs[2] = i;
       auto& c = cs.add(r.op, "bidirectional, odd wide sizes, layout " + std::to_string(layout))
                     .in(f32(xs))
-                    .in(f32({2, r.gates * h, i}, -0.3, 0.3).cst())
-                    .in(f32({2, r.gates * h, h}, -0.3, 0.3).cst())
+                    .in(weights({2, r.gates * h, i}))
+                    .in(weights({2, r.gates * h, h}))
                     .in(f32({2, 2 * r.gates * h}, -0.5, 0.5))
                     .in(val(vec<int32_t>({3, 1})))
                     .in(f32(hs));

@@ -124,6 +124,16 @@ void concat_split_cases(Cases& cs) {
   cs.add(OpKind::Split, "equal").in(f32({6, 5})).outs(3).exact();
   cs.add(OpKind::Split, "sizes").in(f32({4, 11})).in(cst(vec<int64_t>({2, 9}))).attr("axis", int64_t(1)).outs(2).exact();
   cs.add(OpKind::Split, "uneven num_outputs").in(f32({7, 3})).attr("num_outputs", int64_t(3)).outs(3).exact();
+  // The CPU kernel (kernels/cpu/split.cpp): a middle axis with rows before and after, a negative axis, a part of
+  // size 0, other dtypes, the part sizes only known at run time (left to the reference).
+  cs.add(OpKind::Split, "middle axis, odd sizes").in(f32({3, 2, 7, 5})).in(cst(vec<int64_t>({1, 4, 2})))
+      .attr("axis", int64_t(2)).outs(3).exact().needs({Backend::cpu});
+  cs.add(OpKind::Split, "negative axis, empty part").in(i64({2, 3, 9})).in(cst(vec<int64_t>({4, 0, 5})))
+      .attr("axis", int64_t(-1)).outs(3).exact().needs({Backend::cpu});
+  cs.add(OpKind::Split, "f16, num_outputs, leading axis").in(rnd(DType::f16, {5, 1, 3, 4}))
+      .attr("num_outputs", int64_t(2)).outs(2).exact().needs({Backend::cpu});
+  cs.add(OpKind::Split, "sizes at run time").in(f32({4, 6})).in(val(vec<int64_t>({1, 5}))).attr("axis", int64_t(1))
+      .outs(2).exact();
 }
 
 void gather_scatter_cases(Cases& cs) {
@@ -164,6 +174,20 @@ void pad_and_make_cases(Cases& cs) {
   cs.add(OpKind::Pad, "constant value, negative pads").in(f32({4, 6})).in(cst(vec<int64_t>({1, -1, -2, 2})))
       .in(cst(scalar<float>(2.5f))).exact();
   cs.add(OpKind::Pad, "axes").in(f32({2, 3, 4})).in(cst(vec<int64_t>({1, 2}))).in(none()).in(cst(vec<int64_t>({-1}))).exact();
+  // The CPU kernel (kernels/cpu/pad.cpp): every mode on rank 1-4 with pads on several axes, pads wider than a
+  // wrap period, the constant given at run time, negative pads, silero-vad's reflect of its audio frame.
+  for (const char* mode : {"constant", "reflect", "edge", "wrap"}) {
+    cs.add(OpKind::Pad, std::string(mode) + ", rank 4 f32").in(f32({2, 3, 4, 5}))
+        .in(cst(vec<int64_t>({0, 2, 1, 3, 1, 0, 3, 2}))).attr("mode", mode).exact().needs({Backend::cpu});
+    cs.add(OpKind::Pad, std::string(mode) + ", rank 1").in(f32({7})).in(cst(vec<int64_t>({3, 5})))
+        .attr("mode", mode).exact().needs({Backend::cpu});
+  }
+  cs.add(OpKind::Pad, "wrap wider than the dim").in(f32({2, 3})).in(cst(vec<int64_t>({0, 4, 1, 7})))
+      .attr("mode", std::string("wrap")).exact();
+  cs.add(OpKind::Pad, "constant at run time, negative pads").in(f32({3, 4, 6})).in(cst(vec<int64_t>({-1, 2, 1, 1, -1, 0})))
+      .in(val(scalar<float>(-7.25f))).exact().needs({Backend::cpu});
+  cs.add(OpKind::Pad, "reflect, silero-vad frame").in(f32({1, 576})).in(cst(vec<int64_t>({0, 32, 0, 32})))
+      .attr("mode", std::string("reflect")).exact().needs({Backend::cpu});
   cs.add(OpKind::Range, "f32").in(cst(scalar<float>(-1.5f))).in(cst(scalar<float>(7.f))).in(cst(scalar<float>(0.75f))).exact();
   cs.add(OpKind::Range, "i64 negative delta").in(val(scalar<int64_t>(20))).in(val(scalar<int64_t>(-3))).in(val(scalar<int64_t>(-4)));
   cs.add(OpKind::Range, "empty").in(val(scalar<int32_t>(5))).in(val(scalar<int32_t>(1))).in(val(scalar<int32_t>(1)));

@@ -1,13 +1,15 @@
 // RNN, GRU and LSTM in f32 with their default activations (what PyTorch and Keras exports write): the reference
 // kernel's recurrence (ref/recurrent.cpp, the oracle), with the gate products as vectorized dot products read
-// straight from W and R (no per-call copies; the weights need not be constants) and the gate activations on the
-// unary kernels' vectorized loops. A step of silero-vad's LSTM (H = 128) took 184 µs on the reference kernel,
+// straight from W and R (no per-call copies; the weights need not be constants), or, for constant weights, as
+// column-wise products over W and R packed transposed at prepare, and the gate activations on the unary kernels'
+// vectorized loops. A step of silero-vad's LSTM (H = 128) took 184 µs on the reference kernel,
 // which converts W and R to vectors on every call and multiplies one scalar at a time.
 //
 // Left to the reference kernel: other dtypes, non-default activations, LSTM peepholes and input_forget, and
 // inputs whose sizes do not match (its messages report them).
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "ir/ops/recurrent_common.h"
@@ -67,6 +69,36 @@ CUVIL_CPU_CLONES void matvec(const float* W, const float* x, int64_t rows, int64
   }
 }
 
+// y[j] (+)= sum_k WT[k * ld + j] x[k] for j in [0, cols): constant weights packed transposed at prepare, so the
+// product runs along contiguous columns with no horizontal sums (four k at a time per pass over y).
+CUVIL_CPU_CLONES void matvec_t(const float* WT, int64_t ld, int64_t cols, const float* x, int64_t K, float* y,
+                               bool accumulate) {
+  if (!accumulate)
+    for (int64_t j = 0; j < cols; ++j) y[j] = 0.f;
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    const float x0 = x[k], x1 = x[k + 1], x2 = x[k + 2], x3 = x[k + 3];
+    const float *w0 = WT + k * ld, *w1 = w0 + ld, *w2 = w1 + ld, *w3 = w2 + ld;
+    for (int64_t j = 0; j < cols; ++j) y[j] += (w0[j] * x0 + w1[j] * x1) + (w2[j] * x2 + w3[j] * x3);
+  }
+  for (; k < K; ++k) {
+    const float xk = x[k];
+    const float* w = WT + k * ld;
+    for (int64_t j = 0; j < cols; ++j) y[j] += w[j] * xk;
+  }
+}
+
+// Per direction, [rows, cols] row-major -> [cols, rows] (W: [G H, in] -> [in, G H]).
+std::shared_ptr<const std::vector<float>> pack_transposed(const Tensor& t, int64_t nd, int64_t rows, int64_t cols) {
+  auto out = std::make_shared<std::vector<float>>(size_t(nd * rows * cols));
+  const float* src = t.data<float>();
+  for (int64_t d = 0; d < nd; ++d)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        (*out)[size_t(d * rows * cols + c * rows + r)] = src[d * rows * cols + r * cols + c];
+  return out;
+}
+
 CUVIL_CPU_CLONES void add_to(float* y, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += b[i];
 }
@@ -102,7 +134,8 @@ struct Dims {
 };
 
 // Everything run() reads besides the tensors is decided at prepare.
-void run_cell(KernelContext& ctx, const Dims& d) {
+// WT/RT: W and R packed transposed (constant weights), or null: then read as they are with dot products.
+void run_cell(KernelContext& ctx, const Dims& d, const float* WT, const float* RT) {
   const int64_t G = d.G, H = d.H, in = d.in, seq = d.seq, batch = d.batch, nd = d.nd;
   const float* x = ctx.input(0).data<float>();
   const float* W = ctx.input(1).data<float>();
@@ -145,6 +178,17 @@ void run_cell(KernelContext& ctx, const Dims& d) {
     const float* Rd = R + dd * G * H * H;
     const float* Wb = B ? B + dd * 2 * G * H : nullptr;
     const float* Rb = B ? Wb + G * H : nullptr;
+    const float* WTd = WT ? WT + dd * G * H * in : nullptr;
+    const float* RTd = RT ? RT + dd * G * H * H : nullptr;
+    // y = W x_t; y (+)= R rows [row0, row0 + rows) times v.
+    auto prod_w = [&](const float* xv, float* y) {
+      if (WTd) matvec_t(WTd, G * H, G * H, xv, in, y, false);
+      else matvec(Wd, xv, G * H, in, y, false);
+    };
+    auto prod_r = [&](int64_t row0, int64_t rows, const float* v, float* y, bool acc) {
+      if (RTd) matvec_t(RTd + row0, G * H, rows, v, H, y, acc);
+      else matvec(Rd + row0 * H, v, rows, H, y, acc);
+    };
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t len = lens_p ? lens_p[b] : seq;
       for (int64_t j = 0; j < H; ++j) {
@@ -153,11 +197,11 @@ void run_cell(KernelContext& ctx, const Dims& d) {
       }
       for (int64_t step = 0; step < len; ++step) {
         const int64_t t = reverse ? len - 1 - step : step;
-        matvec(Wd, x + x_at(t, b), G * H, in, gx, false);
+        prod_w(x + x_at(t, b), gx);
         if (Wb) add_to(gx, Wb, G * H);
         if (d.cell == Cell::Lstm) {
           // gx += R h + Rb; sigmoid over i, o, f (contiguous), tanh over c.
-          matvec(Rd, h, G * H, H, gh, false);
+          prod_r(0, G * H, h, gh, false);
           if (Rb) add_to(gh, Rb, G * H);
           add_to(gx, gh, G * H);
           if (do_clip) clamp(gx, G * H, d.clip);
@@ -167,7 +211,7 @@ void run_cell(KernelContext& ctx, const Dims& d) {
         } else if (d.cell == Cell::Gru) {
           // z, r from gx + gh over 2H; the hidden gate from gx_h and R_h (r h) or r (R_h h + Rb_h).
           const int64_t rows = d.lbr ? 3 * H : 2 * H;
-          matvec(Rd, h, rows, H, gh, false);
+          prod_r(0, rows, h, gh, false);
           if (Rb) add_to(gh, Rb, rows);
           add_to(gx, gh, 2 * H);
           if (do_clip) clamp(gx, 2 * H, d.clip);
@@ -178,7 +222,7 @@ void run_cell(KernelContext& ctx, const Dims& d) {
             add_to(hx, tmp, H);
           } else {
             mul_into(gx + H, h, tmp, H);
-            matvec(Rd + 2 * H * H, tmp, H, H, tmp2, false);
+            prod_r(2 * H, H, tmp, tmp2, false);
             if (Rb) add_to(tmp2, Rb + 2 * H, H);
             add_to(hx, tmp2, H);
           }
@@ -186,7 +230,7 @@ void run_cell(KernelContext& ctx, const Dims& d) {
           activate_inplace(hx, H, tanh_act);
           gru_update(gx, hx, h, H);
         } else {
-          matvec(Rd, h, H, H, gx, true);
+          prod_r(0, H, h, gx, true);
           if (Rb) add_to(gx, Rb, H);
           if (do_clip) clamp(gx, H, d.clip);
           activate_inplace(gx, H, tanh_act);
@@ -268,7 +312,14 @@ std::unique_ptr<PreparedKernel> prepare_recurrent(const Node& n, const std::vect
   if (present(5) && numel(inputs[5]) != nd * d.batch * d.H) return nullptr;
   if (cell == Cell::Lstm && present(6) && numel(inputs[6]) != nd * d.batch * d.H) return nullptr;
   const char* name = cell == Cell::Lstm ? "lstm" : cell == Cell::Gru ? "gru" : "rnn";
-  return make_kernel([d](KernelContext& ctx) { run_cell(ctx, d); }, name);
+  std::shared_ptr<const std::vector<float>> WT, RT;
+  if (inputs[1].value && inputs[2].value) {
+    WT = pack_transposed(*inputs[1].value, nd, GH, d.in);
+    RT = pack_transposed(*inputs[2].value, nd, GH, d.H);
+  }
+  return make_kernel(
+      [d, WT, RT](KernelContext& ctx) { run_cell(ctx, d, WT ? WT->data() : nullptr, RT ? RT->data() : nullptr); },
+      std::string(name) + (WT ? ":packed" : ""));
 }
 
 }  // namespace cuvil::cpu
