@@ -3,7 +3,8 @@
 (DynamicQuantizeLinear + MatMulInteger) and of convolutional networks (ConvInteger, depthwise included). The
 integer ops must run on oneDNN's u8 x s8 kernels (kernels/onednn/integer_ops.cpp) where this CPU has VNNI, and
 give ORT's results: the dynamic models to float rounding (their integer sums are exact), the QOperator models
-within one quantization step per layer (rounding order), with top-1 equal to ORT's. The kernels' exact arithmetic
+(requantized as ONNX specifies) with at least 95 % of the logits equal to ORT's (all, on this machine) and top-1
+equal. The kernels' exact arithmetic
 against the reference kernels is tested in tests/unit/integer_ops_test.cpp."""
 import os
 
@@ -94,7 +95,13 @@ def test_resnet18_qoperator_matches_ort(resnet18, activation):
     exact = np.mean([np.mean(g == w) for g, w in zip(got, want)])
     print(f"{activation}: fraction of logits equal to ORT's {exact:.3f}, rel L2 to ORT "
           f"{max(rel_l2(g, w) for g, w in zip(got, want)):.2e}")
+    # The integer ops requantize as ONNX specifies (all equal to ORT's on this machine; oneDNN's own
+    # requantization, one step off at ties, left 84-90 % equal).
+    assert exact >= 0.95, exact
     assert [int(g.argmax()) for g in got] == [int(w.argmax()) for w in want]
+    # assign-layouts keeps the QLinearConvs, MaxPool and QLinearAdds channels-last: only the input's reorder stays.
+    transposes = [r for r in compiled.profile(images[0]).nodes if r.op == "Transpose"]
+    assert len(transposes) <= 2, len(transposes)
 
 
 class Block(torch.nn.Module):

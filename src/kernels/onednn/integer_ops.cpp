@@ -149,7 +149,9 @@ class IntConvKernel final : public PrimitiveKernel {
     int64_t group = attrs.i("group"), M = w.shape[0];
     size_t S = x.shape.size() - 2;
     ConvGeometry geo;
-    if (!conv_geometry(attrs, x.shape, y, w.shape, false, &geo)) return (*reason = "pads do not fit", false);
+    // QLinearConv between channels-last neighbours (assign-layouts): x and y [N, spatial..., C], no reorders.
+    cl_ = n.has_attr("channels_last") && n.attr("channels_last").i() != 0;
+    if (!conv_geometry(attrs, x.shape, y, w.shape, cl_, &geo)) return (*reason = "pads do not fit", false);
     std::vector<int8_t> qw;
     std::vector<int32_t> wz;
     signed_weights(*w.value, present(in, r.w_zp) ? in[size_t(r.w_zp)].value : nullptr, M, &qw, &wz);
@@ -199,7 +201,7 @@ class IntConvKernel final : public PrimitiveKernel {
     dnnl::reorder(user, wq).execute(thread_stream(), user, wq);
     thread_stream().wait();
     args_[DNNL_ARG_WEIGHTS] = wq;
-    src_ = memory(pd.src_desc(), cpu_engine());
+    src_ = cl_ ? memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE) : memory(pd.src_desc(), cpu_engine());
     dst_ = memory(pd.dst_desc(), cpu_engine());
     args_[DNNL_ARG_SRC] = src_;
     args_[DNNL_ARG_DST] = dst_;
@@ -208,7 +210,7 @@ class IntConvKernel final : public PrimitiveKernel {
           memory({{1}, memory::data_type::s32, memory::format_tag::x}, cpu_engine(), &x_zp_);
     }
     user_x_ = memory(memory::desc(geo.x, memory::data_type::u8, cf), cpu_engine(), DNNL_MEMORY_NONE);
-    in_ = Reorder(user_x_, src_);
+    if (!cl_) in_ = Reorder(user_x_, src_);
     if (mult_.empty()) {
       user_y_ = memory(memory::desc(geo.y, memory::data_type::s32, cf), cpu_engine(), DNNL_MEMORY_NONE);
       out_ = Reorder(dst_, user_y_);
@@ -227,8 +229,12 @@ class IntConvKernel final : public PrimitiveKernel {
     }
     if (!x_zp_const_) x_zp_ = zero_point(ctx, rec_.x_zp) + (x_signed_ ? 128 : 0);
     ScopedThreads t(threads_);
-    user_x_.set_data_handle(const_cast<void*>(xp));
-    in_.execute(user_x_, src_);
+    if (cl_) {
+      src_.set_data_handle(const_cast<void*>(xp));
+    } else {
+      user_x_.set_data_handle(const_cast<void*>(xp));
+      in_.execute(user_x_, src_);
+    }
     execute();
     if (mult_.empty()) {
       user_y_.set_data_handle(ctx.output(0).raw());
@@ -240,7 +246,7 @@ class IntConvKernel final : public PrimitiveKernel {
 
  private:
   IntegerOpRecord rec_{};
-  bool x_signed_ = false, x_zp_const_ = true, has_x_zp_ = false, y_signed_ = false;
+  bool x_signed_ = false, x_zp_const_ = true, has_x_zp_ = false, y_signed_ = false, cl_ = false;
   int32_t x_zp_ = 0, y_zp_ = 0;
   int64_t N_ = 0, M_ = 0, P_ = 0;  // images, output channels, output pixels per image
   std::vector<int32_t> bias_;
@@ -248,7 +254,7 @@ class IntConvKernel final : public PrimitiveKernel {
 
   // QLinearConv's output from the channels-last s32 sums, as the reference computes it: (acc + bias) wrapping,
   // float(.) * mult[c], rounded half to even, + zero point, saturated; written channels-first through a tile of
-  // kTile pixels (rows read and written contiguously).
+  // kTile pixels (rows read and written contiguously), or row by row when the node is channels-last.
   template <class Q>
   void requantize(Q* y) {
     constexpr int64_t kTile = 32;
@@ -257,6 +263,13 @@ class IntConvKernel final : public PrimitiveKernel {
     const int32_t* bias = bias_.empty() ? nullptr : bias_.data();
     const float* mult = mult_.data();
     int64_t tiles = (P_ + kTile - 1) / kTile, M = M_, P = P_;
+    if (cl_) {  // rows in place
+      cpu::parallel_ranges(N_ * P, M, 1, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r)
+          requantize_row(acc + r * M, bias, mult, M, y_zp_, lo, hi, reinterpret_cast<uint8_t*>(y + r * M));
+      });
+      return;
+    }
     cpu::parallel_ranges(N_ * tiles, kTile * M, 1, [&](int64_t b, int64_t e) {
       std::vector<Q> tile(size_t(kTile * M));
       for (int64_t t = b; t < e; ++t) {
