@@ -3,7 +3,7 @@
 //   1. every f32 FusedConv / MaxPool (one output) / AveragePool / GlobalAveragePool / GlobalMaxPool on 4-D data
 //      becomes Transpose(to NHWC) -> op(channels_last = 1) -> Transpose(back to NCHW); so does a 1-D FusedConv
 //      on 3-D data ([N, W, C]: on [N, C, W] oneDNN 2.6 runs it as im2col + gemm, 4-8x slower; Whisper's
-//      front-end convolutions);
+//      front-end convolutions), and a 2-D QLinearConv or MaxPool of u8/s8 data (a QOperator model's);
 //   2. a Transpose whose input is another Transpose merges with it (and vanishes when the two cancel), so
 //      back-to-back convolutions exchange NHWC tensors directly;
 //   3. element-wise ops whose inputs are all transposed the same way (Relu, Add of two branches, the Mul of a
@@ -12,7 +12,8 @@
 //      per-channel scale and shift of a DenseNet block). A Concat of inputs transposed alike concatenates them
 //      untransposed on the permuted axis (SqueezeNet's fire modules, DenseNet's dense blocks, ShuffleNet), and an
 //      inference BatchNormalization of a transposed input becomes a Mul and an Add by its per-channel constants,
-//      which then move as above (DenseNet's pre-activations between channels-last convolutions).
+//      which then move as above (DenseNet's pre-activations between channels-last convolutions); per-tensor
+//      QuantizeLinear / DequantizeLinear move likewise (a QOperator model's QLinearAdd between QLinearConvs).
 // What remains are the reorders at the edges of channels-last regions; `cuvil inspect` counts them.
 #include <algorithm>
 #include <cmath>
@@ -29,12 +30,17 @@ namespace {
 // 2-D (4-D tensor) channels-last permutations; other ranks use layout::perm_to_channels_last/first.
 const std::vector<int64_t> kToNchw{0, 3, 1, 2};
 
+bool is_q8(DType t) { return t == DType::u8 || t == DType::i8; }
+
 bool layout_capable(const Node& n) {
   bool op_ok = n.op() == OpKind::FusedConv || n.op() == OpKind::AveragePool || n.op() == OpKind::GlobalAveragePool ||
                n.op() == OpKind::GlobalMaxPool || (n.op() == OpKind::MaxPool && n.num_outputs() == 1);
+  // 8-bit integers: a QOperator model's QLinearConvs and the MaxPool between them (oneDNN's int8 kernels are
+  // channels-last; channels-first they reorder in and out).
+  bool q8_op = n.op() == OpKind::QLinearConv || (n.op() == OpKind::MaxPool && n.num_outputs() == 1);
   const Value* x = n.input(0);
-  if (!op_ok || !x || x->dtype() != DType::f32 || !x->shape().rank_known() || n.attr("channels_last").i() != 0)
-    return false;
+  if (!(op_ok || q8_op) || !x || !x->shape().rank_known() || n.attr("channels_last").i() != 0) return false;
+  if (!(op_ok && x->dtype() == DType::f32) && !(q8_op && is_q8(x->dtype()) && x->shape().rank() == 4)) return false;
   return x->shape().rank() == 4 || (x->shape().rank() == 3 && n.op() == OpKind::FusedConv);
 }
 
@@ -305,6 +311,35 @@ Value* sink_below_slice(Graph& g, size_t i, Node& n) {
   return add_transpose(g, i + 2, moved->output(0), *perm, n.loc());
 }
 
+// n (at position i) run on `srcs`, the untransposed inputs, followed by the transpose `perm`, which replaces n's
+// output (keeping its name); n itself is left unread.
+void sink_transpose(Graph& g, size_t i, Node& n, const std::vector<int64_t>& perm, const std::vector<Value*>& srcs) {
+  Value* y = n.output(0);
+  Node* moved = g.insert_node(i + 1, n.op(), srcs, {g.unique_name(y->name() + "_src")}, n.attrs(), n.loc());
+  std::vector<Dim> src_dims(perm.size());  // y = T(moved): y's dim k is moved's dim perm[k]
+  for (size_t k = 0; k < perm.size(); ++k) src_dims[size_t(perm[k])] = y->shape()[k];
+  moved->output(0)->set_type({y->dtype(), Shape(src_dims)});
+  std::string name = rewrite::free_name(g, y);
+  Value* back = add_transpose(g, i + 2, moved->output(0), perm, n.loc());
+  g.rename_value(back, name);
+  g.replace_all_uses(y, back);
+}
+
+// A per-tensor QuantizeLinear / DequantizeLinear (scalar scale and zero point) of a transpose: element-wise, so it
+// commutes with the transpose, whose permutation is returned (null otherwise). Its input and output types differ,
+// which the generic element-wise case below does not allow. (A QOperator model's QLinearAdd imports as
+// DequantizeLinear -> Add -> QuantizeLinear between channels-last QLinearConvs.)
+const std::vector<int64_t>* per_tensor_quantization_of_transpose(const Node& n) {
+  if ((n.op() != OpKind::QuantizeLinear && n.op() != OpKind::DequantizeLinear) || n.num_outputs() != 1) return nullptr;
+  const std::vector<int64_t>* perm = transpose_perm(n.input(0));
+  if (!perm || !n.output(0)->shape().rank_known() || perm->size() != n.output(0)->shape().rank()) return nullptr;
+  for (size_t k = 1; k < n.num_inputs(); ++k) {
+    const Value* v = n.input(k);
+    if (v && !(v->is_constant() && v->shape().rank_known() && v->shape().rank() == 0)) return nullptr;
+  }
+  return perm;
+}
+
 // Step 1.
 bool convert_nodes(Graph& g) {
   std::vector<Node*> dead;
@@ -379,6 +414,14 @@ bool merge_and_sink(Graph& g) {
       changed = true;
       continue;
     }
+    if (const std::vector<int64_t>* p = per_tensor_quantization_of_transpose(*n)) {
+      std::vector<Value*> srcs = n->inputs();
+      srcs[0] = n->input(0)->producer()->input(0);
+      sink_transpose(g, i, *n, *p, srcs);
+      changed = true;
+      i += 2;
+      continue;
+    }
     if (!commutes_with_transpose(*n)) continue;
     const std::vector<int64_t>* perm = nullptr;
     bool all = n->num_inputs() > 0;
@@ -409,15 +452,7 @@ bool merge_and_sink(Graph& g) {
       bool scalar = v && !transpose_perm(v) && v->is_constant() && v->shape().rank() == 0;
       srcs.push_back(!v || scalar ? v : transpose_perm(v) ? v->producer()->input(0) : permuted_constant(g, v, *perm));
     }
-    Value* y = n->output(0);
-    Node* moved = g.insert_node(i + 1, n->op(), srcs, {g.unique_name(y->name() + "_src")}, n->attrs(), n->loc());
-    std::vector<Dim> src_dims(perm->size());  // y = T(moved): y's dim k is moved's dim perm[k]
-    for (size_t k = 0; k < perm->size(); ++k) src_dims[size_t((*perm)[k])] = y->shape()[k];
-    moved->output(0)->set_type({y->dtype(), Shape(src_dims)});
-    std::string name = rewrite::free_name(g, y);
-    Value* back = add_transpose(g, i + 2, moved->output(0), *perm, n->loc());
-    g.rename_value(back, name);
-    g.replace_all_uses(y, back);
+    sink_transpose(g, i, *n, *perm, srcs);
     changed = true;
     i += 2;
   }

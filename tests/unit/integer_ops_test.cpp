@@ -1,7 +1,5 @@
 // ONNX's integer ops on oneDNN's u8 x s8 kernels (kernels/onednn/integer_ops.cpp) against the reference kernels on
-// random 8-bit inputs: ConvInteger, MatMulInteger and QLinearMatMul bit for bit; QLinearConv within one step (the
-// primitive adds the output zero point before rounding, the reference after: they differ only at ties), with the
-// fraction exact reported and bounded. Odd channel counts, 1x1 / 3x3 / 5x3 windows, strides, pads, groups and
+// random 8-bit inputs, bit for bit (the kernels requantize as the reference does; channels-first and -last). Odd channel counts, 1x1 / 3x3 / 5x3 windows, strides, pads, groups and
 // depthwise, u8 and s8 activations, u8 weights (zero point 128), zero points 0, 1, 128, 255, runtime zero points
 // (DynamicQuantizeLinear's form), per-channel scales; and the cases that stay on the reference, with their reasons.
 #include <gtest/gtest.h>
@@ -92,8 +90,10 @@ std::vector<ConvCase> conv_cases() {
   };
 }
 
-OneOp conv_op(const ConvCase& c, uint32_t seed, bool weights_constant = true) {
-  Tensor x = random_q8(c.x_type, c.x_shape, seed), w = random_q8(c.w_type, c.w_shape, seed + 1);
+OneOp conv_op(const ConvCase& c, uint32_t seed, bool weights_constant = true, bool channels_last = false) {
+  Ints xs = c.x_shape;
+  if (channels_last) xs = {xs[0], xs[2], xs[3], xs[1]};  // [N, H, W, C]
+  Tensor x = random_q8(c.x_type, xs, seed), w = random_q8(c.w_type, c.w_shape, seed + 1);
   if (c.w_type == DType::u8)  // weights around their zero point, as u8 models hold them
     for (int64_t i = 0; i < w.numel(); ++i) w.data<uint8_t>()[i] = uint8_t(std::clamp(int(w.data<uint8_t>()[i]), 1, 255));
   int64_t M = c.w_shape[0];
@@ -101,6 +101,7 @@ OneOp conv_op(const ConvCase& c, uint32_t seed, bool weights_constant = true) {
   for (int64_t m = 0; m < M; ++m) b[size_t(m)] = int32_t((m * 7919) % 4001) - 2000;
   AttrMap attrs{{"group", Attribute(c.group)}, {"strides", Attribute(c.strides)}, {"pads", Attribute(c.pads)},
                 {"kernel_shape", Attribute(Ints(c.w_shape.begin() + 2, c.w_shape.end()))}};
+  if (channels_last) attrs["channels_last"] = Attribute(int64_t(1));
   OpArg wa = weights_constant ? constant(w) : input(w);
   return build_op(OpKind::QLinearConv,
                   {input(x), constant(Tensor::scalar<float>(0.02f)), constant(q8_scalar(c.x_type, c.x_zp)), wa,
@@ -111,7 +112,7 @@ OneOp conv_op(const ConvCase& c, uint32_t seed, bool weights_constant = true) {
                   attrs);
 }
 
-TEST(IntegerOps, QLinearConvWithinOneStepOfReference) {
+TEST(IntegerOps, QLinearConvExact) {
   if (!int8::machine_has_vnni()) GTEST_SKIP() << "no VNNI: the integer ops stay on the reference";
   uint32_t seed = 10;
   for (const ConvCase& c : conv_cases()) {
@@ -119,9 +120,22 @@ TEST(IntegerOps, QLinearConvWithinOneStepOfReference) {
     OneOp one = conv_op(c, seed += 10);
     Outcome o = run_both(one);
     EXPECT_EQ(o.impl.rfind("onednn:", 0), 0u) << o.impl << " " << o.fallback;
-    double exact = compare(o.got, o.want, 1);
-    EXPECT_GE(exact, 0.97) << "fraction exact " << exact;
-    std::printf("QLinearConv case %u: %.4f exact\n", seed, exact);
+    EXPECT_EQ(compare(o.got, o.want, 0), 1.0);
+  }
+}
+
+// assign-layouts' channels-last form ([N, H, W, C] in and out, no reorders) against the reference's (which runs the
+// channels-first body between permutations).
+TEST(IntegerOps, QLinearConvChannelsLastExact) {
+  if (!int8::machine_has_vnni()) GTEST_SKIP() << "no VNNI: the integer ops stay on the reference";
+  uint32_t seed = 110;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE("case " + std::to_string(seed));
+    OneOp one = conv_op(c, seed += 10, true, /*channels_last=*/true);
+    EXPECT_EQ(one.type().shape[3].value(), c.w_shape[0]);  // [N, H, W, M]
+    Outcome o = run_both(one);
+    EXPECT_EQ(o.impl.rfind("onednn:", 0), 0u) << o.impl << " " << o.fallback;
+    EXPECT_EQ(compare(o.got, o.want, 0), 1.0);
   }
 }
 

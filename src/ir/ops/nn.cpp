@@ -368,9 +368,11 @@ CUVIL_DEFINE_OP(QLinearConv) {
   // x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B
   s.inputs(8, 9).outputs(1, 1);
   conv_attrs(s);
+  s.attr("channels_last", AttrKind::Int, int64_t(0));  // Cuvil's: x and y [N, spatial..., C] (assign-layouts)
   s.infer_with([](InferContext& c) {
     expect_qlinear_dtypes(c);
-    Shape out = conv_shape(c, 0, 3, c.input_shape(0));
+    bool cl = read_channels_last(c);
+    Shape out = conv_shape(c, 0, 3, channels_first_shape(c, cl));
     expect_quant_param(c, 1, nullptr, "x_scale");
     expect_quant_param(c, 2, nullptr, "x_zero_point");
     expect_quant_param(c, 4, &out[1], "w_scale");
@@ -381,7 +383,7 @@ CUVIL_DEFINE_OP(QLinearConv) {
       infer::expect_dtype(c, 8, {DType::i32});
       expect_bias(c, 8, out[1]);
     }
-    c.set_output(0, c.input_dtype(7), out);
+    c.set_output(0, c.input_dtype(7), maybe_channels_last(out, cl));
   });
 }
 

@@ -9,18 +9,21 @@
 //   and a correction after the product for matrix products: sum (a - za)(b - zb) = sum a b - za colsum(b)
 //   - zb rowsum(a) + K za zb, in wrapping 32-bit arithmetic;
 // - convolutions take no weight zero point (oneDNN 2.6 has none for them): a nonzero one stays on the reference.
-// Outputs: ConvInteger / MatMulInteger s32 (exact while oneDNN's accumulators stay below 2^24, where its store may
-// pass them through f32); QLinearMatMul requantizes the s32 sums as the reference does (float(acc) * (a_scale *
-// b_scale / y_scale), round half to even, + zero point, saturate): bit-identical; QLinearConv requantizes in the
-// primitive (per-channel output scales x_scale * w_scale / y_scale, bias s32 in the accumulator, then oneDNN's
-// destination zero point), which adds the zero point before rounding: within one step of the reference at ties.
+// Outputs: the primitives write s32 sums (exact while they stay below 2^24, where oneDNN's store may pass them
+// through f32); ConvInteger / MatMulInteger return them, QLinearConv / QLinearMatMul requantize them as the
+// reference does (float(acc + bias) * (x_scale * w_scale / y_scale), round half to even, + zero point, saturate):
+// bit-identical. (oneDNN's own requantization adds the zero point before rounding: one step off at ties, which
+// cascaded through ResNet-18 to 20 % of its logits one step off ORT's.)
 // oneDNN's int8 convolutions want channels-last activations: channels-first tensors are reordered in and out.
+#include <immintrin.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
+#include "kernels/parallel.h"
 #include "kernels/ref/nn_quant.h"
 
 namespace cuvil::onednn {
@@ -88,6 +91,49 @@ bool on_vnni(const dnnl::primitive_desc_base& pd, std::string* reason) {
   return true;
 }
 
+// One pixel's requantization (see IntConvKernel::requantize): q[c] = clamp(nearbyint(float(acc[c] + bias[c]) *
+// mult[c]) + zp, lo, hi), stored as bytes (u8 or s8). Values beyond 2^20 steps saturate either way, so they are
+// clamped before the conversion, which rounds half to even as nearbyint does.
+void requantize_row_scalar(const int32_t* acc, const int32_t* bias, const float* mult, int64_t m, int32_t zp,
+                           int32_t lo, int32_t hi, uint8_t* q) {
+  for (int64_t c = 0; c < m; ++c) {
+    int32_t v = bias ? int32_t(uint32_t(acc[c]) + uint32_t(bias[c])) : acc[c];
+    float f = float(v) * mult[c];
+    f = f < -1048576.f ? -1048576.f : (f > 1048576.f ? 1048576.f : f);
+    int32_t r = int32_t(std::nearbyint(f)) + zp;
+    q[c] = uint8_t(r < lo ? lo : (r > hi ? hi : r));
+  }
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f,avx512bw"))) void requantize_row_avx512(const int32_t* acc, const int32_t* bias,
+                                                                        const float* mult, int64_t m, int32_t zp,
+                                                                        int32_t lo, int32_t hi, uint8_t* q) {
+  __m512 big = _mm512_set1_ps(1048576.f), small = _mm512_set1_ps(-1048576.f);
+  __m512i vz = _mm512_set1_epi32(zp), vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
+  int64_t c = 0;
+  for (; c + 16 <= m; c += 16) {
+    __m512i v = _mm512_loadu_si512(acc + c);
+    if (bias) v = _mm512_add_epi32(v, _mm512_loadu_si512(bias + c));  // wraps, as int32 sums do
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_loadu_ps(mult + c));
+    f = _mm512_min_ps(_mm512_max_ps(f, small), big);
+    __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), vz);  // round half to even (MXCSR's default)
+    r = _mm512_min_epi32(_mm512_max_epi32(r, vlo), vhi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + c), _mm512_cvtepi32_epi8(r));
+  }
+  requantize_row_scalar(acc + c, bias ? bias + c : nullptr, mult + c, m - c, zp, lo, hi, q + c);
+}
+#pragma GCC diagnostic pop
+
+void requantize_row(const int32_t* acc, const int32_t* bias, const float* mult, int64_t m, int32_t zp, int32_t lo,
+                    int32_t hi, uint8_t* q) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  if (avx512) return requantize_row_avx512(acc, bias, mult, m, zp, lo, hi, q);
+  requantize_row_scalar(acc, bias, mult, m, zp, lo, hi, q);
+}
+
 class IntConvKernel final : public PrimitiveKernel {
  public:
   bool prepare(const Node& n, const IntegerOpRecord& r, const std::vector<PrepareInput>& in, const Dims& y,
@@ -103,7 +149,9 @@ class IntConvKernel final : public PrimitiveKernel {
     int64_t group = attrs.i("group"), M = w.shape[0];
     size_t S = x.shape.size() - 2;
     ConvGeometry geo;
-    if (!conv_geometry(attrs, x.shape, y, w.shape, false, &geo)) return (*reason = "pads do not fit", false);
+    // QLinearConv between channels-last neighbours (assign-layouts): x and y [N, spatial..., C], no reorders.
+    cl_ = n.has_attr("channels_last") && n.attr("channels_last").i() != 0;
+    if (!conv_geometry(attrs, x.shape, y, w.shape, cl_, &geo)) return (*reason = "pads do not fit", false);
     std::vector<int8_t> qw;
     std::vector<int32_t> wz;
     signed_weights(*w.value, present(in, r.w_zp) ? in[size_t(r.w_zp)].value : nullptr, M, &qw, &wz);
@@ -114,38 +162,36 @@ class IntConvKernel final : public PrimitiveKernel {
     int32_t xz0 = present(in, r.x_zp) && in[size_t(r.x_zp)].value ? int32_t(in[size_t(r.x_zp)].value->get_i64(0)) : 0;
     x_zp_ = xz0 + (x_signed_ ? 128 : 0);
 
-    memory::data_type ydt = y_dtype == DType::i32  ? memory::data_type::s32
-                            : y_dtype == DType::u8 ? memory::data_type::u8
-                                                   : memory::data_type::s8;
+    // The primitive writes s32 sums channels-last; QLinearConv requantizes them itself (see requantize).
     memory::format_tag cl = activation_tag(S, true), cf = activation_tag(S, false);
-    memory::desc x_md(geo.x, memory::data_type::u8, cl), y_md(geo.y, ydt, cl);
+    memory::desc x_md(geo.x, memory::data_type::u8, cl), y_md(geo.y, memory::data_type::s32, cl);
     Dims wd(w.shape.begin(), w.shape.end());
     if (group > 1) {
       wd.insert(wd.begin(), group);
       wd[1] = M / group;
     }
     memory::desc w_user = dense_md(wd, memory::data_type::s8), w_any(wd, memory::data_type::s8, memory::format_tag::any);
-    bool has_bias = present(in, r.bias);
-    memory::desc b_md = has_bias ? dense_md({M}, memory::data_type::s32) : memory::desc();
-
-    dnnl::primitive_attr a = thread_safe_attr();
+    if (present(in, r.bias)) {
+      const int32_t* b = in[size_t(r.bias)].value->data<int32_t>();
+      bias_.assign(b, b + M);
+    }
     if (r.y_scale >= 0) {
       // As the reference: x_scale * w_scale[c] / y_scale in float.
       float xs = float(in[size_t(r.x_scale)].value->get_f64(0)), ys = float(in[size_t(r.y_scale)].value->get_f64(0));
       std::vector<double> ws = ref::nn::param_floats(*in[size_t(r.w_scale)].value);
-      std::vector<float> scales(static_cast<size_t>(M));
-      for (int64_t c = 0; c < M; ++c) scales[size_t(c)] = xs * float(ws[ws.size() == 1 ? 0 : size_t(c)]) / ys;
-      a.set_output_scales(1 << 1, scales);
+      mult_.resize(size_t(M));
+      for (int64_t c = 0; c < M; ++c) mult_[size_t(c)] = xs * float(ws[ws.size() == 1 ? 0 : size_t(c)]) / ys;
       y_zp_ = present(in, r.y_zp) ? int32_t(in[size_t(r.y_zp)].value->get_i64(0)) : 0;
-      if (y_zp_ != 0) a.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+      y_signed_ = y_dtype == DType::i8;
     }
+    dnnl::primitive_attr a = thread_safe_attr();
     has_x_zp_ = x_zp_ != 0 || !x_zp_const_;
     if (has_x_zp_) a.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     double flops = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(M, 1));
     if (flops < kSingleThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_md,
-                                      w_any, b_md, y_md, geo.strides, geo.dilations, geo.pad_begin, geo.pad_end);
+                                      w_any, y_md, geo.strides, geo.dilations, geo.pad_begin, geo.pad_end);
     dnnl::convolution_forward::primitive_desc pd(d, a, cpu_engine(), /*allow_empty=*/true);
     if (!pd) return (*reason = "oneDNN has no u8 x s8 kernel for this convolution", false);
     if (!on_vnni(pd, reason)) return false;
@@ -155,12 +201,7 @@ class IntConvKernel final : public PrimitiveKernel {
     dnnl::reorder(user, wq).execute(thread_stream(), user, wq);
     thread_stream().wait();
     args_[DNNL_ARG_WEIGHTS] = wq;
-    if (has_bias) {
-      memory b(b_md, cpu_engine());
-      std::memcpy(b.get_data_handle(), in[size_t(r.bias)].value->raw(), size_t(M) * 4);
-      args_[DNNL_ARG_BIAS] = b;
-    }
-    src_ = memory(pd.src_desc(), cpu_engine());
+    src_ = cl_ ? memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE) : memory(pd.src_desc(), cpu_engine());
     dst_ = memory(pd.dst_desc(), cpu_engine());
     args_[DNNL_ARG_SRC] = src_;
     args_[DNNL_ARG_DST] = dst_;
@@ -168,13 +209,13 @@ class IntConvKernel final : public PrimitiveKernel {
       args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] =
           memory({{1}, memory::data_type::s32, memory::format_tag::x}, cpu_engine(), &x_zp_);
     }
-    if (y_zp_ != 0)
-      args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] =
-          memory({{1}, memory::data_type::s32, memory::format_tag::x}, cpu_engine(), &y_zp_);
     user_x_ = memory(memory::desc(geo.x, memory::data_type::u8, cf), cpu_engine(), DNNL_MEMORY_NONE);
-    user_y_ = memory(memory::desc(geo.y, ydt, cf), cpu_engine(), DNNL_MEMORY_NONE);
-    in_ = Reorder(user_x_, src_);
-    out_ = Reorder(dst_, user_y_);
+    if (!cl_) in_ = Reorder(user_x_, src_);
+    if (mult_.empty()) {
+      user_y_ = memory(memory::desc(geo.y, memory::data_type::s32, cf), cpu_engine(), DNNL_MEMORY_NONE);
+      out_ = Reorder(dst_, user_y_);
+    }
+    M_ = M, P_ = shape_numel(y) / (y[0] * M), N_ = y[0];
     if (x_signed_) shifted_.resize(size_t(shape_numel(x.shape)));
     return true;
   }
@@ -188,17 +229,61 @@ class IntConvKernel final : public PrimitiveKernel {
     }
     if (!x_zp_const_) x_zp_ = zero_point(ctx, rec_.x_zp) + (x_signed_ ? 128 : 0);
     ScopedThreads t(threads_);
-    user_x_.set_data_handle(const_cast<void*>(xp));
-    in_.execute(user_x_, src_);
+    if (cl_) {
+      src_.set_data_handle(const_cast<void*>(xp));
+    } else {
+      user_x_.set_data_handle(const_cast<void*>(xp));
+      in_.execute(user_x_, src_);
+    }
     execute();
-    user_y_.set_data_handle(ctx.output(0).raw());
-    out_.execute(dst_, user_y_);
+    if (mult_.empty()) {
+      user_y_.set_data_handle(ctx.output(0).raw());
+      out_.execute(dst_, user_y_);
+    } else {
+      y_signed_ ? requantize<int8_t>(ctx.output(0).data<int8_t>()) : requantize<uint8_t>(ctx.output(0).data<uint8_t>());
+    }
   }
 
  private:
   IntegerOpRecord rec_{};
-  bool x_signed_ = false, x_zp_const_ = true, has_x_zp_ = false;
+  bool x_signed_ = false, x_zp_const_ = true, has_x_zp_ = false, y_signed_ = false, cl_ = false;
   int32_t x_zp_ = 0, y_zp_ = 0;
+  int64_t N_ = 0, M_ = 0, P_ = 0;  // images, output channels, output pixels per image
+  std::vector<int32_t> bias_;
+  std::vector<float> mult_;  // QLinearConv: x_scale * w_scale[c] / y_scale
+
+  // QLinearConv's output from the channels-last s32 sums, as the reference computes it: (acc + bias) wrapping,
+  // float(.) * mult[c], rounded half to even, + zero point, saturated; written channels-first through a tile of
+  // kTile pixels (rows read and written contiguously), or row by row when the node is channels-last.
+  template <class Q>
+  void requantize(Q* y) {
+    constexpr int64_t kTile = 32;
+    constexpr int lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+    const int32_t* acc = static_cast<const int32_t*>(dst_.get_data_handle());
+    const int32_t* bias = bias_.empty() ? nullptr : bias_.data();
+    const float* mult = mult_.data();
+    int64_t tiles = (P_ + kTile - 1) / kTile, M = M_, P = P_;
+    if (cl_) {  // rows in place
+      cpu::parallel_ranges(N_ * P, M, 1, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r)
+          requantize_row(acc + r * M, bias, mult, M, y_zp_, lo, hi, reinterpret_cast<uint8_t*>(y + r * M));
+      });
+      return;
+    }
+    cpu::parallel_ranges(N_ * tiles, kTile * M, 1, [&](int64_t b, int64_t e) {
+      std::vector<Q> tile(size_t(kTile * M));
+      for (int64_t t = b; t < e; ++t) {
+        int64_t n = t / tiles, p0 = (t % tiles) * kTile, np = std::min(kTile, P - p0);
+        for (int64_t i = 0; i < np; ++i)
+          requantize_row(acc + (n * P + p0 + i) * M, bias, mult, M, y_zp_, int32_t(lo), int32_t(hi),
+                         reinterpret_cast<uint8_t*>(tile.data() + i * M));
+        for (int64_t c = 0; c < M; ++c) {
+          Q* out = y + (n * M + c) * P + p0;
+          for (int64_t i = 0; i < np; ++i) out[i] = tile[size_t(i * M + c)];
+        }
+      }
+    });
+  }
   memory src_, dst_, user_x_, user_y_;
   Reorder in_, out_;
   std::vector<uint8_t> shifted_;

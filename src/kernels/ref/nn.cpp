@@ -286,7 +286,7 @@ CUVIL_REF_KERNEL(ConvInteger) {
   for (size_t i = 0; i < acc.size(); ++i) y[i] = int32_t(acc[i]);
 }
 
-CUVIL_REF_KERNEL(QLinearConv) {
+static void qlinear_conv_channels_first(KernelContext& ctx) {
   std::vector<uint32_t> acc = integer_conv(ctx, 0, 2, 3, 5, 8);
   Tensor& y = ctx.output(0);
   float x_scale = float(ctx.input(1).get_f64(0)), y_scale = float(ctx.input(6).get_f64(0));
@@ -305,6 +305,9 @@ CUVIL_REF_KERNEL(QLinearConv) {
     }
   });
 }
+
+// channels_last = 1: assign-layouts' form between channels-last neighbours.
+CUVIL_REF_KERNEL(QLinearConv) { ref::channels_first_or(ctx, qlinear_conv_channels_first); }
 
 static void max_pool_channels_first(KernelContext& ctx) {
   nn::WindowAttrs which;
