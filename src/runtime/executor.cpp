@@ -19,6 +19,7 @@
 #include "kernels/workers.h"
 #include "support/check_failed.h"
 #include "runtime/kernel_selection.h"
+#include "runtime/bf16_links.h"
 #include "runtime/int8_links.h"
 #include "runtime/memory_plan.h"
 #include "runtime/run_error.h"
@@ -716,6 +717,9 @@ Executor::Executor(std::shared_ptr<const Graph> graph, ExecutorOptions options)
   // int8: consecutive int8 layers pass u8 activations (on a copy of the graph; runtime/int8_links.h)
   if (options_.kernels.precision == Precision::int8 && options_.kernels.fast) 
     graph_ = link_int8_activations(graph_);
+  // bf16: consecutive bf16 convolutions pass bf16 activations (runtime/bf16_links.h)
+  if (options_.kernels.precision == Precision::bf16 && options_.kernels.fast)
+    graph_ = link_bf16_activations(graph_);
   CUVIL_CHECK(options_.threads >= 0, "threads must be >= 0 (0 = all cores), got ", options_.threads);
   if (options_.threads == 0) options_.threads = omp_get_num_procs();
   // Never more than OpenMP will grant (OMP_THREAD_LIMIT): oneDNN splits work for the threads it asked for, and

@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "kernels/ref/ref_kernels.h"
+#include "runtime/bf16_boundary.h"
 #include "runtime/u8_boundary.h"
 
 namespace cuvil {
@@ -111,6 +112,16 @@ std::unique_ptr<PreparedKernel> prepare_kernel_at(const Node& n, const std::vect
     // Before Cuvil's f32 GEMM: oneDNN's bf16 product (2x the f32 rate where the CPU has bf16 dot products).
     if (!options.lower_final_outputs && writes_graph_output(n)) reason = "final output stays f32";
     else if (auto k = onednn::prepare_onednn_bf16_matmul(n, inputs, &reason)) return k;
+  }
+  if (has_bf16_link(n, inputs)) {
+    // A linked bf16 activation (runtime/bf16_links.h): the bf16 convolution takes it as it is; where bf16 does
+    // not take the node after all, its f32 kernel runs between conversions.
+    if (options.fast && !options.reference_ops.count(n.op()))
+      if (auto k = onednn::prepare_onednn_kernel(n, inputs, options); k && k->precision.precision == Precision::bf16)
+        return k;
+    std::unique_ptr<PreparedKernel> k = prepare_f32_kernel(n, bf16_f32_view(inputs), options, code);
+    if (k->precision.reason.empty()) k->precision.reason = why_f32(n, options);
+    return wrap_bf16_boundary(n, std::move(k));
   }
   // A linked u8 activation (runtime/int8_links.h) where int8 did not take the node: f32 between conversions.
   bool u8_link = has_u8_link(n, inputs);

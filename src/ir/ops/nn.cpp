@@ -113,6 +113,9 @@ void quant_attrs(OpSchema& s) {
       // A linked residual: Sum (input 3) arrives u8 on this grid (quant_sum_scale > 0; FusedConv only).
       .attr("quant_sum_scale", AttrKind::Float, 0.0)
       .attr("quant_sum_zero_point", AttrKind::Int, int64_t(0))
+      // A bf16 link (runtime/bf16_links.h; bf16 executors, FusedConv): 1 writes the output as bf16. Such a
+      // node's readers may take X and the residual Sum as bf16 whatever their weights' type.
+      .attr("bf16_y", AttrKind::Int, int64_t(0))
       // A per-node precision ("fp32", "bf16"; "" = the model's) and why: set by cuvil.quantize's fallback and by
       // precision="auto". It only raises a node's precision above the executor's, never lowers it.
       .attr("precision", AttrKind::String, std::string())
@@ -120,13 +123,17 @@ void quant_attrs(OpSchema& s) {
 }
 
 // The float type of a FusedConv/FusedMatMul (its weights'), checking X: that type, or u8 on X's int8 grid.
+// X may also be bf16 with f32 weights (a bf16 link, runtime/bf16_links.h).
 DType linked_float_type(const InferContext& c) {
   bool u8_x = c.input_dtype(0) == DType::u8 && c.has("quant_x_scale") && c.f("quant_x_scale") > 0;
-  if (!u8_x) infer::expect_same_dtype(c, 0, 1);
+  bool bf16_x = c.input_dtype(0) == DType::bf16 && c.input_dtype(1) == DType::f32;
+  if (!u8_x && !bf16_x) infer::expect_same_dtype(c, 0, 1);
   return c.input_dtype(1);
 }
-// The output type: u8 when the node writes its int8 grid (quant_y_scale > 0), else the float type.
+// The output type: u8 when the node writes its int8 grid (quant_y_scale > 0), bf16 when it writes a bf16 link
+// (bf16_y), else the float type.
 DType linked_output_type(const InferContext& c, DType float_type) {
+  if (c.has("bf16_y") && c.i("bf16_y") != 0) return DType::bf16;
   return c.has("quant_y_scale") && c.f("quant_y_scale") > 0 ? DType::u8 : float_type;
 }
 
@@ -640,7 +647,8 @@ void expect_sum_input(const InferContext& c, size_t si, const Shape& out) {
   if (!c.has_input(si)) return;
   // the float type (X may be u8 in an int8 executor), or u8 on the linked residual's grid
   bool u8_sum = c.input_dtype(si) == DType::u8 && c.has("quant_sum_scale") && c.f("quant_sum_scale") > 0;
-  if (!u8_sum) infer::expect_same_dtype(c, 1, si);
+  bool bf16_sum = c.input_dtype(si) == DType::bf16 && c.input_dtype(1) == DType::f32;  // a bf16 link
+  if (!u8_sum && !bf16_sum) infer::expect_same_dtype(c, 1, si);
   const Shape& sum = c.input_shape(si);
   if (!sum.rank_known()) return;
   if (sum.rank() != out.rank()) c.error("Sum (input ", si, ") must have the output's shape ", out.str(), ", got ", sum.str());

@@ -27,7 +27,13 @@ class ConvKernel final : public PrimitiveKernel {
     AttrReader attrs(n);
     const PrepareInput &x = in[0], &w = in[1];
     memory::data_type dt;
-    if (!to_onednn_type(x.dtype, &dt) || x.shape.size() < 3 || x.shape.size() > 5) return false;
+    // bf16 links (runtime/bf16_links.h): X, the residual Sum and Y may be bf16 beside f32 weights; only the bf16
+    // kernel takes them (kernel selection wraps an f32 one in conversions).
+    bool x_bf16 = x.dtype == DType::bf16 && w.dtype == DType::f32;
+    bool sum_bf16 = in.size() > 3 && in[3].present && in[3].dtype == DType::bf16 && w.dtype == DType::f32;
+    bool y_bf16 = n.output(0)->dtype() == DType::bf16 && w.dtype == DType::f32;
+    if ((x_bf16 || sum_bf16 || y_bf16) && !bf16) return false;
+    if (!to_onednn_type(w.dtype, &dt) || x.shape.size() < 3 || x.shape.size() > 5) return false;
     if (bf16 && !w.value) {
       *reason = "weights not constant";
       return false;
@@ -53,7 +59,7 @@ class ConvKernel final : public PrimitiveKernel {
     const Dims &xd = geo.x, &yd = geo.y, &strides = geo.strides, &dil = geo.dilations, &pl = geo.pad_begin,
                &pr = geo.pad_end;
     memory::format_tag tag = activation_tag(S, cl);
-    memory::desc x_md(xd, dt, tag), y_md(yd, dt, tag);
+    memory::desc x_md(xd, dt, tag), y_md(yd, y_bf16 ? memory::data_type::bf16 : dt, tag);
     Dims wd(w.shape.begin(), w.shape.end());
     if (group > 1) {  // [M, C/g, k...] -> [g, M/g, C/g, k...]: the same bytes
       wd.insert(wd.begin(), group);
@@ -103,13 +109,20 @@ class ConvKernel final : public PrimitiveKernel {
     }
     if (bf16) {
       if (!bf16_dispatch_is_fast(pd.impl_info_str(), reason)) return false;
-      src_ = Bf16Source(x_md, x_lp);
+      if (!x_bf16) src_ = Bf16Source(x_md, x_lp);
+      x_bf16_ = x_bf16;
+      if (has_sum_ && sum_bf16 != y_bf16) {  // the residual converted into Y, where the sum post-op reads it
+        sum_user_ = memory(memory::desc(yd, sum_bf16 ? memory::data_type::bf16 : dt, tag), cpu_engine(),
+                           DNNL_MEMORY_NONE);
+        y_user_ = memory(y_md, cpu_engine(), DNNL_MEMORY_NONE);
+        sum_to_y_ = Reorder(sum_user_, y_user_);
+      }
       precision.precision = Precision::bf16;
     }
     prim_ = dnnl::convolution_forward(pd);
     set_name(pd);
-    args_[DNNL_ARG_SRC] = blocked_ ? x_blocked_ : bf16 ? src_.converted()
-                                                       : memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
+    args_[DNNL_ARG_SRC] = blocked_ ? x_blocked_ : bf16 && !x_bf16 ? src_.converted()
+                                                                  : memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     args_[DNNL_ARG_DST] = blocked_ ? y_blocked_ : memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     if (w.value) {
       args_[DNNL_ARG_WEIGHTS] = packed(*w.value, 1.f, w_user, pd.weights_desc());
@@ -145,8 +158,15 @@ class ConvKernel final : public PrimitiveKernel {
       from_blocked_.execute(y_blocked_, y_user_);
       return;
     }
-    if (has_sum_ && ctx.input(3).raw() != y.raw()) std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
-    if (precision.precision == Precision::bf16) {
+    if (has_sum_ && sum_to_y_) {
+      ScopedThreads t(threads_);
+      sum_user_.set_data_handle(const_cast<void*>(ctx.input(3).raw()));
+      y_user_.set_data_handle(y.raw());
+      sum_to_y_.execute(sum_user_, y_user_);
+    } else if (has_sum_ && ctx.input(3).raw() != y.raw()) {
+      std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
+    }
+    if (precision.precision == Precision::bf16 && !x_bf16_) {
       ScopedThreads t(threads_);
       src_.convert(ctx.input(0).raw());
     } else {
@@ -166,10 +186,31 @@ class ConvKernel final : public PrimitiveKernel {
   bool blocked_ = false;
   memory x_blocked_, y_blocked_, x_user_, y_user_;
   Reorder to_blocked_, from_blocked_, sum_to_blocked_;
-  Bf16Source src_;  // bf16: the source's conversion
+  Bf16Source src_;  // bf16: the source's conversion (none where X arrives bf16: x_bf16_)
+  bool x_bf16_ = false;
+  // bf16 links: a residual of the other float type than Y, converted into Y before the primitive adds it
+  memory sum_user_;
+  Reorder sum_to_y_;
 };
 
 }  // namespace
+
+bool bf16_convolutions_are_fast() {
+  static const bool fast = [] {
+    try {
+      memory::desc x({1, 32, 8, 8}, memory::data_type::bf16, memory::format_tag::nhwc);
+      memory::desc w({32, 32, 1, 1}, memory::data_type::bf16, memory::format_tag::any);
+      memory::desc y({1, 32, 8, 8}, memory::data_type::bf16, memory::format_tag::nhwc);
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                        x, w, y, {1, 1}, {0, 0}, {0, 0});
+      dnnl::convolution_forward::primitive_desc pd(d, cpu_engine(), /*allow_empty=*/true);
+      return bool(pd) && bf16_dispatch_is_fast(pd.impl_info_str(), nullptr);
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return fast;
+}
 
 std::unique_ptr<PreparedKernel> prepare_conv(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y,
                                              const KernelOptions& options) {

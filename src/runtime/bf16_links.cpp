@@ -1,0 +1,89 @@
+// bf16 activations between bf16 convolutions: which values link, and the graph copy that says so (bf16_links.h).
+#include "runtime/bf16_links.h"
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "ir/shape_inference.h"
+#include "ir/verifier.h"
+#include "kernels/onednn/onednn_kernels.h"
+#include "runtime/weights.h"
+
+namespace cuvil {
+
+namespace {
+
+int64_t attr_i(const Node& n, const char* name) { return n.has_attr(name) ? n.attr(name).i() : 0; }
+
+// A convolution a bf16 executor runs in bf16: ungrouped, f32 constant weights (and bias), not raised to fp32 by
+// its own precision.
+bool bf16_conv(const Node& n) {
+  if (n.op() != OpKind::FusedConv || attr_i(n, "group") > 1) return false;
+  if (n.has_attr("precision") && n.attr("precision").s() == "fp32") return false;
+  const Value* w = n.input(1);
+  if (!w || !w->is_constant() || w->dtype() != DType::f32) return false;
+  if (n.input(2) && !n.input(2)->is_constant()) return false;
+  size_t rank = w->shape().rank_known() ? w->shape().rank() : 0;
+  return rank >= 3 && rank <= 5;
+}
+
+void note_region_uses(const Graph& region, const Graph& top, std::map<const Value*, int>& blocked) {
+  for (const auto& n : region.nodes()) {
+    for (const Value* v : n->inputs())
+      if (v && v->graph() == &top) blocked[v] = 1;
+    for (const Graph* r : n->regions()) note_region_uses(*r, top, blocked);
+  }
+}
+
+// The indices (in g.nodes()) of the producers whose output links.
+std::vector<size_t> find_links(const Graph& g) {
+  std::map<const Value*, std::vector<std::pair<const Node*, size_t>>> uses;
+  std::map<const Value*, int> blocked;
+  for (const auto& n : g.nodes()) {
+    for (size_t k = 0; k < n->num_inputs(); ++k)
+      if (n->input(k)) uses[n->input(k)].push_back({n.get(), k});
+    for (const Graph* r : n->regions()) note_region_uses(*r, g, blocked);
+  }
+  for (const Value* o : g.outputs()) blocked[o] = 1;
+  std::vector<size_t> links;
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& p = *nodes[i];
+    if (!bf16_conv(p) || p.num_outputs() != 1) continue;
+    const Value* v = p.output(0);
+    if (blocked.count(v) || v->dtype() != DType::f32) continue;
+    auto it = uses.find(v);
+    if (it == uses.end() || it->second.empty()) continue;
+    bool ok = true;
+    for (auto [c, k] : it->second) {
+      ok = ok && (k == 0 || k == 3) && bf16_conv(*c);
+      for (size_t j = 0; ok && j < c->num_inputs(); ++j) ok = j == k || c->input(j) != v;  // one use per reader
+    }
+    if (ok) links.push_back(i);
+  }
+  return links;
+}
+
+}  // namespace
+
+std::shared_ptr<const Graph> link_bf16_activations(const std::shared_ptr<const Graph>& g) {
+  const char* env = std::getenv("CUVIL_BF16_LINKS");
+  if (env && std::string(env) == "0") return g;
+  std::vector<size_t> links = find_links(*g);
+  // Without bf16 dot products the bf16 kernels are not taken: links would only add conversions.
+  if (links.empty() || !onednn::bf16_convolutions_are_fast()) return g;
+  std::shared_ptr<Graph> copy = clone_graph(*g);
+  for (size_t i : links) copy->nodes()[i]->attrs()["bf16_y"] = Attribute(int64_t(1));
+  infer_shapes(*copy);
+  verify(*copy);
+  return copy;
+}
+
+int count_bf16_links(const Graph& g) {
+  int links = 0;
+  for (const auto& n : g.nodes()) links += attr_i(*n, "bf16_y") != 0;
+  return links;
+}
+
+}  // namespace cuvil

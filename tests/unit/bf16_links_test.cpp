@@ -1,0 +1,192 @@
+// bf16 activations between bf16 convolutions (runtime/bf16_links.h): which values link; a linked chain gives
+// exactly the unlinked result (the producer's bf16 destination rounds as the reader's conversion did); residual
+// blocks against fp32 within bf16's error; the boundary kernel where a linked layer runs f32.
+#include <gtest/gtest.h>
+
+#include <dnnl.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "ir/shape_inference.h"
+#include "ir/verifier.h"
+#include "kernels/onednn/onednn_kernels.h"
+#include "runtime/bf16_links.h"
+#include "runtime/executor.h"
+#include "int8_test_util.h"
+#include "test_util.h"
+
+using namespace cuvil;
+using namespace cuvil::test;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+using int8::random_tensor;
+
+bool machine_has_bf16() {
+  auto isa = unsigned(dnnl::get_effective_cpu_isa()), bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
+ExecutorOptions bf16_options() {
+  ExecutorOptions o;
+  o.kernels.precision = Precision::bf16;
+  return o;
+}
+
+AttrMap conv(Ints pads = {1, 1, 1, 1}, const char* act = "Relu") {
+  AttrMap a{{"pads", Attribute(pads)}, {"channels_last", Attribute(int64_t(1))}};
+  if (act) a["activation"] = Attribute(act);
+  return a;
+}
+
+double rel_l2(const Tensor& got, const Tensor& want) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = got.data<float>()[i], w = want.data<float>()[i];
+    num += (g - w) * (g - w), den += w * w;
+  }
+  return std::sqrt(num / den);
+}
+
+std::vector<Tensor> run_with_links(const std::shared_ptr<Graph>& g, const std::vector<Tensor>& in, bool links,
+                                   ExecutorOptions o = bf16_options(), int* count = nullptr) {
+  if (!links) setenv("CUVIL_BF16_LINKS", "0", 1);
+  Executor ex(g, o);
+  unsetenv("CUVIL_BF16_LINKS");
+  if (count) *count = count_bf16_links(ex.graph());
+  return ex.run(in);
+}
+
+// x -> A (3x3) -> h -> B (1x1, no activation) -> y: odd sizes.
+std::shared_ptr<Graph> chain(const char* act) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 9, 11, 13})});
+  Value* h = g->add_node(OpKind::FusedConv, {x, g->add_constant("w1", random_tensor({17, 13, 3, 3}, 2)),
+                                             g->add_constant("b1", random_tensor({17}, 3))},
+                         {"h"}, conv({1, 1, 1, 1}, act))->output(0);
+  Value* y = g->add_node(OpKind::FusedConv, {h, g->add_constant("w2", random_tensor({7, 17, 1, 1}, 4))}, {"y"},
+                         conv({0, 0, 0, 0}, nullptr))->output(0);
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  return g;
+}
+
+// Two bottleneck-like blocks: x -> A -> h; h -> B -> C(+h) -> r; r -> D -> E(+r) -> y (E writes the output).
+std::shared_ptr<Graph> blocks() {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 7, 5, 24})});
+  auto w = [&](const char* n, Ints s, uint32_t seed) { return g->add_constant(n, random_tensor(s, seed, -.3f, .3f)); };
+  auto node = [&](const char* name, std::vector<Value*> in, AttrMap a) {
+    return g->add_node(OpKind::FusedConv, std::move(in), {name}, std::move(a))->output(0);
+  };
+  Value* h = node("h", {x, w("wa", {24, 24, 1, 1}, 1)}, conv({0, 0, 0, 0}));
+  Value* b = node("b", {h, w("wb", {9, 24, 3, 3}, 2), w("bb", {9}, 7)}, conv());
+  Value* r = node("r", {b, w("wc", {24, 9, 1, 1}, 3), nullptr, h}, conv({0, 0, 0, 0}));
+  Value* d = node("d", {r, w("wd", {24, 24, 3, 3}, 4)}, conv());
+  Value* y = node("y", {d, w("we", {24, 24, 1, 1}, 5), nullptr, r}, conv({0, 0, 0, 0}));
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  return g;
+}
+
+TEST(Bf16Links, ChainEqualsUnlinked) {
+  if (!machine_has_bf16()) GTEST_SKIP() << "no AVX512-BF16";
+  for (const char* act : {"Relu", static_cast<const char*>(nullptr)}) {
+    SCOPED_TRACE(act ? act : "no activation");
+    auto g = chain(act);
+    std::vector<Tensor> in{random_tensor({1, 9, 11, 13}, 9)};
+    int links = -1;
+    Executor ex(g, bf16_options());
+    ASSERT_EQ(count_bf16_links(ex.graph()), 1);
+    EXPECT_EQ(ex.graph().nodes()[0]->output(0)->dtype(), DType::bf16);
+    EXPECT_EQ(ex.graph().outputs()[0]->dtype(), DType::f32);
+    for (const NodeTime& t : ex.profile(in)) EXPECT_EQ(t.precision.precision, Precision::bf16) << t.precision.reason;
+    Tensor got = ex.run(in)[0];
+    Tensor want = run_with_links(g, in, false, bf16_options(), &links)[0];
+    EXPECT_EQ(links, 0);
+    // A's bf16 destination rounds to nearest even, as B's conversion of an f32 h did: the same bits
+    ASSERT_EQ(got.nbytes(), want.nbytes());
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << "rel. L2 " << rel_l2(got, want);
+    EXPECT_GT(rel_l2(got, run_graph(g, in)[0]), 0);  // bf16, not f32
+  }
+}
+
+TEST(Bf16Links, ResidualBlocksWithinBf16Error) {
+  auto g = blocks();
+  std::vector<Tensor> in{random_tensor({1, 7, 5, 24}, 9)};
+  Executor ex(g, bf16_options());
+  if (!machine_has_bf16()) {
+    EXPECT_EQ(count_bf16_links(ex.graph()), 0);  // no bf16 convolutions: nothing links
+    GTEST_SKIP() << "no AVX512-BF16";
+  }
+  // h (X of B, sum of C), b, r (X of D, sum of E), d; y is the output
+  EXPECT_EQ(count_bf16_links(ex.graph()), 4);
+  for (const NodeTime& t : ex.profile(in)) EXPECT_EQ(t.precision.precision, Precision::bf16) << t.precision.reason;
+  Tensor got = ex.run(in)[0];
+  Tensor ref = run_graph(g, in)[0];
+  Tensor unlinked = run_with_links(g, in, false)[0];
+  // five layers, each rounding its inputs and weights to bf16 (u = 2^-8 relative at most): 2 u L
+  double bound = 2 * std::ldexp(1.0, -8) * 5;
+  double e_linked = rel_l2(got, ref), e_unlinked = rel_l2(unlinked, ref);
+  EXPECT_LT(e_linked, bound);
+  EXPECT_GT(e_linked, 0);
+  // the residuals rounded to bf16 cost little next to the layers' own rounding
+  EXPECT_LT(e_linked, 2 * e_unlinked + std::ldexp(1.0, -9));
+}
+
+TEST(Bf16Links, WhatDoesNotLink) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 6, 6, 8})});
+  auto w = [&](const char* n, Ints s) { return g->add_constant(n, random_tensor(s, 3)); };
+  Value* a = g->add_node(OpKind::FusedConv, {x, w("wa", {8, 8, 3, 3})}, {"a"}, conv())->output(0);
+  Value* relu = g->add_node(OpKind::Relu, {a}, {"relu"})->output(0);  // a is read by a Relu too: f32
+  Value* b = g->add_node(OpKind::FusedConv, {a, w("wb", {8, 8, 3, 3})}, {"b"}, conv())->output(0);
+  AttrMap grouped = conv();
+  grouped["group"] = Attribute(int64_t(8));
+  Value* c = g->add_node(OpKind::FusedConv, {b, w("wc", {8, 1, 3, 3})}, {"c"}, grouped)->output(0);  // grouped
+  AttrMap pinned = conv();
+  pinned["precision"] = Attribute("fp32");
+  Value* d = g->add_node(OpKind::FusedConv, {c, w("wd", {8, 8, 3, 3})}, {"d"}, conv())->output(0);
+  Value* e = g->add_node(OpKind::FusedConv, {d, w("we", {8, 8, 3, 3})}, {"e"}, pinned)->output(0);  // fp32 node
+  Value* f = g->add_node(OpKind::FusedConv, {e, w("wf", {8, 8, 3, 3})}, {"f"}, conv())->output(0);
+  g->add_output(relu);
+  g->add_output(f);
+  g->add_output(b);  // b is a graph output besides c's X
+  infer_shapes(*g);
+  verify(*g);
+  Executor ex(g, bf16_options());
+  EXPECT_EQ(count_bf16_links(ex.graph()), 0);
+  setenv("CUVIL_BF16_LINKS", "0", 1);
+  EXPECT_EQ(count_bf16_links(Executor(blocks(), bf16_options()).graph()), 0);
+  unsetenv("CUVIL_BF16_LINKS");
+  ExecutorOptions f32;
+  EXPECT_EQ(count_bf16_links(Executor(blocks(), f32).graph()), 0);  // fp32 lowers nothing
+}
+
+// Linked layers that run f32 after all (reference kernels asked for): wrapped in the conversions, they compute the
+// same model (against the fp32 reference within bf16's error) and say so.
+TEST(Bf16Links, BoundaryWhereALinkedLayerRunsF32) {
+  if (!machine_has_bf16()) GTEST_SKIP() << "no AVX512-BF16";
+  auto g = blocks();
+  std::vector<Tensor> in{random_tensor({1, 7, 5, 24}, 9)};
+  ExecutorOptions o = bf16_options();
+  o.kernels.reference_ops.insert(OpKind::FusedConv);
+  Executor ex(g, o);
+  ASSERT_EQ(count_bf16_links(ex.graph()), 4);
+  for (const NodeTime& t : ex.profile(in)) {
+    EXPECT_EQ(t.precision.precision, Precision::fp32);
+    EXPECT_NE(t.precision.reason.find("(bf16 activations converted around it)"), std::string::npos)
+        << t.node->output(0)->name() << ": " << t.precision.reason;
+  }
+  Tensor got = ex.run(in)[0], ref = run_graph(g, in)[0];
+  double e = rel_l2(got, ref);
+  EXPECT_GT(e, 0);  // the linked values were rounded
+  EXPECT_LT(e, 2 * std::ldexp(1.0, -8) * 5);
+}
+
+}  // namespace
