@@ -99,3 +99,52 @@ def test_compile_precision_errors(cuvil_bin, conv_model, tmp_path):
             "--calibration", tmp_path / "missing")
     assert r.returncode != 0 and "not a directory" in r.stderr, r.stderr
     assert not any((tmp_path / n).exists() for n in ("a.cuv", "b.cuv", "c.cuv"))
+
+
+def run_py(cuvil_bin, *args):
+    """The CLI with this Python as the front end's (`compile --precision auto` runs there)."""
+    env = dict(os.environ, CUVIL_PYTHON=sys.executable)
+    return subprocess.run([cuvil_bin, *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.mark.parametrize("budget", [0.02, 0.0])
+def test_compile_auto_matches_in_process_search(cuvil_bin, conv_model, tmp_path, budget):
+    """`cuvil compile --precision auto` writes what cuvil.load_onnx(precision="auto") chooses on the same samples:
+    the artifact's outputs are bit-identical to the in-process model's; a budget of 0 is the fp32 model itself."""
+    art = tmp_path / "auto.cuv"
+    r = run_py(cuvil_bin, "compile", conv_model["onnx"], "-o", art, "--precision", "auto", "--data",
+               conv_model["calib"], "--budget", budget, "--metric", "rel_l2", "--threads", 1)
+    assert r.returncode == 0, r.stderr
+    assert "within budget" in r.stdout, r.stdout
+    samples = [np.load(str(conv_model["calib"] / f"s{i}.npy")) for i in range(4)]
+    want = cuvil.load_onnx(conv_model["onnx"], precision="auto", threads=1, cache=False,
+                           accuracy={"metric": "rel_l2", "budget": budget, "data": samples})
+    loaded = cuvil.load(art, threads=1)
+    x = conv_model["x_value"]
+    got = np.asarray(loaded(x))
+    assert np.array_equal(got, np.asarray(want(x)))
+    assert loaded._auto["error"] <= budget and loaded._auto["budget"] == budget
+    fp32 = np.asarray(cuvil.load_onnx(conv_model["onnx"], threads=1, cache=False)(x))
+    if budget == 0.0:
+        assert np.array_equal(got, fp32)
+    elif LOWERS["int8"]:  # something was lowered, within the budget on the samples
+        assert not np.array_equal(got, fp32)
+        assert "int8" in r.stdout, r.stdout
+
+
+def test_compile_auto_errors(cuvil_bin, conv_model, tmp_path):
+    out = tmp_path / "a.cuv"
+    r = run_py(cuvil_bin, "compile", conv_model["onnx"], "-o", out, "--precision", "auto", "--data", conv_model["calib"])
+    assert r.returncode != 0 and "--budget" in r.stderr, r.stderr
+    r = run_py(cuvil_bin, "compile", conv_model["onnx"], "-o", out, "--precision=auto", "--data", tmp_path / "none",
+               "--budget", 0.1)
+    assert r.returncode != 0 and "is not a directory" in r.stderr, r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run_py(cuvil_bin, "compile", conv_model["onnx"], "-o", out, "--precision", "auto", "--data", empty,
+               "--budget", 0.1)
+    assert r.returncode != 0 and "no samples" in r.stderr and "one .npy file per sample" in r.stderr, r.stderr
+    r = run_py(cuvil_bin, "compile", conv_model["onnx"], "-o", out, "--precision", "auto", "--data",
+               conv_model["calib"], "--budget", -1)
+    assert r.returncode != 0 and "--budget must be" in r.stderr, r.stderr
+    assert not out.exists()

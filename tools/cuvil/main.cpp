@@ -2,6 +2,7 @@
 //
 //   cuvil compile MODEL -o OUT.cuv [--dim SYMBOL=N|LO..HI ...] [--precision fp32|bf16|int8 [--calibration DIR]]
 //                 [-O0|-O1] [--skip-pass=NAME ...]
+//   cuvil compile MODEL.onnx -o OUT.cuv --precision auto --data DIR --budget B [...]   (python/cuvil/auto_compile_cli.py)
 //   cuvil inspect MODEL [--ir [-O0|-O1] | --kernels [--stages]]
 //   cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]   (-O1, the default, runs the graph passes)
 //   cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N] [--warmup N] [--json]
@@ -73,6 +74,8 @@ constexpr const char* kUsage =
     "usage:\n"
     "  cuvil compile MODEL -o OUT.cuv [--dim SYMBOL=N|LO..HI ...] [--precision fp32|bf16|int8 [--calibration DIR]]\n"
     "                [-O0|-O1] [--skip-pass=NAME ...]\n"
+    "  cuvil compile MODEL.onnx -o OUT.cuv --precision auto --data DIR --budget B [--metric rel_l2|cosine|top1|max_abs]\n"
+    "              [--calibration DIR] [--calibration-method M] [--threads N]   (runs in the Python front end)\n"
     "  cuvil inspect MODEL [--ir [-O0|-O1] | --kernels [--stages]]\n"
     "  cuvil run MODEL --input NAME=FILE.npy ... --output-dir DIR [-O0|-O1]\n"
     "  cuvil bench MODEL [--input NAME=FILE.npy ...] [--dim SYMBOL=N ...] [--threads N] [--iters N]\n"
@@ -767,10 +770,12 @@ int cmd_compile(const Args& a) {
   return 0;
 }
 
-// `cuvil cache ...` is the model cache's tool (python/cuvil/cache_cli.py): the cache is keyed by what only the
-// Python front end knows, so the command runs there, with $CUVIL_PYTHON (else python3) and the cuvil package
-// beside this program (a wheel's cuvil/bin/cuvil) or in the source tree (build/bin/cuvil -> python/).
-int cache_main(int argc, char** argv) {
+// The commands that run in the Python front end, with $CUVIL_PYTHON (else python3) and the cuvil package beside
+// this program (a wheel's cuvil/bin/cuvil) or in the source tree (build/bin/cuvil -> python/): `cuvil cache ...`
+// (python/cuvil/cache_cli.py: the model cache is keyed by what only the front end knows) and `cuvil compile
+// --precision auto` (python/cuvil/auto_compile_cli.py: the search runs the model on samples from Python).
+// argv[first..] are passed on.
+int python_module_main(const std::string& module, const std::string& what, int first, int argc, char** argv) {
   fs::path exe = fs::read_symlink("/proc/self/exe");
   std::string path;
   for (const fs::path& p : {exe.parent_path().parent_path().parent_path(),                 // site-packages/cuvil/bin
@@ -785,15 +790,26 @@ int cache_main(int argc, char** argv) {
   }
   const char* py = std::getenv("CUVIL_PYTHON");
   std::string python = py && *py ? py : "python3";
-  std::vector<std::string> args = {python, "-m", "cuvil.cache_cli"};
-  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  std::vector<std::string> args = {python, "-m", module};
+  for (int i = first; i < argc; ++i) args.push_back(argv[i]);
   std::vector<char*> cargs;
   for (std::string& s : args) cargs.push_back(s.data());
   cargs.push_back(nullptr);
   ::execvp(python.c_str(), cargs.data());
-  std::cerr << "cuvil: error: cannot run " << printable(python) << " for `cuvil cache` (" << std::strerror(errno)
+  std::cerr << "cuvil: error: cannot run " << printable(python) << " for `" << what << "` (" << std::strerror(errno)
             << "; set CUVIL_PYTHON to the Python that has the cuvil package)\n";
   return 1;
+}
+
+// Whether argv is `compile ... --precision auto` (or --precision=auto).
+bool is_auto_compile(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) != "compile") return false;
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--precision=auto" || (s == "--precision" && i + 1 < argc && std::string(argv[i + 1]) == "auto"))
+      return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -808,7 +824,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc >= 2 && std::string(argv[1]) == "serve") return serving::serve_main(argc - 1, argv + 1);
-  if (argc >= 2 && std::string(argv[1]) == "cache") return cache_main(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "cache") return python_module_main("cuvil.cache_cli", "cuvil cache", 2, argc, argv);
+  if (is_auto_compile(argc, argv))
+    return python_module_main("cuvil.auto_compile_cli", "cuvil compile --precision auto", 2, argc, argv);
   try {
     Args a = parse_args(argc, argv);
     if (a.command == "compile") return cmd_compile(a);
