@@ -395,15 +395,11 @@ class IntMatMulKernel final : public PrimitiveKernel {
     if (bs.size() != 1 && int64_t(bs.size()) != N_) ctx.error("b_scale must be a scalar or have one value per column");
     std::vector<float> mult(static_cast<size_t>(N_));
     for (int64_t c = 0; c < N_; ++c) mult[size_t(c)] = as * float(bs[bs.size() == 1 ? 0 : size_t(c)]) / ys;
-    float zp = float(zero_point(ctx, rec_.y_zp));
-    constexpr float lo = float(std::numeric_limits<Q>::min()), hi = float(std::numeric_limits<Q>::max());
+    constexpr int lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+    int32_t zp = zero_point(ctx, rec_.y_zp);
     Q* y = ctx.output(0).data<Q>();
     for (int64_t m = 0; m < rows_; ++m)
-      for (int64_t c = 0; c < N_; ++c) {
-        // |v| beyond 2^24 saturates either way, so float arithmetic gives the reference's double result.
-        float v = std::nearbyint(float(acc[m * N_ + c]) * mult[size_t(c)]) + zp;
-        y[m * N_ + c] = Q(std::min(std::max(v, lo), hi));
-      }
+      requantize_row(acc + m * N_, nullptr, mult.data(), N_, zp, lo, hi, reinterpret_cast<uint8_t*>(y + m * N_));
   }
 };
 
