@@ -8,7 +8,8 @@
 //   oneDNN's runtime source zero point for convolutions (padding is the zero point: a real 0, as in the reference)
 //   and a correction after the product for matrix products: sum (a - za)(b - zb) = sum a b - za colsum(b)
 //   - zb rowsum(a) + K za zb, in wrapping 32-bit arithmetic;
-// - convolutions take no weight zero point (oneDNN 2.6 has none for them): a nonzero one stays on the reference.
+// - a convolution's weight zero point (oneDNN 2.6 has none for them) as a second primitive's window sums of
+//   (x - xz), times the zero point, subtracted from the sums.
 // Outputs: the primitives write s32 sums (exact while they stay below 2^24, where oneDNN's store may pass them
 // through f32); ConvInteger / MatMulInteger return them, QLinearConv / QLinearMatMul requantize them as the
 // reference does (float(acc + bias) * (x_scale * w_scale / y_scale), round half to even, + zero point, saturate):
@@ -155,8 +156,8 @@ class IntConvKernel final : public PrimitiveKernel {
     std::vector<int8_t> qw;
     std::vector<int32_t> wz;
     signed_weights(*w.value, present(in, r.w_zp) ? in[size_t(r.w_zp)].value : nullptr, M, &qw, &wz);
-    for (int32_t z : wz)
-      if (z != 0) return (*reason = "weight zero point not 0 (oneDNN 2.6 convolutions take none)", false);
+    bool any_wz = false;
+    for (int32_t z : wz) any_wz |= z != 0;
     x_signed_ = x.dtype == DType::i8;
     x_zp_const_ = !present(in, r.x_zp) || in[size_t(r.x_zp)].value;
     int32_t xz0 = present(in, r.x_zp) && in[size_t(r.x_zp)].value ? int32_t(in[size_t(r.x_zp)].value->get_i64(0)) : 0;
@@ -201,6 +202,8 @@ class IntConvKernel final : public PrimitiveKernel {
     dnnl::reorder(user, wq).execute(thread_stream(), user, wq);
     thread_stream().wait();
     args_[DNNL_ARG_WEIGHTS] = wq;
+    if (any_wz && !prepare_window_sums(geo, wd, group, a, reason)) return false;
+    if (any_wz) wz_ = wz;
     src_ = cl_ ? memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE) : memory(pd.src_desc(), cpu_engine());
     dst_ = memory(pd.dst_desc(), cpu_engine());
     args_[DNNL_ARG_SRC] = src_;
@@ -208,6 +211,11 @@ class IntConvKernel final : public PrimitiveKernel {
     if (has_x_zp_) {
       args_[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] =
           memory({{1}, memory::data_type::s32, memory::format_tag::x}, cpu_engine(), &x_zp_);
+    }
+    if (!wz_.empty()) {
+      for (int arg : {DNNL_ARG_SRC, DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC})
+        if (args_.count(arg)) sum_args_[arg] = args_.at(arg);
+      group_ = group;
     }
     user_x_ = memory(memory::desc(geo.x, memory::data_type::u8, cf), cpu_engine(), DNNL_MEMORY_NONE);
     if (!cl_) in_ = Reorder(user_x_, src_);
@@ -236,6 +244,7 @@ class IntConvKernel final : public PrimitiveKernel {
       in_.execute(user_x_, src_);
     }
     execute();
+    if (!wz_.empty()) subtract_window_sums();
     if (mult_.empty()) {
       user_y_.set_data_handle(ctx.output(0).raw());
       out_.execute(dst_, user_y_);
@@ -249,6 +258,57 @@ class IntConvKernel final : public PrimitiveKernel {
   bool x_signed_ = false, x_zp_const_ = true, has_x_zp_ = false, y_signed_ = false, cl_ = false;
   int32_t x_zp_ = 0, y_zp_ = 0;
   int64_t N_ = 0, M_ = 0, P_ = 0;  // images, output channels, output pixels per image
+  // A weight zero point (oneDNN 2.6 convolutions take none): sum (x - xz)(w - wz) = sum (x - xz) w - wz[c] S, with S
+  // the window's sum of (x - xz) over the group's input channels, from a second primitive with all-one weights
+  // (one output channel per group: 1/M of the work, all of it for depthwise layers).
+  std::vector<int32_t> wz_;
+  int64_t group_ = 1;
+  dnnl::primitive sum_prim_;
+  std::unordered_map<int, memory> sum_args_;
+  memory sums_;
+
+  bool prepare_window_sums(const ConvGeometry& geo, const Dims& wd, int64_t group, const dnnl::primitive_attr& a,
+                           std::string* reason) {
+    Dims od = wd, sd = geo.y;
+    if (group > 1) od[1] = 1;  // [g, 1, C/g, k...]
+    else od[0] = 1;            // [1, C, k...]
+    sd[1] = group;
+    size_t S = geo.x.size() - 2;
+    memory::desc x_md(geo.x, memory::data_type::u8, activation_tag(S, true)),
+        s_md(sd, memory::data_type::s32, activation_tag(S, true)),
+        o_any(od, memory::data_type::s8, memory::format_tag::any);
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_md,
+                                      o_any, s_md, geo.strides, geo.dilations, geo.pad_begin, geo.pad_end);
+    dnnl::convolution_forward::primitive_desc pd(d, a, cpu_engine(), /*allow_empty=*/true);
+    if (!pd) return (*reason = "oneDNN has no u8 x s8 kernel for the weight zero point's window sums", false);
+    if (!on_vnni(pd, reason)) return false;
+    primitive_created(pd);
+    sum_prim_ = dnnl::convolution_forward(pd);
+    std::vector<int8_t> ones(size_t(shape_numel(od)), 1);
+    memory user(dense_md(od, memory::data_type::s8), cpu_engine(), ones.data()), oq(pd.weights_desc(), cpu_engine());
+    dnnl::reorder(user, oq).execute(thread_stream(), user, oq);
+    thread_stream().wait();
+    sums_ = memory(pd.dst_desc(), cpu_engine());
+    sum_args_[DNNL_ARG_WEIGHTS] = oq;
+    sum_args_[DNNL_ARG_DST] = sums_;
+    if (pd.scratchpad_desc().get_size() > 0)
+      sum_args_[DNNL_ARG_SCRATCHPAD] = memory(pd.scratchpad_desc(), cpu_engine(), DNNL_MEMORY_NONE);
+    return true;
+  }
+
+  void subtract_window_sums() {
+    bind_scratchpad(sum_args_);
+    sum_prim_.execute(thread_stream(), sum_args_);
+    const int32_t* sums = static_cast<const int32_t*>(sums_.get_data_handle());
+    uint32_t* acc = static_cast<uint32_t*>(dst_.get_data_handle());
+    int64_t M = M_, per_group = M_ / group_, g = group_;
+    const int32_t* wz = wz_.data();
+    cpu::parallel_ranges(N_ * P_, M, 1, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        for (int64_t c = 0; c < M; ++c)  // wrapping, as int32 sums do
+          acc[r * M + c] -= uint32_t(wz[c]) * uint32_t(sums[r * g + c / per_group]);
+    });
+  }
   std::vector<int32_t> bias_;
   std::vector<float> mult_;  // QLinearConv: x_scale * w_scale[c] / y_scale
 
@@ -395,15 +455,11 @@ class IntMatMulKernel final : public PrimitiveKernel {
     if (bs.size() != 1 && int64_t(bs.size()) != N_) ctx.error("b_scale must be a scalar or have one value per column");
     std::vector<float> mult(static_cast<size_t>(N_));
     for (int64_t c = 0; c < N_; ++c) mult[size_t(c)] = as * float(bs[bs.size() == 1 ? 0 : size_t(c)]) / ys;
-    float zp = float(zero_point(ctx, rec_.y_zp));
-    constexpr float lo = float(std::numeric_limits<Q>::min()), hi = float(std::numeric_limits<Q>::max());
+    constexpr int lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+    int32_t zp = zero_point(ctx, rec_.y_zp);
     Q* y = ctx.output(0).data<Q>();
     for (int64_t m = 0; m < rows_; ++m)
-      for (int64_t c = 0; c < N_; ++c) {
-        // |v| beyond 2^24 saturates either way, so float arithmetic gives the reference's double result.
-        float v = std::nearbyint(float(acc[m * N_ + c]) * mult[size_t(c)]) + zp;
-        y[m * N_ + c] = Q(std::min(std::max(v, lo), hi));
-      }
+      requantize_row(acc + m * N_, nullptr, mult.data(), N_, zp, lo, hi, reinterpret_cast<uint8_t*>(y + m * N_));
   }
 };
 
