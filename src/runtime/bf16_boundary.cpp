@@ -59,7 +59,9 @@ class Bf16BoundaryKernel final : public PreparedKernel {
 }  // namespace
 
 bool has_bf16_link(const Node& n, const std::vector<PrepareInput>& inputs) {
-  if (n.op() != OpKind::FusedConv || inputs.size() < 2 || inputs[1].dtype != DType::f32) return false;
+  if ((n.op() != OpKind::FusedConv && n.op() != OpKind::FusedMatMul) || inputs.size() < 2 ||
+      inputs[1].dtype != DType::f32)
+    return false;
   return n.output(0)->dtype() == DType::bf16 || linked_bf16(inputs[0], inputs) ||
          (inputs.size() > 3 && linked_bf16(inputs[3], inputs));
 }

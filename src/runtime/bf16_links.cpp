@@ -28,6 +28,26 @@ bool bf16_conv(const Node& n) {
   return rank >= 3 && rank <= 5;
 }
 
+// A product a bf16 executor runs in bf16: FusedMatMul with a constant f32 B of one matrix (leading dims 1), bias
+// constant or absent, not raised to fp32 by its own precision. A product's output links only without a residual
+// sum (the sum post-op would read it in the output's type).
+bool bf16_product(const Node& n) {
+  if (n.op() != OpKind::FusedMatMul) return false;
+  if (n.has_attr("precision") && n.attr("precision").s() == "fp32") return false;
+  const Value* b = n.input(1);
+  if (!b || !b->is_constant() || b->dtype() != DType::f32 || !b->shape().rank_known()) return false;
+  const auto& dims = b->shape().dims();
+  for (size_t d = 0; d + 2 < dims.size(); ++d)
+    if (!dims[d].is_const() || dims[d].value() != 1) return false;
+  return !n.input(2) || n.input(2)->is_constant();
+}
+
+bool writes_graph_output(const Node& n, const Graph& g) {
+  for (const Value* o : g.outputs())
+    if (o->producer() == &n) return true;
+  return false;
+}
+
 void note_region_uses(const Graph& region, const Graph& top, std::map<const Value*, int>& blocked) {
   for (const auto& n : region.nodes()) {
     for (const Value* v : n->inputs())
@@ -50,14 +70,18 @@ std::vector<size_t> find_links(const Graph& g) {
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& p = *nodes[i];
-    if (!bf16_conv(p) || p.num_outputs() != 1) continue;
+    bool conv = bf16_conv(p), product = bf16_product(p) && !(p.num_inputs() > 3 && p.input(3));
+    if (!(conv || product) || p.num_outputs() != 1) continue;
     const Value* v = p.output(0);
     if (blocked.count(v) || v->dtype() != DType::f32) continue;
     auto it = uses.find(v);
     if (it == uses.end() || it->second.empty()) continue;
     bool ok = true;
     for (auto [c, k] : it->second) {
-      ok = ok && (k == 0 || k == 3) && bf16_conv(*c);
+      // convolutions to convolutions (X or residual), products to products' A; a product writing a graph output
+      // stays f32 at bf16 (kernel selection's final-output rule), so it takes no link
+      if (conv) ok = ok && (k == 0 || k == 3) && bf16_conv(*c);
+      else ok = ok && k == 0 && bf16_product(*c) && !writes_graph_output(*c, g);
       for (size_t j = 0; ok && j < c->num_inputs(); ++j) ok = j == k || c->input(j) != v;  // one use per reader
     }
     if (ok) links.push_back(i);

@@ -116,9 +116,12 @@ std::unique_ptr<PreparedKernel> prepare_kernel_at(const Node& n, const std::vect
   if (has_bf16_link(n, inputs)) {
     // A linked bf16 activation (runtime/bf16_links.h): the bf16 convolution takes it as it is; where bf16 does
     // not take the node after all, its f32 kernel runs between conversions.
-    if (options.fast && !options.reference_ops.count(n.op()))
-      if (auto k = onednn::prepare_onednn_kernel(n, inputs, options); k && k->precision.precision == Precision::bf16)
-        return k;
+    if (options.fast && !options.reference_ops.count(n.op())) {
+      std::string why;
+      auto k = is_product(n.op()) ? onednn::prepare_onednn_bf16_matmul(n, inputs, &why)
+                                  : onednn::prepare_onednn_kernel(n, inputs, options);
+      if (k && k->precision.precision == Precision::bf16) return k;
+    }
     std::unique_ptr<PreparedKernel> k = prepare_f32_kernel(n, bf16_f32_view(inputs), options, code);
     if (k->precision.reason.empty()) k->precision.reason = why_f32(n, options);
     return wrap_bf16_boundary(n, std::move(k));

@@ -116,6 +116,52 @@ TEST(Bf16Links, ChainEqualsUnlinked) {
   }
 }
 
+// x [1, 13, 24] -> P1 (bias, Gelu) -> P2 (transB) -> P3 -> y: products link A to A; P3 writes the graph output,
+// which stays f32 at bf16, so P2 -> P3 does not link.
+TEST(Bf16Links, ProductChainEqualsUnlinked) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 13, 24})});
+  AttrMap gelu{{"activation", Attribute("Gelu")}}, trans{{"transB", Attribute(int64_t(1))}};
+  Value* h = g->add_node(OpKind::FusedMatMul, {x, g->add_constant("w1", random_tensor({24, 37}, 2)),
+                                               g->add_constant("b1", random_tensor({37}, 3))}, {"h"}, gelu)->output(0);
+  Value* k = g->add_node(OpKind::FusedMatMul, {h, g->add_constant("w2", random_tensor({19, 37}, 4))}, {"k"},
+                         trans)->output(0);
+  Value* y = g->add_node(OpKind::FusedMatMul, {k, g->add_constant("w3", random_tensor({19, 5}, 5))}, {"y"})->output(0);
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  std::vector<Tensor> in{random_tensor({1, 13, 24}, 9)};
+  Executor ex(g, bf16_options());
+  if (!machine_has_bf16()) {
+    EXPECT_EQ(count_bf16_links(ex.graph()), 0);
+    GTEST_SKIP() << "no AVX512-BF16";
+  }
+  ASSERT_EQ(count_bf16_links(ex.graph()), 1);
+  EXPECT_EQ(ex.graph().nodes()[0]->output(0)->dtype(), DType::bf16);
+  std::vector<NodeTime> prof = ex.profile(in);
+  ASSERT_EQ(prof.size(), 3u);
+  EXPECT_EQ(prof[0].precision.precision, Precision::bf16) << prof[0].precision.reason;
+  EXPECT_EQ(prof[1].precision.precision, Precision::bf16) << prof[1].precision.reason;
+  EXPECT_EQ(prof[2].precision.reason, "final output stays f32");
+  Tensor got = ex.run(in)[0];
+  int links = -1;
+  Tensor want = run_with_links(g, in, false, bf16_options(), &links)[0];
+  EXPECT_EQ(links, 0);
+  ASSERT_EQ(got.nbytes(), want.nbytes());
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << "rel. L2 " << rel_l2(got, want);
+  double e = rel_l2(got, run_graph(g, in)[0]);
+  EXPECT_GT(e, 0);
+  EXPECT_LT(e, 2 * std::ldexp(1.0, -8) * 3);
+  // P2 on the reference kernels: its f32 kernel between the conversions, the same model within bf16's error
+  ExecutorOptions o = bf16_options();
+  o.kernels.reference_ops.insert(OpKind::FusedMatMul);
+  Executor boundary(g, o);
+  ASSERT_EQ(count_bf16_links(boundary.graph()), 1);
+  EXPECT_NE(boundary.profile(in)[1].precision.reason.find("(bf16 activations converted around it)"),
+            std::string::npos);
+  EXPECT_LT(rel_l2(boundary.run(in)[0], run_graph(g, in)[0]), 2 * std::ldexp(1.0, -8) * 3);
+}
+
 TEST(Bf16Links, ResidualBlocksWithinBf16Error) {
   auto g = blocks();
   std::vector<Tensor> in{random_tensor({1, 7, 5, 24}, 9)};

@@ -20,7 +20,11 @@ class MatMulKernel final : public PrimitiveKernel {
   bool prepare(const Node& n, const std::vector<PrepareInput>& in, const std::vector<int64_t>& y, bool bf16 = false,
                std::string* reason = nullptr) {
     memory::data_type dt;
-    if (!to_onednn_type(in[0].dtype, &dt)) return false;
+    // bf16 links (runtime/bf16_links.h): A and Y may be bf16 beside an f32 B; only the bf16 kernel takes them.
+    bool a_bf16 = in[0].dtype == DType::bf16 && in[1].dtype == DType::f32;
+    bool y_bf16 = n.op() == OpKind::FusedMatMul && n.output(0)->dtype() == DType::bf16 && in[1].dtype == DType::f32;
+    if ((a_bf16 || y_bf16) && !bf16) return false;
+    if (!to_onednn_type(in[1].dtype, &dt)) return false;
     if (bf16 && !in[1].value) {
       // Both operands would be converted on every call (attention's products): no weights to pack once.
       *reason = "B not constant";
@@ -58,7 +62,7 @@ class MatMulKernel final : public PrimitiveKernel {
     memory::desc a_md = s.trans_a ? swapped_last2_md(ad, dt) : dense_md(ad, dt);
     memory::desc a_lp = dense_md(ad, lp);
     memory::desc b_user = s.trans_b ? swapped_last2_md(bd, dt) : dense_md(bd, dt);
-    memory::desc y_md = dense_md(yd, dt);
+    memory::desc y_md = dense_md(yd, y_bf16 ? memory::data_type::bf16 : dt);
     bool pack_b = in[1].value && !b_batched;
     memory::desc b_md = pack_b ? memory::desc(bd, lp, memory::format_tag::any) : b_user;
     if (bf16 && !pack_b) {
@@ -95,12 +99,17 @@ class MatMulKernel final : public PrimitiveKernel {
     }
     if (bf16) {
       if (!bf16_dispatch_is_fast(pd.impl_info_str(), reason)) return false;
-      src_ = Bf16Source(a_md, a_lp);
+      if (y_bf16 && s.sum_input >= 0) {  // (the link pass never asks for it: the sum would have to be bf16)
+        *reason = "a bf16 output with a residual sum";
+        return false;
+      }
+      if (!a_bf16) src_ = Bf16Source(a_md, a_lp);
+      a_bf16_ = a_bf16;
       precision.precision = Precision::bf16;
     }
     prim_ = dnnl::matmul(pd);
     set_name(pd);
-    args_[DNNL_ARG_SRC] = bf16 ? src_.converted() : memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
+    args_[DNNL_ARG_SRC] = bf16 && !a_bf16 ? src_.converted() : memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     args_[DNNL_ARG_DST] = memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE);
     if (in[1].value) {
       // Constant B: alpha is folded into it (exact up to rounding), then it is packed or copied once.
@@ -129,7 +138,7 @@ class MatMulKernel final : public PrimitiveKernel {
       const Tensor& sum = ctx.input(size_t(spec_.sum_input));
       if (sum.raw() != y.raw()) std::memcpy(y.raw(), sum.raw(), y.nbytes());
     }
-    if (precision.precision == Precision::bf16) {
+    if (precision.precision == Precision::bf16 && !a_bf16_) {
       ScopedThreads t(threads_);
       src_.convert(ctx.input(0).raw());
     } else {
@@ -151,7 +160,8 @@ class MatMulKernel final : public PrimitiveKernel {
   bool bind_b_ = false, bind_bias_ = false;
   bool single_ = false;
   int created_threads_ = 1;
-  Bf16Source src_;  // bf16: A's conversion
+  Bf16Source src_;  // bf16: A's conversion (none where A arrives bf16: a_bf16_)
+  bool a_bf16_ = false;
 };
 
 // One primitive for every shape the node's IR type allows, with the dims that vary left to run time
