@@ -263,10 +263,6 @@ TEST(CpuKernels, NoFastKernel) {
   EXPECT_EQ(Case(OpKind::ReduceSum, {input(x3), constant(vec<int64_t>({0, 2}))}).prepare(), nullptr);
   EXPECT_EQ(Case(OpKind::ReduceSum, {input(x3), input(vec<int64_t>({2}))}).prepare(), nullptr);
   EXPECT_EQ(Case(OpKind::TopK, {input(random_f32({4, 9}, 1)), input(vec<int64_t>({3}))}, {}, 2).prepare(), nullptr);
-  // Split whose part sizes come at run time.
-  EXPECT_EQ(Case(OpKind::Split, {input(random_f32({4, 6}, 1)), input(vec<int64_t>({1, 5}))}, {{"axis", int64_t(1)}}, 2)
-                .prepare(),
-            nullptr);
 }
 
 }  // namespace

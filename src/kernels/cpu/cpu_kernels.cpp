@@ -28,8 +28,6 @@ std::unique_ptr<PreparedKernel> prepare_cpu_kernel(const Node& n, const std::vec
       return prepare_slice(n, inputs);
     case OpKind::Concat:
       return prepare_concat(n, inputs);
-    case OpKind::Split:
-      return prepare_split(n, inputs);
     case OpKind::Pad:
       return prepare_pad(n, inputs);
     case OpKind::Resize:
