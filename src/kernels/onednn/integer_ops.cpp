@@ -191,9 +191,36 @@ class IntConvKernel final : public PrimitiveKernel {
     double flops = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(M, 1));
     if (flops < kSingleThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_md,
-                                      w_any, y_md, geo.strides, geo.dilations, geo.pad_begin, geo.pad_end);
-    dnnl::convolution_forward::primitive_desc pd(d, a, cpu_engine(), /*allow_empty=*/true);
+    dnnl::convolution_forward::primitive_desc pd;
+    // A channels-last QLinearConv requantizes in the primitive, in the reference's order: (acc + bias) * mult[c]
+    // (output scales), round half to even (eltwise_round), + zero point (eltwise_linear), saturated by the store.
+    // (oneDNN's destination zero point would be added before rounding.) Else s32 sums and requantize() below.
+    if (cl_ && !mult_.empty() && !any_wz) {
+      dnnl::primitive_attr fa = a;
+      fa.set_output_scales(1 << 1, mult_);
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_round, 0.f, 0.f);
+      if (y_zp_ != 0) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f, float(y_zp_));
+      fa.set_post_ops(po);
+      memory::desc q_md(geo.y, y_signed_ ? memory::data_type::s8 : memory::data_type::u8, cl);
+      memory::desc b_md = bias_.empty() ? memory::desc() : dense_md({M}, memory::data_type::s32);
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                        x_md, w_any, b_md, q_md, geo.strides, geo.dilations, geo.pad_begin,
+                                        geo.pad_end);
+      pd = dnnl::convolution_forward::primitive_desc(d, fa, cpu_engine(), /*allow_empty=*/true);
+      std::string why;
+      fused_ = pd && on_vnni(pd, &why);
+      if (fused_ && !bias_.empty()) {
+        memory b(b_md, cpu_engine());
+        std::memcpy(b.get_data_handle(), bias_.data(), size_t(M) * 4);
+        args_[DNNL_ARG_BIAS] = b;
+      }
+    }
+    if (!fused_) {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                        x_md, w_any, y_md, geo.strides, geo.dilations, geo.pad_begin, geo.pad_end);
+      pd = dnnl::convolution_forward::primitive_desc(d, a, cpu_engine(), /*allow_empty=*/true);
+    }
     if (!pd) return (*reason = "oneDNN has no u8 x s8 kernel for this convolution", false);
     if (!on_vnni(pd, reason)) return false;
     prim_ = dnnl::convolution_forward(pd);
@@ -205,7 +232,7 @@ class IntConvKernel final : public PrimitiveKernel {
     if (any_wz && !prepare_window_sums(geo, wd, group, a, reason)) return false;
     if (any_wz) wz_ = wz;
     src_ = cl_ ? memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE) : memory(pd.src_desc(), cpu_engine());
-    dst_ = memory(pd.dst_desc(), cpu_engine());
+    dst_ = fused_ ? memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE) : memory(pd.dst_desc(), cpu_engine());
     args_[DNNL_ARG_SRC] = src_;
     args_[DNNL_ARG_DST] = dst_;
     if (has_x_zp_) {
@@ -243,6 +270,10 @@ class IntConvKernel final : public PrimitiveKernel {
       user_x_.set_data_handle(const_cast<void*>(xp));
       in_.execute(user_x_, src_);
     }
+    if (fused_) {
+      dst_.set_data_handle(ctx.output(0).raw());
+      return execute();
+    }
     execute();
     if (!wz_.empty()) subtract_window_sums();
     if (mult_.empty()) {
@@ -256,6 +287,7 @@ class IntConvKernel final : public PrimitiveKernel {
  private:
   IntegerOpRecord rec_{};
   bool x_signed_ = false, x_zp_const_ = true, has_x_zp_ = false, y_signed_ = false, cl_ = false;
+  bool fused_ = false;  // the primitive requantizes into the output itself
   int32_t x_zp_ = 0, y_zp_ = 0;
   int64_t N_ = 0, M_ = 0, P_ = 0;  // images, output channels, output pixels per image
   // A weight zero point (oneDNN 2.6 convolutions take none): sum (x - xz)(w - wz) = sum (x - xz) w - wz[c] S, with S
