@@ -77,12 +77,29 @@ std::vector<size_t> find_links(const Graph& g) {
     auto it = uses.find(v);
     if (it == uses.end() || it->second.empty()) continue;
     bool ok = true;
+    // A MaxPool reading a convolution's output passes it on: its readers count as v's (max commutes with
+    // rounding to bf16, so pooling the bf16 values gives the rounded pooled values; oneDNN pools bf16).
+    std::vector<std::pair<const Node*, size_t>> readers;
     for (auto [c, k] : it->second) {
+      if (!conv || c->op() != OpKind::MaxPool) {
+        readers.push_back({c, k});
+        continue;
+      }
+      const Value* pooled = c->num_outputs() == 1 ? c->output(0) : nullptr;
+      auto pu = pooled ? uses.find(pooled) : uses.end();
+      ok = ok && pooled && !blocked.count(pooled) && pu != uses.end() && !pu->second.empty();
+      if (!ok) break;
+      for (auto [r, rk] : pu->second) {
+        ok = ok && rk == 0 && r->op() != OpKind::MaxPool;
+        readers.push_back({r, rk});
+      }
+    }
+    for (auto [c, k] : readers) {
       // convolutions to convolutions (X or residual), products to products' A; a product writing a graph output
       // stays f32 at bf16 (kernel selection's final-output rule), so it takes no link
       if (conv) ok = ok && (k == 0 || k == 3) && bf16_conv(*c);
       else ok = ok && k == 0 && bf16_product(*c) && !writes_graph_output(*c, g);
-      for (size_t j = 0; ok && j < c->num_inputs(); ++j) ok = j == k || c->input(j) != v;  // one use per reader
+      for (size_t j = 0; ok && j < c->num_inputs(); ++j) ok = j == k || c->input(j) != c->input(k);  // one use
     }
     if (ok) links.push_back(i);
   }
