@@ -106,6 +106,22 @@ std::vector<size_t> find_links(const Graph& g) {
   return links;
 }
 
+// f32 values (not linked) that several bf16 products read as A (BERT's Q, K and V read one LayerNorm output):
+// each would convert it again, so one Cast to bf16 (rounding as their conversions do) feeds them all.
+std::vector<const Value*> shared_sources(const Graph& g) {
+  std::map<const Value*, int> readers, others;
+  for (const auto& n : g.nodes())
+    for (size_t k = 0; k < n->num_inputs(); ++k)
+      if (const Value* v = n->input(k)) {
+        bool a = k == 0 && bf16_product(*n) && !writes_graph_output(*n, g) && v->dtype() == DType::f32;
+        (a ? readers : others)[v] += 1;
+      }
+  std::vector<const Value*> out;
+  for (auto [v, count] : readers)
+    if (count >= 2 && v->graph() == &g && v->shape().is_static()) out.push_back(v);
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<const Graph> link_bf16_activations(const std::shared_ptr<const Graph>& g) {
@@ -113,9 +129,24 @@ std::shared_ptr<const Graph> link_bf16_activations(const std::shared_ptr<const G
   if (env && std::string(env) == "0") return g;
   std::vector<size_t> links = find_links(*g);
   // Without bf16 dot products the bf16 kernels are not taken: links would only add conversions.
-  if (links.empty() || !onednn::bf16_convolutions_are_fast()) return g;
+  bool fast = onednn::bf16_convolutions_are_fast();
+  if ((links.empty() && shared_sources(*g).empty()) || !fast) return g;
   std::shared_ptr<Graph> copy = clone_graph(*g);
   for (size_t i : links) copy->nodes()[i]->attrs()["bf16_y"] = Attribute(int64_t(1));
+  for (const Value* v : shared_sources(*copy)) {
+    std::vector<std::pair<Node*, size_t>> readers;
+    size_t pos = 0;  // just before the first reader (inputs and constants come first)
+    for (size_t i = 0; i < copy->nodes().size(); ++i) {
+      Node* n = copy->nodes()[i].get();
+      if (n->input(0) == v && bf16_product(*n) && !writes_graph_output(*n, *copy)) {
+        if (readers.empty()) pos = i;
+        readers.push_back({n, i});
+      }
+    }
+    AttrMap cast{{"to", Attribute(int64_t(dtype_onnx_id(DType::bf16)))}, {"round_bf16", Attribute(int64_t(1))}};
+    Node* c = copy->insert_node(pos, OpKind::Cast, {const_cast<Value*>(v)}, {v->name() + ".bf16"}, cast);
+    for (auto [n, i] : readers) n->set_input(0, c->output(0));
+  }
   infer_shapes(*copy);
   verify(*copy);
   return copy;
@@ -123,7 +154,7 @@ std::shared_ptr<const Graph> link_bf16_activations(const std::shared_ptr<const G
 
 int count_bf16_links(const Graph& g) {
   int links = 0;
-  for (const auto& n : g.nodes()) links += attr_i(*n, "bf16_y") != 0;
+  for (const auto& n : g.nodes()) links += attr_i(*n, "bf16_y") != 0 || (n->op() == OpKind::Cast && attr_i(*n, "round_bf16"));
   return links;
 }
 

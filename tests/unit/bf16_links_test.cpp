@@ -197,6 +197,40 @@ TEST(Bf16Links, MaxPoolPassesBf16) {
   EXPECT_EQ(count, count_unlinked);
 }
 
+// One f32 value read as A by three bf16 products (attention's Q, K, V): converted once by an inserted Cast, the
+// products read its bf16; bit-identical to each converting it (the same rounding).
+TEST(Bf16Links, SharedSourceConvertsOnce) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 13, 24})});
+  std::vector<Value*> ys;
+  for (uint32_t i = 0; i < 3; ++i)
+    ys.push_back(g->add_node(OpKind::FusedMatMul, {x, g->add_constant("w" + std::to_string(i), random_tensor({24, 9}, 2 + i))},
+                             {"p" + std::to_string(i)})->output(0));
+  Value* s = g->add_node(OpKind::Add, {ys[0], ys[1]}, {"s"})->output(0);
+  Value* y = g->add_node(OpKind::Add, {s, ys[2]}, {"y"})->output(0);
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  std::vector<Tensor> in{random_tensor({1, 13, 24}, 9)};
+  Executor ex(g, bf16_options());
+  if (!machine_has_bf16()) {
+    EXPECT_EQ(count_bf16_links(ex.graph()), 0);
+    GTEST_SKIP() << "no AVX512-BF16";
+  }
+  ASSERT_EQ(count_bf16_links(ex.graph()), 1);
+  const Node& cast = *ex.graph().nodes()[0];
+  ASSERT_EQ(cast.op(), OpKind::Cast);
+  EXPECT_EQ(cast.output(0)->dtype(), DType::bf16);
+  std::vector<NodeTime> prof = ex.profile(in);
+  EXPECT_EQ(prof[0].impl.rfind("onednn:reorder", 0), 0u) << prof[0].impl;
+  for (size_t i = 1; i <= 3; ++i) EXPECT_EQ(prof[i].precision.precision, Precision::bf16) << prof[i].precision.reason;
+  Tensor got = ex.run(in)[0];
+  Tensor want = run_with_links(g, in, false)[0];
+  ASSERT_EQ(got.nbytes(), want.nbytes());
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << "rel. L2 " << rel_l2(got, want);
+  EXPECT_GT(rel_l2(got, run_graph(g, in)[0]), 0);
+}
+
 TEST(Bf16Links, ResidualBlocksWithinBf16Error) {
   auto g = blocks();
   std::vector<Tensor> in{random_tensor({1, 7, 5, 24}, 9)};
