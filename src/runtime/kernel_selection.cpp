@@ -113,6 +113,8 @@ std::unique_ptr<PreparedKernel> prepare_kernel_at(const Node& n, const std::vect
     if (!options.lower_final_outputs && writes_graph_output(n)) reason = "final output stays f32";
     else if (auto k = onednn::prepare_onednn_bf16_matmul(n, inputs, &reason)) return k;
   }
+  if (options.precision == Precision::bf16 && options.fast && n.op() == OpKind::Cast)
+    if (auto k = onednn::prepare_bf16_convert(n, inputs)) return k;  // a shared source conversion (bf16 links)
   if (has_bf16_link(n, inputs)) {
     // A linked bf16 activation (runtime/bf16_links.h): the bf16 convolution takes it as it is; where bf16 does
     // not take the node after all, its f32 kernel runs between conversions.

@@ -162,6 +162,75 @@ TEST(Bf16Links, ProductChainEqualsUnlinked) {
   EXPECT_LT(rel_l2(boundary.run(in)[0], run_graph(g, in)[0]), 2 * std::ldexp(1.0, -8) * 3);
 }
 
+// A MaxPool between convolutions passes bf16 through: x -> A -> MaxPool (3x3 stride 2, padded) -> B -> y, odd
+// sizes; bit-identical to unlinked (max commutes with rounding to bf16). A NaN still propagates.
+TEST(Bf16Links, MaxPoolPassesBf16) {
+  if (!machine_has_bf16()) GTEST_SKIP() << "no AVX512-BF16";
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 13, 11, 5})});
+  Value* a = g->add_node(OpKind::FusedConv, {x, g->add_constant("wa", random_tensor({16, 5, 3, 3}, 2))}, {"a"},
+                         conv({1, 1, 1, 1}, nullptr))->output(0);
+  AttrMap pool{{"kernel_shape", Attribute(Ints{3, 3})}, {"strides", Attribute(Ints{2, 2})},
+               {"pads", Attribute(Ints{1, 1, 1, 1})}, {"channels_last", Attribute(int64_t(1))}};
+  Value* p = g->add_node(OpKind::MaxPool, {a}, {"p"}, pool)->output(0);
+  Value* y = g->add_node(OpKind::FusedConv, {p, g->add_constant("wb", random_tensor({7, 16, 1, 1}, 3))}, {"y"},
+                         conv({0, 0, 0, 0}, nullptr))->output(0);  // (no Relu: oneDNN's maps NaN to 0)
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  std::vector<Tensor> in{random_tensor({1, 13, 11, 5}, 9)};
+  Executor ex(g, bf16_options());
+  ASSERT_EQ(count_bf16_links(ex.graph()), 1);
+  EXPECT_EQ(ex.graph().nodes()[1]->output(0)->dtype(), DType::bf16);  // the pooled value
+  std::vector<NodeTime> prof = ex.profile(in);
+  EXPECT_EQ(prof[1].impl.rfind("onednn:", 0), 0u) << prof[1].impl;  // oneDNN's bf16 pooling, not the reference
+  Tensor got = ex.run(in)[0];
+  Tensor want = run_with_links(g, in, false)[0];
+  ASSERT_EQ(got.nbytes(), want.nbytes());
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << "rel. L2 " << rel_l2(got, want);
+  in[0].data<float>()[40] = std::nanf("");
+  Tensor nan = ex.run(in)[0], nan_unlinked = run_with_links(g, in, false)[0];
+  int count = 0, count_unlinked = 0;
+  for (int64_t i = 0; i < nan.numel(); ++i)
+    count += std::isnan(nan.data<float>()[i]), count_unlinked += std::isnan(nan_unlinked.data<float>()[i]);
+  EXPECT_GT(count_unlinked, 0);
+  EXPECT_EQ(count, count_unlinked);
+}
+
+// One f32 value read as A by three bf16 products (attention's Q, K, V): converted once by an inserted Cast, the
+// products read its bf16; bit-identical to each converting it (the same rounding).
+TEST(Bf16Links, SharedSourceConvertsOnce) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 13, 24})});
+  std::vector<Value*> ys;
+  for (uint32_t i = 0; i < 3; ++i)
+    ys.push_back(g->add_node(OpKind::FusedMatMul, {x, g->add_constant("w" + std::to_string(i), random_tensor({24, 9}, 2 + i))},
+                             {"p" + std::to_string(i)})->output(0));
+  Value* s = g->add_node(OpKind::Add, {ys[0], ys[1]}, {"s"})->output(0);
+  Value* y = g->add_node(OpKind::Add, {s, ys[2]}, {"y"})->output(0);
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  std::vector<Tensor> in{random_tensor({1, 13, 24}, 9)};
+  Executor ex(g, bf16_options());
+  if (!machine_has_bf16()) {
+    EXPECT_EQ(count_bf16_links(ex.graph()), 0);
+    GTEST_SKIP() << "no AVX512-BF16";
+  }
+  ASSERT_EQ(count_bf16_links(ex.graph()), 1);
+  const Node& cast = *ex.graph().nodes()[0];
+  ASSERT_EQ(cast.op(), OpKind::Cast);
+  EXPECT_EQ(cast.output(0)->dtype(), DType::bf16);
+  std::vector<NodeTime> prof = ex.profile(in);
+  EXPECT_EQ(prof[0].impl.rfind("onednn:reorder", 0), 0u) << prof[0].impl;
+  for (size_t i = 1; i <= 3; ++i) EXPECT_EQ(prof[i].precision.precision, Precision::bf16) << prof[i].precision.reason;
+  Tensor got = ex.run(in)[0];
+  Tensor want = run_with_links(g, in, false)[0];
+  ASSERT_EQ(got.nbytes(), want.nbytes());
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << "rel. L2 " << rel_l2(got, want);
+  EXPECT_GT(rel_l2(got, run_graph(g, in)[0]), 0);
+}
+
 TEST(Bf16Links, ResidualBlocksWithinBf16Error) {
   auto g = blocks();
   std::vector<Tensor> in{random_tensor({1, 7, 5, 24}, 9)};

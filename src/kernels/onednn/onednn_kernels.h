@@ -36,6 +36,9 @@ int8_t quantize_s8(float w, float scale);
 // Whether oneDNN runs a bf16 convolution on this machine's bf16 dot products (probed once on a small 1x1
 // convolution; false without AVX512-BF16/AMX or with ONEDNN_MAX_CPU_ISA below them). runtime/bf16_links.h asks.
 bool bf16_convolutions_are_fast();
+// A Cast of f32 to bf16 rounding to nearest even (round_bf16) as one oneDNN reorder, or null for other Casts
+// (bf16 executors; runtime/bf16_links.h inserts them; kernels/onednn/bf16_convert.cpp).
+std::unique_ptr<PreparedKernel> prepare_bf16_convert(const Node& n, const std::vector<PrepareInput>& inputs);
 // A kernel for `n` that serves every shape its IR types allow (dims that vary are left to run time), or null
 // when oneDNN has none for this node or its shapes are static. See prepare_shape_generic_kernel.
 std::unique_ptr<PreparedKernel> prepare_shape_generic_onednn_kernel(const Node& n);

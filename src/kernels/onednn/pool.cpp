@@ -21,6 +21,7 @@ class PoolKernel final : public PrimitiveKernel {
     // s8 too: a MaxPool between QLinearConvs of s8 activations (kernels/onednn/integer_ops.cpp).
     u8_ = (in[0].dtype == DType::u8 || in[0].dtype == DType::i8) && n.op() == OpKind::MaxPool;
     if (u8_) dt = in[0].dtype == DType::u8 ? memory::data_type::u8 : memory::data_type::s8;
+    else if (in[0].dtype == DType::bf16 && n.op() == OpKind::MaxPool) dt = memory::data_type::bf16;  // bf16 links
     else if (!to_onednn_type(in[0].dtype, &dt)) return false;
     if (xs.size() < 3 || xs.size() > 5 || n.num_outputs() != 1) return false;
     bool cl = attrs.i("channels_last") != 0;
@@ -97,11 +98,19 @@ class PoolKernel final : public PrimitiveKernel {
     return true;
   }
 
+  // bf16 (a MaxPool inside a bf16 link, runtime/bf16_links.h): NaN is all-ones exponent, nonzero mantissa.
+  static bool any_nan_bf16(const Tensor& x) {
+    const uint16_t* b = static_cast<const uint16_t*>(x.raw());
+    bool nan = false;
+    for (int64_t i = 0; i < x.numel(); ++i) nan |= (b[i] & 0x7fffu) > 0x7f80u;
+    return nan;
+  }
+
   void run(KernelContext& ctx) override {
     // oneDNN's max drops NaN (an ordered compare keeps the other operand); the reference propagates it, as
     // PyTorch does. The price on inputs without NaN is one more vectorized read of the input.
     const Tensor& x = ctx.input(0);
-    if (max_ && !u8_ && cpu::any_nan(x.data<float>(), x.numel())) {
+    if (max_ && !u8_ && (x.dtype() == DType::bf16 ? any_nan_bf16(x) : cpu::any_nan(x.data<float>(), x.numel()))) {
       ref_kernel(ctx.node().op())(ctx);
       return;
     }
