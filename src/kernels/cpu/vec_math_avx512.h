@@ -1,0 +1,37 @@
+// exp_f (vec_math.h) on 16 lanes with AVX-512 intrinsics, step for step the same fused multiply-adds, so each lane
+// equals exp_f of it bit for bit. For kernels whose loops the compiler does not vectorize well on their own: short
+// rows, where `#pragma omp simd` loops ran their remainders through the scalar exp_f (Attention's row Softmax over
+// ViT's 197 keys: 0.72 ns an element, against 0.34 in the generated Softmax kernel).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "support/exp_polynomial.h"
+
+namespace cuvil::cpu {
+
+__attribute__((target("avx512f"))) inline __m512 exp_ps16(__m512 x) {
+  namespace xp = exp_polynomial;
+  // max/min return their second operand when either is NaN: a NaN lane stays NaN through both clamps.
+  __m512 xc = _mm512_max_ps(_mm512_set1_ps(float(xp::kLow)), x);
+  xc = _mm512_min_ps(_mm512_set1_ps(float(xp::kHigh)), xc);
+  const __m512 shift = _mm512_set1_ps(12582912.0f);  // 1.5 * 2^23: x / ln2 rounded lands in the low mantissa bits
+  __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(float(xp::kLog2e)), shift);
+  __m512i n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(shift));
+  __m512 fn = _mm512_sub_ps(t, shift);
+  __m512 r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(float(xp::kLn2High)), xc);
+  r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(float(xp::kLn2Low)), r);
+  __m512 p = _mm512_set1_ps(float(xp::kPoly[0]));
+  for (size_t i = 1; i < sizeof(xp::kPoly) / sizeof(xp::kPoly[0]); ++i)
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(float(xp::kPoly[i])));
+  __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+
+}  // namespace cuvil::cpu
