@@ -304,10 +304,7 @@ class Int8ConvKernel final : public Int8Kernel {
     if (!finish(pd, reason)) return false;
     prim_ = dnnl::convolution_forward(pd);
     set_name(pd);
-    memory user(w_user, cpu_engine(), qw.data()), wq(pd.weights_desc(), cpu_engine());
-    dnnl::reorder(user, wq).execute(thread_stream(), user, wq);
-    thread_stream().wait();
-    args_[DNNL_ARG_WEIGHTS] = wq;
+    args_[DNNL_ARG_WEIGHTS] = reordered_copy(w_user, qw.data(), pd.weights_desc());
     if (has_bias) args_[DNNL_ARG_BIAS] = scaled_bias(*in[2].value, 1.f, b_md);
     return true;
   }
@@ -441,10 +438,7 @@ class Int8MatMulKernel final : public Int8Kernel {
     if (!finish(pd, reason)) return false;
     prim_ = dnnl::matmul(pd);
     set_name(pd);
-    memory user(b_user, cpu_engine(), qw.data()), wq(pd.weights_desc(), cpu_engine());
-    dnnl::reorder(user, wq).execute(thread_stream(), user, wq);
-    thread_stream().wait();
-    args_[DNNL_ARG_WEIGHTS] = wq;
+    args_[DNNL_ARG_WEIGHTS] = reordered_copy(b_user, qw.data(), pd.weights_desc());
     if (q_.dynamic) {
       rows_ = rows, k_ = K, n_ = N;
       row_scales_.assign(size_t(rows), 1.f);

@@ -225,10 +225,7 @@ class IntConvKernel final : public PrimitiveKernel {
     if (!on_vnni(pd, reason)) return false;
     prim_ = dnnl::convolution_forward(pd);
     set_name(pd);
-    memory user(w_user, cpu_engine(), qw.data()), wq(pd.weights_desc(), cpu_engine());
-    dnnl::reorder(user, wq).execute(thread_stream(), user, wq);
-    thread_stream().wait();
-    args_[DNNL_ARG_WEIGHTS] = wq;
+    args_[DNNL_ARG_WEIGHTS] = reordered_copy(w_user, qw.data(), pd.weights_desc());
     if (any_wz && !prepare_window_sums(geo, wd, group, a, reason)) return false;
     if (any_wz) wz_ = wz;
     src_ = cl_ ? memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE) : memory(pd.src_desc(), cpu_engine());
@@ -317,11 +314,8 @@ class IntConvKernel final : public PrimitiveKernel {
     primitive_created(pd);
     sum_prim_ = dnnl::convolution_forward(pd);
     std::vector<int8_t> ones(size_t(shape_numel(od)), 1);
-    memory user(dense_md(od, memory::data_type::s8), cpu_engine(), ones.data()), oq(pd.weights_desc(), cpu_engine());
-    dnnl::reorder(user, oq).execute(thread_stream(), user, oq);
-    thread_stream().wait();
     sums_ = memory(pd.dst_desc(), cpu_engine());
-    sum_args_[DNNL_ARG_WEIGHTS] = oq;
+    sum_args_[DNNL_ARG_WEIGHTS] = reordered_copy(dense_md(od, memory::data_type::s8), ones.data(), pd.weights_desc());
     sum_args_[DNNL_ARG_DST] = sums_;
     if (pd.scratchpad_desc().get_size() > 0)
       sum_args_[DNNL_ARG_SCRATCHPAD] = memory(pd.scratchpad_desc(), cpu_engine(), DNNL_MEMORY_NONE);
@@ -420,10 +414,7 @@ class IntMatMulKernel final : public PrimitiveKernel {
     if (!on_vnni(pd, reason)) return false;
     prim_ = dnnl::matmul(pd);
     set_name(pd);
-    memory user(b_user, cpu_engine(), qb.data()), bq(pd.weights_desc(), cpu_engine());
-    dnnl::reorder(user, bq).execute(thread_stream(), user, bq);
-    thread_stream().wait();
-    args_[DNNL_ARG_WEIGHTS] = bq;
+    args_[DNNL_ARG_WEIGHTS] = reordered_copy(b_user, qb.data(), pd.weights_desc());
     args_[DNNL_ARG_SRC] = memory(a_md, cpu_engine(), DNNL_MEMORY_NONE);
     args_[DNNL_ARG_DST] = memory(y_md, cpu_engine(), DNNL_MEMORY_NONE);
     if (a_signed_) shifted_.resize(size_t(rows_ * K_));

@@ -306,4 +306,11 @@ size_t packed_constants_live() {
   return n;
 }
 
+memory reordered_copy(const memory::desc& from, const void* data, const memory::desc& to) {
+  memory user(from, cpu_engine(), const_cast<void*>(data)), copy(to, cpu_engine());
+  dnnl::reorder(user, copy).execute(thread_stream(), user, copy);
+  thread_stream().wait();
+  return copy;
+}
+
 }  // namespace cuvil::onednn

@@ -126,6 +126,10 @@ std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, 
 // Live entries in pack_shared's cache (for tests).
 size_t packed_constants_live();
 
+// A copy of the dense constant at `data` (described by `from`, e.g. weights quantized at prepare) in layout `to`
+// (a primitive's weights_desc()), owned by the returned memory. The bytes at `data` may go once this returns.
+memory reordered_copy(const memory::desc& from, const void* data, const memory::desc& to);
+
 // Attributes for a primitive that runs on whichever thread calls it: the caller passes the scratchpad at
 // execution (user mode). oneDNN's default (library mode) keeps one scratchpad per creating thread, so a
 // primitive prepared on one thread and run on another wrote through a null or too-small buffer (a Winograd
