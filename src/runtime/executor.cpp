@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <list>
 #include <new>
+#include <system_error>
+#include <thread>
 
 #include <sys/mman.h>
 #include <time.h>
@@ -229,6 +232,7 @@ struct Plan {
   std::vector<std::vector<std::vector<int64_t>>> out_dims;  // filled by the first run, when fixed_shapes
   std::vector<std::unique_ptr<PreparedKernel>> kernels;      // prepared by the first run
   std::vector<Tensor> staging;  // by input index: where run_strided makes a non-contiguous input contiguous
+  bool ahead = false;           // prepare_ahead has prepared the kernels
 };
 
 // What a kernel is prepared for about input value v at these dims; constants come with their contents.
@@ -389,9 +393,16 @@ struct Executor::Impl : RegionRunner {
   // Runs the main graph on `inputs` (of plan's signature).
   std::vector<Tensor> run_with_plan(Plan& plan, const std::vector<Tensor>& inputs);
 
-  // Prepares the kernel of every node whose input types the signature fixes (packing constant weights).
-  void prepare_kernels(const Graph& g, Plan& plan, const SymbolBindings& b) {
+  // Prepares the kernel of every node whose input types the signature fixes (oneDNN's JIT, packing constant
+  // weights), on up to options->prepare_threads threads at once (see ExecutorOptions):
+  // each preparation is independent and writes its own slot, so the kernels are the ones a serial pass makes
+  // (each thread asks OpenMP for the run's count first: oneDNN fixes a primitive's split when it is created).
+  // A preparation that fails leaves its slot empty; with `rethrow` the first failure in node order is thrown once
+  // all are done, else the run prepares that node itself and reports the error as it would have.
+  void prepare_kernels(const Graph& g, Plan& plan, const SymbolBindings& b, bool rethrow) {
     const auto& nodes = g.nodes();
+    std::vector<size_t> todo;
+    std::vector<std::vector<PrepareInput>> pins;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = *nodes[i];
       if (!plan.fixed_shapes[i] || plan.kernels[i] || shape_generic(program(g), i)) continue;
@@ -402,9 +413,52 @@ struct Executor::Impl : RegionRunner {
         for (const Dim& d : n.input(k)->shape().dims()) dims.push_back(*d.eval(b));
         pin[k] = prepare_input(*n.input(k), std::move(dims));
       }
-      plan.kernels[i] = prepare_kernel(n, pin, options->kernels, options->kernel_code);
-      ++stats->kernels_prepared;
+      todo.push_back(i);
+      pins.push_back(std::move(pin));
     }
+    std::vector<std::exception_ptr> failed(todo.size());
+    std::atomic<size_t> next{0};
+    const int threads = options->threads;
+    auto work = [&] {
+      if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+      for (size_t j; (j = next.fetch_add(1)) < todo.size();) {
+        try {
+          plan.kernels[todo[j]] = prepare_kernel(*nodes[todo[j]], pins[j], options->kernels, options->kernel_code);
+        } catch (...) {
+          failed[j] = std::current_exception();
+        }
+      }
+    };
+    size_t helpers = std::min<size_t>(size_t(prepare_threads() - 1), todo.size() / 2);
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < helpers; ++t) {
+      try {
+        pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // no thread to be had: the others (this one at least) do the work
+      }
+    }
+    work();
+    for (std::thread& t : pool) t.join();
+    for (size_t j = 0; j < todo.size(); ++j) {
+      if (plan.kernels[todo[j]]) ++stats->kernels_prepared;
+      else if (rethrow && failed[j]) std::rethrow_exception(failed[j]);
+    }
+  }
+  int prepare_threads() const {
+    static const int from_env = [] {
+      const char* e = std::getenv("CUVIL_PREPARE_THREADS");
+      return e && *e ? std::atoi(e) : 0;
+    }();
+    int n = options->prepare_threads > 0 ? options->prepare_threads : from_env > 0 ? from_env : options->threads;
+    return std::clamp(n, 1, 64);
+  }
+  // Before the first run of a plan: its kernels, prepared ahead (see prepare_kernels), not one by one as the
+  // run reaches them, so that several threads share oneDNN's JIT and the weight packing.
+  void prepare_ahead(Plan& plan, const SymbolBindings& b) {
+    if (plan.ahead) return;
+    plan.ahead = true;
+    prepare_kernels(*graph, plan, b, /*rethrow=*/false);
   }
   Watch watch;  // the running run's control
   int region_depth = 0;  // regions being run inside one another now
@@ -748,7 +802,10 @@ std::vector<NodeTime> Executor::profile(const std::vector<Tensor>& inputs) {
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   stats_.staged_inputs = 0;
-  return impl_->run_with_plan(impl_->plan_for(bind_inputs(*graph_, inputs)), inputs);
+  SymbolBindings b = bind_inputs(*graph_, inputs);
+  Plan& plan = impl_->plan_for(b);
+  impl_->prepare_ahead(plan, b);
+  return impl_->run_with_plan(plan, inputs);
 }
 
 std::vector<Tensor> Executor::run_strided(const std::vector<StridedInput>& inputs) {
@@ -762,7 +819,9 @@ std::vector<Tensor> Executor::run_strided(const std::vector<StridedInput>& input
     dtypes.push_back(in.dtype);
     shapes.push_back(&in.shape);
   }
-  Plan& plan = impl_->plan_for(bind_types(*graph_, dtypes, shapes));
+  SymbolBindings b = bind_types(*graph_, dtypes, shapes);
+  Plan& plan = impl_->plan_for(b);
+  impl_->prepare_ahead(plan, b);
   if (omp_get_max_threads() != options_.threads) omp_set_num_threads(options_.threads);
   static uint8_t empty_anchor[kTensorAlignment];
   std::vector<Tensor> tensors;
@@ -832,7 +891,8 @@ void Executor::prepare(const std::vector<std::vector<int64_t>>& input_shapes) {
   SymbolBindings b = bind_types(*graph_, dtypes, shapes);
   Plan& plan = impl_->plan_for(b);
   if (omp_get_max_threads() != options_.threads) omp_set_num_threads(options_.threads);
-  impl_->prepare_kernels(*graph_, plan, b);
+  impl_->prepare_kernels(*graph_, plan, b, /*rethrow=*/true);
+  plan.ahead = true;
 }
 
 Plan& Executor::Impl::plan_for(const SymbolBindings& b) {

@@ -110,6 +110,9 @@ struct ExecutorOptions {
   // Machine code for generated kernels (an artifact's), asked before the process's compiler; may be null.
   std::shared_ptr<codegen::KernelCodeSource> kernel_code;
   int threads = 0;        // threads for oneDNN and Cuvil's parallel loops; 0 = the machine's cores
+  // Threads that prepare a plan's kernels at once (oneDNN's JIT, weight packing) before its first run; 0 =
+  // `threads` (or CUVIL_PREPARE_THREADS when set), 1 = the running thread alone. The kernels are the same.
+  int prepare_threads = 0;
   // Bounds that keep memory flat when many distinct shapes arrive: plans (arena layout, prepared kernels) per
   // shape signature, least recently used dropped first; and, per node inside regions, kernels per input shapes.
   size_t max_plans = 64;

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <random>
 
+#include "ir/shape_inference.h"
+#include "ir/verifier.h"
 #include "kernels/workers.h"
 #include "kernels/onednn/onednn_common.h"
 #include "runtime/executor.h"
@@ -147,6 +149,45 @@ TEST(OnednnKernels, WinogradConvolutionMatchesReference) {
   direct.kernels.winograd = false;
   Executor no_wino(one.g, direct);
   EXPECT_EQ(no_wino.profile(one.feeds)[0].impl.find("wino"), std::string::npos);
+}
+
+// Winograd convolutions keep their blocked activations in the thread's buffers (thread_buffer), shared by every
+// such kernel on the thread, unless the blocked layout pads channels (20 here: memory of its own, zeroed padding).
+// Chained convolutions of different sizes, and another executor's in between, leave stale contents behind: each
+// run must still match the reference, and repeat its bits.
+TEST(OnednnKernels, WinogradSharedBlockedBuffersAcrossKernels) {
+  auto isa = unsigned(dnnl::get_effective_cpu_isa()), avx512 = unsigned(dnnl::cpu_isa::avx512_core);
+  if ((isa & avx512) != avx512)
+    GTEST_SKIP() << "oneDNN has no Winograd convolution for this CPU (no AVX-512)";
+  auto chain = [](std::vector<int64_t> channels, int64_t hw, uint32_t seed) {
+    auto g = std::make_shared<Graph>();
+    Value* v = g->add_input("x", TensorType{DType::f32, Shape::of({1, channels[0], hw, hw + 3})});
+    for (size_t i = 1; i < channels.size(); ++i) {
+      Value* w = g->add_constant("w" + std::to_string(i), random_tensor({channels[i], channels[i - 1], 3, 3}, seed + i));
+      Value* b = g->add_constant("b" + std::to_string(i), random_tensor({channels[i]}, seed + 50 + i));
+      v = g->add_node(OpKind::Conv, {v, w, b}, {"c" + std::to_string(i)}, {{"pads", Attribute(Ints{1, 1, 1, 1})}})
+              ->output(0);
+      v = g->add_node(OpKind::Relu, {v}, {"r" + std::to_string(i)})->output(0);
+    }
+    g->add_output(v);
+    infer_shapes(*g);
+    verify(*g);
+    return g;
+  };
+  auto a = chain({32, 64, 20, 48, 64}, 14, 1), b = chain({64, 64, 64}, 20, 100);
+  Tensor xa = random_tensor({1, 32, 14, 17}, 7), xb = random_tensor({1, 64, 20, 23}, 8);
+  ExecutorOptions one;
+  one.threads = 1;
+  Executor ea(a, one), eb(b, one);
+  int wino = 0;
+  for (const NodeTime& t : ea.profile({xa})) wino += t.impl.find("wino") != std::string::npos;
+  EXPECT_GE(wino, 2);
+  std::vector<float> first_a = values<float>(ea.run({xa})[0]);
+  std::vector<float> first_b = values<float>(eb.run({xb})[0]);
+  EXPECT_EQ(values<float>(ea.run({xa})[0]), first_a);
+  EXPECT_EQ(values<float>(eb.run({xb})[0]), first_b);
+  expect_values(tensor(first_a, ea.run({xa})[0].shape()), as_f64(run_graph(a, {xa})[0]), 1e-3);
+  expect_values(tensor(first_b, eb.run({xb})[0].shape()), as_f64(run_graph(b, {xb})[0]), 1e-3);
 }
 
 // oneDNN's max pool keeps the other operand of an ordered compare, so a NaN in a window vanished (one NaN pixel

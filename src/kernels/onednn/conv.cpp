@@ -93,8 +93,14 @@ class ConvKernel final : public PrimitiveKernel {
       if (pd) {
         // The primitive reads and writes its own blocked layout; reorders bridge to the tensors' dense layout.
         blocked_ = true;
-        x_blocked_ = memory(pd.src_desc(), cpu_engine());
-        y_blocked_ = memory(pd.dst_desc(), cpu_engine());
+        // Unpadded blocked layouts live in the thread's buffers, shared by every such kernel (fully written by
+        // the reorder in and the primitive on each run); padded ones keep memory of their own, whose padding
+        // oneDNN zeroed once.
+        shared_blocked_ = unpadded(pd.src_desc()) && unpadded(pd.dst_desc());
+        x_blocked_ = shared_blocked_ ? memory(pd.src_desc(), cpu_engine(), DNNL_MEMORY_NONE)
+                                     : memory(pd.src_desc(), cpu_engine());
+        y_blocked_ = shared_blocked_ ? memory(pd.dst_desc(), cpu_engine(), DNNL_MEMORY_NONE)
+                                     : memory(pd.dst_desc(), cpu_engine());
         x_user_ = memory(x_md, cpu_engine(), DNNL_MEMORY_NONE);
         y_user_ = memory(y_md, cpu_engine(), DNNL_MEMORY_NONE);
         to_blocked_ = Reorder(x_user_, x_blocked_);
@@ -146,6 +152,10 @@ class ConvKernel final : public PrimitiveKernel {
     Tensor& y = ctx.output(0);
     if (blocked_) {
       ScopedThreads t(threads_);
+      if (shared_blocked_) {
+        x_blocked_.set_data_handle(thread_buffer(0, x_blocked_.get_desc().get_size()));
+        y_blocked_.set_data_handle(thread_buffer(1, y_blocked_.get_desc().get_size()));
+      }
       x_user_.set_data_handle(const_cast<void*>(ctx.input(0).raw()));
       to_blocked_.execute(x_user_, x_blocked_);
       if (has_sum_) {
@@ -183,7 +193,12 @@ class ConvKernel final : public PrimitiveKernel {
   double flops_ = 0;
   int created_threads_ = 1;
   // Winograd: the primitive's own blocked activations and the reorders to and from the dense tensors.
-  bool blocked_ = false;
+  bool blocked_ = false, shared_blocked_ = false;
+  static bool unpadded(const memory::desc& d) {
+    for (int i = 0; i < d.data.ndims; ++i)
+      if (d.data.padded_dims[i] != d.data.dims[i] || d.data.padded_offsets[i] != 0) return false;
+    return true;
+  }
   memory x_blocked_, y_blocked_, x_user_, y_user_;
   Reorder to_blocked_, from_blocked_, sum_to_blocked_;
   Bf16Source src_;  // bf16: the source's conversion (none where X arrives bf16: x_bf16_)

@@ -7,6 +7,8 @@
 #include <new>
 #include <mutex>
 
+#include <sys/mman.h>
+
 #include "ir/ops/layout.h"
 #include "ir/ops/nn_window.h"
 #include "kernels/onednn/prepacked.h"
@@ -165,6 +167,29 @@ void* thread_scratchpad(size_t bytes) {
     size_t size = (bytes + 63) / 64 * 64;
     void* grown = std::aligned_alloc(64, size);
     if (!grown) throw std::bad_alloc();
+    std::free(s.data);
+    s.data = grown;
+    s.size = size;
+  }
+  return s.data;
+}
+
+void* thread_buffer(int slot, size_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t size = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer b[kThreadBuffers];
+  CUVIL_ASSERT(slot >= 0 && slot < kThreadBuffers, "thread buffer ", slot, " of ", kThreadBuffers);
+  Buffer& s = b[slot];
+  if (bytes > s.size) {
+    constexpr size_t kHugePage = size_t(2) << 20;
+    size_t align = bytes >= kHugePage ? kHugePage : 64;
+    size_t size = (bytes + align - 1) / align * align;
+    void* grown = std::aligned_alloc(align, size);
+    if (!grown) throw std::bad_alloc();
+    if (align == kHugePage) madvise(grown, size, MADV_HUGEPAGE);  // a hint only
     std::free(s.data);
     s.data = grown;
     s.size = size;

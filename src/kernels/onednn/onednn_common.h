@@ -139,6 +139,12 @@ dnnl::primitive_attr thread_safe_attr();
 // At least `bytes` of 64-byte aligned scratch owned by the calling thread, for one primitive's execution at a
 // time (grown as needed, freed when the thread exits).
 void* thread_scratchpad(size_t bytes);
+// At least `bytes` of 64-byte aligned memory owned by the calling thread, in one of kThreadBuffers slots apart from
+// the scratchpad: for what a kernel fills and reads within one run of its own (Winograd's blocked activations),
+// so that every kernel on the thread shares the memory instead of each faulting in buffers of its own. Grown
+// (contents lost) when too small; large ones on transparent huge pages.
+inline constexpr int kThreadBuffers = 2;
+void* thread_buffer(int slot, size_t bytes);
 
 // A reorder created with thread_safe_attr(), executed with the calling thread's scratchpad.
 class Reorder {
