@@ -8,6 +8,7 @@
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "kernels/onednn/onednn_kernels.h"
+#include "runtime/region_uses.h"
 #include "runtime/weights.h"
 
 namespace cuvil {
@@ -46,14 +47,6 @@ bool writes_graph_output(const Node& n, const Graph& g) {
   for (const Value* o : g.outputs())
     if (o->producer() == &n) return true;
   return false;
-}
-
-void note_region_uses(const Graph& region, const Graph& top, std::map<const Value*, int>& blocked) {
-  for (const auto& n : region.nodes()) {
-    for (const Value* v : n->inputs())
-      if (v && v->graph() == &top) blocked[v] = 1;
-    for (const Graph* r : n->regions()) note_region_uses(*r, top, blocked);
-  }
 }
 
 // The indices (in g.nodes()) of the producers whose output links.

@@ -7,6 +7,7 @@
 
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
+#include "runtime/region_uses.h"
 #include "runtime/weights.h"
 
 namespace cuvil {
@@ -30,15 +31,6 @@ bool static_int8_layer(const Node& n) {
   for (size_t d = 0; d + 2 < dims.size(); ++d)
     if (!dims[d].is_const() || dims[d].value() != 1) return false;
   return true;
-}
-
-// Top-level values read anywhere inside a region (control flow captures them): never linked.
-void note_region_uses(const Graph& region, const Graph& top, std::map<const Value*, int>& blocked) {
-  for (const auto& n : region.nodes()) {
-    for (const Value* v : n->inputs())
-      if (v && v->graph() == &top) blocked[v] = 1;
-    for (const Graph* r : n->regions()) note_region_uses(*r, top, blocked);
-  }
 }
 
 // A value's u8 link: its grid, and the nodes reading it as their residual sum (they get the grid as quant_sum_*).
