@@ -8,10 +8,14 @@ that Dynamo made symbolic kept symbolic, so that a new batch size or sequence le
 model without a recompile. Graph breaks run eagerly between compiled pieces, as Dynamo arranges them.
 
 Inference only: outputs carry no autograd history. A graph Cuvil cannot compile runs eagerly (with a
-CaptureWarning naming the reason); a parameter changed in place after compiling makes the graph compile again.
+CaptureWarning naming the reason). A parameter or buffer changed in place after compiling (an optimizer step,
+`load_state_dict`) is noticed by its version counter at the next call, which first swaps the new values into the
+engine (update_weights' in-place path: the passes run again, no new capture); where the conversion read the values
+themselves, the graph compiles again instead (`CUVIL_LOG=weights` says why).
 """
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any, Callable
 
@@ -22,24 +26,32 @@ from .errors import CaptureWarning, CompileError
 
 
 class _UserGraph(torch.nn.Module):
-    """The Dynamo graph as a function of the user's tensors alone: parameters and buffers held as constants,
-    size symbols read off the tensors they came from."""
+    """The Dynamo graph as a function of the user's tensors alone: parameters and buffers held as buffers of
+    this module (export lifts them under their names, so each becomes a named constant update_weights can
+    replace), size symbols read off the tensors they came from."""
 
     def __init__(self, gm: torch.fx.GraphModule, slots: list):
         super().__init__()
         self.gm = gm
         self.slots = slots  # per graph input: ("user", i) | ("const", tensor) | ("size", user index, axis)
+        for i, s in enumerate(slots):
+            if s[0] == "const":
+                self.register_buffer(_state_name(i), s[1])
 
     def forward(self, *users):
         args = []
-        for s in self.slots:
+        for i, s in enumerate(self.slots):
             if s[0] == "user":
                 args.append(users[s[1]])
             elif s[0] == "const":
-                args.append(s[1])
+                args.append(getattr(self, _state_name(i)))
             else:
                 args.append(users[s[1]].size(s[2]))
         return self.gm(*args)
+
+
+def _state_name(slot: int) -> str:
+    return f"state_{slot}"
 
 
 def _placeholder_values(gm: torch.fx.GraphModule) -> list:
@@ -106,27 +118,54 @@ def cuvil_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) -> 
             ep = torch.export.export(module, tuple(users), dynamic_shapes=(shapes,) if any(shapes) else None,
                                      strict=False, prefer_deferred_runtime_asserts_over_guards=True)
         ep = export_frontend.functionalize(ep)
-        compiled = export_frontend.convert_program(ep, threads=threads)
+        state_keys = [_state_name(i) for i, s in enumerate(slots) if s[0] == "const"]
+        compiled = export_frontend.convert_program(ep, threads=threads, state_keys=state_keys)
     except Exception as e:  # noqa: BLE001 - whatever stops Cuvil, the graph still runs (eagerly)
         warnings.warn(f"torch.compile(backend='cuvil'): this graph runs eagerly: {_first_line(e)}",
                       CaptureWarning, stacklevel=2)
         return gm.forward
     user_positions = [i for i, s in enumerate(slots) if s[0] == "user"]
-    state = [s[1] for s in slots if s[0] == "const"]
-    versions = [t._version for t in state]
+    state = [(_state_name(i), s[1]) for i, s in enumerate(slots) if s[0] == "const"]
+    versions = [t._version for _, t in state]
     recompiled: list[Any] = []
+    lock = threading.Lock()  # one caller swaps the changed weights in; the others wait for it
 
     def run(*args):
         if recompiled:
             return recompiled[0](*args)
-        if any(t._version != v for t, v in zip(state, versions)):  # weights changed in place: compile anew
-            recompiled.append(cuvil_backend(gm, list(args), **options))
-            return recompiled[0](*args)
+        if any(t._version != v for (_, t), v in zip(state, versions)):
+            with lock:
+                changed = [i for i, ((_, t), v) in enumerate(zip(state, versions)) if t._version != v]
+                if changed and not recompiled and not _swap_in(compiled, state, changed, versions):
+                    recompiled.append(cuvil_backend(gm, list(args), **options))
+            if recompiled:
+                return recompiled[0](*args)
         out = compiled(*[args[i] for i in user_positions])
         return out
 
     run._cuvil_module = compiled  # for tests and introspection
     return run
+
+
+def _swap_in(compiled, state: list, changed: list, versions: list) -> bool:
+    """Replaces the engine's constants of the state entries changed in place (positions `changed` of `state`,
+    whose `versions` are brought up to date) with their current values; False where the conversion read some
+    entry's values, so that only compiling again is right."""
+    from .frontend.state import log_weights
+    from .weights import as_array
+
+    constants = getattr(compiled, "_state_map", None)
+    problem = getattr(compiled, "_state_problem", "the capture did not keep the weights apart")
+    if constants is None or problem is not None:
+        log_weights(f"torch.compile(backend='cuvil'): a weight changed in place; the graph compiles again: {problem}")
+        return False
+    for i in changed:  # (read before the values: a change while they are copied shows at the next call)
+        versions[i] = state[i][1]._version
+    updates = [(constants[state[i][0]], as_array(state[i][0], state[i][1])) for i in changed
+               if state[i][0] in constants]  # (an entry the graph does not read has no constant)
+    if updates:
+        compiled._model.update_weights(updates, False)
+    return True
 
 
 def _first_line(e: BaseException) -> str:

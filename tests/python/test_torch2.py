@@ -146,6 +146,56 @@ def test_torch_compile_backend_parity_and_no_recompile():
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
 
 
+def test_torch_compile_backend_swaps_weights_changed_in_place():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18(num_classes=10).eval()
+    f = torch.compile(m, backend="cuvil")
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        assert rel_l2(f(x), m(x)) < 1e-4
+        engine = torch._dynamo.utils.counters  # (a swap is no new Dynamo graph)
+        graphs = engine["stats"]["unique_graphs"]
+        opt = torch.optim.SGD(m.parameters(), lr=0.5)
+        for p in m.parameters():
+            p.grad = torch.randn_like(p)
+        opt.step()  # every parameter changed in place
+        m.bn1.running_mean.add_(0.25)  # a buffer too
+        want = m(x)
+        assert rel_l2(want, f(x)) < 1e-4
+        m.load_state_dict(torchvision.models.resnet18(num_classes=10).state_dict())
+        assert rel_l2(m(x), f(x)) < 1e-4
+        assert rel_l2(m(x), want) > 0.1  # (the two states differ: a stale engine would fail above)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
+
+
+def test_torch_compile_backend_weights_swap_in_place_not_recompiled(monkeypatch):
+    from cuvil import dynamo
+
+    torch._dynamo.reset()
+    compiles = []
+    real = dynamo.cuvil_backend
+
+    def counting(gm, example_inputs, **options):
+        compiles.append(1)
+        run = real(gm, example_inputs, **options)
+        counting.run = run
+        return run
+
+    monkeypatch.setattr(dynamo, "cuvil_backend", counting)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).eval()
+    f = torch.compile(m, backend=counting)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        f(x)
+        version = counting.run._cuvil_module.weights_version
+        m[2].weight.mul_(-2.0)
+        assert rel_l2(f(x), m(x)) < 1e-5
+        m[0].bias.zero_()
+        assert rel_l2(f(x), m(x)) < 1e-5
+    assert len(compiles) == 1 and counting.run._cuvil_module.weights_version == version + 2
+
+
 def test_torch_compile_backend_runs_unsupported_graphs_eagerly():
     torch._dynamo.reset()
 
