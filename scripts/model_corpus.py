@@ -57,6 +57,18 @@ def cache_dir() -> Path:
     return base / f"corpus-{h.hexdigest()[:12]}"
 
 
+def prune_old_corpora(keep: Path, unused_days: float = 14.0) -> None:
+    """Removes the other corpus-* directories beside `keep` whose manifest nobody wrote for `unused_days`: each
+    package upgrade keys a new corpus (~1.5 GB), and the old ones are never read again."""
+    import shutil
+
+    for old in keep.parent.glob("corpus-*"):
+        manifest = old / "manifest.json"
+        stamp = manifest.stat().st_mtime if manifest.exists() else old.stat().st_mtime
+        if old != keep and old.is_dir() and time.time() - stamp > unused_days * 86400:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 @dataclass
 class Entry:
     name: str
@@ -429,9 +441,13 @@ def build(only: str | None = None, verbose: bool = True) -> Path:
     """Makes every model (once: cached), runs ONNX Runtime on it and stores the inputs and outputs. Returns the
     cache directory, whose manifest.json lists the entries."""
     root = cache_dir()
+    if not root.exists():
+        prune_old_corpora(root)
     root.mkdir(parents=True, exist_ok=True)
     manifest_path = root / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    if manifest_path.exists():
+        os.utime(manifest_path)  # used now (prune_old_corpora keeps corpora used within two weeks)
     for entry in entries():
         if only and entry.name != only:
             continue
