@@ -484,6 +484,7 @@ void add_fused_cases(Cases& cs);
 void add_sampling_cases(Cases& cs);
 void add_detection_cases(Cases& cs);
 void add_signal_cases(Cases& cs);
+void add_trees_cases(Cases& cs);
 
 const std::vector<OpCase>& all_cases() {
   static const std::vector<OpCase> cases = [] {
@@ -499,6 +500,7 @@ const std::vector<OpCase>& all_cases() {
     add_sampling_cases(cs);
     add_detection_cases(cs);
     add_signal_cases(cs);
+    add_trees_cases(cs);
     return cs.all();
   }();
   return cases;

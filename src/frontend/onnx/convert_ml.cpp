@@ -11,7 +11,8 @@
 //   LinearClassifier   scores = x W^T + intercepts, post_transform NONE/LOGISTIC/SOFTMAX, labels = integer class
 //                      labels of the best score (a single class: the score's sign, as ONNX Runtime)
 //
-// String labels and inputs (LabelEncoder, string classlabels, ZipMap's maps), trees and SVMs are refused.
+// Tree ensembles are in convert_trees.cpp. String labels and inputs (LabelEncoder, string classlabels, ZipMap's
+// maps) and SVMs are refused.
 #include <cmath>
 
 #include "frontend/onnx/converter.h"

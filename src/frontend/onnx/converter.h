@@ -76,6 +76,7 @@ void register_onnx_control(OnnxConverterTable& t);
 void register_onnx_functions(OnnxConverterTable& t);  // ONNX function ops imported as their expansions
 void register_onnx_contrib(OnnxConverterTable& t);    // domain com.microsoft, keyed "com.microsoft:Name"
 void register_onnx_ml(OnnxConverterTable& t);         // domain ai.onnx.ml, keyed "ai.onnx.ml:Name"
+void register_onnx_trees(OnnxConverterTable& t);      // ai.onnx.ml's tree ensembles (convert_trees.cpp)
 
 // Ops of the default domain with no entry here fall back to the op table by name; ops of other domains are keyed
 // "domain:Name" and have no fallback.

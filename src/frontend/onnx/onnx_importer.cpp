@@ -298,6 +298,7 @@ const OnnxConverterTable& onnx_converters() {
     register_onnx_functions(t);
     register_onnx_contrib(t);
     register_onnx_ml(t);
+    register_onnx_trees(t);
     return t;
   }();
   return table;

@@ -38,6 +38,8 @@ std::unique_ptr<PreparedKernel> prepare_cpu_kernel(const Node& n, const std::vec
       return prepare_dynamic_quantize(n, inputs);
     case OpKind::RNN: case OpKind::GRU: case OpKind::LSTM:
       return prepare_recurrent(n, inputs);
+    case OpKind::TreeEnsemble:
+      return prepare_tree_ensemble(n, inputs);
     default:
       return nullptr;
   }

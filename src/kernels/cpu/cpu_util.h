@@ -62,5 +62,6 @@ std::unique_ptr<PreparedKernel> prepare_topk(const Node& n, const std::vector<Pr
 std::unique_ptr<PreparedKernel> prepare_dynamic_quantize(const Node& n, const std::vector<PrepareInput>& inputs);
 std::unique_ptr<PreparedKernel> prepare_pad(const Node& n, const std::vector<PrepareInput>& inputs);
 std::unique_ptr<PreparedKernel> prepare_recurrent(const Node& n, const std::vector<PrepareInput>& inputs);
+std::unique_ptr<PreparedKernel> prepare_tree_ensemble(const Node& n, const std::vector<PrepareInput>& inputs);
 
 }  // namespace cuvil::cpu
