@@ -217,8 +217,8 @@ class SequenceConverter {
       const Dim& d = s.dims()[size_t(axis < 0 ? axis + r : axis)];
       return d.is_const() ? std::optional<int64_t>(d.value()) : std::nullopt;
     };
-    if (auto d = from_type()) return d;
     // Node outputs get their types from inference, which runs after import: run it over what is built so far.
+    if (!v->producer()) return from_type();
     Graph* root = &g_;
     while (root->parent()) root = root->parent();
     try {
