@@ -226,3 +226,37 @@ def test_errors_name_op_node_and_why(tmp_path):
     onnx.save(m, str(tmp_path / "in.onnx"))
     with pytest.raises(cuvil.Error, match=r"graph input 's' is a sequence"):
         cuvil.load_onnx(str(tmp_path / "in.onnx"))
+
+
+@pytest.mark.parametrize("pos", [0, 2, 3, -1, -3])
+def test_positions_computed_at_run_time(tmp_path, pos):
+    # The length stays static (3 elements of one shape); which element goes where is picked at run time.
+    nodes = [helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s"]),
+             helper.make_node("SequenceInsert", ["s", "t", "p"], ["ins"]),
+             helper.make_node("ConcatFromSequence", ["ins"], ["y_ins"], axis=0, new_axis=1),
+             helper.make_node("Clip", ["p", "lo", "hi"], ["q"]),  # a position valid for erase and at too
+             helper.make_node("SequenceErase", ["s", "q"], ["er"]),
+             helper.make_node("ConcatFromSequence", ["er"], ["y_er"], axis=0, new_axis=1),
+             helper.make_node("SequenceAt", ["s", "q"], ["y_at"])]
+    m = model(nodes, [vi(n, F, [2, 3]) for n in "abct"] + [vi("p", I64, []), vi("lo", I64, []), vi("hi", I64, [])],
+              [vi("y_ins", F, None), vi("y_er", F, None), vi("y_at", F, None)])
+    feeds = {n: randn(2, 3) for n in "abct"}
+    feeds.update(p=np.array(pos, np.int64), lo=np.array(-3, np.int64), hi=np.array(2, np.int64))
+    check(m, feeds, tmp_path)
+    # Out of range: the run fails, naming the node (ONNX Runtime fails too).
+    feeds["p"] = np.array(4, np.int64)
+    with pytest.raises(Exception, match=r"SequenceInsert node 'ins'.*out of range"):
+        cuvil.load_onnx(str(tmp_path / "m.onnx"))(**feeds)
+
+
+def test_loop_reading_a_sequence_by_iteration(tmp_path):
+    # A Loop with a run-time trip count (not unrolled) that reads an outer sequence at its iteration number.
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("SequenceAt", ["xs", "i"], ["xi"]),
+                              helper.make_node("Add", ["acc_in", "xi"], ["acc_out"])], "body",
+                             [vi("i", I64, []), vi("c_in", TensorProto.BOOL, []), vi("acc_in", F, [2])],
+                             [vi("c_out", TensorProto.BOOL, []), vi("acc_out", F, [2])])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["xs"], axis=0, keepdims=0),
+             helper.make_node("Loop", ["n", "", "zero"], ["y"], body=body)]
+    m = model(nodes, [vi("x", F, [5, 2]), vi("n", I64, []), vi("zero", F, [2])], [vi("y", F, None)])
+    check(m, {"x": randn(5, 2), "n": np.array(3, np.int64), "zero": np.zeros(2, np.float32)}, tmp_path)

@@ -160,6 +160,56 @@ class SequenceConverter {
     return *p < 0 ? *p + n : *p;
   }
 
+  // ---- positions computed at run time: the sequence's length is still static, so the result is a fixed list of
+  // elements, each picked at run time from the elements stacked on a new axis 0 (Gather). Stacking needs equal
+  // element shapes, which Concat checks; a position out of range fails the run (Assert), as in ONNX Runtime.
+
+  bool runtime_position(int i) const { return !in(i).empty() && !static_int(tensor(i)); }
+  // The position input as an int64 scalar in [0, n + extra), checked at run time to lie in [-n, n - 1 + extra].
+  Value* position_at_run_time(int i, int64_t n, int64_t extra) {
+    const std::string base = out(0) + "_pos";
+    Value* p = temp(OpKind::Cast, {tensor(i)}, base, {{"to", Attribute(int64_t(dtype_onnx_id(DType::i64)))}});
+    p = temp(OpKind::Reshape, {p, const_i64({}, base + "_shape")}, base);
+    Value* lo = g_.add_constant(g_.unique_name(base + "_lo"), Tensor::scalar<int64_t>(-n));
+    Value* hi = g_.add_constant(g_.unique_name(base + "_hi"), Tensor::scalar<int64_t>(n - 1 + extra));
+    Value* ok = temp(OpKind::And, {temp(OpKind::GreaterOrEqual, {p, lo}, base + "_ge"),
+                                   temp(OpKind::LessOrEqual, {p, hi}, base + "_le")}, base + "_ok");
+    g_.add_node(OpKind::Assert, {ok}, {},
+                {{"message", Attribute(str_cat(where(), ": position '", in(i), "' is out of range [", -n, ", ",
+                                               n - 1 + extra, "] for a sequence of ", n))}},
+                c_.loc);
+    Value* zero = g_.add_constant(g_.unique_name(base + "_zero"), Tensor::scalar<int64_t>(0));
+    Value* len = g_.add_constant(g_.unique_name(base + "_n"), Tensor::scalar<int64_t>(n));
+    return temp(OpKind::Where, {temp(OpKind::Less, {p, zero}, base + "_neg"), temp(OpKind::Add, {p, len}, base),
+                                p}, base);
+  }
+  Value* stacked(const std::vector<Value*>& elems) {
+    bool inferred = false;
+    for (Value* e : elems) {
+      if (e->producer() && !inferred) inferred = infer_so_far();
+      if (!e->shape().rank_known() || !(e->shape() == elems[0]->shape()))
+        unresolved("the position '", in(n_.op_type() == "SequenceInsert" ? 2 : 1), "' is computed at run time, ",
+                   "and the elements' shapes are not known to be equal (", elems[0]->type().str(), " and ",
+                   e->type().str(), "), so the result's element shapes depend on it");
+    }
+    Value* axes = const_i64({0}, out(0) + "_axes");
+    std::vector<Value*> parts;
+    for (Value* e : elems) parts.push_back(temp(OpKind::Unsqueeze, {e, axes}, out(0) + "_part"));
+    return temp(OpKind::Concat, parts, out(0) + "_stack", {{"axis", Attribute(int64_t(0))}});
+  }
+  Value* scalar_i64(int64_t v) {
+    return g_.add_constant(g_.unique_name(out(0) + "_i"), Tensor::scalar<int64_t>(v));
+  }
+  // Element k of the result: stack[where(p > k, k, where(p == k, at_p, k_after))].
+  Value* pick(Value* stack, Value* p, int64_t k, int64_t at_p, int64_t after) {
+    Value* kv = scalar_i64(k);
+    Value* idx = temp(OpKind::Where, {temp(OpKind::Greater, {p, kv}, out(0) + "_gt"), kv,
+                                      temp(OpKind::Where, {temp(OpKind::Equal, {p, kv}, out(0) + "_eq"),
+                                                           scalar_i64(at_p), scalar_i64(after)}, out(0) + "_idx")},
+                      out(0) + "_idx");
+    return temp(OpKind::Gather, {stack, idx}, out(0) + "_" + std::to_string(k), {{"axis", Attribute(int64_t(0))}});
+  }
+
   bool construct() {
     std::vector<Value*> elems;
     for (int i = 0; i < n_.input_size(); ++i) elems.push_back(tensor(i));
@@ -169,6 +219,16 @@ class SequenceConverter {
     std::vector<Value*> elems = seq(0);
     Value* t = tensor(1);
     int64_t n = int64_t(elems.size());
+    if (runtime_position(2)) {
+      // Stacked as (s_0 .. s_n-1, t): element k is s_k before p, t at p, s_k-1 after.
+      Value* p = position_at_run_time(2, n, 1);
+      std::vector<Value*> all = elems;
+      all.push_back(t);
+      Value* stack = stacked(all);
+      std::vector<Value*> result;
+      for (int64_t k = 0; k <= n; ++k) result.push_back(pick(stack, p, k, n, k - 1));
+      return set_seq(out(0), std::move(result));
+    }
     int64_t p = position(2, n, n, n);
     elems.insert(elems.begin() + p, t);
     return set_seq(out(0), std::move(elems));
@@ -177,6 +237,14 @@ class SequenceConverter {
     std::vector<Value*> elems = seq(0);
     int64_t n = int64_t(elems.size());
     if (n == 0) error("cannot erase from an empty sequence");
+    if (runtime_position(1)) {
+      // Element k is s_k before p, s_k+1 from p on.
+      Value* p = position_at_run_time(1, n, 0);
+      Value* stack = stacked(elems);
+      std::vector<Value*> result;
+      for (int64_t k = 0; k + 1 < n; ++k) result.push_back(pick(stack, p, k, k + 1, k + 1));
+      return set_seq(out(0), std::move(result));
+    }
     int64_t p = position(1, n, n - 1, n - 1);
     elems.erase(elems.begin() + p);
     return set_seq(out(0), std::move(elems));
@@ -185,6 +253,12 @@ class SequenceConverter {
     const std::vector<Value*>& elems = seq(0);
     int64_t n = int64_t(elems.size());
     if (in(1).empty()) error("input 1 (position) is required");
+    if (runtime_position(1)) {
+      if (n == 0) error("cannot read from an empty sequence");
+      Value* p = position_at_run_time(1, n, 0);
+      node1(OpKind::Gather, {stacked(elems), p}, out(0), {{"axis", Attribute(int64_t(0))}});
+      return true;
+    }
     int64_t p = position(1, n, n - 1, 0);
     node1(OpKind::Identity, {elems[size_t(p)]}, out(0));
     return true;
@@ -217,17 +291,21 @@ class SequenceConverter {
       const Dim& d = s.dims()[size_t(axis < 0 ? axis + r : axis)];
       return d.is_const() ? std::optional<int64_t>(d.value()) : std::nullopt;
     };
-    // Node outputs get their types from inference, which runs after import: run it over what is built so far.
     if (!v->producer()) return from_type();
+    if (!infer_so_far()) return std::nullopt;
+    return from_type();
+  }
+  // Node outputs get their types from inference, which runs after import: runs it over what is built so far.
+  bool infer_so_far() {
     Graph* root = &g_;
     while (root->parent()) root = root->parent();
     try {
       infer_shapes(*root);
       if (root != &g_) infer_shapes(g_);
     } catch (const Error&) {
-      return std::nullopt;
+      return false;
     }
-    return from_type();
+    return true;
   }
   bool split() {
     Value* x = tensor(0);
