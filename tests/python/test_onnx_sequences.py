@@ -260,3 +260,22 @@ def test_loop_reading_a_sequence_by_iteration(tmp_path):
              helper.make_node("Loop", ["n", "", "zero"], ["y"], body=body)]
     m = model(nodes, [vi("x", F, [5, 2]), vi("n", I64, []), vi("zero", F, [2])], [vi("y", F, None)])
     check(m, {"x": randn(5, 2), "n": np.array(3, np.int64), "zero": np.zeros(2, np.float32)}, tmp_path)
+
+
+def test_split_inside_nested_regions(tmp_path):
+    # A SplitToSequence in an If branch inside a Loop body: the split axis's size comes from inference over the
+    # main graph, the body (its declared input type) and the branch, none of them finished yet.
+    branch = helper.make_graph([helper.make_node("SplitToSequence", ["r"], ["rs"], axis=0, keepdims=0),
+                                helper.make_node("ConcatFromSequence", ["rs"], ["rc"], axis=0, new_axis=1)],
+                               "then", [], [vi("rc", F, None)])
+    other = helper.make_graph([helper.make_node("Neg", ["acc_in"], ["ng"])], "else", [], [vi("ng", F, None)])
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Relu", ["acc_in"], ["r"]),  # typed by inference of the body
+                              helper.make_node("If", ["c_in"], ["b"], then_branch=branch, else_branch=other),
+                              helper.make_node("Add", ["b", "t"], ["acc_out"])], "body",
+                             [vi("i", I64, []), vi("c_in", TensorProto.BOOL, []), vi("acc_in", F, [3, 2])],
+                             [vi("c_out", TensorProto.BOOL, []), vi("acc_out", F, None)])
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+             helper.make_node("Loop", ["n", "", "t"], ["y"], body=body)]
+    m = model(nodes, [vi("x", F, [2, 3]), vi("n", I64, [])], [vi("y", F, None)])
+    check(m, {"x": randn(2, 3), "n": np.array(3, np.int64)}, tmp_path)

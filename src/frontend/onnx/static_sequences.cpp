@@ -187,7 +187,7 @@ class SequenceConverter {
     bool inferred = false;
     for (Value* e : elems) {
       if (e->producer() && !inferred) inferred = infer_so_far();
-      if (!e->shape().rank_known() || !(e->shape() == elems[0]->shape()))
+      if ((e->producer() && !inferred) || !e->shape().rank_known() || !(e->shape() == elems[0]->shape()))
         unresolved("the position '", in(n_.op_type() == "SequenceInsert" ? 2 : 1), "' is computed at run time, ",
                    "and the elements' shapes are not known to be equal (", elems[0]->type().str(), " and ",
                    e->type().str(), "), so the result's element shapes depend on it");
@@ -296,12 +296,13 @@ class SequenceConverter {
     return from_type();
   }
   // Node outputs get their types from inference, which runs after import: runs it over what is built so far.
+  // Regions being built are not attached to their node yet, so each graph from the root down to this one is
+  // inferred in turn (each sees the types of the values it captures).
   bool infer_so_far() {
-    Graph* root = &g_;
-    while (root->parent()) root = root->parent();
+    std::vector<Graph*> chain;
+    for (Graph* g = &g_; g; g = g->parent()) chain.insert(chain.begin(), g);
     try {
-      infer_shapes(*root);
-      if (root != &g_) infer_shapes(g_);
+      for (Graph* g : chain) infer_shapes(*g);
     } catch (const Error&) {
       return false;
     }
