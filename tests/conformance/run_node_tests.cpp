@@ -474,7 +474,8 @@ int main(int argc, char** argv) {
     }
   }
   if (!skip_reasons.empty()) {
-    std::cout << "skipped (ops outside the op table, random ops, invalid test data):\n";
+    std::cout << "skipped (ops outside the op table, random ops, invalid test data, sequences not resolvable at "
+                 "import):\n";
     for (auto& [why, names] : skip_reasons) {
       std::cout << "  " << why << ": " << names.size() << " case(s):";
       for (auto& n : names) std::cout << " " << n;

@@ -279,3 +279,11 @@ def test_split_inside_nested_regions(tmp_path):
              helper.make_node("Loop", ["n", "", "t"], ["y"], body=body)]
     m = model(nodes, [vi("x", F, [2, 3]), vi("n", I64, [])], [vi("y", F, None)])
     check(m, {"x": randn(2, 3), "n": np.array(3, np.int64)}, tmp_path)
+
+
+def test_tensor_op_given_a_sequence_is_refused(tmp_path):
+    m = model([helper.make_node("SequenceConstruct", ["x"], ["s"]), helper.make_node("Relu", ["s"], ["y"], name="r")],
+              [vi("x", F, [6])], [vi("y", F, None)])
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    with pytest.raises(cuvil.Error, match=r"Relu node 'r': input 0 \('s'\) is a sequence, which this op cannot take"):
+        cuvil.load_onnx(str(tmp_path / "m.onnx"))

@@ -58,8 +58,8 @@ std::string symbol_name(const std::string& s) {
 }
 
 TensorType convert_type(const onnx::TypeProto& tp, const std::string& what) {
-  CUVIL_CHECK(tp.has_tensor_type(), what, ": only tensor types are supported (sequence, map, optional and sparse "
-              "values are not)");
+  CUVIL_CHECK(tp.has_tensor_type(), what, ": only tensor types are supported here (map and sparse values are not; "
+              "sequences and optionals only as inputs of the main graph, bound at import)");
   const auto& tt = tp.tensor_type();
   auto dt = dtype_from_onnx_id(tt.elem_type());
   CUVIL_CHECK(dt, what, ": unsupported element type ", onnx::TensorProto_DataType_Name(tt.elem_type()), " (",
@@ -624,12 +624,12 @@ class Importer {
     std::vector<std::string> flat;
     for (size_t i = 0; i < lt.size(); ++i) {
       if (lt[i].kind != le[i].kind || lt[i].count != le[i].count)
-        unresolved("output " + std::to_string(i) + " is a " +
-                   (lt[i].kind == OnnxIoSlot::Kind::None ? std::string("empty optional")
-                                                         : std::to_string(lt[i].count) + "-element value") +
-                   " in then_branch but a " +
-                   (le[i].kind == OnnxIoSlot::Kind::None ? std::string("empty optional")
-                                                         : std::to_string(le[i].count) + "-element value") +
+        unresolved("output " + std::to_string(i) + " is " +
+                   (lt[i].kind == OnnxIoSlot::Kind::None ? std::string("an empty optional")
+                                                         : "a " + std::to_string(lt[i].count) + "-element value") +
+                   " in then_branch but " +
+                   (le[i].kind == OnnxIoSlot::Kind::None ? std::string("an empty optional")
+                                                         : "a " + std::to_string(le[i].count) + "-element value") +
                    " in else_branch: which one depends on the condition at run time");
       std::string base = i < outs.size() ? outs[i] : loc.name + "_out" + std::to_string(i);
       if (lt[i].kind == OnnxIoSlot::Kind::Tensor) flat.push_back(base);

@@ -33,7 +33,7 @@ class SequenceConverter {
     if (op == "Loop" && reads_static_any(2)) return unroll_loop();
     for (int i = 0; i < n_.input_size(); ++i)
       if (reads_static(i))
-        unresolved("input ", i, " ('", in(i), "') is a ", kind_of(in(i)), ", which this op cannot take");
+        unresolved("input ", i, " ('", in(i), "') is ", kind_of(in(i)), ", which this op cannot take");
     return false;
   }
 
@@ -66,8 +66,8 @@ class SequenceConverter {
   }
   std::string kind_of(const std::string& name) const {
     auto it = c_.values.find(name);
-    if (it == c_.values.end()) return "tensor";
-    return it->second.kind == StaticValue::Kind::None ? "empty optional" : "sequence";
+    if (it == c_.values.end()) return "a tensor";
+    return it->second.kind == StaticValue::Kind::None ? "an empty optional" : "a sequence";
   }
 
   const onnx::AttributeProto* attr(const std::string& name) const {
@@ -99,7 +99,7 @@ class SequenceConverter {
   Value* tensor(int i) const {
     std::string name = in(i);
     if (name.empty()) error("input ", i, " is required");
-    if (c_.values.count(name)) error("input ", i, " ('", name, "') must be a tensor, not a ", kind_of(name));
+    if (c_.values.count(name)) error("input ", i, " ('", name, "') must be a tensor, not ", kind_of(name));
     Value* v = g_.lookup(name);
     if (!v) error("input ", i, " ('", name, "') is not defined before this node");
     return v;
@@ -355,7 +355,7 @@ class SequenceConverter {
   }
   // A body output after inlining: the tensor it names (bodies that yield sequences are not unrolled).
   Value* body_tensor(const std::string& name, const char* what) const {
-    if (c_.values.count(name)) unresolved("the body's ", what, " '", name, "' is a ", kind_of(name));
+    if (c_.values.count(name)) unresolved("the body's ", what, " '", name, "' is ", kind_of(name));
     Value* v = g_.lookup(name);
     if (!v) error("the body's ", what, " '", name, "' is not defined");
     return v;
