@@ -287,3 +287,52 @@ def test_tensor_op_given_a_sequence_is_refused(tmp_path):
     onnx.save(m, str(tmp_path / "m.onnx"))
     with pytest.raises(cuvil.Error, match=r"Relu node 'r': input 0 \('s'\) is a sequence, which this op cannot take"):
         cuvil.load_onnx(str(tmp_path / "m.onnx"))
+
+
+@pytest.mark.parametrize("axis,new_axis", [(0, 1), (1, 1), (-1, 1), (0, 0), (1, 0), (-1, 0)])
+def test_loop_appending_with_run_time_trip_count(tmp_path, axis, new_axis):
+    # Not unrollable (n is an input): the appended list becomes the Loop's scan output, read by
+    # ConcatFromSequence, SequenceLength and SequenceAt.
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Cast", ["i"], ["fi"], to=F),
+                              helper.make_node("Mul", ["x", "fi"], ["v"]),
+                              helper.make_node("SequenceInsert", ["seq_in", "v"], ["seq_out"]),
+                              helper.make_node("Add", ["acc_in", "v"], ["acc_out"])], "body",
+                             [vi("i", I64, []), vi("c_in", TensorProto.BOOL, []), seq_vi("seq_in", F, None),
+                              vi("acc_in", F, None)],
+                             [vi("c_out", TensorProto.BOOL, []), seq_vi("seq_out", F, None), vi("acc_out", F, None)])
+    nodes = [helper.make_node("SequenceEmpty", [], ["empty"], dtype=F),
+             helper.make_node("Loop", ["n", "", "empty", "zero"], ["seq", "acc"], body=body),
+             helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=axis, new_axis=new_axis),
+             helper.make_node("SequenceLength", ["seq"], ["len"]),
+             const("last", np.array(-1, np.int64)),
+             helper.make_node("SequenceAt", ["seq", "last"], ["at"])]
+    m = model(nodes, [vi("x", F, [2, 3]), vi("n", I64, []), vi("zero", F, [2, 3])],
+              [vi("y", F, None), vi("acc", F, None), vi("len", I64, []), vi("at", F, None)])
+    for n in (1, 4):
+        check(m, {"x": randn(2, 3), "n": np.array(n, np.int64), "zero": np.zeros((2, 3), np.float32)}, tmp_path)
+
+
+@pytest.mark.parametrize("stack", [True, False])
+def test_torch_exported_list_append_in_dynamic_loop(tmp_path, stack):
+    """A scripted loop over a dynamic dim appending to a list, then torch.stack / torch.cat."""
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def __init__(self, stack: bool):
+            super().__init__()
+            self.stack = stack
+
+        def forward(self, x):
+            outs = []
+            for i in range(x.size(0)):
+                outs.append(torch.relu(x[i]) * 2 + float(i))
+            return torch.stack(outs, dim=1) if self.stack else torch.cat(outs, dim=1)
+
+    f = io.BytesIO()
+    torch.onnx.export(torch.jit.script(M(stack)), (torch.randn(4, 3, 5),), f, dynamo=False, opset_version=17,
+                      input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "n"}})
+    m = onnx.load_from_string(f.getvalue())
+    assert "Loop" in {n.op_type for n in m.graph.node}
+    for n in (4, 1, 6):
+        check(m, {"x": randn(n, 3, 5)}, tmp_path)

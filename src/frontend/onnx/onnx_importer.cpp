@@ -385,6 +385,11 @@ class Importer {
     std::vector<OnnxIoSlot> layout;
     for (const auto& out : gp.output()) {
       if (auto st = statics_.find(out.name()); st != statics_.end()) {
+        if (st->second.kind == StaticValue::Kind::Stacked)
+          throw StaticSequenceError("graph '" + gp.name() + "' output '" + out.name() + "' is a sequence whose " +
+                                    "length is known only at run time (a Loop's appended list); Cuvil resolves " +
+                                    "sequences when the graph is built, and reads such a one only through " +
+                                    "ConcatFromSequence, SequenceAt and SequenceLength");
         // A sequence output is its elements, in order; an empty optional is nothing.
         bool none = st->second.kind == StaticValue::Kind::None;
         for (Value* e : st->second.elems) g.add_output(e);
@@ -483,7 +488,8 @@ class Importer {
       SequenceImportContext sctx{np, g, loc, statics_,
                                  [&](const onnx::GraphProto& body, const std::vector<std::string>& args) {
                                    return inline_body(body, args, g, loc.name);
-                                 }};
+                                 },
+                                 [&](const onnx::NodeProto& rewritten) { convert_node(rewritten, g); }};
       if (convert_static_sequence_node(sctx)) return;
     }
     std::vector<Value*> inputs;

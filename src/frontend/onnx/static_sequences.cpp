@@ -2,6 +2,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <set>
+
 #include "ir/shape_inference.h"
 
 namespace cuvil {
@@ -67,6 +69,7 @@ class SequenceConverter {
   std::string kind_of(const std::string& name) const {
     auto it = c_.values.find(name);
     if (it == c_.values.end()) return "a tensor";
+    if (it->second.kind == StaticValue::Kind::Stacked) return "a sequence (of run-time length)";
     return it->second.kind == StaticValue::Kind::None ? "an empty optional" : "a sequence";
   }
 
@@ -93,6 +96,9 @@ class SequenceConverter {
       if (g_.lookup(name)) error("input ", i, " ('", name, "') must be a sequence, not a tensor");
       error("input ", i, " ('", name, "') is not defined before this node");
     }
+    if (it->second.kind == StaticValue::Kind::Stacked)
+      unresolved("input ", i, " ('", name, "') is a sequence whose length is known only at run time (a Loop's ",
+                 "appended list), which only ConcatFromSequence, SequenceAt and SequenceLength can read");
     if (it->second.kind != StaticValue::Kind::Sequence) error("input ", i, " ('", name, "') is an empty optional");
     return it->second.elems;
   }
@@ -105,6 +111,12 @@ class SequenceConverter {
     return v;
   }
 
+  // The stacked tensor of input i when it is a sequence of run-time length, else null.
+  Value* stacked_input(int i) const {
+    if (!reads_static(i)) return nullptr;
+    const StaticValue& v = c_.values.at(in(i));
+    return v.kind == StaticValue::Kind::Stacked ? v.stacked : nullptr;
+  }
   bool set_seq(const std::string& name, std::vector<Value*> elems) {
     c_.values[name] = StaticValue{StaticValue::Kind::Sequence, std::move(elems)};
     return true;
@@ -250,9 +262,15 @@ class SequenceConverter {
     return set_seq(out(0), std::move(elems));
   }
   bool at() {
+    if (in(1).empty()) error("input 1 (position) is required");
+    if (Value* st = stacked_input(0)) {
+      Value* p = temp(OpKind::Cast, {tensor(1)}, out(0) + "_pos", {{"to", Attribute(int64_t(dtype_onnx_id(DType::i64)))}});
+      p = temp(OpKind::Reshape, {p, const_i64({}, out(0) + "_scalar")}, out(0) + "_pos");
+      node1(OpKind::Gather, {st, p}, out(0), {{"axis", Attribute(int64_t(0))}});
+      return true;
+    }
     const std::vector<Value*>& elems = seq(0);
     int64_t n = int64_t(elems.size());
-    if (in(1).empty()) error("input 1 (position) is required");
     if (runtime_position(1)) {
       if (n == 0) error("cannot read from an empty sequence");
       Value* p = position_at_run_time(1, n, 0);
@@ -264,10 +282,17 @@ class SequenceConverter {
     return true;
   }
   bool length() {
+    if (Value* st = stacked_input(0)) {
+      Value* zero = g_.add_constant(g_.unique_name(out(0) + "_axis0"), Tensor::scalar<int64_t>(0));
+      node1(OpKind::Gather, {temp(OpKind::Shape, {st}, out(0) + "_shape"), zero}, out(0),
+            {{"axis", Attribute(int64_t(0))}});
+      return true;
+    }
     g_.add_constant(out(0), Tensor::scalar<int64_t>(int64_t(seq(0).size())));
     return true;
   }
   bool concat() {
+    if (Value* st = stacked_input(0)) return concat_stacked(st);
     const std::vector<Value*>& elems = seq(0);
     if (elems.empty()) error("cannot concatenate an empty sequence");
     int64_t axis = int_attr("axis", std::nullopt);
@@ -278,6 +303,46 @@ class SequenceConverter {
       for (Value*& p : parts) p = temp(OpKind::Unsqueeze, {p, axes}, out(0) + "_part");
     }
     node1(OpKind::Concat, parts, out(0), {{"axis", Attribute(axis)}});
+    return true;
+  }
+
+  // ConcatFromSequence of a stacked sequence [T, e_0 .. e_r-1]: with new_axis the stack with axis 0 moved to
+  // `axis`; without, that with the moved axis merged into the next (a Reshape whose shape is computed in the graph).
+  bool concat_stacked(Value* st) {
+    int64_t axis = int_attr("axis", std::nullopt);
+    bool new_axis = int_attr("new_axis", 0) != 0;
+    if (st->producer() && !infer_so_far()) unresolved("the rank of the appended elements is not known");
+    if (!st->shape().rank_known()) unresolved("the rank of the appended elements is not known");
+    int64_t r = int64_t(st->shape().rank()) - 1;  // the elements' rank
+    int64_t lim = new_axis ? r + 1 : r;
+    if (axis < -lim || axis >= lim || (!new_axis && r == 0))
+      error("axis ", axis, " is out of range for elements of rank ", r, new_axis ? " (new_axis)" : "");
+    if (axis < 0) axis += lim;
+    if (new_axis && axis == 0) {
+      node1(OpKind::Identity, {st}, out(0));
+      return true;
+    }
+    std::vector<int64_t> perm;  // axis 0 moved to `axis`
+    for (int64_t i = 1; i <= axis; ++i) perm.push_back(i);
+    perm.push_back(0);
+    for (int64_t i = axis + 1; i <= r; ++i) perm.push_back(i);
+    if (new_axis) {
+      node1(OpKind::Transpose, {st}, out(0), {{"perm", Attribute(perm)}});
+      return true;
+    }
+    Value* moved = axis == 0 ? st : temp(OpKind::Transpose, {st}, out(0) + "_moved", {{"perm", Attribute(perm)}});
+    Value* sh = temp(OpKind::Shape, {moved}, out(0) + "_shape");
+    auto slice = [&](int64_t b, int64_t e) {
+      return temp(OpKind::Slice, {sh, const_i64({b}, out(0) + "_b"), const_i64({e}, out(0) + "_e")},
+                  out(0) + "_dims");
+    };
+    std::vector<Value*> dims;
+    if (axis > 0) dims.push_back(slice(0, axis));
+    dims.push_back(temp(OpKind::Mul, {slice(axis, axis + 1), slice(axis + 1, axis + 2)}, out(0) + "_merged"));
+    if (axis + 2 <= r) dims.push_back(slice(axis + 2, r + 1));
+    Value* shape = dims.size() == 1 ? dims[0]
+                                    : temp(OpKind::Concat, dims, out(0) + "_dims", {{"axis", Attribute(int64_t(0))}});
+    node1(OpKind::Reshape, {moved, shape}, out(0));
     return true;
   }
 
@@ -387,14 +452,15 @@ class SequenceConverter {
   // constant true, so that the number of iterations (and each sequence's length) is known.
   bool unroll_loop() {
     const onnx::GraphProto& body = body_attr();
-    if (in(0).empty()) unresolved("a Loop carrying a sequence needs a trip count (M)");
+    if (in(0).empty()) return append_loop("a Loop carrying a sequence needs a trip count (M) to be unrolled");
     auto trips = static_int(tensor(0));
-    if (!trips) unresolved("a Loop carrying a sequence needs a trip count known when the graph is built; '", in(0),
-                           "' is computed at run time");
+    if (!trips)
+      return append_loop("a Loop carrying a sequence needs a trip count known when the graph is built to be "
+                         "unrolled; '" + in(0) + "' is computed at run time");
     bool run = true;
     if (!in(1).empty()) {
       auto c = static_int(tensor(1));
-      if (!c) unresolved("a Loop carrying a sequence needs a condition known when the graph is built");
+      if (!c) return append_loop("a Loop carrying a sequence needs a condition known when the graph is built");
       run = *c != 0;
     }
     int64_t m = run ? std::max<int64_t>(*trips, 0) : 0;
@@ -440,6 +506,107 @@ class SequenceConverter {
       std::vector<Value*> parts;
       for (Value* v : scans[size_t(j)]) parts.push_back(temp(OpKind::Unsqueeze, {v, axes}, name + "_part"));
       node1(OpKind::Concat, parts, name, {{"axis", Attribute(int64_t(0))}});
+    }
+    return true;
+  }
+
+  // How often `name` is read in `g` (node inputs, here and in nested regions, and graph outputs).
+  static int count_uses(const onnx::GraphProto& g, const std::string& name) {
+    int n = 0;
+    for (const auto& o : g.output()) n += o.name() == name;
+    for (const auto& node : g.node()) {
+      for (const auto& i : node.input()) n += i == name;
+      for (const auto& a : node.attribute()) {
+        if (a.has_g()) n += count_uses(a.g(), name);
+        for (const auto& sg : a.graphs()) n += count_uses(sg, name);
+      }
+    }
+    return n;
+  }
+
+  // A Loop that cannot be unrolled, whose carried sequences start empty and get one tensor appended per iteration
+  // (SequenceInsert(seq_in, v) the only use of seq_in, its result only the body's output): each such sequence
+  // becomes a scan output of the Loop, a Stacked value (its elements must then share one shape, which the Loop
+  // checks at run time as it stacks them).
+  bool append_loop(const std::string& why_not_unrolled) {
+    const onnx::GraphProto& body = body_attr();
+    int num_carried = n_.input_size() - 2;
+    if (num_carried < 0 || body.input_size() != 2 + num_carried || body.output_size() < 1 + num_carried)
+      error("the body has ", body.input_size(), " inputs and ", body.output_size(), " outputs for ", num_carried,
+            " loop-carried values");
+    int num_scan = body.output_size() - 1 - num_carried;
+    std::vector<bool> appended(static_cast<size_t>(num_carried), false);
+    std::vector<std::string> elems(static_cast<size_t>(num_carried));  // the tensor appended per iteration
+    std::set<const onnx::NodeProto*> inserts;
+    for (int k = 0; k < num_carried; ++k) {
+      if (!reads_static(2 + k)) continue;
+      const StaticValue& init = c_.values.at(in(2 + k));
+      if (init.kind != StaticValue::Kind::Sequence || !init.elems.empty())
+        unresolved(why_not_unrolled, "; nor is '", in(2 + k), "' an empty sequence that the body appends to");
+      const std::string& bi = body.input(2 + k).name();
+      const std::string& bo = body.output(1 + k).name();
+      const onnx::NodeProto* ins = nullptr;
+      for (const auto& node : body.node())
+        for (const auto& o : node.output())
+          if (o == bo) ins = &node;
+      if (!ins || ins->op_type() != "SequenceInsert" || ins->input_size() != 2 || ins->input(0) != bi ||
+          count_uses(body, bi) != 1 || count_uses(body, bo) != 1)
+        unresolved(why_not_unrolled, "; nor does the body only append one tensor per iteration to '", bi, "'");
+      appended[size_t(k)] = true;
+      elems[size_t(k)] = ins->input(1);
+      inserts.insert(ins);
+    }
+    // The rewritten Loop: appended sequences leave the carried values and join the scan outputs, last.
+    onnx::NodeProto loop = n_;
+    onnx::GraphProto* nb = nullptr;
+    for (auto& a : *loop.mutable_attribute())
+      if (a.name() == "body") nb = a.mutable_g();
+    nb->clear_input();
+    nb->clear_output();
+    nb->clear_node();
+    loop.clear_input();
+    loop.clear_output();
+    for (int i = 0; i < 2; ++i) {
+      *nb->add_input() = body.input(i);
+      loop.add_input(in(i));
+    }
+    *nb->add_output() = body.output(0);
+    std::vector<std::string> stacked_names;
+    for (int k = 0; k < num_carried; ++k) {
+      std::string out_k = k < n_.output_size() ? n_.output(k) : "";
+      if (appended[size_t(k)]) continue;
+      *nb->add_input() = body.input(2 + k);
+      *nb->add_output() = body.output(1 + k);
+      loop.add_input(in(2 + k));
+      loop.add_output(out_k);
+    }
+    for (int j = 0; j < num_scan; ++j) {
+      *nb->add_output() = body.output(1 + num_carried + j);
+      loop.add_output(num_carried + j < n_.output_size() ? n_.output(num_carried + j) : "");
+    }
+    for (const auto& node : body.node())
+      if (!inserts.count(&node)) *nb->add_node() = node;
+    for (int k = 0; k < num_carried; ++k) {
+      if (!appended[size_t(k)]) continue;
+      // (an Identity, so that the scan output is the body's own value even when it appends an outer one)
+      std::string scan = body.output(1 + k).name() + "_appended";
+      auto* id = nb->add_node();
+      id->set_op_type("Identity");
+      id->add_input(elems[size_t(k)]);
+      id->add_output(scan);
+      nb->add_output()->set_name(scan);
+      std::string out_k = k < n_.output_size() ? n_.output(k) : "";
+      std::string name = g_.unique_name((out_k.empty() ? scan : out_k) + "_stacked");
+      loop.add_output(name);
+      stacked_names.push_back(out_k.empty() ? "" : name);
+    }
+    c_.convert_node(loop);
+    size_t at = 0;
+    for (int k = 0; k < num_carried; ++k) {
+      if (!appended[size_t(k)]) continue;
+      const std::string& name = stacked_names[at++];
+      if (!name.empty())
+        c_.values[n_.output(k)] = StaticValue{StaticValue::Kind::Stacked, {}, g_.lookup(name)};
     }
     return true;
   }

@@ -5,7 +5,8 @@
 // bound to a length) is kept by the importer as the list of its element tensors, and every sequence op becomes
 // tensor ops on those elements: SequenceAt is the element itself, ConcatFromSequence a Concat, SequenceLength a
 // constant, SequenceMap its body once per element, a Loop carrying a sequence its body once per iteration (when
-// the trip count is a constant). An optional value is either a tensor/sequence (present) or "none". What cannot
+// the trip count is a constant; with a run-time trip count, a sequence it only appends to becomes a scan output:
+// a Stacked value, which ConcatFromSequence, SequenceAt and SequenceLength read). An optional value is either a tensor/sequence (present) or "none". What cannot
 // be resolved this way (a length or position computed at run time, an If whose branches give different
 // lengths) raises StaticSequenceError naming the op, the node and why.
 #pragma once
@@ -32,11 +33,14 @@ class StaticSequenceError : public Error {
   using Error::Error;
 };
 
-// A non-tensor ONNX value: a sequence of known length, or an empty optional.
+// A non-tensor ONNX value: a sequence of known length, an empty optional, or a sequence of run-time length whose
+// elements share one shape, held as one tensor with the elements stacked on axis 0 (what a Loop appending one
+// tensor per iteration builds: its scan output).
 struct StaticValue {
-  enum class Kind { Sequence, None };
+  enum class Kind { Sequence, None, Stacked };
   Kind kind = Kind::Sequence;
   std::vector<Value*> elems;  // Sequence: the element tensors, in order
+  Value* stacked = nullptr;   // Stacked: [length, element dims...]
 };
 
 // Non-tensor values by ONNX name. ONNX names are unique across a model's graphs, and inlined bodies are renamed
@@ -53,6 +57,8 @@ struct SequenceImportContext {
   // omitted), the names it defines renamed apart; returns the names its outputs have after renaming.
   std::function<std::vector<std::string>(const onnx::GraphProto& body, const std::vector<std::string>& inputs)>
       inline_body;
+  // Converts a (rewritten) node into `graph` as the importer converts any node.
+  std::function<void(const onnx::NodeProto& node)> convert_node;
 };
 
 // Converts `ctx.node` when it is a sequence or optional op or reads a static value (Identity of a sequence, a
