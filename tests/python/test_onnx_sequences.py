@@ -204,15 +204,28 @@ def test_errors_name_op_node_and_why(tmp_path):
     onnx.save(m, str(tmp_path / "split.onnx"))
     with pytest.raises(cuvil.Error, match=r"SplitToSequence node 'splitter'.*computed at run time"):
         cuvil.load_onnx(str(tmp_path / "split.onnx"))
-    # A Loop carrying a sequence with a run-time trip count cannot be unrolled.
+    # A Loop carrying a sequence with a run-time trip count cannot be unrolled, and its body reads the sequence
+    # (its length) besides appending to it, so it is no scan output either.
+    body = loop_body(scan_output=False)
+    body.node.append(helper.make_node("SequenceLength", ["seq_in"], ["len"]))
+    body.node.append(helper.make_node("Cast", ["len"], ["flen"], to=F))
+    body.output.append(vi("flen", F, []))
     nodes = [helper.make_node("SequenceConstruct", ["x"], ["xs"]),
              helper.make_node("SequenceEmpty", [], ["empty"], dtype=F),
-             helper.make_node("Loop", ["n", "", "empty"], ["seq", "scans"], body=loop_body(), name="lp"),
+             helper.make_node("Loop", ["n", "", "empty"], ["seq", "lens"], body=body, name="lp"),
              helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0)]
-    m = model(nodes, [vi("x", F, [6]), vi("n", I64, [])], [vi("y", F, None)])
+    m = model(nodes, [vi("x", F, [6]), vi("n", I64, [])], [vi("y", F, None), vi("lens", F, None)])
     onnx.save(m, str(tmp_path / "loop.onnx"))
-    with pytest.raises(cuvil.Error, match=r"Loop node 'lp'.*trip count.*computed at run time"):
+    with pytest.raises(cuvil.Error, match=r"Loop node 'lp'.*computed at run time.*only append one tensor"):
         cuvil.load_onnx(str(tmp_path / "loop.onnx"))
+    # A sequence of run-time length as a graph output has no fixed list of tensors to become.
+    nodes = [helper.make_node("SequenceConstruct", ["x"], ["xs"]),
+             helper.make_node("SequenceEmpty", [], ["empty"], dtype=F),
+             helper.make_node("Loop", ["n", "", "empty"], ["seq"], body=loop_body(scan_output=False), name="lp")]
+    m = model(nodes, [vi("x", F, [6]), vi("n", I64, [])], [seq_vi("seq", F, None)])
+    onnx.save(m, str(tmp_path / "loop_out.onnx"))
+    with pytest.raises(cuvil.Error, match=r"output 'seq' is a sequence whose length is known only at run time"):
+        cuvil.load_onnx(str(tmp_path / "loop_out.onnx"))
     # A constant position out of range is the model's error.
     m = model([helper.make_node("SequenceConstruct", ["x"], ["xs"]), const("p", np.array(3, np.int64)),
                helper.make_node("SequenceAt", ["xs", "p"], ["y"], name="at")],
