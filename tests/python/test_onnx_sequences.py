@@ -349,3 +349,18 @@ def test_torch_exported_list_append_in_dynamic_loop(tmp_path, stack):
     assert "Loop" in {n.op_type for n in m.graph.node}
     for n in (4, 1, 6):
         check(m, {"x": randn(n, 3, 5)}, tmp_path)
+
+
+def test_loop_too_long_to_unroll_appends_as_scan_output(tmp_path):
+    # A constant trip count above the unrolling limit (4096): the appended list becomes a scan output instead.
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Cast", ["i"], ["fi"], to=F),
+                              helper.make_node("Mul", ["x", "fi"], ["v"]),
+                              helper.make_node("SequenceInsert", ["seq_in", "v"], ["seq_out"])], "body",
+                             [vi("i", I64, []), vi("c_in", TensorProto.BOOL, []), seq_vi("seq_in", F, None)],
+                             [vi("c_out", TensorProto.BOOL, []), seq_vi("seq_out", F, None)])
+    nodes = [helper.make_node("SequenceEmpty", [], ["empty"], dtype=F), const("n", np.array(5000, np.int64)),
+             helper.make_node("Loop", ["n", "", "empty"], ["seq"], body=body),
+             helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0)]
+    m = model(nodes, [vi("x", F, [2])], [vi("y", F, None)])
+    check(m, {"x": randn(2)}, tmp_path)

@@ -465,8 +465,8 @@ class SequenceConverter {
     }
     int64_t m = run ? std::max<int64_t>(*trips, 0) : 0;
     if (m > kMaxUnrolledIterations)
-      unresolved("a Loop carrying a sequence is unrolled, and ", m, " iterations are more than the limit of ",
-                 kMaxUnrolledIterations);
+      return append_loop(str_cat("a Loop carrying a sequence is unrolled, and ", m,
+                                 " iterations are more than the limit of ", kMaxUnrolledIterations));
     int num_carried = n_.input_size() - 2;
     int num_scan = body.output_size() - 1 - num_carried;
     if (num_carried < 0 || num_scan < 0 || body.input_size() != 2 + num_carried)
