@@ -82,7 +82,8 @@ def test_insert_erase_at_length(tmp_path):
 
 
 @pytest.mark.parametrize("split,keepdims", [(None, 1), (None, 0), (np.array(2, np.int64), 1),
-                                            (np.array([1, 4, 2], np.int64), 1)])
+                                            (np.array([1, 4, 2], np.int64), 1), (np.array(1, np.int64), 0),
+                                            (np.array(1, np.int64), 1)])
 def test_split_to_sequence(tmp_path, split, keepdims):
     nodes, ins = [], ["x"]
     if split is not None:
@@ -364,3 +365,42 @@ def test_loop_too_long_to_unroll_appends_as_scan_output(tmp_path):
              helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0)]
     m = model(nodes, [vi("x", F, [2])], [vi("y", F, None)])
     check(m, {"x": randn(2)}, tmp_path)
+
+
+@pytest.mark.parametrize("axis,keepdims", [(1, 0), (0, 0), (-1, 1), (1, 1)])
+def test_unbind_along_a_dim_of_run_time_size(tmp_path, axis, keepdims):
+    # SplitToSequence without split along a symbolic dim, read back in a Loop (SequenceAt at the iteration number,
+    # appended), by SequenceLength and by ConcatFromSequence.
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("SequenceAt", ["xs", "i"], ["xi"]),
+                              helper.make_node("Relu", ["xi"], ["v"]),
+                              helper.make_node("SequenceInsert", ["seq_in", "v"], ["seq_out"])], "body",
+                             [vi("i", I64, []), vi("c_in", TensorProto.BOOL, []), seq_vi("seq_in", F, None)],
+                             [vi("c_out", TensorProto.BOOL, []), seq_vi("seq_out", F, None)])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["xs"], axis=axis, keepdims=keepdims),
+             helper.make_node("SequenceLength", ["xs"], ["n"]),
+             helper.make_node("SequenceEmpty", [], ["empty"], dtype=F),
+             helper.make_node("Loop", ["n", "", "empty"], ["seq"], body=body),
+             helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=axis, new_axis=1 - keepdims),
+             helper.make_node("ConcatFromSequence", ["xs"], ["z"], axis=0, new_axis=0)]
+    m = model(nodes, [vi("x", F, ["a", "b", "c"])], [vi("n", I64, []), vi("y", F, None), vi("z", F, None)])
+    for shape in [(2, 3, 4), (3, 1, 2)]:
+        check(m, {"x": randn(*shape)}, tmp_path)
+
+
+def test_torch_exported_unbind_loop(tmp_path):
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            outs = []
+            for t in x.unbind(1):
+                outs.append(torch.tanh(t))
+            return torch.stack(outs, dim=0)
+
+    f = io.BytesIO()
+    torch.onnx.export(torch.jit.script(M()), (torch.randn(2, 5, 3),), f, dynamo=False, opset_version=17,
+                      input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "b", 1: "t"}})
+    m = onnx.load_from_string(f.getvalue())
+    for shape in [(2, 5, 3), (1, 7, 3)]:
+        check(m, {"x": randn(*shape)}, tmp_path)

@@ -426,7 +426,9 @@ class Importer {
         CUVIL_CHECK(!dt || *dt == got.dtype, what, " is declared ", dtype_name(*dt), " but the model computes ",
                     got.str(), by);
       }
-      if (!d.output || !tt.has_shape() || !got.shape.rank_known()) continue;
+      // (ONNX Runtime infers no shapes through sequences, so what exporters declare for a tensor read out of one
+      // is unchecked there, and torch.onnx's guesses can be wrong: only its element type is held to.)
+      if (!d.output || !tt.has_shape() || !got.shape.rank_known() || from_sequences_.count(d.value->name())) continue;
       CUVIL_CHECK(size_t(tt.shape().dim_size()) == got.shape.rank(), what, " is declared with rank ",
                   tt.shape().dim_size(), " but the model computes ", got.str(), by);
       for (int i = 0; i < tt.shape().dim_size(); ++i) {
@@ -490,7 +492,10 @@ class Importer {
                                    return inline_body(body, args, g, loc.name);
                                  },
                                  [&](const onnx::NodeProto& rewritten) { convert_node(rewritten, g); }};
-      if (convert_static_sequence_node(sctx)) return;
+      if (convert_static_sequence_node(sctx)) {
+        for (const auto& o : np.output()) from_sequences_.insert(o);
+        return;
+      }
     }
     std::vector<Value*> inputs;
     for (const auto& name : np.input()) {
@@ -807,6 +812,7 @@ class Importer {
   int inlined_bodies_ = 0;
   const OnnxImportOptions& opts_;
   StaticValues statics_;  // sequence and optional values by ONNX name (static_sequences.h)
+  std::unordered_set<std::string> from_sequences_;  // outputs of the nodes static_sequences.h converted
   std::unordered_map<const Graph*, std::vector<OnnxIoSlot>> region_layouts_;  // regions' outputs, flattened
 };
 

@@ -379,10 +379,18 @@ class SequenceConverter {
     bool keepdims = int_attr("keepdims", 1) != 0;
     std::vector<int64_t> sizes;
     bool squeeze = false;
+    // A scalar split of 1 is the form without split: slices of 1, squeezed unless keepdims (torch's unbind
+    // exports so; ONNX Runtime honours keepdims with a scalar split, which only a split of 1 allows).
+    bool unit_split = false;
     if (!in(1).empty()) {
       Value* s = tensor(1);
       if (!s->is_constant()) unresolved("split '", in(1), "' is computed at run time");
       const Tensor& t = s->constant();
+      if (t.shape().size() == 0 && t.get_i64(0) == 1) unit_split = true;
+      else if (t.shape().size() == 0 && !keepdims) error("keepdims = 0 needs a split of 1, got ", t.get_i64(0));
+    }
+    if (!in(1).empty() && !unit_split) {
+      const Tensor& t = tensor(1)->constant();
       if (t.shape().size() == 0) {
         int64_t chunk = t.get_i64(0);
         if (chunk <= 0) error("split ", chunk, " must be positive");
@@ -396,7 +404,7 @@ class SequenceConverter {
       }
     } else {
       auto d = static_dim(x, axis);
-      if (!d) unresolved("the split axis of '", in(0), "' has a size known only at run time");
+      if (!d) return unbind_stacked(x, axis, keepdims);
       sizes.assign(size_t(*d), 1);
       squeeze = !keepdims;
     }
@@ -411,6 +419,28 @@ class SequenceConverter {
       for (Value*& e : elems) e = temp(OpKind::Squeeze, {e, axes}, e->name() + "_sq");
     }
     return set_seq(out(0), std::move(elems));
+  }
+
+  // SplitToSequence into slices of 1 along an axis of run-time size (torch's unbind): a sequence of run-time
+  // length, stacked: x with `axis` moved to the front (and kept as a dim of 1 with keepdims).
+  bool unbind_stacked(Value* x, int64_t axis, bool keepdims) {
+    if (x->producer()) infer_so_far();
+    if (!x->shape().rank_known())
+      unresolved("the split axis of '", in(0), "' has a size known only at run time, and its rank is not known");
+    int64_t r = int64_t(x->shape().rank());
+    if (axis < -r || axis >= r) error("axis ", axis, " is out of range for rank ", r);
+    if (axis < 0) axis += r;
+    Value* st = x;
+    if (axis != 0) {
+      std::vector<int64_t> perm{axis};
+      for (int64_t i = 0; i < r; ++i)
+        if (i != axis) perm.push_back(i);
+      st = temp(OpKind::Transpose, {x}, out(0) + "_stacked", {{"perm", Attribute(perm)}});
+    }
+    if (keepdims) st = temp(OpKind::Unsqueeze, {st, const_i64({axis + 1}, out(0) + "_axes")}, out(0) + "_stacked");
+    else if (st == x) st = temp(OpKind::Identity, {x}, out(0) + "_stacked");
+    c_.values[out(0)] = StaticValue{StaticValue::Kind::Stacked, {}, st};
+    return true;
   }
 
   const onnx::GraphProto& body_attr() const {
