@@ -493,7 +493,9 @@ class Importer {
                                  },
                                  [&](const onnx::NodeProto& rewritten) { convert_node(rewritten, g); }};
       if (convert_static_sequence_node(sctx)) {
-        for (const auto& o : np.output()) from_sequences_.insert(o);
+        // (a Loop's tensor outputs are computed as any Loop's, not read out of a sequence)
+        if (np.op_type() != "Loop")
+          for (const auto& o : np.output()) from_sequences_.insert(o);
         return;
       }
     }
