@@ -5,6 +5,7 @@
 // A case may be skipped only when its model uses an op outside Cuvil's op table; the reason is printed.
 //
 //   cuvil_onnx_conformance DIR [--filter SUBSTRING] [--verbose] [--min-pass-rate 0.85] [--optimize]
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "frontend/onnx/converter.h"
 #include "frontend/onnx/onnx_importer.h"
+#include "frontend/onnx/static_sequences.h"
 #include "passes/pipeline.h"
 #include "ir/low_precision.h"
 #include "ir/op_schema.h"
@@ -51,8 +53,6 @@ Tensor with_special_values(const Tensor& t) {
 // Ops outside the op table, by the reason they are out of scope.
 std::string out_of_scope_reason(const std::string& op) {
   auto starts = [&](const char* p) { return op.rfind(p, 0) == 0; };
-  if (starts("Sequence") || op == "SplitToSequence" || op == "ConcatFromSequence") return "sequence op";
-  if (starts("Optional")) return "optional op";
   if (op == "StringNormalizer" || op == "RegexFullMatch" || op == "StringSplit" || op == "StringConcat")
     return "string op";
   if (op == "Adam" || op == "Adagrad" || op == "Momentum" || op == "Gradient") return "training op";
@@ -76,12 +76,61 @@ void collect_ops(const onnx::GraphProto& g, std::set<std::string>& ops) {
   }
 }
 
-bool has_non_tensor_io(const onnx::GraphProto& g) {
+// Graph inputs and outputs Cuvil cannot bind: string tensors, maps, sparse tensors. (Sequences and optionals
+// are bound at import, below.)
+bool has_unbindable_io(const onnx::GraphProto& g) {
+  auto bad = [](const onnx::TypeProto* t) {
+    if (t->has_optional_type()) t = &t->optional_type().elem_type();
+    if (t->has_sequence_type()) t = &t->sequence_type().elem_type();
+    return !t->has_tensor_type() || t->tensor_type().elem_type() == onnx::TensorProto::STRING;
+  };
   for (const auto& v : g.input())
-    if (!v.type().has_tensor_type() || v.type().tensor_type().elem_type() == onnx::TensorProto::STRING) return true;
+    if (bad(&v.type())) return true;
   for (const auto& v : g.output())
-    if (!v.type().has_tensor_type() || v.type().tensor_type().elem_type() == onnx::TensorProto::STRING) return true;
+    if (bad(&v.type())) return true;
   return false;
+}
+
+// One value of a data set, as the model's declared type reads it: a tensor, a sequence of tensors, or an
+// optional (absent, or holding one of those).
+struct DataValue {
+  OnnxIoSlot::Kind kind = OnnxIoSlot::Kind::Tensor;
+  std::vector<Tensor> tensors;
+};
+
+DataValue read_data_value(const fs::path& file, const onnx::TypeProto& type) {
+  std::ifstream f(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto sequence = [&](const onnx::SequenceProto& sp) {
+    DataValue v{OnnxIoSlot::Kind::Sequence, {}};
+    CUVIL_CHECK(sp.elem_type() == onnx::SequenceProto::TENSOR || sp.tensor_values_size() == 0, file.string(),
+                ": only sequences of tensors are supported");
+    for (const auto& t : sp.tensor_values()) v.tensors.push_back(onnx_tensor_to_cuvil(&t, ""));
+    return v;
+  };
+  if (type.has_sequence_type()) {
+    onnx::SequenceProto sp;
+    CUVIL_CHECK(sp.ParseFromString(bytes), file.string(), ": not a SequenceProto");
+    return sequence(sp);
+  }
+  if (type.has_optional_type()) {
+    onnx::OptionalProto op;
+    CUVIL_CHECK(op.ParseFromString(bytes), file.string(), ": not an OptionalProto");
+    if (op.has_sequence_value()) return sequence(op.sequence_value());
+    if (op.has_tensor_value()) return {OnnxIoSlot::Kind::Tensor, {onnx_tensor_to_cuvil(&op.tensor_value(), "")}};
+    return {OnnxIoSlot::Kind::None, {}};
+  }
+  return {OnnxIoSlot::Kind::Tensor, {read_onnx_tensor_file(file.string())}};
+}
+
+// The graph's inputs that are not initializers (the data set's input_K.pb files, in order).
+std::vector<const onnx::ValueInfoProto*> runtime_inputs(const onnx::GraphProto& g) {
+  std::set<std::string> inits;
+  for (const auto& t : g.initializer()) inits.insert(t.name());
+  std::vector<const onnx::ValueInfoProto*> r;
+  for (const auto& v : g.input())
+    if (!inits.count(v.name())) r.push_back(&v);
+  return r;
 }
 
 // Element types outside Cuvil's dtypes (float8e8m0, float6, string, complex): the first one a
@@ -200,7 +249,7 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
   for (const auto& op : ops) {
     // In scope: ops of the table, and ONNX ops the importer lowers to them (Constant, Upsample, Scatter, ...).
     // Cuvil's own fused ops share no names with ONNX's but Attention, which ONNX defined in opset 23.
-    if (op == "Constant" || onnx_converters().count(op) ||
+    if (op == "Constant" || onnx_converters().count(op) || is_sequence_op(op) ||
         (op_from_name(op) && op_family(*op_from_name(op)) != "fused"))
       continue;
     why = op + ": " + out_of_scope_reason(op);
@@ -214,17 +263,57 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
     why = "element type " + t + " (outside Cuvil's dtypes)";
     return Result::Skip;
   }
-  if (has_non_tensor_io(m.graph())) {
-    why = "string, sequence or optional values as graph inputs or outputs";
+  if (has_unbindable_io(m.graph())) {
+    why = "string or map values as graph inputs or outputs";
     return Result::Skip;
   }
+  // Sequence and optional values are resolved at import (static_sequences.h): sequence inputs are bound to the
+  // lengths the first data set gives (each element one tensor input), optional inputs to its presence, and
+  // sequence outputs come back as their elements (`layout` says how many).
+  std::vector<const onnx::ValueInfoProto*> onnx_inputs = runtime_inputs(m.graph());
+  auto read_data_set = [&](const fs::path& ds) {
+    std::vector<DataValue> values;
+    for (auto& p : sorted_files(ds, "input_")) {
+      size_t k = values.size();
+      if (k < onnx_inputs.size()) values.push_back(read_data_value(p, onnx_inputs[k]->type()));
+      else values.push_back({OnnxIoSlot::Kind::Tensor, {read_onnx_tensor_file(p.string())}});
+    }
+    return values;
+  };
+  OnnxImportOptions import_options;
+  OnnxIoLayout layout;
+  import_options.layout = &layout;
+  std::string bound_by;  // the data set the bindings come from
+  for (auto& ds : fs::directory_iterator(dir)) {
+    if (!ds.is_directory() || ds.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
+    if (!bound_by.empty() && ds.path().filename().string() > bound_by) continue;
+    bound_by = ds.path().filename().string();
+    import_options.sequence_lengths.clear();
+    import_options.absent_optionals.clear();
+    std::vector<DataValue> values = read_data_set(ds.path());
+    for (size_t k = 0; k < values.size() && k < onnx_inputs.size(); ++k) {
+      if (values[k].kind == OnnxIoSlot::Kind::Sequence)
+        import_options.sequence_lengths[onnx_inputs[k]->name()] = int64_t(values[k].tensors.size());
+      if (values[k].kind == OnnxIoSlot::Kind::None) import_options.absent_optionals.insert(onnx_inputs[k]->name());
+    }
+  }
   try {
-    auto graph = import_onnx_file((dir / "model.onnx").string());
+    std::shared_ptr<Graph> graph;
+    try {
+      graph = import_onnx_file((dir / "model.onnx").string(), import_options);
+    } catch (const StaticSequenceError& e) {
+      // (without the file's path, which every message of the importer starts with)
+      std::string msg = e.what(), path = (dir / "model.onnx").string() + ": ";
+      if (msg.rfind(path, 0) == 0) msg = msg.substr(path.size());
+      why = "sequence or optional value not resolvable when the graph is built: " + msg;
+      return Result::Skip;
+    }
     std::unique_ptr<Executor> reference;
     if (g_special_values) {
       ExecutorOptions ref_options;
       ref_options.kernels.fast = false;
-      reference = std::make_unique<Executor>(import_onnx_file((dir / "model.onnx").string()), ref_options);
+      reference = std::make_unique<Executor>(import_onnx_file((dir / "model.onnx").string(), import_options),
+                                             ref_options);
     }
     if (g_optimize) {
       PassContext ctx;
@@ -235,10 +324,21 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
     for (auto& ds : fs::directory_iterator(dir)) {
       if (!ds.is_directory() || ds.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
       std::vector<Tensor> inputs;
-      for (auto& p : sorted_files(ds.path(), "input_")) {
-        size_t k = inputs.size();
-        Tensor t = read_onnx_tensor_file(p.string());
-        inputs.push_back(k < graph->inputs().size() ? as_dtype_bits(t, graph->inputs()[k]->dtype()) : t);
+      std::vector<DataValue> values = read_data_set(ds.path());
+      for (size_t k = 0; k < values.size(); ++k) {
+        std::string name = k < onnx_inputs.size() ? onnx_inputs[k]->name() : "";
+        bool bound_absent = import_options.absent_optionals.count(name) != 0;
+        auto len = import_options.sequence_lengths.find(name);
+        if ((values[k].kind == OnnxIoSlot::Kind::None) != bound_absent ||
+            (len != import_options.sequence_lengths.end() && int64_t(values[k].tensors.size()) != len->second)) {
+          why = ds.path().filename().string() + ": input '" + name + "' has another length or presence than in " +
+                bound_by + " (the model is imported once)";
+          return Result::Fail;
+        }
+        for (Tensor& t : values[k].tensors) {
+          size_t at = inputs.size();
+          inputs.push_back(at < graph->inputs().size() ? as_dtype_bits(t, graph->inputs()[at]->dtype()) : t);
+        }
       }
       // A data set that contradicts the model's own declared static input shape cannot run on any runtime that
       // validates inputs (onnx 1.12 ships four such castlike bf16 cases); it is reported, not counted as a pass.
@@ -289,17 +389,32 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
       }
       auto outputs = exec.run(inputs);
       auto expected = sorted_files(ds.path(), "output_");
-      if (expected.size() != outputs.size()) {
-        why = "produced " + std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
+      if (expected.size() != layout.outputs.size() || int(expected.size()) != m.graph().output_size()) {
+        why = "produced " + std::to_string(layout.outputs.size()) + " outputs, expected " +
+              std::to_string(expected.size());
         return Result::Fail;
       }
-      for (size_t k = 0; k < outputs.size(); ++k) {
-        Tensor want = as_dtype_bits(read_onnx_tensor_file(expected[k].string()), outputs[k].dtype());
-        std::string diff = compare(outputs[k], want, 1e-3, 1e-7);
-        if (!diff.empty()) {
-          why = ds.path().filename().string() + " output " + std::to_string(k) + " ('" +
-                graph->outputs()[k]->name() + "'): " + diff;
+      size_t at = 0;  // the first Graph output of ONNX output k
+      for (size_t k = 0; k < expected.size(); ++k) {
+        const OnnxIoSlot& slot = layout.outputs[k];
+        DataValue want = read_data_value(expected[k], m.graph().output(int(k)).type());
+        std::string name = m.graph().output(int(k)).name();
+        if (want.kind == OnnxIoSlot::Kind::None ? slot.kind != OnnxIoSlot::Kind::None
+                                                 : want.tensors.size() != slot.count) {
+          why = ds.path().filename().string() + " output " + std::to_string(k) + " ('" + name + "'): " +
+                (slot.kind == OnnxIoSlot::Kind::None ? std::string("empty") : std::to_string(slot.count) +
+                 " element(s)") + ", expected " +
+                (want.kind == OnnxIoSlot::Kind::None ? std::string("empty") : std::to_string(want.tensors.size()) +
+                 " element(s)");
           return Result::Fail;
+        }
+        for (size_t e = 0; e < want.tensors.size(); ++e, ++at) {
+          std::string diff = compare(outputs[at], as_dtype_bits(want.tensors[e], outputs[at].dtype()), 1e-3, 1e-7);
+          if (!diff.empty()) {
+            why = ds.path().filename().string() + " output " + std::to_string(k) + " ('" + name + "')" +
+                  (slot.kind == OnnxIoSlot::Kind::Tensor ? "" : " element " + std::to_string(e)) + ": " + diff;
+            return Result::Fail;
+          }
         }
       }
     }
@@ -359,7 +474,8 @@ int main(int argc, char** argv) {
     }
   }
   if (!skip_reasons.empty()) {
-    std::cout << "skipped (ops outside the op table, random ops, invalid test data):\n";
+    std::cout << "skipped (ops outside the op table, random ops, invalid test data, sequences not resolvable at "
+                 "import):\n";
     for (auto& [why, names] : skip_reasons) {
       std::cout << "  " << why << ": " << names.size() << " case(s):";
       for (auto& n : names) std::cout << " " << n;

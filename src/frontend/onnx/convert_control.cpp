@@ -62,19 +62,7 @@ void register_onnx_control(OnnxConverterTable& t) {
     if (ctx.opset() < 9) return convert_scan8(ctx);
     ctx.emit(OpKind::Scan);
   };
-  // Optional values do not exist in Cuvil: every value the importer holds is a tensor. So an OptionalHasElement
-  // of an omitted input is false, of a tensor true, and OptionalGetElement of a tensor is that tensor. (An
-  // optional-typed graph input, or the Optional op, is refused before these run.)
-  t["OptionalHasElement"] = [](ConvertContext& ctx) {
-    if (!ctx.attrs().empty()) ctx.error("attribute '", ctx.attrs().begin()->first, "' is not supported");
-    Tensor has = Tensor::scalar<bool>(ctx.input(0) != nullptr);
-    ctx.emit_final(OpKind::Identity, {ctx.const_tensor(has, "has_element")}, {});
-  };
-  t["OptionalGetElement"] = [](ConvertContext& ctx) {
-    if (!ctx.input(0)) ctx.error("input 0 is required (an empty optional has no element)");
-    if (!ctx.attrs().empty()) ctx.error("attribute '", ctx.attrs().begin()->first, "' is not supported");
-    ctx.emit_final(OpKind::Identity, {ctx.input(0)}, {});
-  };
+  // Sequence and optional ops are converted before this table (static_sequences.h).
 }
 
 }  // namespace cuvil

@@ -14,6 +14,7 @@
 
 #include "frontend/onnx/converter.h"
 #include "frontend/onnx/graph_order.h"
+#include "frontend/onnx/static_sequences.h"
 #include "ir/low_precision.h"
 #include "ir/op_schema.h"
 #include "ir/shape_inference.h"
@@ -57,8 +58,8 @@ std::string symbol_name(const std::string& s) {
 }
 
 TensorType convert_type(const onnx::TypeProto& tp, const std::string& what) {
-  CUVIL_CHECK(tp.has_tensor_type(), what, ": only tensor types are supported (sequence, map, optional and sparse "
-              "values are not)");
+  CUVIL_CHECK(tp.has_tensor_type(), what, ": only tensor types are supported here (map and sparse values are not; "
+              "sequences and optionals only as inputs of the main graph, bound at import)");
   const auto& tt = tp.tensor_type();
   auto dt = dtype_from_onnx_id(tt.elem_type());
   CUVIL_CHECK(dt, what, ": unsupported element type ", onnx::TensorProto_DataType_Name(tt.elem_type()), " (",
@@ -310,7 +311,7 @@ namespace {
 
 class Importer {
  public:
-  explicit Importer(ExternalDataDir ext) : base_dir_(std::move(ext)) {}
+  Importer(ExternalDataDir ext, const OnnxImportOptions& opts) : base_dir_(std::move(ext)), opts_(opts) {}
 
   std::shared_ptr<Graph> import_model(const onnx::ModelProto& m) {
     CUVIL_CHECK(m.has_graph(), "ONNX model has no graph");
@@ -370,6 +371,8 @@ class Importer {
       if (init_names.count(in.name())) continue;
       CUVIL_CHECK(!in.name().empty(), "graph '", gp.name(), "': an input has no name");
       CUVIL_CHECK(in.has_type() || is_region, "graph input '", in.name(), "' has no type");
+      if (in.has_type() && !in.type().has_tensor_type() && bind_static_input(in, g, is_region)) continue;
+      if (!is_region && opts_.layout) opts_.layout->inputs.push_back({in.name(), OnnxIoSlot::Kind::Tensor, 1});
       TensorType t = in.has_type() && in.type().has_tensor_type()
                          ? convert_type(in.type(), "input '" + in.name() + "'")
                          : (in.has_type() ? convert_type(in.type(), "input '" + in.name() + "'")
@@ -380,12 +383,29 @@ class Importer {
     }
     // Nodes in a topological order (exporters do not always write one; ONNX Runtime sorts too).
     for (int i : onnx_node_order(gp)) convert_node(gp.node(i), g);
+    std::vector<OnnxIoSlot> layout;
     for (const auto& out : gp.output()) {
+      if (auto st = statics_.find(out.name()); st != statics_.end()) {
+        if (st->second.kind == StaticValue::Kind::Stacked)
+          throw StaticSequenceError("graph '" + gp.name() + "' output '" + out.name() + "' is a sequence whose " +
+                                    "length is known only at run time (a Loop's appended list); Cuvil resolves " +
+                                    "sequences when the graph is built, and reads such a one only through " +
+                                    "ConcatFromSequence, SequenceAt and SequenceLength");
+        // A sequence output is its elements, in order; an empty optional is nothing.
+        bool none = st->second.kind == StaticValue::Kind::None;
+        for (Value* e : st->second.elems) g.add_output(e);
+        layout.push_back({out.name(), none ? OnnxIoSlot::Kind::None : OnnxIoSlot::Kind::Sequence,
+                          st->second.elems.size()});
+        continue;
+      }
+      layout.push_back({out.name(), OnnxIoSlot::Kind::Tensor, 1});
       Value* v = g.lookup(out.name());
       CUVIL_CHECK(v, "graph '", gp.name(), "' output '", out.name(), "' is not produced by any node");
       g.add_output(v);
       if (!is_region && out.has_type()) declared_.push_back({v, &out.type(), /*output=*/true});
     }
+    if (is_region) region_layouts_[&g] = std::move(layout);
+    else if (opts_.layout) opts_.layout->outputs = std::move(layout);
     if (!is_region)
       for (const auto& vi : gp.value_info())
         if (Value* v = g.lookup(vi.name()); v && vi.has_type()) declared_.push_back({v, &vi.type(), false});
@@ -407,7 +427,9 @@ class Importer {
         CUVIL_CHECK(!dt || *dt == got.dtype, what, " is declared ", dtype_name(*dt), " but the model computes ",
                     got.str(), by);
       }
-      if (!d.output || !tt.has_shape() || !got.shape.rank_known()) continue;
+      // (ONNX Runtime infers no shapes through sequences, so what exporters declare for a tensor read out of one
+      // is unchecked there, and torch.onnx's guesses can be wrong: only its element type is held to.)
+      if (!d.output || !tt.has_shape() || !got.shape.rank_known() || from_sequences_.count(d.value->name())) continue;
       CUVIL_CHECK(size_t(tt.shape().dim_size()) == got.shape.rank(), what, " is declared with rank ",
                   tt.shape().dim_size(), " but the model computes ", got.str(), by);
       for (int i = 0; i < tt.shape().dim_size(); ++i) {
@@ -463,6 +485,21 @@ class Importer {
     const std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
     if (auto f = functions_.find(np.domain() + ":" + np.op_type()); f != functions_.end())
       return inline_function(np, *f->second, g, where);
+    if (domain.empty() && (is_sequence_op(np.op_type()) || reads_static(np))) {
+      CUVIL_CHECK(default_imported_, where,
+                  ": the model does not import the default (ai.onnx) operator set that this op belongs to");
+      SequenceImportContext sctx{np, g, loc, statics_,
+                                 [&](const onnx::GraphProto& body, const std::vector<std::string>& args) {
+                                   return inline_body(body, args, g, loc.name);
+                                 },
+                                 [&](const onnx::NodeProto& rewritten) { convert_node(rewritten, g); }};
+      if (convert_static_sequence_node(sctx)) {
+        // (a Loop's tensor outputs are computed as any Loop's, not read out of a sequence)
+        if (np.op_type() != "Loop")
+          for (const auto& o : np.output()) from_sequences_.insert(o);
+        return;
+      }
+    }
     std::vector<Value*> inputs;
     for (const auto& name : np.input()) {
       if (name.empty()) {
@@ -487,6 +524,7 @@ class Importer {
     CUVIL_CHECK(!domain.empty() || default_imported_, where,
                 ": the model does not import the default (ai.onnx) operator set that this op belongs to");
     if (np.op_type() == "Constant" && domain.empty()) return convert_constant(np, g, attrs, outs, where);
+    if (regions_yield_static_values(attrs, where)) return convert_static_if(np, g, inputs, attrs, outs, loc, where);
     ConvertContext ctx(np, opset_, g, std::move(inputs), std::move(attrs), outs, loc);
     // channels_last is Cuvil's own attribute (set by the assign-layouts pass), not ONNX's (contrib ops have their
     // own, which their converters read).
@@ -511,6 +549,180 @@ class Importer {
     CUVIL_CHECK(kind && op_family(*kind) != "fused", "unsupported op '", np.op_type(), "' (domain 'ai.onnx', opset ",
                 opset_, ") at ", loc.str());
     ctx.emit(*kind);
+  }
+
+  bool reads_static(const onnx::NodeProto& np) const {
+    for (const auto& in : np.input())
+      if (!in.empty() && statics_.count(in)) return true;
+    return false;
+  }
+
+  // A sequence- or optional-typed graph input: bound from the options (main graph) or refused (regions, whose
+  // inputs only Loop and Scan bodies have, and those carrying sequences are unrolled instead). Returns true when
+  // the input became a static value (false: an optional bound as present holding a tensor, imported as one).
+  bool bind_static_input(const onnx::ValueInfoProto& in, Graph& g, bool is_region) {
+    const std::string& name = in.name();
+    if (is_region)
+      throw StaticSequenceError("region input '" + name + "' is a sequence or optional value; Cuvil resolves "
+                                "those when the graph is built, so a Loop or Scan body cannot take one");
+    const onnx::TypeProto* t = &in.type();
+    if (t->has_optional_type()) {
+      if (opts_.absent_optionals.count(name)) {
+        statics_[name] = StaticValue{StaticValue::Kind::None, {}};
+        if (opts_.layout) opts_.layout->inputs.push_back({name, OnnxIoSlot::Kind::None, 0});
+        return true;
+      }
+      t = &t->optional_type().elem_type();
+      if (t->has_tensor_type()) {
+        g.add_input(name, convert_type(*t, "input '" + name + "'"));
+        if (opts_.layout) opts_.layout->inputs.push_back({name, OnnxIoSlot::Kind::Tensor, 1});
+        return true;
+      }
+    }
+    if (!t->has_sequence_type()) return false;  // convert_type names the type it refuses
+    auto len = opts_.sequence_lengths.find(name);
+    if (len == opts_.sequence_lengths.end())
+      throw StaticSequenceError("graph input '" + name + "' is a sequence: Cuvil resolves sequences when the "
+                                "graph is built, so its length must be given when importing "
+                                "(OnnxImportOptions::sequence_lengths)");
+    CUVIL_CHECK(len->second >= 0 && len->second <= 65536, "sequence input '", name, "': length ", len->second,
+                " is out of range");
+    onnx::TypeProto elem = t->sequence_type().elem_type();
+    CUVIL_CHECK(elem.has_tensor_type(), "sequence input '", name, "': only sequences of tensors are supported");
+    // A sequence's elements may differ in shape: a named dim binds nothing across them, each gets its own symbol.
+    if (elem.tensor_type().has_shape())
+      for (auto& d : *elem.mutable_tensor_type()->mutable_shape()->mutable_dim())
+        if (d.has_dim_param()) d.clear_dim_param();
+    StaticValue v;
+    for (int64_t i = 0; i < len->second; ++i) {
+      std::string n = name + "_" + std::to_string(i);
+      CUVIL_CHECK(!g.lookup(n), "sequence input '", name, "': its element name '", n, "' is taken");
+      v.elems.push_back(g.add_input(n, convert_type(elem, "input '" + n + "'")));
+    }
+    statics_[name] = std::move(v);
+    if (opts_.layout) opts_.layout->inputs.push_back({name, OnnxIoSlot::Kind::Sequence, size_t(len->second)});
+    return true;
+  }
+
+  // Whether a node's regions yield sequence or optional values (whose outputs were flattened into their
+  // elements, region_layouts_). Only If can pass them on; its outputs are then flattened too.
+  bool regions_yield_static_values(const AttrMap& attrs, const std::string& where) const {
+    bool any = false;
+    for (const auto& [name, a] : attrs) {
+      if (a.kind() != AttrKind::Graph) continue;
+      auto it = region_layouts_.find(a.g().get());
+      if (it == region_layouts_.end()) continue;
+      for (const OnnxIoSlot& s : it->second) any |= s.kind != OnnxIoSlot::Kind::Tensor;
+    }
+    (void)where;
+    return any;
+  }
+
+  // An If whose branches yield sequences or optionals: both must give the same lengths (and emptiness), so that
+  // the If has a fixed list of tensor outputs; each sequence output is then the list of those.
+  void convert_static_if(const onnx::NodeProto& np, Graph& g, const std::vector<Value*>& inputs, AttrMap& attrs,
+                         const std::vector<std::string>& outs, const Location& loc, const std::string& where) {
+    auto unresolved = [&](const std::string& why) {
+      throw StaticSequenceError(where + ": " + why +
+                                " (Cuvil resolves sequence and optional values when the graph is built)");
+    };
+    if (np.op_type() != "If") unresolved("a body yields a sequence or optional value");
+    auto then_it = attrs.find("then_branch"), else_it = attrs.find("else_branch");
+    CUVIL_CHECK(then_it != attrs.end() && else_it != attrs.end() && then_it->second.kind() == AttrKind::Graph &&
+                    else_it->second.kind() == AttrKind::Graph,
+                where, ": attributes 'then_branch' and 'else_branch' (graphs) are required");
+    const auto& lt = region_layouts_.at(then_it->second.g().get());
+    const auto& le = region_layouts_.at(else_it->second.g().get());
+    CUVIL_CHECK(lt.size() == le.size() && lt.size() >= outs.size(), where, ": the branches have ", lt.size(),
+                " and ", le.size(), " outputs for ", outs.size());
+    std::vector<std::string> flat;
+    for (size_t i = 0; i < lt.size(); ++i) {
+      if (lt[i].kind != le[i].kind || lt[i].count != le[i].count)
+        unresolved("output " + std::to_string(i) + " is " +
+                   (lt[i].kind == OnnxIoSlot::Kind::None ? std::string("an empty optional")
+                                                         : "a " + std::to_string(lt[i].count) + "-element value") +
+                   " in then_branch but " +
+                   (le[i].kind == OnnxIoSlot::Kind::None ? std::string("an empty optional")
+                                                         : "a " + std::to_string(le[i].count) + "-element value") +
+                   " in else_branch: which one depends on the condition at run time");
+      std::string base = i < outs.size() ? outs[i] : loc.name + "_out" + std::to_string(i);
+      if (lt[i].kind == OnnxIoSlot::Kind::Tensor) flat.push_back(base);
+      else
+        for (size_t k = 0; k < lt[i].count; ++k) flat.push_back(g.unique_name(base + "_" + std::to_string(k)));
+    }
+    Node* n = g.add_node(OpKind::If, inputs, flat, attrs, loc);
+    size_t at = 0;
+    for (size_t i = 0; i < lt.size(); ++i) {
+      std::string name = i < outs.size() ? outs[i] : "";
+      if (lt[i].kind == OnnxIoSlot::Kind::Tensor) {
+        ++at;
+        continue;
+      }
+      StaticValue v{lt[i].kind == OnnxIoSlot::Kind::None ? StaticValue::Kind::None : StaticValue::Kind::Sequence,
+                    {}};
+      for (size_t k = 0; k < lt[i].count; ++k) v.elems.push_back(n->output(at++));
+      if (!name.empty()) statics_[name] = std::move(v);
+    }
+  }
+
+  // Converts a Loop or SequenceMap body into `g` once (static_sequences.h): its inputs bound to `args`, the names
+  // it defines (here and in its own regions) prefixed apart, names from enclosing scopes kept.
+  std::vector<std::string> inline_body(const onnx::GraphProto& body, const std::vector<std::string>& args, Graph& g,
+                                       const std::string& hint) {
+    CUVIL_CHECK(++inline_depth_ <= kMaxRegionDepth, "ONNX ", hint, ": bodies unrolled inside each other more than ",
+                kMaxRegionDepth, " levels deep");
+    std::unordered_map<std::string, std::string> bound;
+    for (int i = 0; i < body.input_size(); ++i)
+      bound[body.input(i).name()] = size_t(i) < args.size() ? args[size_t(i)] : "";
+    std::unordered_set<std::string> defined;
+    collect_defined(body, defined, /*top=*/true);
+    // Numbered: a prefix is no value, so unique_name alone would give every iteration the same one.
+    std::string prefix = g.unique_name(hint + "_body" + std::to_string(++inlined_bodies_)) + "/";
+    auto mapped = [&](const std::string& name) -> std::string {
+      if (name.empty()) return name;
+      if (auto it = bound.find(name); it != bound.end()) return it->second;
+      return defined.count(name) ? prefix + name : name;
+    };
+    onnx::GraphProto copy = body;
+    for (auto& n : *copy.mutable_node()) n.set_name(prefix + (n.name().empty() && n.output_size() ? n.output(0) : n.name()));
+    rename_graph(copy, mapped);
+    for (const auto& init : copy.initializer())
+      if (!g.lookup(init.name())) g.add_constant(init.name(), shared_copy(onnx_tensor_to_cuvil(&init, base_dir_)));
+    for (int i : onnx_node_order(copy)) convert_node(copy.node(i), g);
+    std::vector<std::string> outs;
+    for (const auto& o : copy.output()) outs.push_back(o.name());
+    --inline_depth_;
+    return outs;
+  }
+
+  static void collect_defined(const onnx::GraphProto& gp, std::unordered_set<std::string>& defs, bool top) {
+    if (!top)
+      for (const auto& in : gp.input()) defs.insert(in.name());
+    for (const auto& init : gp.initializer()) defs.insert(init.name());
+    for (const auto& n : gp.node()) {
+      for (const auto& o : n.output())
+        if (!o.empty()) defs.insert(o);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) collect_defined(a.g(), defs, false);
+        for (const auto& sg : a.graphs()) collect_defined(sg, defs, false);
+      }
+    }
+  }
+
+  template <class F>
+  static void rename_graph(onnx::GraphProto& gp, const F& mapped) {
+    for (auto& in : *gp.mutable_input()) in.set_name(mapped(in.name()));
+    for (auto& o : *gp.mutable_output()) o.set_name(mapped(o.name()));
+    for (auto& init : *gp.mutable_initializer()) init.set_name(mapped(init.name()));
+    gp.clear_value_info();
+    for (auto& n : *gp.mutable_node()) {
+      for (auto& in : *n.mutable_input()) in = mapped(in);
+      for (auto& o : *n.mutable_output()) o = mapped(o);
+      for (auto& a : *n.mutable_attribute()) {
+        if (a.has_g()) rename_graph(*a.mutable_g(), mapped);
+        for (auto& sg : *a.mutable_graphs()) rename_graph(sg, mapped);
+      }
+    }
   }
 
   // A node calling a model-local function (FunctionProto) is replaced by the function's body: its formal inputs
@@ -600,6 +812,11 @@ class Importer {
   std::unordered_map<std::string, const onnx::FunctionProto*> functions_;  // model-local functions, "domain:name"
   std::unordered_map<std::string, Tensor> by_content_;
   int inline_depth_ = 0;
+  int inlined_bodies_ = 0;
+  const OnnxImportOptions& opts_;
+  StaticValues statics_;  // sequence and optional values by ONNX name (static_sequences.h)
+  std::unordered_set<std::string> from_sequences_;  // outputs of the nodes static_sequences.h converted
+  std::unordered_map<const Graph*, std::vector<OnnxIoSlot>> region_layouts_;  // regions' outputs, flattened
 };
 
 std::shared_ptr<Graph> finish(std::shared_ptr<Graph> g, const OnnxImportOptions& opts) {
@@ -626,7 +843,7 @@ std::shared_ptr<Graph> import_bytes(const void* data, size_t size, ExternalDataD
   CUVIL_CHECK(m.ParseFromCodedStream(&in) && in.ConsumedEntireMessage(),
               "not a valid ONNX model: the protobuf cannot be parsed (truncated or corrupt file, or regions nested ",
               "far deeper than the limit of ", kMaxRegionDepth, "?)");
-  Importer importer(std::move(ext));
+  Importer importer(std::move(ext), opts);
   std::shared_ptr<Graph> g = finish(importer.import_model(m), opts);
   if (opts.infer_and_verify) importer.check_declared_types();
   return g;
@@ -651,6 +868,8 @@ std::shared_ptr<Graph> import_onnx_file(const std::string& path, const OnnxImpor
     std::string model_dir = std::filesystem::path(f.real_path()).parent_path().string();
     if (model_dir != ext.real_roots[0]) ext.real_roots.push_back(model_dir);
     return import_bytes(bytes.data(), bytes.size(), std::move(ext), opts);
+  } catch (const StaticSequenceError& e) {
+    throw StaticSequenceError(path + ": " + e.what());
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }

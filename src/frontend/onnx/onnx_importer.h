@@ -2,15 +2,38 @@
 // (one entry per ONNX op, normalizing older opsets to the op table's form), then infers shapes and verifies.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
 namespace cuvil {
 
+// How one ONNX graph input or output maps onto the imported Graph's (sequence and optional values are resolved
+// at import, static_sequences.h): a tensor is one Graph value, a sequence of n elements n values in order, an
+// empty optional none.
+struct OnnxIoSlot {
+  enum class Kind { Tensor, Sequence, None };
+  std::string name;
+  Kind kind = Kind::Tensor;
+  size_t count = 1;
+};
+struct OnnxIoLayout {
+  std::vector<OnnxIoSlot> inputs, outputs;
+};
+
 struct OnnxImportOptions {
   bool infer_and_verify = true;  // run shape inference and the verifier after conversion
+  // Sequence-typed graph inputs (or optional inputs holding a sequence), by name, bound to a length: each becomes
+  // that many tensor inputs, "<name>_0", "<name>_1", ...
+  std::map<std::string, int64_t> sequence_lengths;
+  // Optional-typed graph inputs bound as empty: they become no input. Others are bound as present.
+  std::set<std::string> absent_optionals;
+  // When set, filled with how the ONNX graph's inputs and outputs map onto the Graph's.
+  OnnxIoLayout* layout = nullptr;
 };
 
 // Throws cuvil::Error with a clear message for unreadable, truncated or malformed files and unsupported ops.
