@@ -258,6 +258,13 @@ TEST(IntegerOps, DynamicQuantizeLinearExact) {
                             int8::random_tensor({1, 64, 56, 57}, seed++, -0.3f, 11),
                             int8::random_tensor({6, 11}, seed++)};
   cases.back().data<float>()[5] = std::nanf("");
+  // NaN and -0 past the vectorized range's 64-float steps; a tensor of -0 only (scale 0).
+  cases.push_back(int8::random_tensor({3, 67}, seed++, -2, 3));
+  cases.back().data<float>()[198] = std::nanf(""), cases.back().data<float>()[3] = -0.0f;
+  cases.push_back(int8::random_tensor({131}, seed++, 0.25f, 2));
+  for (int64_t i = 0; i < 131; i += 2) cases.back().data<float>()[i] = -0.0f;
+  cases.push_back(Tensor::zeros(DType::f32, {129}));
+  for (int64_t i = 0; i < 129; ++i) cases.back().data<float>()[i] = -0.0f;
   for (const Tensor& x : cases) {
     SCOPED_TRACE(Shape::of(x.shape()).str());
     OneOp one = build_op(OpKind::DynamicQuantizeLinear, {input(x)}, {}, 3);
