@@ -1,6 +1,6 @@
 """ONNX models in integer / QOperator form (issue 23) against ONNX Runtime: quantize_static(QOperator) ResNet-18
 (QLinearConv, QLinearAdd, QGemm, ...) with u8 and s8 activations, quantize_dynamic of a small transformer block
-(DynamicQuantizeLinear + MatMulInteger) and of convolutional networks (ConvInteger, depthwise included). The
+(DynamicQuantizeLinear + MatMulInteger, fused with its scales and bias into MatMulIntegerToFloat) and of convolutional networks (ConvInteger, depthwise included). The
 integer ops must run on oneDNN's u8 x s8 kernels (kernels/onednn/integer_ops.cpp) where this CPU has VNNI, and
 give ORT's results: the dynamic models to float rounding (their integer sums are exact), the QOperator models
 (requantized as ONNX specifies) with at least 95 % of the logits equal to ORT's (all, on this machine) and top-1
@@ -9,6 +9,7 @@ against the reference kernels is tested in tests/unit/integer_ops_test.cpp."""
 import os
 
 import numpy as np
+import onnx
 import pytest
 import torch
 
@@ -18,7 +19,7 @@ ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
 torchvision = pytest.importorskip("torchvision")
 
-INTEGER_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"}
+INTEGER_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat"}
 
 
 def machine_has_vnni() -> bool:
@@ -124,16 +125,22 @@ class Block(torch.nn.Module):
         return self.ln2(x + self.ff2(torch.nn.functional.gelu(self.ff1(x))))
 
 
-def test_transformer_dynamic_matches_ort(tmp_path):
+@pytest.mark.parametrize("weights", ["QInt8", "QUInt8"])
+def test_transformer_dynamic_matches_ort(tmp_path, weights):
     torch.manual_seed(1)
     x = torch.randn(2, 13, 72)
     src = export(Block().eval(), x, tmp_path / "block.onnx")
     dst = tmp_path / "block_dyn.onnx"
-    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8)
+    quantization.quantize_dynamic(str(src), str(dst), weight_type=getattr(quantization.QuantType, weights))
     feeds = {"input": x.numpy()}
     want = ort_run(dst, feeds)[0]
     compiled = cuvil.load_onnx(str(dst))
     assert check_fast_kernels(compiled, feeds) >= 4
+    # fuse-matmul took every product's Cast, scale Mul and bias Add into it (QUInt8: B's zero point too): no Cast
+    # is left (the block's only Casts were those of the int32 sums) and the products run on oneDNN (above).
+    products = sum(n.op_type == "MatMulInteger" for n in onnx.load(str(dst)).graph.node)
+    ops = [r.op for r in compiled.profile(**feeds).nodes]
+    assert ops.count("MatMulInteger") == products and not [op for op in ops if "Cast" in op], ops
     got = np.asarray(compiled(**feeds))
     # The integer sums are exact and the grid is ORT's: only float rounding after them differs.
     assert rel_l2(got, want) < 1e-5, rel_l2(got, want)
