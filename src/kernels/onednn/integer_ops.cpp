@@ -18,6 +18,7 @@
 // oneDNN's int8 convolutions want channels-last activations: channels-first tensors are reordered in and out.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -485,7 +486,8 @@ class IntMatMulKernel final : public PrimitiveKernel {
   IntegerOpRecord rec_{};
   int64_t rows_ = 0, K_ = 0, N_ = 0;
   std::vector<int32_t> b_zp_, colsum_, rowsum_, acc_;
-  std::vector<uint32_t> fix_;  // per column: -za colsum + K za zb
+  std::vector<uint32_t> fix_;  // per column: -za colsum + K za zb, for za = fix_za_
+  int64_t fix_za_ = std::numeric_limits<int64_t>::min();
   std::vector<float> mult_;    // the dequantizing form: scale * scale2 per column
   std::vector<uint8_t> shifted_;
   bool any_b_zp_ = false, a_signed_ = false, requantize_ = false, y_signed_ = false, to_float_ = false;
@@ -498,8 +500,13 @@ class IntMatMulKernel final : public PrimitiveKernel {
         for (int64_t k = 0; k < K_; ++k) s += a[m * K_ + k];
         rowsum_[size_t(m)] = int32_t(s);
       }
-    for (int64_t c = 0; c < N_; ++c)
-      fix_[size_t(c)] = uint32_t(-int64_t(za) * colsum_[size_t(c)] + int64_t(K_) * za * b_zp_[size_t(c)]);
+    if (za == fix_za_) return;  // fix_ depends on za alone
+    // In uint32: the low 32 bits of -za colsum + K za zb, as wrapping int32 sums keep them (a loop GCC vectorizes).
+    uint32_t nza = uint32_t(-za), kza = uint32_t(int64_t(K_) * za);
+    const int32_t *cs = colsum_.data(), *zb = b_zp_.data();
+    uint32_t* fix = fix_.data();
+    for (int64_t c = 0; c < N_; ++c) fix[c] = nza * uint32_t(cs[c]) + kza * uint32_t(zb[c]);
+    fix_za_ = za;
   }
 
   // The dequantizing form: the corrections, the scales and the bias in one pass from the sums to the output.
@@ -516,9 +523,14 @@ class IntMatMulKernel final : public PrimitiveKernel {
     if (!s1) ctx.error("scale (input 4) is required");
     if (b && b->numel() != N_) ctx.error("bias must have ", N_, " values, got ", b->numel());
     const float *p1 = s1->data<float>(), *p2 = s2 ? s2->data<float>() : nullptr;
-    for (int64_t c = 0; c < N_; ++c) {
-      float v = p1[s1->numel() == 1 ? 0 : c];
-      mult_[size_t(c)] = p2 ? v * p2[s2->numel() == 1 ? 0 : c] : v;
+    int64_t i1 = s1->numel() == 1 ? 0 : 1, i2 = s2 && s2->numel() != 1 ? 1 : 0;
+    float* mult = mult_.data();
+    if (!p2) {
+      for (int64_t c = 0; c < N_; ++c) mult[c] = p1[i1 * c];
+    } else if (i1 == 0 && i2 == 0) {
+      std::fill(mult, mult + N_, p1[0] * p2[0]);
+    } else {
+      for (int64_t c = 0; c < N_; ++c) mult[c] = p1[i1 * c] * p2[i2 * c];
     }
     const float* bias = b ? b->data<float>() : nullptr;
     float* y = ctx.output(0).data<float>();
