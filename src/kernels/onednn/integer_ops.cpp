@@ -457,7 +457,7 @@ class IntMatMulKernel final : public PrimitiveKernel {
     args_[DNNL_ARG_SRC] = memory(a_md, cpu_engine(), DNNL_MEMORY_NONE);
     args_[DNNL_ARG_DST] = memory(y_md, cpu_engine(), DNNL_MEMORY_NONE);
     if (a_signed_) shifted_.resize(size_t(rows_ * K_));
-    if (requantize_ || to_float_) acc_.resize(size_t(rows_ * N_));
+    if (requantize_) acc_.resize(size_t(rows_ * N_));
     if (any_b_zp_) rowsum_.resize(size_t(rows_));
     fix_.resize(size_t(N_));
     if (to_float_) mult_.resize(size_t(N_));
@@ -473,7 +473,11 @@ class IntMatMulKernel final : public PrimitiveKernel {
       ap = shifted_.data();
       za += 128;
     }
-    int32_t* acc = requantize_ || to_float_ ? acc_.data() : ctx.output(0).data<int32_t>();
+    // The dequantizing form's sums go to its f32 output and are converted there in place (same size, each
+    // 16-value block read before it is written): no scratch buffer between the product and the pass.
+    int32_t* acc = requantize_ ? acc_.data()
+                   : to_float_ ? static_cast<int32_t*>(ctx.output(0).raw())
+                               : ctx.output(0).data<int32_t>();
     bind(DNNL_ARG_SRC, ap);
     bind(DNNL_ARG_DST, acc);
     execute();
