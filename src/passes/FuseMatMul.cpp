@@ -5,10 +5,13 @@
 //   - Add of a 1-D value with one element per output column -> bias
 //   - Add of a value of the output's shape (a residual) -> sum
 //   - an activation (Relu, Clip, Gelu, ...)
+// and quantize_dynamic's MatMulInteger -> Cast -> Mul(scales) [-> Add(bias)] becomes one dequantizing
+// MatMulInteger (dequantized_matmul.cpp).
 // A MatMul's B that is a Transpose swapping the last two dims (attention's K^T), read by nothing else, is read
 // through strides instead (transB).
 // Roots: MatMul with operands of rank >= 2, and Gemm without transA whose C is absent, 1-D, [1, N] (a constant,
 // reshaped) or the output's shape, with beta = 1.
+#include "passes/dequantized_matmul.h"
 #include "passes/fusion.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -131,6 +134,11 @@ bool fuse(Graph& g) {
 
 }  // namespace
 
-bool FuseMatMulPass::run(Graph& g, PassContext&) { return rewrite::for_each_graph_postorder(g, fuse); }
+bool FuseMatMulPass::run(Graph& g, PassContext&) {
+  return rewrite::for_each_graph_postorder(g, [](Graph& sub) {
+    bool integer = fuse_dequantized_matmul(sub);
+    return fuse(sub) || integer;
+  });
+}
 
 }  // namespace cuvil

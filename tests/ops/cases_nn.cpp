@@ -161,6 +161,22 @@ void product_cases(Cases& cs) {
       .in(rnd(DType::u8, {7, 3}, 0, 255))
       .in(cst(scalar<uint8_t>(3)))
       .in(cst(scalar<uint8_t>(128)));
+  cs.add(OpKind::MatMulInteger, "dequantizing: runtime zero point, two scales, bias")
+      .in(rnd(DType::u8, {2, 5, 33}, 0, 255))
+      .in(rnd(DType::i8, {33, 7}, -128, 127).cst())
+      .in(val(scalar<uint8_t>(131)))
+      .in(none())
+      .in(val(scalar<float>(0.02f)))
+      .in(f32({7}, 0.001, 0.01).cst())
+      .in(f32({7}))
+      .tol(kExact);
+  cs.add(OpKind::MatMulInteger, "dequantizing: u8 x u8 zero points, one scale")
+      .in(rnd(DType::u8, {6, 9}, 0, 255))
+      .in(rnd(DType::u8, {9, 4}, 0, 255).cst())
+      .in(cst(scalar<uint8_t>(3)))
+      .in(cst(scalar<uint8_t>(128)))
+      .in(val(scalar<float>(0.5f)))
+      .tol(kExact);
   cs.add(OpKind::MatMulInteger, "i8 batched").in(rnd(DType::i8, {2, 3, 4}, -128, 127)).in(rnd(DType::i8, {4, 6}, -128, 127));
   cs.add(OpKind::QLinearMatMul, "u8")
       .in(rnd(DType::u8, {4, 9}, 0, 255))

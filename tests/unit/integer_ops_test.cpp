@@ -5,6 +5,8 @@
 // (DynamicQuantizeLinear's form), per-channel scales; and the cases that stay on the reference, with their reasons.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <random>
 
 #include "int8_test_util.h"
@@ -223,6 +225,120 @@ TEST(IntegerOps, QLinearMatMulExact) {
     }
 }
 
+// Floats equal bit for bit (any NaN matches any NaN).
+void expect_same_floats(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape());
+  ASSERT_EQ(got.dtype(), DType::f32);
+  ASSERT_EQ(want.dtype(), DType::f32);
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    float g = got.data<float>()[i], w = want.data<float>()[i];
+    if (std::isnan(g) && std::isnan(w)) continue;
+    uint32_t gb, wb;
+    std::memcpy(&gb, &g, 4), std::memcpy(&wb, &w, 4);
+    ASSERT_EQ(gb, wb) << "element " << i << ": " << g << " vs " << w;
+  }
+}
+
+// MatMulInteger's dequantizing form (fuse-matmul's; ORT's MatMulIntegerToFloat) on oneDNN against its reference
+// (the int32 sums, then float(acc) * (scale * scale2) + bias): bit for bit, scale2 absent, per tensor or per
+// column, with and without bias.
+TEST(IntegerOps, DequantizingMatMulIntegerExact) {
+  if (!int8::machine_has_vnni()) GTEST_SKIP() << "no VNNI: the integer ops stay on the reference";
+  uint32_t seed = 700;
+  for (const MatCase& c : mat_cases())
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE("case " + std::to_string(seed));
+      Tensor a = random_q8(c.a_type, c.a_shape, seed), b = random_q8(c.b_type, {c.a_shape.back(), c.n}, seed + 1);
+      OpArg scale2 = variant == 0 ? absent()
+                                  : constant(variant == 1 ? Tensor::scalar<float>(0.0123f) : random_scales(c.n, seed));
+      OpArg bias = variant == 2 ? absent() : input(int8::random_tensor({c.n}, seed + 2, -2, 2));
+      OneOp one = build_op(OpKind::MatMulInteger,
+                           {input(a), constant(b), input(q8_scalar(c.a_type, c.a_zp)),
+                            constant(zp_tensor(c.b_type, c.b_zp)), input(Tensor::scalar<float>(0.0371f)), scale2, bias});
+      Outcome o = run_both(one);
+      EXPECT_EQ(o.impl.rfind("onednn:", 0), 0u) << o.impl << " " << o.fallback;
+      expect_same_floats(o.got, o.want);
+      seed += 10;
+    }
+}
+
+// quantize_dynamic's chain, DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(a_scale * b_scale) -> Add(bias),
+// twice from one quantized input (as Q and K share theirs): -O1 fuses each chain into one dequantizing MatMulInteger and
+// the result equals the unfused graph on the reference kernels bit for bit; inputs with NaN (quantized to the zero
+// point), all zeros (scale 0: every output is the bias), one-sided ranges; weights u8 with a zero point. With B a
+// graph input the fused op runs on the reference and says why.
+TEST(IntegerOps, DynamicQuantizedProductFusedExact) {
+  struct Case {
+    Ints x_shape;
+    int64_t n;
+    DType b_type;
+    int b_zp;
+    bool b_constant;
+  };
+  uint32_t seed = 800;
+  for (const Case& c : std::vector<Case>{{{1, 16, 384}, 384, DType::i8, 0, true},
+                                         {{3, 5, 33}, 17, DType::i8, 0, true},
+                                         {{7, 64}, 9, DType::u8, 131, true},
+                                         {{2, 19}, 1, DType::i8, -3, true},
+                                         {{4, 24}, 6, DType::i8, 0, false}})
+    for (int fill = 0; fill < 3; ++fill) {  // random, with NaN, all zeros
+      SCOPED_TRACE("case " + std::to_string(seed) + " fill " + std::to_string(fill));
+      Tensor x = int8::random_tensor(c.x_shape, seed, fill == 0 ? -3.f : 0.5f, 4.f);
+      if (fill == 1) x.data<float>()[x.numel() / 2] = std::nanf("");
+      if (fill == 2) x = Tensor::zeros(DType::f32, c.x_shape);
+      int64_t k = c.x_shape.back();
+      std::vector<Tensor> feeds{x};
+      auto build = [&] {
+      auto g = std::make_shared<Graph>();
+      Value* xv = g->add_input("x", TensorType{DType::f32, Shape::of(x.shape())});
+      Node* dq = g->add_node(OpKind::DynamicQuantizeLinear, {xv}, {"q", "s", "z"}, {}, Location{});
+      for (int p = 0; p < 2; ++p) {
+        std::string t = std::to_string(p);
+        Tensor bt = random_q8(c.b_type, {k, c.n}, seed + 1 + uint32_t(p));
+        Value* b = nullptr;
+        if (c.b_constant) {
+          b = g->add_constant("b" + t, bt);
+        } else {
+          b = g->add_input("b" + t, TensorType{c.b_type, Shape::of(bt.shape())});
+          if (feeds.size() < 3) feeds.push_back(bt);
+        }
+        Value* zb = g->add_constant("zb" + t, q8_scalar(c.b_type, c.b_zp));
+        Value* bs = g->add_constant("bs" + t, Tensor::scalar<float>(p ? 0.0071f : 0.013f));
+        Value* bias = g->add_constant("bias" + t, int8::random_tensor({c.n}, seed + 5 + uint32_t(p), -1, 1));
+        Value* sc = g->add_node(OpKind::Mul, {dq->output(1), bs}, {"sc" + t}, {}, Location{})->output(0);
+        Value* acc = g->add_node(OpKind::MatMulInteger, {dq->output(0), b, dq->output(2), zb}, {"acc" + t}, {},
+                                 Location{})->output(0);
+        Value* accf = g->add_node(OpKind::Cast, {acc}, {"accf" + t}, {{"to", Attribute(int64_t(1))}}, Location{})
+                          ->output(0);
+        Value* m = g->add_node(OpKind::Mul, {accf, sc}, {"m" + t}, {}, Location{})->output(0);
+        g->add_output(g->add_node(OpKind::Add, {bias, m}, {"y" + t}, {}, Location{})->output(0));
+      }
+      infer_shapes(*g);
+      verify(*g);
+      return g;
+      };
+      std::shared_ptr<Graph> g = build(), opt = build();
+      std::vector<Tensor> want = Executor(g, reference_kernels()).run(feeds);
+      optimize(*opt, 1);
+      int fused = 0;
+      for (auto& n : opt->nodes()) fused += n->op() == OpKind::MatMulInteger && n->num_inputs() > 4;
+      EXPECT_EQ(fused, 2);
+      Executor fast(opt);
+      std::vector<Tensor> got = fast.run(feeds);
+      for (size_t i = 0; i < 2; ++i) expect_same_floats(got[i], want[i]);
+      for (const NodeTime& t : fast.profile(feeds)) {
+        if (t.node->op() != OpKind::MatMulInteger) continue;
+        if (!c.b_constant) {
+          EXPECT_EQ(t.impl, "ref:MatMulInteger");
+          EXPECT_NE(t.fallback.find("B not constant"), std::string::npos) << t.fallback;
+        } else if (int8::machine_has_vnni()) {
+          EXPECT_EQ(t.impl.rfind("onednn:", 0), 0u) << t.impl << " " << t.fallback;
+        }
+      }
+      seed += 10;
+    }
+}
+
 TEST(IntegerOps, StayOnReferenceWithReason) {
   // Weights (B) not constant: the reference, with the reason.
   ConvCase c = conv_cases()[0];
@@ -258,6 +374,13 @@ TEST(IntegerOps, DynamicQuantizeLinearExact) {
                             int8::random_tensor({1, 64, 56, 57}, seed++, -0.3f, 11),
                             int8::random_tensor({6, 11}, seed++)};
   cases.back().data<float>()[5] = std::nanf("");
+  // NaN and -0 past the vectorized range's 64-float steps; a tensor of -0 only (scale 0).
+  cases.push_back(int8::random_tensor({3, 67}, seed++, -2, 3));
+  cases.back().data<float>()[198] = std::nanf(""), cases.back().data<float>()[3] = -0.0f;
+  cases.push_back(int8::random_tensor({131}, seed++, 0.25f, 2));
+  for (int64_t i = 0; i < 131; i += 2) cases.back().data<float>()[i] = -0.0f;
+  cases.push_back(Tensor::zeros(DType::f32, {129}));
+  for (int64_t i = 0; i < 129; ++i) cases.back().data<float>()[i] = -0.0f;
   for (const Tensor& x : cases) {
     SCOPED_TRACE(Shape::of(x.shape()).str());
     OneOp one = build_op(OpKind::DynamicQuantizeLinear, {input(x)}, {}, 3);

@@ -523,9 +523,12 @@ CUVIL_DEFINE_OP(MatMul) {
   });
 }
 
+// A, B, a_zero_point, b_zero_point -> int32 sums, as ONNX. Cuvil's form also takes scale, scale2 and bias (inputs
+// 4-6), which only fuse-matmul writes (quantize_dynamic's Cast -> Mul by a_scale * b_scale -> Add after the
+// product; ONNX Runtime's MatMulIntegerToFloat): Y = float(sums) * (scale * scale2) + bias in f32, scale and scale2
+// f32 scalars or [N] (one per output column) multiplied in f32 first as that Mul did, bias f32 [N].
 CUVIL_DEFINE_OP(MatMulInteger) {
-  // A, B, a_zero_point, b_zero_point
-  s.inputs(2, 4).outputs(1, 1).infer_with([](InferContext& c) {
+  s.inputs(2, 7).outputs(1, 1).infer_with([](InferContext& c) {
     expect_q8(c, 0);
     expect_q8(c, 1);
     Shape out = matmul_shape(c, 0, 1);
@@ -533,7 +536,24 @@ CUVIL_DEFINE_OP(MatMulInteger) {
     if (c.has_input(3)) infer::expect_same_dtype(c, 1, 3);
     expect_matmul_param(c, 2, 0, true, "a_zero_point");
     expect_matmul_param(c, 3, 1, false, "b_zero_point");
-    c.set_output(0, DType::i32, out);
+    bool to_float = c.has_input(4) || c.has_input(5) || c.has_input(6);
+    if (to_float) {
+      if (!c.has_input(4)) c.error("scale (input 4) is required with scale2 or bias");
+      if (c.input_shape(1).rank_known() && c.input_shape(1).rank() < 2)
+        c.error("B must have rank >= 2 with a scale, got shape ", c.input_shape(1).str());
+    }
+    for (size_t i : {size_t(4), size_t(5), size_t(6)}) {
+      if (!c.has_input(i)) continue;
+      infer::expect_dtype(c, i, {DType::f32});
+      const Shape& p = c.input_shape(i);
+      if (!p.rank_known()) continue;
+      bool one = p.rank() == 0 || (p.rank() == 1 && dim_is(p[0], 1));
+      if (i == 6 || !one) {
+        if (p.rank() != 1) c.error(i == 6 ? "bias" : "scale", " must be 1-D with one value per column, got ", p.str());
+        if (out.rank_known()) expect_dims_equal(c, p[0], out[out.rank() - 1], "one value per output column");
+      }
+    }
+    c.set_output(0, to_float ? DType::f32 : DType::i32, out);
   });
 }
 

@@ -4,6 +4,8 @@
 // 0 (x all 0) gives y = zero point = 0. The ops quantize_dynamic writes before each MatMulInteger/ConvInteger.
 // Bit-identical to the reference (the same float operations); an input holding NaN takes the reference's scalar
 // loop (NaN quantizes to the zero point).
+#include <immintrin.h>
+
 #include <cmath>
 #include <vector>
 
@@ -19,16 +21,44 @@ struct Range {
   bool nan = false;
 };
 
-CUVIL_CPU_CLONES Range range_of(const float* x, int64_t n) {
-  float lo = 0, hi = 0;
+Range range_scalar(const float* x, int64_t n, Range r = {}) {
   int nan = 0;
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
-    lo = v < lo ? v : lo;  // a NaN compares false: skipped
-    hi = v > hi ? v : hi;
+    r.lo = v < r.lo ? v : r.lo;  // a NaN compares false: skipped
+    r.hi = v > r.hi ? v : r.hi;
     nan |= v != v;
   }
-  return {lo, hi, nan != 0};
+  r.nan |= nan != 0;
+  return r;
+}
+
+// The same range 64 floats a step (GCC leaves the loop above scalar: a min/max reduction it will not reorder).
+// min_ps(v, lo) is v < lo ? v : lo exactly (a NaN v keeps lo); every lane starts at +0 and only takes values
+// strictly beyond it, so -0 never enters and the lanes' combination is the scalar loop's result.
+__attribute__((target("avx512f"))) Range range_avx512(const float* x, int64_t n) {
+  __m512 lo[4], hi[4];
+  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm512_setzero_ps();
+  __mmask16 nan = 0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (int j = 0; j < 4; ++j) {
+      __m512 v = _mm512_loadu_ps(x + i + 16 * j);
+      lo[j] = _mm512_min_ps(v, lo[j]);
+      hi[j] = _mm512_max_ps(v, hi[j]);
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
+  alignas(64) float l[64], h[64];
+  for (int j = 0; j < 4; ++j) _mm512_store_ps(l + 16 * j, lo[j]), _mm512_store_ps(h + 16 * j, hi[j]);
+  Range r;
+  for (int j = 0; j < 64; ++j) r.lo = l[j] < r.lo ? l[j] : r.lo, r.hi = h[j] > r.hi ? h[j] : r.hi;
+  r.nan = nan != 0;
+  return range_scalar(x + i, n - i, r);
+}
+
+Range range_of(const float* x, int64_t n) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512 ? range_avx512(x, n) : range_scalar(x, n);
 }
 
 CUVIL_CPU_CLONES void quantize(const float* x, uint8_t* y, int64_t n, float scale, float zp) {

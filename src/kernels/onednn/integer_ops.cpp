@@ -18,6 +18,7 @@
 // oneDNN's int8 convolutions want channels-last activations: channels-first tensors are reordered in and out.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -127,6 +128,43 @@ __attribute__((target("avx512f,avx512bw"))) void requantize_row_avx512(const int
   requantize_row_scalar(acc + c, bias ? bias + c : nullptr, mult + c, m - c, zp, lo, hi, q + c);
 }
 #pragma GCC diagnostic pop
+
+// A dequantizing MatMulInteger's output row (fuse-matmul's form, ONNX Runtime's MatMulIntegerToFloat):
+// y[c] = float(acc[c] + fix[c] - zb[c] * rs) * mult[c] (+ bias[c]): the sums corrected for the zero points in
+// wrapping 32-bit arithmetic (zb null: B has none), then one float multiply and one float add, each rounded (not
+// fused into an FMA: the unfused graph's Mul and Add round twice).
+void dequantize_row_scalar(const int32_t* acc, const uint32_t* fix, const int32_t* zb, uint32_t rs, const float* mult,
+                           const float* bias, int64_t n, float* y) {
+  for (int64_t c = 0; c < n; ++c) {
+    uint32_t v = uint32_t(acc[c]) + fix[c];
+    if (zb) v -= uint32_t(zb[c]) * rs;
+    volatile float p = float(int32_t(v)) * mult[c];  // (volatile: rounded here, never contracted with the add)
+    y[c] = bias ? p + bias[c] : p;
+  }
+}
+
+__attribute__((target("avx512f"))) void dequantize_row_avx512(const int32_t* acc, const uint32_t* fix,
+                                                               const int32_t* zb, uint32_t rs, const float* mult,
+                                                               const float* bias, int64_t n, float* y) {
+  __m512i vrs = _mm512_set1_epi32(int32_t(rs));
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + c), _mm512_loadu_si512(fix + c));  // wraps
+    if (zb) v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_loadu_si512(zb + c), vrs));
+    // The _round_ forms are opaque to GCC: a multiply and an add it cannot contract into an FMA.
+    __m512 f = _mm512_mul_round_ps(_mm512_cvtepi32_ps(v), _mm512_loadu_ps(mult + c), _MM_FROUND_CUR_DIRECTION);
+    if (bias) f = _mm512_add_round_ps(f, _mm512_loadu_ps(bias + c), _MM_FROUND_CUR_DIRECTION);
+    _mm512_storeu_ps(y + c, f);
+  }
+  dequantize_row_scalar(acc + c, fix + c, zb ? zb + c : nullptr, rs, mult + c, bias ? bias + c : nullptr, n - c, y + c);
+}
+
+void dequantize_row(const int32_t* acc, const uint32_t* fix, const int32_t* zb, uint32_t rs, const float* mult,
+                    const float* bias, int64_t n, float* y) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return dequantize_row_avx512(acc, fix, zb, rs, mult, bias, n, y);
+  dequantize_row_scalar(acc, fix, zb, rs, mult, bias, n, y);
+}
 
 void requantize_row(const int32_t* acc, const int32_t* bias, const float* mult, int64_t m, int32_t zp, int32_t lo,
                     int32_t hi, uint8_t* q) {
@@ -397,6 +435,7 @@ class IntMatMulKernel final : public PrimitiveKernel {
     for (int32_t z : b_zp_) any_b_zp_ |= z != 0;
     a_signed_ = a.dtype == DType::i8;
     requantize_ = r.y_scale >= 0;
+    to_float_ = r.op == OpKind::MatMulInteger && present(in, 4);  // fuse-matmul's dequantizing form
     y_signed_ = requantize_ && in[size_t(r.y_zp)].dtype == DType::i8;
 
     memory::desc a_md = dense_md({rows_, K_}, memory::data_type::u8), y_md = dense_md({rows_, N_}, memory::data_type::s32);
@@ -420,6 +459,8 @@ class IntMatMulKernel final : public PrimitiveKernel {
     if (a_signed_) shifted_.resize(size_t(rows_ * K_));
     if (requantize_) acc_.resize(size_t(rows_ * N_));
     if (any_b_zp_) rowsum_.resize(size_t(rows_));
+    fix_.resize(size_t(N_));
+    if (to_float_) mult_.resize(size_t(N_));
     return true;
   }
 
@@ -432,10 +473,15 @@ class IntMatMulKernel final : public PrimitiveKernel {
       ap = shifted_.data();
       za += 128;
     }
-    int32_t* acc = requantize_ ? acc_.data() : ctx.output(0).data<int32_t>();
+    // The dequantizing form's sums go to its f32 output and are converted there in place (same size, each
+    // 16-value block read before it is written): no scratch buffer between the product and the pass.
+    int32_t* acc = requantize_ ? acc_.data()
+                   : to_float_ ? static_cast<int32_t*>(ctx.output(0).raw())
+                               : ctx.output(0).data<int32_t>();
     bind(DNNL_ARG_SRC, ap);
     bind(DNNL_ARG_DST, acc);
     execute();
+    if (to_float_) return dequantize(ctx, ap, za, acc);
     correct(ap, za, acc);
     if (requantize_) y_signed_ ? requantize<int8_t>(ctx, acc) : requantize<uint8_t>(ctx, acc);
   }
@@ -444,21 +490,68 @@ class IntMatMulKernel final : public PrimitiveKernel {
   IntegerOpRecord rec_{};
   int64_t rows_ = 0, K_ = 0, N_ = 0;
   std::vector<int32_t> b_zp_, colsum_, rowsum_, acc_;
+  std::vector<uint32_t> fix_;  // per column: -za colsum + K za zb, for za = fix_za_
+  int64_t fix_za_ = std::numeric_limits<int64_t>::min();
+  std::vector<float> mult_;    // the dequantizing form: scale * scale2 per column
   std::vector<uint8_t> shifted_;
-  bool any_b_zp_ = false, a_signed_ = false, requantize_ = false, y_signed_ = false;
+  bool any_b_zp_ = false, a_signed_ = false, requantize_ = false, y_signed_ = false, to_float_ = false;
 
-  // The zero points' terms, in wrapping 32-bit arithmetic (as int32 sums wrap).
-  void correct(const uint8_t* a, int32_t za, int32_t* acc) {
-    if (za == 0 && !any_b_zp_) return;
+  // The terms of the zero points that do not depend on the row, and A's row sums when B has zero points.
+  void corrections(const uint8_t* a, int32_t za) {
     if (any_b_zp_)
       for (int64_t m = 0; m < rows_; ++m) {
         uint32_t s = 0;
         for (int64_t k = 0; k < K_; ++k) s += a[m * K_ + k];
         rowsum_[size_t(m)] = int32_t(s);
       }
-    std::vector<uint32_t> fix(static_cast<size_t>(N_));  // per column: -za colsum + K za zb
-    for (int64_t c = 0; c < N_; ++c)
-      fix[size_t(c)] = uint32_t(-int64_t(za) * colsum_[size_t(c)] + int64_t(K_) * za * b_zp_[size_t(c)]);
+    if (za == fix_za_) return;  // fix_ depends on za alone
+    // In uint32: the low 32 bits of -za colsum + K za zb, as wrapping int32 sums keep them (a loop GCC vectorizes).
+    uint32_t nza = uint32_t(-za), kza = uint32_t(int64_t(K_) * za);
+    const int32_t *cs = colsum_.data(), *zb = b_zp_.data();
+    uint32_t* fix = fix_.data();
+    for (int64_t c = 0; c < N_; ++c) fix[c] = nza * uint32_t(cs[c]) + kza * uint32_t(zb[c]);
+    fix_za_ = za;
+  }
+
+  // The dequantizing form: the corrections, the scales and the bias in one pass from the sums to the output.
+  void dequantize(KernelContext& ctx, const uint8_t* a, int32_t za, const int32_t* acc) {
+    corrections(a, za);
+    auto column_values = [&](size_t i) -> const Tensor* {
+      if (!ctx.has_input(i)) return nullptr;
+      const Tensor& t = ctx.input(i);
+      if (t.dtype() != DType::f32 || (t.numel() != 1 && t.numel() != N_))
+        ctx.error("input ", i, " must be f32 with 1 or ", N_, " values");
+      return &t;
+    };
+    const Tensor *s1 = column_values(4), *s2 = column_values(5), *b = column_values(6);
+    if (!s1) ctx.error("scale (input 4) is required");
+    if (b && b->numel() != N_) ctx.error("bias must have ", N_, " values, got ", b->numel());
+    const float *p1 = s1->data<float>(), *p2 = s2 ? s2->data<float>() : nullptr;
+    int64_t i1 = s1->numel() == 1 ? 0 : 1, i2 = s2 && s2->numel() != 1 ? 1 : 0;
+    float* mult = mult_.data();
+    if (!p2) {
+      for (int64_t c = 0; c < N_; ++c) mult[c] = p1[i1 * c];
+    } else if (i1 == 0 && i2 == 0) {
+      std::fill(mult, mult + N_, p1[0] * p2[0]);
+    } else {
+      for (int64_t c = 0; c < N_; ++c) mult[c] = p1[i1 * c] * p2[i2 * c];
+    }
+    const float* bias = b ? b->data<float>() : nullptr;
+    float* y = ctx.output(0).data<float>();
+    const int32_t* zb = any_b_zp_ ? b_zp_.data() : nullptr;
+    ScopedThreads t(threads_);
+    cpu::parallel_ranges(rows_, N_, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m)
+        dequantize_row(acc + m * N_, fix_.data(), zb, zb ? uint32_t(rowsum_[size_t(m)]) : 0u, mult_.data(), bias,
+                       N_, y + m * N_);
+    });
+  }
+
+  // The zero points' terms, in wrapping 32-bit arithmetic (as int32 sums wrap).
+  void correct(const uint8_t* a, int32_t za, int32_t* acc) {
+    if (za == 0 && !any_b_zp_) return;
+    corrections(a, za);
+    const std::vector<uint32_t>& fix = fix_;
     for (int64_t m = 0; m < rows_; ++m) {
       uint32_t* row = reinterpret_cast<uint32_t*>(acc + m * N_);
       if (any_b_zp_) {

@@ -446,11 +446,32 @@ CUVIL_REF_KERNEL(MatMul) {
   });
 }
 
+// With a scale (Cuvil's dequantizing form, see the op): as the graph fuse-matmul replaced, each sum converted to
+// float and multiplied by its column's scale * scale2 (a float product), then the bias added, in float.
 CUVIL_REF_KERNEL(MatMulInteger) {
   ref::nn::MatmulShape s;
   std::vector<uint32_t> acc = integer_matmul(ctx, 0, 2, 1, 3, s);
-  int32_t* y = ctx.output(0).data<int32_t>();
-  for (size_t i = 0; i < acc.size(); ++i) y[i] = int32_t(acc[i]);
+  if (!ctx.has_input(4)) {
+    int32_t* y = ctx.output(0).data<int32_t>();
+    for (size_t i = 0; i < acc.size(); ++i) y[i] = int32_t(acc[i]);
+    return;
+  }
+  int64_t n = s.n;
+  auto column = [&](size_t i, int64_t c) -> const float* {  // input i's value for column c (null when absent)
+    if (!ctx.has_input(i)) return nullptr;
+    const Tensor& t = ctx.input(i);
+    if (t.numel() != 1 && t.numel() != n) ctx.error("input ", i, " must have 1 or ", n, " values, got ", t.numel());
+    return t.data<float>() + (t.numel() == 1 ? 0 : c);
+  };
+  float* y = ctx.output(0).data<float>();
+  for (size_t i = 0; i < acc.size(); ++i) {
+    int64_t c = int64_t(i) % n;
+    float scale = *column(4, c);
+    if (const float* s2 = column(5, c)) scale = scale * *s2;
+    float v = float(int32_t(acc[i])) * scale;
+    if (const float* b = column(6, c)) v = v + *b;
+    y[i] = v;
+  }
 }
 
 CUVIL_REF_KERNEL(QLinearMatMul) {
