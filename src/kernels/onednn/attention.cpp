@@ -147,20 +147,37 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) float masked_sof
   return 1.f / _mm512_reduce_add_ps(sum);
 }
 
-// Rows x cols of a strided f32 matrix into a dense bf16 one, rounded to nearest even.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gather_bf16(const float* strided, int64_t row_stride,
-                                                                        int64_t col_stride, uint16_t* dense,
-                                                                        int64_t rows, int64_t cols) {
+// Rows x cols of a strided f32 matrix times `scale` (a power of two: exact) into a dense bf16 one, rounded to
+// nearest even.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gather_bf16(
+    const float* strided, int64_t row_stride, int64_t col_stride, uint16_t* dense, int64_t rows, int64_t cols,
+    float scale) {
+  const __m512 vs = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < rows; ++i) {
     const float* s = strided + i * row_stride;
     uint16_t* d = dense + i * cols;
     if (col_stride != 1) {
-      for (int64_t j = 0; j < cols; ++j) d[j] = bf16_t::from_float(s[j * col_stride]);
+      for (int64_t j = 0; j < cols; ++j) d[j] = bf16_t::from_float(s[j * col_stride] * scale);
       continue;
     }
     for (int64_t j = 0; j < cols; j += 16) {
       __mmask16 k = cols - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (cols - j)) - 1u);
-      _mm256_mask_storeu_epi16(d + j, k, cvt_bf16(_mm512_maskz_loadu_ps(k, s + j)));
+      _mm256_mask_storeu_epi16(d + j, k, cvt_bf16(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), vs)));
+    }
+  }
+}
+
+// Rows x cols of a strided f32 matrix times `scale` (a power of two: exact) into a dense one.
+CUVIL_CPU_CLONES void gather_scaled(const float* strided, int64_t row_stride, int64_t col_stride, float* dense,
+                                    int64_t rows, int64_t cols, float scale) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* s = strided + i * row_stride;
+    float* d = dense + i * cols;
+    if (col_stride == 1) {
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) d[j] = s[j] * scale;
+    } else {
+      for (int64_t j = 0; j < cols; ++j) d[j] = s[j * col_stride] * scale;
     }
   }
 }
@@ -320,6 +337,14 @@ class AttentionKernel final : public PreparedKernel {
     int64_t blocks = heads_ >= threads_ ? 1 : std::min<int64_t>(sq_, (threads_ + heads_ - 1) / heads_);
     rows_ = std::min((sq_ + blocks - 1) / blocks, std::max<int64_t>(1, kScoresBytes / (sk_ * int64_t(sizeof(float)))));
     float scale = AttrReader(n).f("scale");
+    // A power-of-two scale (1 / sqrt(64), ...) multiplies q as it is gathered: every product and sum scales
+    // exactly, so the scores keep their bits, and the first product loses its eltwise post-op (about 1 % of
+    // Whisper's attention on one thread).
+    int exponent = 0;
+    if (scale != 1.f && std::frexp(scale, &exponent) == 0.5f) {
+      q_scale_ = scale;
+      scale = 1.f;
+    }
     if (!scores_.create(rows_, d_, sk_, true, scale, bf16, reason) ||
         !values_.create(rows_, sk_, dv_, false, 1.f, bf16, reason))
       return false;
@@ -337,7 +362,7 @@ class AttentionKernel final : public PreparedKernel {
       const int64_t rows[4] = {rows_, sk_, sk_, rows_}, cols[4] = {d_, d_, dv_, dv_};
       for (size_t o = 0; o < 4; ++o) {
         if (bf16 && o < 3) s.dense_bf16[o].resize(size_t(rows[o] * cols[o]));  // always converted
-        else if (!layouts_[o].dense(cols[o])) s.dense[o].resize(size_t(rows[o] * cols[o]));
+        else if (!layouts_[o].dense(cols[o]) || (o == 0 && q_scale_ != 1.f)) s.dense[o].resize(size_t(rows[o] * cols[o]));
       }
       if (bf16) s.probs_bf16.resize(size_t(rows_ * sk_));
       for (const Product* p : {&scores_, &values_}) s.args.push_back(p->make_args());
@@ -432,11 +457,16 @@ class AttentionKernel final : public PreparedKernel {
   // Operand o's rows x cols matrix at x, dense: x itself, or gathered into the thread's buffer (in bf16: always
   // gathered, rounded).
   const void* dense_operand(Scratch& s, size_t o, const float* x, int64_t rows, int64_t cols) const {
+    float scale = o == 0 ? q_scale_ : 1.f;
     if (bf16_) {
-      gather_bf16(x, layouts_[o].row, layouts_[o].col, s.dense_bf16[o].data(), rows, cols);
+      gather_bf16(x, layouts_[o].row, layouts_[o].col, s.dense_bf16[o].data(), rows, cols, scale);
       return s.dense_bf16[o].data();
     }
     if (s.dense[o].empty()) return x;
+    if (scale != 1.f) {
+      gather_scaled(x, layouts_[o].row, layouts_[o].col, s.dense[o].data(), rows, cols, scale);
+      return s.dense[o].data();
+    }
     move_matrix(const_cast<float*>(x), layouts_[o], s.dense[o].data(), rows, cols, true);
     return s.dense[o].data();
   }
@@ -450,6 +480,7 @@ class AttentionKernel final : public PreparedKernel {
   bool has_mask_ = false;
   bool bool_mask_ = false;             // a bool mask selects (Where(Mask, score, fill_)); a float one is added
   bool bf16_ = false;                  // the products in bf16 (q, k, v and the probabilities rounded)
+  float q_scale_ = 1.f;                // a power-of-two scale, applied to q as it is gathered
   float fill_ = 0;
   Product scores_, values_, scores_last_, values_last_;  // full row blocks, and a last partial one
   std::vector<Scratch> scratch_;       // per thread
