@@ -231,6 +231,27 @@ def test_without_bf16_instructions_f32_is_kept_with_a_reason(tmp_path):
     assert result["err"] < 1e-5
 
 
+def test_attention_without_bf16_instructions_keeps_f32_with_a_reason():
+    """The bf16 Attention kernel takes the same dispatch check as the bf16 products: capped below
+    avx512_core_bf16, its products would run gemm:jit, so it keeps f32 and says why."""
+    transformers = pytest.importorskip("transformers")
+    script = (
+        "import json, sys, torch, transformers, cuvil\n"
+        "torch.manual_seed(0)\n"
+        "cfg = transformers.BertConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=2,\n"
+        "                              intermediate_size=128, vocab_size=500)\n"
+        "m = transformers.BertModel(cfg).eval()\n"
+        "x = {'input_ids': torch.randint(0, 500, (1, 37)), 'attention_mask': torch.ones(1, 37, dtype=torch.int64)}\n"
+        "c = cuvil.compile(m, kwargs=x, precision='bf16')\n"
+        "print(json.dumps([r for r in c.precision_report(**x) if r['op'] == 'Attention']))\n")
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX512_CORE", PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(rows) == 1, rows
+    assert rows[0]["precision"] == "fp32" and "slower than f32" in rows[0]["reason"], rows
+
+
 def test_cli_precision_flag(cuvil_bin, tmp_path):
     m, x = small_cnn()
     path = str(tmp_path / "m.onnx")
