@@ -116,8 +116,24 @@ def engines(name, model, inputs, threads, tmp, calib_n=8, only=None):
             return fn
         return make
 
+    def cuvil_env(precision, var, value):  # a comparison switch set while the kernels are prepared
+        def make():
+            old = os.environ.get(var)
+            os.environ[var] = value
+            try:
+                fn = cuvil_fn(precision)()
+                fn()
+            finally:
+                if old is None:
+                    del os.environ[var]
+                else:
+                    os.environ[var] = old
+            return fn
+        return make
+
     add("cuvil fp32", cuvil_fn("fp32"))
     add("cuvil bf16", cuvil_fn("bf16"))
+    add("cuvil bf16 f32-attention", cuvil_env("bf16", "CUVIL_BF16_ATTENTION", "0"))
     add("cuvil int8", cuvil_fn("int8"))
 
     path = os.path.join(tmp, f"{name}.onnx")

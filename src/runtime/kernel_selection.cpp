@@ -10,6 +10,8 @@
 #include "runtime/bf16_boundary.h"
 #include "runtime/u8_boundary.h"
 
+#include <cstdlib>
+
 namespace cuvil {
 
 namespace {
@@ -45,7 +47,7 @@ std::string why_f32(const Node& n, const KernelOptions& options) {
   switch (n.op()) {
     case OpKind::Conv: case OpKind::FusedConv: case OpKind::MatMul: case OpKind::Gemm: case OpKind::FusedMatMul:
       return str_cat("no ", precision_name(options.precision), " kernel for this node");
-    case OpKind::Attention: return "attention runs f32 (no bf16 kernel)";
+    case OpKind::Attention: return "attention: no bf16 kernel for these inputs";
     // The block list: results that small relative errors in their inputs move a lot (exp, statistics, sums).
     case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNormalization:
     case OpKind::BatchNormalization: case OpKind::ReduceSum: case OpKind::ReduceMean:
@@ -112,6 +114,14 @@ std::unique_ptr<PreparedKernel> prepare_kernel_at(const Node& n, const std::vect
     // Before Cuvil's f32 GEMM: oneDNN's bf16 product (2x the f32 rate where the CPU has bf16 dot products).
     if (!options.lower_final_outputs && writes_graph_output(n)) reason = "final output stays f32";
     else if (auto k = onednn::prepare_onednn_bf16_matmul(n, inputs, &reason)) return k;
+  }
+  if (options.precision == Precision::bf16 && options.fast && !options.reference_ops.count(n.op()) &&
+      n.op() == OpKind::Attention && !has_bf16_link(n, inputs)) {
+    // Both products in bf16, the Softmax f32 (kernels/onednn/attention.cpp); else the f32 kernel with the reason.
+    // CUVIL_BF16_ATTENTION=0 keeps f32 (comparisons).
+    const char* env = std::getenv("CUVIL_BF16_ATTENTION");
+    if (env && std::string(env) == "0") reason = "attention: CUVIL_BF16_ATTENTION=0";
+    else if (auto k = onednn::prepare_onednn_bf16_attention(n, inputs, &reason)) return k;
   }
   if (options.precision == Precision::bf16 && options.fast && n.op() == OpKind::Cast)
     if (auto k = onednn::prepare_bf16_convert(n, inputs)) return k;  // a shared source conversion (bf16 links)

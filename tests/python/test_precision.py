@@ -120,7 +120,7 @@ def test_bf16_onnx_model_and_final_output_rule(tmp_path):
 
 
 def test_bf16_transformer_against_fp32():
-    """A small BERT (random weights; its products on bf16, attention, softmax and layer norms in f32)."""
+    """A small BERT (random weights; its products and attention's two on bf16, softmax and layer norms in f32)."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128,
@@ -137,14 +137,16 @@ def test_bf16_transformer_against_fp32():
     report = c.precision_report(**inputs)
     lowered = [r for r in report if r["precision"] == "bf16"]
     layers = 2 * 6  # per layer: the Q, K, V and output projections, the two feed-forward products
+    products = 2 * 8  # and attention's two
     if machine_has_bf16():
         assert len(lowered) >= layers - 2, [(r["op"], r["precision"], r["reason"]) for r in report]
+        assert [r["precision"] for r in report if r["op"] == "Attention"] == ["bf16"] * 2, report
     err = rel_l2(got, want)
-    assert err <= 2 * U * layers, err
+    assert err <= 2 * U * products, err
     if lowered:
         assert err > U / 64
     for r in report:
-        if r["op"] in ("Softmax", "LayerNormalization", "Attention") or r["op"].startswith("FusedKernel"):
+        if r["op"] in ("Softmax", "LayerNormalization") or r["op"].startswith("FusedKernel"):
             assert r["precision"] == "fp32" and r["reason"], r
 
 
@@ -227,6 +229,27 @@ def test_without_bf16_instructions_f32_is_kept_with_a_reason(tmp_path):
     convs = [r for r in report if r["op"] in ("Conv", "FusedConv")]
     assert convs and all("slower than f32" in r["reason"] or "no bf16 kernel" in r["reason"] for r in convs), convs
     assert result["err"] < 1e-5
+
+
+def test_attention_without_bf16_instructions_keeps_f32_with_a_reason():
+    """The bf16 Attention kernel takes the same dispatch check as the bf16 products: capped below
+    avx512_core_bf16, its products would run gemm:jit, so it keeps f32 and says why."""
+    transformers = pytest.importorskip("transformers")
+    script = (
+        "import json, sys, torch, transformers, cuvil\n"
+        "torch.manual_seed(0)\n"
+        "cfg = transformers.BertConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=2,\n"
+        "                              intermediate_size=128, vocab_size=500)\n"
+        "m = transformers.BertModel(cfg).eval()\n"
+        "x = {'input_ids': torch.randint(0, 500, (1, 37)), 'attention_mask': torch.ones(1, 37, dtype=torch.int64)}\n"
+        "c = cuvil.compile(m, kwargs=x, precision='bf16')\n"
+        "print(json.dumps([r for r in c.precision_report(**x) if r['op'] == 'Attention']))\n")
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX512_CORE", PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(rows) == 1, rows
+    assert rows[0]["precision"] == "fp32" and "slower than f32" in rows[0]["reason"], rows
 
 
 def test_cli_precision_flag(cuvil_bin, tmp_path):

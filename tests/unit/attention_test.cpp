@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -86,9 +87,34 @@ TEST(Attention, FastKernelMatchesReference) {
        std::nullopt, 1.f},
       {"one head, long keys: 52-row blocks and a last one of 18", {1}, 70, 5000, 8, 3, {}, {}, {}, {},
        Ints{1, 1, 5000}},
+      {"a scale not a power of two (the product's post-op), strided q", {3}, 11, 9, 5, 4, {1, 0, 2}, {}, {}, {},
+       Ints{11, 9}, 0.1f},
   };
   uint32_t seed = 10;
   for (const Case& c : cases) expect_matches_reference(c, seed += 10);
+}
+
+// A power-of-two scale is applied to q as it is gathered, which scales every product and partial sum exactly:
+// the same bits as the scaled q handed in with scale 1 (dense q, gathered only for the scale; strided q).
+TEST(Attention, PowerOfTwoScaleOnQKeepsTheBits) {
+  for (bool strided : {false, true}) {
+    Ints perm = strided ? Ints{1, 0, 2} : Ints{};
+    Ints shape = strided ? Ints{37, 3, 16} : Ints{3, 37, 16};
+    Tensor q = random_tensor(shape, 1, 2.f), k = random_tensor(shape, 2, 2.f), v = random_tensor(shape, 3);
+    Tensor q8 = q.clone();
+    for (int64_t i = 0; i < q8.numel(); ++i) q8.data<float>()[i] *= 0.125f;
+    auto run = [&](const Tensor& qq, double scale) {
+      AttrMap attrs{{"scale", Attribute(scale)}};
+      if (strided)
+        for (const char* p : {"perm_q", "perm_k", "perm_v", "perm_y"}) attrs.emplace(p, Attribute(perm));
+      OneOp one = build_op(OpKind::Attention, {input(qq), input(k), input(v)}, attrs);
+      return Executor(one.g).run(one.feeds)[0];
+    };
+    Tensor folded = run(q, 0.125), given = run(q8, 1.0);
+    ASSERT_EQ(folded.shape(), given.shape());
+    EXPECT_EQ(std::memcmp(folded.data<float>(), given.data<float>(), size_t(folded.numel()) * sizeof(float)), 0)
+        << (strided ? "strided" : "dense");
+  }
 }
 
 // A row whose mask is -inf everywhere is 0/0 in the Softmax: NaN in both kernels, not a silent number.

@@ -1,5 +1,5 @@
-// exp_f (vec_math.h) on 16 lanes with AVX-512 intrinsics, step for step the same fused multiply-adds, so each lane
-// equals exp_f of it bit for bit. For kernels whose loops the compiler does not vectorize well on their own: short
+// exp_f (vec_math.h) on 16 lanes with AVX-512 intrinsics, step for step the same fused multiply-adds (the final
+// scaling by 2^n as one scalef, rounding as exp_f's two multiplies do), so each lane equals exp_f of it bit for bit. For kernels whose loops the compiler does not vectorize well on their own: short
 // rows, where `#pragma omp simd` loops ran their remainders through the scalar exp_f (Attention's row Softmax over
 // ViT's 197 keys: 0.72 ns an element, against 0.34 in the generated Softmax kernel).
 #pragma once
@@ -19,18 +19,16 @@ __attribute__((target("avx512f"))) inline __m512 exp_ps16(__m512 x) {
   xc = _mm512_min_ps(_mm512_set1_ps(float(xp::kHigh)), xc);
   const __m512 shift = _mm512_set1_ps(12582912.0f);  // 1.5 * 2^23: x / ln2 rounded lands in the low mantissa bits
   __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(float(xp::kLog2e)), shift);
-  __m512i n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(shift));
   __m512 fn = _mm512_sub_ps(t, shift);
   __m512 r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(float(xp::kLn2High)), xc);
   r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(float(xp::kLn2Low)), r);
   __m512 p = _mm512_set1_ps(float(xp::kPoly[0]));
   for (size_t i = 1; i < sizeof(xp::kPoly) / sizeof(xp::kPoly[0]); ++i)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(float(xp::kPoly[i])));
-  __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+  // p * 2^n in one instruction: exp_f's (p * 2^n1) * 2^n2 (n = n1 + n2, so that neither factor overflows) is
+  // exact in its first product and rounds once in the second, as scalef rounds p * 2^n once: the same bits, also
+  // where the result is subnormal or overflows. 8 integer/multiply steps fewer.
+  __m512 y = _mm512_scalef_ps(p, fn);
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
 }
 

@@ -14,6 +14,11 @@
 // moved every operand through memory between them. The gathers stand in for the Transpose nodes the pass
 // absorbed. Heads are split into row blocks when there are fewer heads than threads, and so that one block's
 // scores fit in about 1 MB.
+//
+// In bf16 (KernelOptions::precision, where oneDNN runs the products on bf16 dot products) the gathers round q, k
+// and v to bf16 (nearest even), both products multiply bf16 and accumulate in f32, and the Softmax stays f32 (the
+// scores, their max, exp and the sum) except that it writes its probabilities exp(x - max) rounded to bf16 for
+// the second product; the 1 / sum scaling stays f32. BERT-base's attention was ~9 % of its bf16 time in f32.
 #include <omp.h>
 
 #include <algorithm>
@@ -29,6 +34,7 @@
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_ops.h"
 #include "kernels/ref/indexing.h"
+#include "support/half.h"
 
 namespace cuvil::onednn {
 
@@ -89,8 +95,9 @@ CUVIL_CPU_CLONES float masked_softmax_row_portable(float* x, int64_t n, const fl
 // (cpu::exp_ps16, equal to exp_f lane by lane) and the sum. The loops above ran rows whose length is not a multiple
 // of 16 partly through the scalar exp_f. Softmax samples per sample in the products (perf, one thread): ViT's 197
 // keys 0.35 -> 0.20, BERT's 128 0.26 -> 0.17, Whisper's 1500 0.20 -> 0.17.
-__attribute__((target("avx512f"))) float masked_softmax_row_avx512(float* x, int64_t n, const float* mask,
-                                                                  int64_t mask_stride) {
+// The first pass: adds the mask (in place) and returns the row's maximum.
+__attribute__((target("avx512f"))) float masked_row_max_avx512(float* x, int64_t n, const float* mask,
+                                                               int64_t mask_stride) {
   __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512 m0 = _mm512_set1_ps(mask && mask_stride != 1 ? mask[0] : 0.f);
   for (int64_t j = 0; j < n; j += 16) {
@@ -102,7 +109,12 @@ __attribute__((target("avx512f"))) float masked_softmax_row_avx512(float* x, int
     }
     vmax = _mm512_mask_max_ps(vmax, k, v, vmax);  // (v > max ? v : max: a NaN score is passed over, as above)
   }
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  return _mm512_reduce_max_ps(vmax);
+}
+
+__attribute__((target("avx512f"))) float masked_softmax_row_avx512(float* x, int64_t n, const float* mask,
+                                                                  int64_t mask_stride) {
+  const __m512 m = _mm512_set1_ps(masked_row_max_avx512(x, n, mask, mask_stride));
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
     __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1u);
@@ -113,6 +125,63 @@ __attribute__((target("avx512f"))) float masked_softmax_row_avx512(float* x, int
   return 1.f / _mm512_reduce_add_ps(sum);
 }
 
+// f32 -> bf16 on 16 lanes, nearest even (the conversion oneDNN's reorders run; bf16_t's, but for denormals).
+__attribute__((target("avx512f,avx512bf16"), always_inline)) inline __m256i cvt_bf16(__m512 x) {
+  return __m256i(_mm512_cvtneps_pbh(x));
+}
+
+// As masked_softmax_row_avx512, but the probabilities exp(x - max) go to `out` rounded to bf16 (the sum is of
+// the f32 values); x keeps the masked scores.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) float masked_softmax_row_bf16(float* x, int64_t n,
+                                                                                     const float* mask,
+                                                                                     int64_t mask_stride,
+                                                                                     uint16_t* out) {
+  const __m512 m = _mm512_set1_ps(masked_row_max_avx512(x, n, mask, mask_stride));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1u);
+    __m512 e = cpu::exp_ps16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), m));
+    _mm256_mask_storeu_epi16(out + j, k, cvt_bf16(e));
+    sum = _mm512_mask_add_ps(sum, k, sum, e);
+  }
+  return 1.f / _mm512_reduce_add_ps(sum);
+}
+
+// Rows x cols of a strided f32 matrix times `scale` (a power of two: exact) into a dense bf16 one, rounded to
+// nearest even.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gather_bf16(
+    const float* strided, int64_t row_stride, int64_t col_stride, uint16_t* dense, int64_t rows, int64_t cols,
+    float scale) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* s = strided + i * row_stride;
+    uint16_t* d = dense + i * cols;
+    if (col_stride != 1) {
+      for (int64_t j = 0; j < cols; ++j) d[j] = bf16_t::from_float(s[j * col_stride] * scale);
+      continue;
+    }
+    for (int64_t j = 0; j < cols; j += 16) {
+      __mmask16 k = cols - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (cols - j)) - 1u);
+      _mm256_mask_storeu_epi16(d + j, k, cvt_bf16(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), vs)));
+    }
+  }
+}
+
+// Rows x cols of a strided f32 matrix times `scale` (a power of two: exact) into a dense one.
+CUVIL_CPU_CLONES void gather_scaled(const float* strided, int64_t row_stride, int64_t col_stride, float* dense,
+                                    int64_t rows, int64_t cols, float scale) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* s = strided + i * row_stride;
+    float* d = dense + i * cols;
+    if (col_stride == 1) {
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) d[j] = s[j] * scale;
+    } else {
+      for (int64_t j = 0; j < cols; ++j) d[j] = s[j * col_stride] * scale;
+    }
+  }
+}
+
 float masked_softmax_row(float* x, int64_t n, const float* mask, int64_t mask_stride) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   return avx512 ? masked_softmax_row_avx512(x, n, mask, mask_stride)
@@ -120,15 +189,16 @@ float masked_softmax_row(float* x, int64_t n, const float* mask, int64_t mask_st
 }
 
 // A bool mask row (stride 0: one value for the row) keeps the scores where it is true and puts `fill` elsewhere
-// (Where(Mask, x, fill)), then as masked_softmax_row.
-CUVIL_CPU_CLONES float selected_softmax_row(float* x, int64_t n, const bool* mask, int64_t mask_stride, float fill) {
+// (Where(Mask, x, fill)), then as masked_softmax_row (masked_softmax_row_bf16 into `bf16_out` where given).
+CUVIL_CPU_CLONES float selected_softmax_row(float* x, int64_t n, const bool* mask, int64_t mask_stride, float fill,
+                                            uint16_t* bf16_out) {
   if (mask_stride == 1) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) x[j] = mask[j] ? x[j] : fill;
   } else if (!mask[0]) {
     std::fill(x, x + n, fill);
   }
-  return masked_softmax_row(x, n, nullptr, 0);
+  return bf16_out ? masked_softmax_row_bf16(x, n, nullptr, 0, bf16_out) : masked_softmax_row(x, n, nullptr, 0);
 }
 
 CUVIL_CPU_CLONES void scale_row(float* x, int64_t n, float factor) {
@@ -157,10 +227,11 @@ void move_matrix(float* strided, const Layout& l, float* dense, int64_t rows, in
 // run by several threads at once: each passes its own scratchpad (user-managed), so runs share nothing.
 class Product {
  public:
-  void create(int64_t m, int64_t k, int64_t n, bool b_transposed, float scale) {
-    auto f32 = memory::data_type::f32;
-    a_ = memory::desc({m, k}, f32, Dims{k, 1});
-    b_ = memory::desc({k, n}, f32, b_transposed ? Dims{1, k} : Dims{n, 1});
+  // bf16: A and B bf16 (f32 accumulation and output). Returns the ISA check's verdict (bf16_dispatch_is_fast).
+  bool create(int64_t m, int64_t k, int64_t n, bool b_transposed, float scale, bool bf16, std::string* reason) {
+    auto f32 = memory::data_type::f32, in = bf16 ? memory::data_type::bf16 : f32;
+    a_ = memory::desc({m, k}, in, Dims{k, 1});
+    b_ = memory::desc({k, n}, in, b_transposed ? Dims{1, k} : Dims{n, 1});
     y_ = memory::desc({m, n}, f32, Dims{n, 1});
     dnnl::post_ops po;
     if (scale != 1.f) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, scale, 0.f);
@@ -169,9 +240,11 @@ class Product {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     ScopedThreads one(1);  // the primitive plans its work for the one thread that runs it
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_, b_, y_), attr, cpu_engine());
+    if (bf16 && !bf16_dispatch_is_fast(pd.impl_info_str(), reason)) return false;
     name_ = primitive_created(pd);
     prim_ = dnnl::matmul(pd);
     scratch_ = pd.scratchpad_desc();
+    return true;
   }
   const std::string& name() const { return name_; }
 
@@ -193,16 +266,16 @@ class Product {
     }
     if (scratch_bytes) {
       // 64-byte aligned, as oneDNN's own scratchpads are.
-      a.scratchpad.resize(scratch_bytes / sizeof(float) + 16);
+      a.scratchpad.resize(scratch_bytes / sizeof(float) + 16);  // (f32 words of any data type's bytes)
       auto at = reinterpret_cast<uintptr_t>(a.scratchpad.data());
       a.mems[3].set_data_handle(reinterpret_cast<void*>((at + 63) & ~uintptr_t(63)));
     }
     return a;
   }
 
-  void run(Args& args, const float* a, const float* b, float* y) const {
-    args.mems[0].set_data_handle(const_cast<float*>(a));
-    args.mems[1].set_data_handle(const_cast<float*>(b));
+  void run(Args& args, const void* a, const void* b, float* y) const {
+    args.mems[0].set_data_handle(const_cast<void*>(a));
+    args.mems[1].set_data_handle(const_cast<void*>(b));
     args.mems[2].set_data_handle(y);
     dnnl::error::wrap_c_api(dnnl_primitive_execute(prim_.get(), thread_stream().get(), int(args.list.size()),
                                                    args.list.data()),
@@ -217,8 +290,16 @@ class Product {
 
 class AttentionKernel final : public PreparedKernel {
  public:
-  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const Dims& y_shape) {
+  // bf16: the products in bf16 (see the top), or false with `reason` set where oneDNN would not run them on
+  // bf16 dot products.
+  bool prepare(const Node& n, const std::vector<PrepareInput>& in, const Dims& y_shape, bool bf16,
+               std::string* reason) {
     if (in[0].dtype != DType::f32) return false;
+    if (bf16 && !__builtin_cpu_supports("avx512bf16")) {
+      *reason = "attention: no AVX512-BF16 on this machine";
+      return false;
+    }
+    bf16_ = bf16;
     size_t r = in[0].shape.size();
     if (r < 2 || r > 8) return false;
     View q = permuted_view(in[0].shape, attention_perm(AttrReader(n), "perm_q", r));
@@ -256,20 +337,34 @@ class AttentionKernel final : public PreparedKernel {
     int64_t blocks = heads_ >= threads_ ? 1 : std::min<int64_t>(sq_, (threads_ + heads_ - 1) / heads_);
     rows_ = std::min((sq_ + blocks - 1) / blocks, std::max<int64_t>(1, kScoresBytes / (sk_ * int64_t(sizeof(float)))));
     float scale = AttrReader(n).f("scale");
-    scores_.create(rows_, d_, sk_, true, scale);
-    values_.create(rows_, sk_, dv_, false, 1.f);
-    if (int64_t last = sq_ % rows_) {
-      scores_last_.create(last, d_, sk_, true, scale);
-      values_last_.create(last, sk_, dv_, false, 1.f);
+    // A power-of-two scale (1 / sqrt(64), ...) multiplies q as it is gathered: every product and sum scales
+    // exactly, so the scores keep their bits, and the first product loses its eltwise post-op (about 1 % of
+    // Whisper's attention on one thread).
+    int exponent = 0;
+    if (scale != 1.f && std::frexp(scale, &exponent) == 0.5f) {
+      q_scale_ = scale;
+      scale = 1.f;
     }
+    if (!scores_.create(rows_, d_, sk_, true, scale, bf16, reason) ||
+        !values_.create(rows_, sk_, dv_, false, 1.f, bf16, reason))
+      return false;
+    if (int64_t last = sq_ % rows_) {
+      if (!scores_last_.create(last, d_, sk_, true, scale, bf16, reason) ||
+          !values_last_.create(last, sk_, dv_, false, 1.f, bf16, reason))
+        return false;
+    }
+    if (bf16) precision.precision = Precision::bf16;
     name_ = "onednn:attention:" + scores_.name().substr(std::string("onednn:").size());
     for (int t = 0; t < threads_; ++t) {
       Scratch s;
       s.scores.resize(size_t(rows_ * sk_));
       s.inv_sum.resize(size_t(rows_));
       const int64_t rows[4] = {rows_, sk_, sk_, rows_}, cols[4] = {d_, d_, dv_, dv_};
-      for (size_t o = 0; o < 4; ++o)
-        if (!layouts_[o].dense(cols[o])) s.dense[o].resize(size_t(rows[o] * cols[o]));
+      for (size_t o = 0; o < 4; ++o) {
+        if (bf16 && o < 3) s.dense_bf16[o].resize(size_t(rows[o] * cols[o]));  // always converted
+        else if (!layouts_[o].dense(cols[o]) || (o == 0 && q_scale_ != 1.f)) s.dense[o].resize(size_t(rows[o] * cols[o]));
+      }
+      if (bf16) s.probs_bf16.resize(size_t(rows_ * sk_));
       for (const Product* p : {&scores_, &values_}) s.args.push_back(p->make_args());
       if (sq_ % rows_)
         for (const Product* p : {&scores_last_, &values_last_}) s.args.push_back(p->make_args());
@@ -309,13 +404,14 @@ class AttentionKernel final : public PreparedKernel {
   // arguments for the products (full row blocks, then the last partial one).
   struct Scratch {
     std::vector<float> dense[4], scores, inv_sum;
+    std::vector<uint16_t> dense_bf16[3], probs_bf16;  // bf16: q, k, v rounded, and the probabilities
     std::vector<Product::Args> args;
   };
 
   // Items [begin, end): item = head * blocks + block. Consecutive items of one head reuse its gathered k and v.
   void run_items(const Pointers& p, int64_t begin, int64_t end, Scratch& s) const {
     int64_t blocks = (sq_ + rows_ - 1) / rows_, gathered_head = -1;
-    const float *kc = nullptr, *vc = nullptr;
+    const void *kc = nullptr, *vc = nullptr;
     for (int64_t item = begin; item < end; ++item) {
       int64_t head = item / blocks, row0 = (item % blocks) * rows_, rows = std::min(rows_, sq_ - row0);
       int64_t off[4] = {0, 0, 0, 0}, m_off = 0;
@@ -330,7 +426,7 @@ class AttentionKernel final : public PreparedKernel {
         vc = dense_operand(s, 2, p.v + off[2], sk_, dv_);
         gathered_head = head;
       }
-      const float* qc = dense_operand(s, 0, p.q + off[0] + row0 * layouts_[0].row, rows, d_);
+      const void* qc = dense_operand(s, 0, p.q + off[0] + row0 * layouts_[0].row, rows, d_);
       bool last = rows != rows_;
       Product::Args& sa = s.args[last ? 2 : 0];
       Product::Args& va = s.args[last ? 3 : 1];
@@ -338,26 +434,39 @@ class AttentionKernel final : public PreparedKernel {
       size_t r = mask_strides_.size();
       for (int64_t i = 0; i < rows; ++i) {
         float* x = s.scores.data() + i * sk_;
+        uint16_t* xb = bf16_ ? s.probs_bf16.data() + i * sk_ : nullptr;
         if (p.bool_mask) {
           s.inv_sum[size_t(i)] = selected_softmax_row(
-              x, sk_, p.bool_mask + m_off + (row0 + i) * mask_strides_[r - 2], mask_strides_[r - 1], fill_);
+              x, sk_, p.bool_mask + m_off + (row0 + i) * mask_strides_[r - 2], mask_strides_[r - 1], fill_, xb);
           continue;
         }
         const float* m = p.mask ? p.mask + m_off + (row0 + i) * mask_strides_[r - 2] : nullptr;
-        s.inv_sum[size_t(i)] = masked_softmax_row(x, sk_, m, p.mask ? mask_strides_[r - 1] : 0);
+        int64_t ms = p.mask ? mask_strides_[r - 1] : 0;
+        s.inv_sum[size_t(i)] = xb ? masked_softmax_row_bf16(x, sk_, m, ms, xb) : masked_softmax_row(x, sk_, m, ms);
       }
       float* yc = p.y + off[3] + row0 * layouts_[3].row;
       bool y_dense = s.dense[3].empty();
       float* yd = y_dense ? yc : s.dense[3].data();  // rows of dv values either way
-      (last ? values_last_ : values_).run(va, s.scores.data(), vc, yd);
+      const void* probs = bf16_ ? static_cast<const void*>(s.probs_bf16.data()) : s.scores.data();
+      (last ? values_last_ : values_).run(va, probs, vc, yd);
       for (int64_t i = 0; i < rows; ++i) scale_row(yd + i * dv_, dv_, s.inv_sum[size_t(i)]);
       if (!y_dense) move_matrix(yc, layouts_[3], s.dense[3].data(), rows, dv_, false);
     }
   }
 
-  // Operand o's rows x cols matrix at x, dense: x itself, or gathered into the thread's buffer.
-  const float* dense_operand(Scratch& s, size_t o, const float* x, int64_t rows, int64_t cols) const {
+  // Operand o's rows x cols matrix at x, dense: x itself, or gathered into the thread's buffer (in bf16: always
+  // gathered, rounded).
+  const void* dense_operand(Scratch& s, size_t o, const float* x, int64_t rows, int64_t cols) const {
+    float scale = o == 0 ? q_scale_ : 1.f;
+    if (bf16_) {
+      gather_bf16(x, layouts_[o].row, layouts_[o].col, s.dense_bf16[o].data(), rows, cols, scale);
+      return s.dense_bf16[o].data();
+    }
     if (s.dense[o].empty()) return x;
+    if (scale != 1.f) {
+      gather_scaled(x, layouts_[o].row, layouts_[o].col, s.dense[o].data(), rows, cols, scale);
+      return s.dense[o].data();
+    }
     move_matrix(const_cast<float*>(x), layouts_[o], s.dense[o].data(), rows, cols, true);
     return s.dense[o].data();
   }
@@ -370,6 +479,8 @@ class AttentionKernel final : public PreparedKernel {
   Dims mask_strides_;                  // over the scores' dims; empty without a mask
   bool has_mask_ = false;
   bool bool_mask_ = false;             // a bool mask selects (Where(Mask, score, fill_)); a float one is added
+  bool bf16_ = false;                  // the products in bf16 (q, k, v and the probabilities rounded)
+  float q_scale_ = 1.f;                // a power-of-two scale, applied to q as it is gathered
   float fill_ = 0;
   Product scores_, values_, scores_last_, values_last_;  // full row blocks, and a last partial one
   std::vector<Scratch> scratch_;       // per thread
@@ -381,7 +492,18 @@ class AttentionKernel final : public PreparedKernel {
 std::unique_ptr<PreparedKernel> prepare_attention(const Node& n, const std::vector<PrepareInput>& inputs,
                                                   const Dims& y) {
   auto k = std::make_unique<AttentionKernel>();
-  if (!k->prepare(n, inputs, y)) return nullptr;
+  std::string unused;
+  if (!k->prepare(n, inputs, y, false, &unused)) return nullptr;
+  return k;
+}
+
+std::unique_ptr<PreparedKernel> prepare_attention_bf16(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                       const Dims& y, std::string* reason) {
+  auto k = std::make_unique<AttentionKernel>();
+  if (!k->prepare(n, inputs, y, true, reason)) {
+    if (reason->empty()) *reason = "attention: no bf16 kernel for these inputs";
+    return nullptr;
+  }
   return k;
 }
 

@@ -67,6 +67,28 @@ std::unique_ptr<PreparedKernel> prepare_onednn_bf16_matmul(const Node& n, const 
   }
 }
 
+std::unique_ptr<PreparedKernel> prepare_onednn_bf16_attention(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                              std::string* reason) {
+  for (const PrepareInput& in : inputs)
+    for (int64_t d : in.shape)
+      if (in.present && d == 0) {
+        *reason = "empty tensor";
+        return nullptr;
+      }
+  try {
+    std::vector<std::vector<int64_t>> outs = infer_output_dims(n, inputs);
+    for (int64_t d : outs[0])
+      if (d == 0) {
+        *reason = "empty tensor";
+        return nullptr;
+      }
+    return prepare_attention_bf16(n, inputs, outs[0], reason);
+  } catch (const dnnl::error& e) {
+    *reason = std::string("oneDNN: ") + e.what();
+    return nullptr;
+  }
+}
+
 std::unique_ptr<PreparedKernel> prepare_shape_generic_onednn_kernel(const Node& n) {
   switch (n.op()) {
     case OpKind::MatMul: case OpKind::Gemm: case OpKind::FusedMatMul: break;

@@ -17,6 +17,12 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
 std::unique_ptr<PreparedKernel> prepare_onednn_bf16_matmul(const Node& n, const std::vector<PrepareInput>& inputs,
                                                            std::string* reason);
 
+// Attention with its two products in bf16 with f32 accumulation (q, k, v and the Softmax's probabilities rounded
+// to bf16; the Softmax itself f32; kernels/onednn/attention.cpp), or null with `reason` set where oneDNN would not
+// run them on bf16 dot products (the caller keeps the f32 kernel and records why).
+std::unique_ptr<PreparedKernel> prepare_onednn_bf16_attention(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                              std::string* reason);
+
 // A FusedConv/FusedMatMul in int8 (KernelOptions::precision = int8; kernels/onednn/int8.cpp): u8 activations on
 // the node's calibrated grid (quant_x_scale, quant_x_zero_point), s8 per-channel weights, s32 accumulation, f32
 // output. Null with `reason` set where the node is not calibrated or oneDNN would not run it on VNNI.

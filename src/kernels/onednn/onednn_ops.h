@@ -18,6 +18,9 @@ std::unique_ptr<PreparedKernel> prepare_matmul_bf16(const Node& n, const std::ve
 std::unique_ptr<PreparedKernel> prepare_shape_generic_matmul(const Node& n);
 std::unique_ptr<PreparedKernel> prepare_attention(const Node& n, const std::vector<PrepareInput>& inputs,
                                                   const Dims& y);
+// The same with both products in bf16 (f32 accumulation, Softmax in f32), or null with `reason` set.
+std::unique_ptr<PreparedKernel> prepare_attention_bf16(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                       const Dims& y, std::string* reason);
 // ConvTranspose with constant weights and explicit pads (deconv.cpp); null for the other forms.
 std::unique_ptr<PreparedKernel> prepare_deconv(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y);
 std::unique_ptr<PreparedKernel> prepare_pool(const Node& n, const std::vector<PrepareInput>& inputs, const Dims& y);
