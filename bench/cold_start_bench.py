@@ -5,9 +5,10 @@
 Per round, four fresh processes in turn: the model's .cuv with prepacked weights (`cuvil compile`, the default),
 the same .cuv without them (the weights reordered at load, as before the prepacked section), a cold compile from
 ONNX (`cuvil.load_onnx`, model cache off), and ONNX Runtime (session creation). Each reports the load (or
-compile, or session) and the first inference, wall and CPU time of its own process (imports excluded), and the
-CPU time of a second inference; the table gives the medians and the ratios the issue asks for (.cuv total over
-the ONNX cold compile's and over ORT's), and the floor: the second inference alone over the cold compile.
+compile, or session) and the first inference, wall and CPU time of its own process (imports excluded), the CPU
+time of a second inference, and the minor page faults of the load and of the first inference; the table gives the
+medians and the ratios the issue asks for (.cuv total over the ONNX cold compile's and over ORT's), and the floor:
+the second inference alone over the cold compile.
 CPU time is the robust one on a loaded machine; wall time is what a user waits on a quiet one.
 """
 from __future__ import annotations
@@ -22,29 +23,29 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
-import os, sys, time
+import os, resource, sys, time
 import numpy as np
 kind, path, threads, shape = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(d) for d in sys.argv[4].split(",")]
 x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 if kind == "ort":
     import onnxruntime as ort
     so = ort.SessionOptions(); so.intra_op_num_threads = threads
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, f0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    t1, c1 = time.perf_counter(), time.process_time()
+    t1, c1, f1 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     s.run(None, {s.get_inputs()[0].name: x})
-    t2, c2 = time.perf_counter(), time.process_time()
+    t2, c2, f2 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     s.run(None, {s.get_inputs()[0].name: x})
 else:
     import cuvil
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, f0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     m = cuvil.load_onnx(path) if kind == "onnx" else cuvil.load(path)
-    t1, c1 = time.perf_counter(), time.process_time()
+    t1, c1, f1 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     m(x)
-    t2, c2 = time.perf_counter(), time.process_time()
+    t2, c2, f2 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     m(x)
 t3, c3 = time.perf_counter(), time.process_time()
-print((t1 - t0) * 1e3, (t2 - t1) * 1e3, (c1 - c0) * 1e3, (c2 - c1) * 1e3, (c3 - c2) * 1e3)
+print((t1 - t0) * 1e3, (t2 - t1) * 1e3, (c1 - c0) * 1e3, (c2 - c1) * 1e3, (c3 - c2) * 1e3, f1 - f0, f2 - f1)
 """
 
 
@@ -72,13 +73,14 @@ def main() -> None:
                                    capture_output=True, text=True, env=env)
                 if r.returncode != 0:
                     sys.exit(f"{name}: {r.stderr[-2000:]}")
-                got[name].append([float(v) for v in r.stdout.split()[-5:]])
-    med = {k: [statistics.median(r[i] for r in v) for i in range(5)] for k, v in got.items()}
+                got[name].append([float(v) for v in r.stdout.split()[-7:]])
+    med = {k: [statistics.median(r[i] for r in v) for i in range(7)] for k, v in got.items()}
     print(f"{'':14} {'wall load':>10} {'wall first':>10} {'wall total':>10} {'cpu load':>9} {'cpu first':>9} "
-          f"{'cpu total':>9} {'cpu 2nd':>8}   (ms, medians of {args.rounds} alternated rounds, load "
+          f"{'cpu total':>9} {'cpu 2nd':>8} {'flt load':>8} {'flt first':>9}   (ms, page faults; medians of {args.rounds} alternated rounds, load "
           f"{os.getloadavg()[0]:.1f})")
-    for k, (wl, wf, cl, cf, cs) in med.items():
-        print(f"{k:14} {wl:10.1f} {wf:10.1f} {wl + wf:10.1f} {cl:9.1f} {cf:9.1f} {cl + cf:9.1f} {cs:8.1f}")
+    for k, (wl, wf, cl, cf, cs, fl, ff) in med.items():
+        print(f"{k:14} {wl:10.1f} {wf:10.1f} {wl + wf:10.1f} {cl:9.1f} {cf:9.1f} {cl + cf:9.1f} {cs:8.1f} {fl:8.0f} "
+              f"{ff:9.0f}")
     total = {k: (v[0] + v[1], v[2] + v[3]) for k, v in med.items()}
     for other in ("onnx cold", "ort"):
         print(f"cuv+prepacked / {other}: wall {total['cuv+prepacked'][0] / total[other][0]:.2f}x, "
