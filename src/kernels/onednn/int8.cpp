@@ -155,6 +155,15 @@ class Int8Kernel : public PrimitiveKernel {
   int32_t zp_value_ = 0, y_zp_value_ = 0;
   int64_t src_elems_ = 0;
   std::vector<float> scales_;  // x_scale * w_scale[c] (times alpha): the output scale per channel
+  int created_threads_ = 1;     // OpenMP's count when the primitive was made (oneDNN fixed its split then)
+
+ public:
+  // Prepare on the calling thread alone whatever the work (the single-threaded half of a SpinAwareKernel).
+  void make_single() { threads_ = 1; }
+  // Whether the primitive forks threads: then a loaded machine's single-threaded runs want a twin.
+  bool threaded() const { return threads_ != 1 && created_threads_ > 1; }
+
+ protected:
 
   // Attributes shared by both: per-channel output scales on dim `channel_dim`, the runtime source zero point.
   // A u8 output: the post-ops run in real units, then one linear post-op puts the result on the output's grid,
@@ -294,6 +303,7 @@ class Int8ConvKernel final : public Int8Kernel {
     double flops = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(M, 1));
     if (flops < kSingleThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);
+    created_threads_ = omp_get_max_threads();
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_md,
                                       w_any, b_md, y_md, strides, dil, pl, pr);
     dnnl::convolution_forward::primitive_desc pd(d, pattr, cpu_engine(), /*allow_empty=*/true);
@@ -426,6 +436,7 @@ class Int8MatMulKernel final : public Int8Kernel {
     double flops = 2.0 * double(rows) * double(N) * double(K);
     if (flops < kSingleThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);
+    created_threads_ = omp_get_max_threads();
     dnnl::matmul::desc d = s.bias_input >= 0 && !bias_post_op ? dnnl::matmul::desc(a_md, b_any, bias_md, y_md)
                                                                : dnnl::matmul::desc(a_md, b_any, y_md);
     dnnl::matmul::primitive_desc pd;
@@ -539,6 +550,27 @@ int8_t quantize_s8(float w, float scale) {
   return int8_t(v >= -127.f ? std::min(v, 127.f) : -127.f);
 }
 
+namespace {
+
+// One int8 kernel for the node (nullptr with `reason` when int8 does not take it); `single`: on one thread.
+std::unique_ptr<Int8Kernel> make_int8_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                             const std::vector<int64_t>& y, bool single, std::string* reason) {
+  if (n.op() == OpKind::FusedConv) {
+    auto k = std::make_unique<Int8ConvKernel>();
+    if (single) k->make_single();
+    if (k->prepare(n, inputs, y, reason)) return k;
+  } else if (n.op() == OpKind::FusedMatMul || n.op() == OpKind::MatMul || n.op() == OpKind::Gemm) {
+    auto k = std::make_unique<Int8MatMulKernel>();
+    if (single) k->make_single();
+    if (k->prepare(n, inputs, y, reason)) return k;
+  } else {
+    *reason = "no int8 kernel for this op";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::unique_ptr<PreparedKernel> prepare_onednn_int8_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                            std::string* reason) {
   std::vector<std::vector<int64_t>> ys = infer_output_dims(n, inputs);
@@ -548,17 +580,22 @@ std::unique_ptr<PreparedKernel> prepare_onednn_int8_kernel(const Node& n, const 
       *reason = "empty tensor";
       return nullptr;
     }
-  if (n.op() == OpKind::FusedConv) {
-    auto k = std::make_unique<Int8ConvKernel>();
-    if (k->prepare(n, inputs, ys[0], reason)) return k;
-  } else if (n.op() == OpKind::FusedMatMul || n.op() == OpKind::MatMul || n.op() == OpKind::Gemm) {
-    auto k = std::make_unique<Int8MatMulKernel>();
-    if (k->prepare(n, inputs, ys[0], reason)) return k;
-  } else {
-    *reason = "no int8 kernel for this op";
+  std::unique_ptr<Int8Kernel> k = make_int8_kernel(n, inputs, ys[0], false, reason);
+  if (!k) {
+    if (reason->empty()) *reason = "oneDNN has no int8 kernel for this case";
+    return nullptr;
   }
-  if (reason->empty()) *reason = "oneDNN has no int8 kernel for this case";
-  return nullptr;
+  if (!k->threaded()) return k;
+  // As f32's: the single-threaded twin for a loaded machine (the executor then runs on one thread, and oneDNN
+  // would still fork the threads this primitive was made for), made at its first use; the node outlives it.
+  PrecisionDecision decision = k->precision;
+  auto twin = std::make_unique<SpinAwareKernel>(
+      std::move(k), [node = &n, held = hold_inputs(inputs), y = ys[0]]() -> std::unique_ptr<PreparedKernel> {
+        std::string why;
+        return make_int8_kernel(*node, held.inputs, y, true, &why);
+      });
+  twin->precision = decision;
+  return twin;
 }
 
 }  // namespace cuvil::onednn
