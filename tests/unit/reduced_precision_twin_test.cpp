@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/onednn/onednn_kernels.h"
@@ -54,10 +55,61 @@ Runs run_at_thread_counts(PreparedKernel& k, const Node& node, const std::vector
 }
 
 void expect_identical(const Tensor& a, const Tensor& b) {
+  ASSERT_EQ(a.dtype(), b.dtype());
   ASSERT_EQ(a.nbytes(), b.nbytes());
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(pa[i], pb[i]) << i;
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
+}
+
+// The int8 kernels' own passes between primitives (an f32 residual added, Relu'd and quantized into a u8 output;
+// a u8 residual dequantized into an f32 output; dynamic quantization's row scales, bias, sum and Relu) split
+// between threads above 64 Ki elements: bit-identical to the one-thread twin, which runs them serially.
+TEST(ReducedPrecisionTwin, Int8PassesSplitBetweenThreadsBitIdentically) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs two OpenMP threads";
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 keeps f32 here";
+  Tensor x = random_tensor({1, 40, 37, 16}, 101), w = random_tensor({48, 16, 3, 3}, 102);  // y: 71040 elements
+  Tensor b = random_tensor({48}, 103), sum_f = random_tensor({1, 40, 37, 48}, 104, -2.f, 3.f);
+  Tensor sum_q = Tensor::zeros(DType::u8, sum_f.shape());
+  for (int64_t i = 0; i < sum_q.numel(); ++i) sum_q.data<uint8_t>()[i] = uint8_t((i * 37) % 251);
+  for (bool u8_sum : {false, true}) {
+    SCOPED_TRACE(u8_sum ? "u8 residual into an f32 output" : "f32 residual into a u8 output");
+    AttrMap attrs{{"pads", Attribute(Ints{1, 1, 1, 1})}, {"channels_last", Attribute(int64_t(1))},
+                  {"activation", Attribute("Relu")}, {"quant_x_scale", Attribute(2.0 / 255)},
+                  {"quant_x_zero_point", Attribute(int64_t(128))}};
+    if (u8_sum) {
+      attrs["quant_sum_scale"] = Attribute(5.0 / 255);
+      attrs["quant_sum_zero_point"] = Attribute(int64_t(102));
+    } else {
+      attrs["quant_y_scale"] = Attribute(0.03);
+      attrs["quant_y_zero_point"] = Attribute(int64_t(0));
+    }
+    const Tensor& sum = u8_sum ? sum_q : sum_f;
+    OneOp one = build_op(OpKind::FusedConv, {input(x), constant(w), constant(b), input(sum)}, attrs);
+    std::vector<PrepareInput> in{{DType::f32, x.shape(), nullptr, true},
+                                 {DType::f32, w.shape(), &w, true},
+                                 {DType::f32, b.shape(), &b, true},
+                                 {sum.dtype(), sum.shape(), nullptr, true}};
+    std::unique_ptr<PreparedKernel> k = prepare_kernel(*one.node, in, options_at(Precision::int8));
+    ASSERT_EQ(k->precision.precision, Precision::int8) << k->precision.reason;
+    Runs r = run_at_thread_counts(*k, *one.node, {&x, &w, &b, &sum}, {1, 40, 37, 48}, u8_sum ? DType::f32 : DType::u8);
+    EXPECT_EQ(r.created[0], 1) << "no one-thread twin: the serial passes did not run";
+    expect_identical(r.outs[0], r.outs[1]);
+  }
+  {
+    SCOPED_TRACE("dynamic product: rows' scales, bias, sum, Relu");
+    Tensor a = random_tensor({300, 64}, 111), bw = random_tensor({64, 256}, 112), bias = random_tensor({256}, 113);
+    Tensor s = random_tensor({300, 256}, 114);
+    AttrMap attrs{{"quant_x_scale", Attribute(-1.0)}, {"activation", Attribute("Relu")}};
+    OneOp one = build_op(OpKind::FusedMatMul, {input(a), constant(bw), constant(bias), input(s)}, attrs);
+    std::vector<PrepareInput> in{{DType::f32, a.shape(), nullptr, true},
+                                 {DType::f32, bw.shape(), &bw, true},
+                                 {DType::f32, bias.shape(), &bias, true},
+                                 {DType::f32, s.shape(), nullptr, true}};
+    std::unique_ptr<PreparedKernel> k = prepare_kernel(*one.node, in, options_at(Precision::int8));
+    ASSERT_EQ(k->precision.precision, Precision::int8) << k->precision.reason;
+    Runs r = run_at_thread_counts(*k, *one.node, {&a, &bw, &bias, &s}, {300, 256}, DType::f32);
+    EXPECT_EQ(r.created[0], 1) << "no one-thread twin: the serial passes did not run";
+    expect_identical(r.outs[0], r.outs[1]);
+  }
 }
 
 // 3x3 and 1x1 over 19 x 23 x 64 -> 96 channels (48 and 5.4 MFLOP), a zero point, bias + residual + Relu.

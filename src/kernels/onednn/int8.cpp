@@ -55,6 +55,21 @@ void quantize_range(const float* x, uint8_t* q, int64_t n, float inv, int32_t zp
   for (int64_t i = 0; i < n; ++i) q[i] = quantize_u8(x[i], inv, zp);
 }
 
+// Runs fn(b, e) over [0, n) in blocks of `block`, split between OpenMP's threads when `threads` != 1 and the
+// work is at least `parallel_from` elements (a pass over the output between primitives: serial, it left the
+// second thread idle). Each element is computed as on one thread, so the result does not depend on the split.
+template <class Fn>
+void for_blocks(int64_t n, int64_t block, int threads, int64_t parallel_from, Fn&& fn) {
+  int64_t blocks = (n + block - 1) / block;
+  if (threads == 1 || n < parallel_from || blocks < 2) {
+    for (int64_t i = 0; i < blocks; ++i) fn(i * block, std::min(n, (i + 1) * block));
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < blocks; ++i) fn(i * block, std::min(n, (i + 1) * block));
+  cpu::note_parallel_end();
+}
+
 void quantize(const float* x, uint8_t* q, int64_t n, float inv, int32_t zp, int threads) {
   if (n < kParallelQuantize || threads == 1) return quantize_range(x, q, n, inv, zp);
 #pragma omp parallel
@@ -114,8 +129,10 @@ bool read_hints(const Node& n, QuantHints& h, std::string* reason) {
 }
 
 // A u8 residual dequantized into the f32 output, which the sum post-op then reads (scale 1).
-void dequantize_u8(const uint8_t* q, float* y, int64_t n, float scale, int32_t zp) {
-  for (int64_t i = 0; i < n; ++i) y[i] = float(int32_t(q[i]) - zp) * scale;
+void dequantize_u8(const uint8_t* q, float* y, int64_t n, float scale, int32_t zp, int threads) {
+  for_blocks(n, 4096, threads, kParallelQuantize, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = float(int32_t(q[i]) - zp) * scale;
+  });
 }
 
 // s8 weights: `w` (f32) viewed as [channels, inner] (channel_stride 1 and inner_stride `channels` when the
@@ -322,12 +339,12 @@ class Int8ConvKernel final : public Int8Kernel {
   void run(KernelContext& ctx) override {
     Tensor& y = ctx.output(0);
     if (out_scale_ > 0) return run_f32_then_quantize(ctx);
-    if (sum_u8_ && !(q_.y_scale > 0))
-      dequantize_u8(ctx.input(3).data<uint8_t>(), y.data<float>(), y.numel(), q_.sum_scale, q_.sum_zp);
-    else if (has_sum_ && ctx.input(3).raw() != y.raw())
-      std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
     {
       ScopedThreads t(threads_);
+      if (sum_u8_ && !(q_.y_scale > 0))
+        dequantize_u8(ctx.input(3).data<uint8_t>(), y.data<float>(), y.numel(), q_.sum_scale, q_.sum_zp, threads_);
+      else if (has_sum_ && ctx.input(3).raw() != y.raw())
+        std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
       quantize_input(ctx.input(0));
     }
     bind(DNNL_ARG_DST, y.raw());
@@ -349,15 +366,13 @@ class Int8ConvKernel final : public Int8Kernel {
     const float* sum = ctx.input(3).data<float>();
     float* acc = f32_out_.data();
     uint8_t* q = y.data<uint8_t>();
-    constexpr int64_t kBlock = 2048;
-    for (int64_t b = 0, n = y.numel(); b < n; b += kBlock) {
-      int64_t e = std::min(n, b + kBlock);
+    for_blocks(y.numel(), 2048, threads_, kParallelQuantize, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         float v = acc[i] + sum[i];
         acc[i] = relu_after_ ? (v > 0.f ? v : 0.f) : v;
       }
       quantize_range(acc + b, q + b, e - b, inv, out_zp_);
-    }
+    });
   }
 
  private:
@@ -499,18 +514,22 @@ class Int8MatMulKernel final : public Int8Kernel {
     float* out = y.data<float>();
     bool relu = spec_.act.kind == nn::Act::Relu;
     float ss = spec_.sum_scale;
-    for (int64_t r = 0; r < rows_; ++r) {
-      float sr = row_scales_[size_t(r)];
-      const float* a = acc + r * n_;
-      float* o = out + r * n_;
-      const float* sm = has_sum ? sum + r * n_ : nullptr;
-      for (int64_t c = 0; c < n_; ++c) {
-        float v = a[c] * sr;
-        if (!bias_.empty()) v += bias_[size_t(c)];
-        if (sm) v += ss * sm[c];
-        o[c] = relu ? std::max(v, 0.f) : v;
+    int64_t per_block = std::max<int64_t>(1, 4096 / std::max<int64_t>(n_, 1));  // rows
+    ScopedThreads t(threads_);
+    for_blocks(rows_, per_block, threads_, kParallelQuantize / std::max<int64_t>(n_, 1), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        float sr = row_scales_[size_t(r)];
+        const float* a = acc + r * n_;
+        float* o = out + r * n_;
+        const float* sm = has_sum ? sum + r * n_ : nullptr;
+        for (int64_t c = 0; c < n_; ++c) {
+          float v = a[c] * sr;
+          if (!bias_.empty()) v += bias_[size_t(c)];
+          if (sm) v += ss * sm[c];
+          o[c] = relu ? std::max(v, 0.f) : v;
+        }
       }
-    }
+    });
   }
 
   // Dynamic: each row on its own symmetric grid (max |x| / 127), stored with zero point 128.
