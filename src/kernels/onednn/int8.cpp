@@ -83,6 +83,12 @@ void quantize(const float* x, uint8_t* q, int64_t n, float inv, int32_t zp, int 
   cpu::note_parallel_end();
 }
 
+// Whether oneDNN's implementation `impl` ("brgconv:avx512_core_vnni") multiplies on VNNI or AMX.
+bool int8_dispatch_is_fast(const std::string& impl) {
+  std::string isa = impl.substr(impl.rfind(':') + 1);
+  return isa.find("vnni") != std::string::npos || isa.find("amx") != std::string::npos;
+}
+
 // The node's quantization hints, or false when it has none (not calibrated).
 struct QuantHints {
   float x_scale = 0;
@@ -208,8 +214,7 @@ class Int8Kernel : public PrimitiveKernel {
   // After the primitive: its source buffer, the zero point's memory, and whether its ISA is worth it.
   bool finish(const dnnl::primitive_desc_base& pd, std::string* reason) {
     std::string impl = pd.impl_info_str();
-    std::string isa = impl.substr(impl.rfind(':') + 1);
-    if (isa.find("vnni") == std::string::npos && isa.find("amx") == std::string::npos) {
+    if (!int8_dispatch_is_fast(impl)) {
       *reason = "int8 would run onednn:" + impl + ", not on VNNI dot products";
       return false;
     }
@@ -556,6 +561,25 @@ class Int8MatMulKernel final : public Int8Kernel {
 };
 
 }  // namespace
+
+bool int8_convolutions_are_fast() {
+  static const bool fast = [] {
+    try {
+      memory::desc x({1, 32, 8, 8}, memory::data_type::u8, memory::format_tag::nhwc);
+      memory::desc w({32, 32, 1, 1}, memory::data_type::s8, memory::format_tag::any);
+      memory::desc y({1, 32, 8, 8}, memory::data_type::u8, memory::format_tag::nhwc);
+      dnnl::primitive_attr a;
+      a.set_output_scales(1 << 1, std::vector<float>(32, 0.5f));
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                        x, w, y, {1, 1}, {0, 0}, {0, 0});
+      dnnl::convolution_forward::primitive_desc pd(d, a, cpu_engine(), /*allow_empty=*/true);
+      return bool(pd) && int8_dispatch_is_fast(pd.impl_info_str());
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return fast;
+}
 
 uint8_t quantize_u8(float x, float inv_scale, int32_t zero_point) {
   float t = x * inv_scale;
