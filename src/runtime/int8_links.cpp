@@ -7,6 +7,7 @@
 
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
+#include "kernels/onednn/onednn_kernels.h"
 #include "runtime/region_uses.h"
 #include "runtime/weights.h"
 
@@ -124,7 +125,9 @@ std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const G
   const char* env = std::getenv("CUVIL_INT8_LINKS");
   std::string mode = env ? env : "";
   bool x_only = mode == "x";
-  if (mode == "0" || find_links(*g, x_only).empty()) return g;
+  // Without VNNI every int8 layer keeps f32 (kernels/onednn/int8.cpp): links would only wrap each in conversions
+  // (ResNet-50 capped to AVX512_CORE, one thread: 131 ms of CPU with them, 82 at fp32).
+  if (mode == "0" || !onednn::int8_convolutions_are_fast() || find_links(*g, x_only).empty()) return g;
   std::shared_ptr<Graph> copy = clone_graph(*g);
   for (auto& [i, l] : find_links(*copy, x_only)) {
     Node& p = *copy->nodes()[i];

@@ -70,6 +70,7 @@ void expect_same(const Tensor& a, const Tensor& b) {
 }
 
 TEST(Int8Links, LinksOnlyWhereEveryReaderTakesTheSameGrid) {
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 layers keep f32, so nothing links";
   Tensor x = random_tensor({1, 9, 11, 8}, 1);
   auto linked = [&](const std::shared_ptr<Graph>& g) { return count_int8_links(Executor(g, int8_options()).graph()); };
   EXPECT_EQ(linked(conv_chain(conv(2.f / 255, 128), conv(0.02f, 0))), 1);
@@ -92,6 +93,7 @@ TEST(Int8Links, LinksOnlyWhereEveryReaderTakesTheSameGrid) {
 
 // Two readers on different grids, or one reading the value as its residual sum: no link.
 TEST(Int8Links, MixedReadersStayF32) {
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 layers keep f32, so nothing links";
   auto g = std::make_shared<Graph>();
   Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 7, 7, 8})});
   Value* w = g->add_constant("w", random_tensor({8, 8, 3, 3}, 2));
@@ -205,6 +207,7 @@ TEST(Int8Links, KernelsWriteAndReadU8) {
 // Where a linked layer cannot run int8 (here: FusedConv forced onto the reference kernels), the boundary kernel
 // converts around its f32 kernel: exactly the reference on the u8 round trip of the middle value.
 TEST(Int8Links, BoundaryKernelComputesTheRoundTrip) {
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 layers keep f32, so nothing links";
   AttrMap a1 = conv(2.f / 255, 128, "Relu"), a2 = conv(0.02f, 3, nullptr);
   auto g = conv_chain(a1, a2);
   ExecutorOptions o = int8_options();

@@ -131,6 +131,7 @@ TEST(Int8Residual, BoundaryKernelDequantizesTheSum) {
 // and as C's / E's residual; every layer stays int8, and the linked model matches the unlinked one within what
 // quantizing the residuals on their readers' grids costs.
 TEST(Int8Residual, BlocksLinkTheirResiduals) {
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 layers keep f32, so nothing links";
   auto g = std::make_shared<Graph>();
   Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 8, 8, 16})});
   auto w = [&](const char* n, uint32_t seed) { return g->add_constant(n, random_tensor({16, 16, 1, 1}, seed, -.3f, .3f)); };
@@ -178,6 +179,7 @@ TEST(Int8Residual, BlocksLinkTheirResiduals) {
 // A value read only as a residual (the first block of a ResNet stage: C adds B's output t) has no calibrated grid:
 // it stays f32, and C, whose output r D reads as X, quantizes after its primitive: bit-identical to unlinked.
 TEST(Int8Residual, SumOnlyValueStaysF32) {
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 layers keep f32, so nothing links";
   auto g = std::make_shared<Graph>();
   Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 8, 8, 16})});
   auto w = [&](const char* n, uint32_t seed) { return g->add_constant(n, random_tensor({16, 16, 1, 1}, seed, -.3f, .3f)); };
@@ -207,6 +209,7 @@ TEST(Int8Residual, SumOnlyValueStaysF32) {
 // Calibration gives a residual read only as a sum its own grid (quant_sum_scale on its reader): then it links
 // too, and the model stays within that grid's half step of the unlinked one.
 TEST(Int8Residual, CalibratedSumOnlyValueLinks) {
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 layers keep f32, so nothing links";
   auto g = std::make_shared<Graph>();
   Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 8, 8, 16})});
   auto w = [&](const char* n, uint32_t seed) { return g->add_constant(n, random_tensor({16, 16, 1, 1}, seed, -.3f, .3f)); };
@@ -252,6 +255,7 @@ TEST(Int8Residual, CalibratedSumOnlyValueLinks) {
 // A MaxPool between int8 layers (the ResNet stem) passes u8 through: the stem writes u8 on its readers' grid and
 // the pool runs on u8, bit-identical to pooling f32 and quantizing (max commutes with the monotone quantization).
 TEST(Int8Residual, MaxPoolPassesU8) {
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 layers keep f32, so nothing links";
   for (int64_t zp : {int64_t(0), int64_t(77)}) {
     SCOPED_TRACE(zp);
     auto g = std::make_shared<Graph>();

@@ -26,8 +26,23 @@ CUVIL_CPU_CLONES bool any_nan_bits(const float* data, int64_t n) {
   return false;
 }
 
+// bf16: the exponent all ones and the mantissa not zero. A 16-bit accumulator so the loop vectorizes (with a
+// bool one, GCC left it scalar: 0.45 ms for ResNet-50's bf16 MaxPool input on one thread, 0.02 vectorized).
+CUVIL_CPU_CLONES bool any_nan_bf16_bits(const uint16_t* data, int64_t n) {
+  constexpr int64_t kBlock = 8192;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    int64_t e = std::min(n, b + kBlock);
+    uint16_t found = 0;
+    for (int64_t i = b; i < e; ++i) found |= uint16_t((data[i] & 0x7fffu) > 0x7f80u);
+    if (found) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool any_nan(const float* data, int64_t n) { return any_nan_bits(data, n); }
+
+bool any_nan_bf16(const uint16_t* data, int64_t n) { return any_nan_bf16_bits(data, n); }
 
 }  // namespace cuvil::cpu

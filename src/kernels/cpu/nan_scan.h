@@ -7,5 +7,7 @@
 namespace cuvil::cpu {
 
 bool any_nan(const float* data, int64_t n);
+// The same for bf16 bit patterns.
+bool any_nan_bf16(const uint16_t* data, int64_t n);
 
 }  // namespace cuvil::cpu

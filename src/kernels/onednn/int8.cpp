@@ -55,6 +55,21 @@ void quantize_range(const float* x, uint8_t* q, int64_t n, float inv, int32_t zp
   for (int64_t i = 0; i < n; ++i) q[i] = quantize_u8(x[i], inv, zp);
 }
 
+// Runs fn(b, e) over [0, n) in blocks of `block`, split between OpenMP's threads when `threads` != 1 and the
+// work is at least `parallel_from` elements (a pass over the output between primitives: serial, it left the
+// second thread idle). Each element is computed as on one thread, so the result does not depend on the split.
+template <class Fn>
+void for_blocks(int64_t n, int64_t block, int threads, int64_t parallel_from, Fn&& fn) {
+  int64_t blocks = (n + block - 1) / block;
+  if (threads == 1 || n < parallel_from || blocks < 2) {
+    for (int64_t i = 0; i < blocks; ++i) fn(i * block, std::min(n, (i + 1) * block));
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < blocks; ++i) fn(i * block, std::min(n, (i + 1) * block));
+  cpu::note_parallel_end();
+}
+
 void quantize(const float* x, uint8_t* q, int64_t n, float inv, int32_t zp, int threads) {
   if (n < kParallelQuantize || threads == 1) return quantize_range(x, q, n, inv, zp);
 #pragma omp parallel
@@ -66,6 +81,12 @@ void quantize(const float* x, uint8_t* q, int64_t n, float inv, int32_t zp, int 
     if (b < e) quantize_range(x + b, q + b, e - b, inv, zp);
   }
   cpu::note_parallel_end();
+}
+
+// Whether oneDNN's implementation `impl` ("brgconv:avx512_core_vnni") multiplies on VNNI or AMX.
+bool int8_dispatch_is_fast(const std::string& impl) {
+  std::string isa = impl.substr(impl.rfind(':') + 1);
+  return isa.find("vnni") != std::string::npos || isa.find("amx") != std::string::npos;
 }
 
 // The node's quantization hints, or false when it has none (not calibrated).
@@ -114,8 +135,10 @@ bool read_hints(const Node& n, QuantHints& h, std::string* reason) {
 }
 
 // A u8 residual dequantized into the f32 output, which the sum post-op then reads (scale 1).
-void dequantize_u8(const uint8_t* q, float* y, int64_t n, float scale, int32_t zp) {
-  for (int64_t i = 0; i < n; ++i) y[i] = float(int32_t(q[i]) - zp) * scale;
+void dequantize_u8(const uint8_t* q, float* y, int64_t n, float scale, int32_t zp, int threads) {
+  for_blocks(n, 4096, threads, kParallelQuantize, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = float(int32_t(q[i]) - zp) * scale;
+  });
 }
 
 // s8 weights: `w` (f32) viewed as [channels, inner] (channel_stride 1 and inner_stride `channels` when the
@@ -155,6 +178,15 @@ class Int8Kernel : public PrimitiveKernel {
   int32_t zp_value_ = 0, y_zp_value_ = 0;
   int64_t src_elems_ = 0;
   std::vector<float> scales_;  // x_scale * w_scale[c] (times alpha): the output scale per channel
+  int created_threads_ = 1;     // OpenMP's count when the primitive was made (oneDNN fixed its split then)
+
+ public:
+  // Prepare on the calling thread alone whatever the work (the single-threaded half of a SpinAwareKernel).
+  void make_single() { threads_ = 1; }
+  // Whether the primitive forks threads: then a loaded machine's single-threaded runs want a twin.
+  bool threaded() const { return threads_ != 1 && created_threads_ > 1; }
+
+ protected:
 
   // Attributes shared by both: per-channel output scales on dim `channel_dim`, the runtime source zero point.
   // A u8 output: the post-ops run in real units, then one linear post-op puts the result on the output's grid,
@@ -182,8 +214,7 @@ class Int8Kernel : public PrimitiveKernel {
   // After the primitive: its source buffer, the zero point's memory, and whether its ISA is worth it.
   bool finish(const dnnl::primitive_desc_base& pd, std::string* reason) {
     std::string impl = pd.impl_info_str();
-    std::string isa = impl.substr(impl.rfind(':') + 1);
-    if (isa.find("vnni") == std::string::npos && isa.find("amx") == std::string::npos) {
+    if (!int8_dispatch_is_fast(impl)) {
       *reason = "int8 would run onednn:" + impl + ", not on VNNI dot products";
       return false;
     }
@@ -294,6 +325,7 @@ class Int8ConvKernel final : public Int8Kernel {
     double flops = 2.0 * double(shape_numel(y)) * double(shape_numel(w.shape) / std::max<int64_t>(M, 1));
     if (flops < kSingleThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);
+    created_threads_ = omp_get_max_threads();
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_md,
                                       w_any, b_md, y_md, strides, dil, pl, pr);
     dnnl::convolution_forward::primitive_desc pd(d, pattr, cpu_engine(), /*allow_empty=*/true);
@@ -312,12 +344,12 @@ class Int8ConvKernel final : public Int8Kernel {
   void run(KernelContext& ctx) override {
     Tensor& y = ctx.output(0);
     if (out_scale_ > 0) return run_f32_then_quantize(ctx);
-    if (sum_u8_ && !(q_.y_scale > 0))
-      dequantize_u8(ctx.input(3).data<uint8_t>(), y.data<float>(), y.numel(), q_.sum_scale, q_.sum_zp);
-    else if (has_sum_ && ctx.input(3).raw() != y.raw())
-      std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
     {
       ScopedThreads t(threads_);
+      if (sum_u8_ && !(q_.y_scale > 0))
+        dequantize_u8(ctx.input(3).data<uint8_t>(), y.data<float>(), y.numel(), q_.sum_scale, q_.sum_zp, threads_);
+      else if (has_sum_ && ctx.input(3).raw() != y.raw())
+        std::memcpy(y.raw(), ctx.input(3).raw(), y.nbytes());
       quantize_input(ctx.input(0));
     }
     bind(DNNL_ARG_DST, y.raw());
@@ -339,15 +371,13 @@ class Int8ConvKernel final : public Int8Kernel {
     const float* sum = ctx.input(3).data<float>();
     float* acc = f32_out_.data();
     uint8_t* q = y.data<uint8_t>();
-    constexpr int64_t kBlock = 2048;
-    for (int64_t b = 0, n = y.numel(); b < n; b += kBlock) {
-      int64_t e = std::min(n, b + kBlock);
+    for_blocks(y.numel(), 2048, threads_, kParallelQuantize, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         float v = acc[i] + sum[i];
         acc[i] = relu_after_ ? (v > 0.f ? v : 0.f) : v;
       }
       quantize_range(acc + b, q + b, e - b, inv, out_zp_);
-    }
+    });
   }
 
  private:
@@ -426,6 +456,7 @@ class Int8MatMulKernel final : public Int8Kernel {
     double flops = 2.0 * double(rows) * double(N) * double(K);
     if (flops < kSingleThreadFlops) threads_ = 1;
     ScopedThreads creating(threads_);
+    created_threads_ = omp_get_max_threads();
     dnnl::matmul::desc d = s.bias_input >= 0 && !bias_post_op ? dnnl::matmul::desc(a_md, b_any, bias_md, y_md)
                                                                : dnnl::matmul::desc(a_md, b_any, y_md);
     dnnl::matmul::primitive_desc pd;
@@ -488,18 +519,22 @@ class Int8MatMulKernel final : public Int8Kernel {
     float* out = y.data<float>();
     bool relu = spec_.act.kind == nn::Act::Relu;
     float ss = spec_.sum_scale;
-    for (int64_t r = 0; r < rows_; ++r) {
-      float sr = row_scales_[size_t(r)];
-      const float* a = acc + r * n_;
-      float* o = out + r * n_;
-      const float* sm = has_sum ? sum + r * n_ : nullptr;
-      for (int64_t c = 0; c < n_; ++c) {
-        float v = a[c] * sr;
-        if (!bias_.empty()) v += bias_[size_t(c)];
-        if (sm) v += ss * sm[c];
-        o[c] = relu ? std::max(v, 0.f) : v;
+    int64_t per_block = std::max<int64_t>(1, 4096 / std::max<int64_t>(n_, 1));  // rows
+    ScopedThreads t(threads_);
+    for_blocks(rows_, per_block, threads_, kParallelQuantize / std::max<int64_t>(n_, 1), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        float sr = row_scales_[size_t(r)];
+        const float* a = acc + r * n_;
+        float* o = out + r * n_;
+        const float* sm = has_sum ? sum + r * n_ : nullptr;
+        for (int64_t c = 0; c < n_; ++c) {
+          float v = a[c] * sr;
+          if (!bias_.empty()) v += bias_[size_t(c)];
+          if (sm) v += ss * sm[c];
+          o[c] = relu ? std::max(v, 0.f) : v;
+        }
       }
-    }
+    });
   }
 
   // Dynamic: each row on its own symmetric grid (max |x| / 127), stored with zero point 128.
@@ -527,6 +562,25 @@ class Int8MatMulKernel final : public Int8Kernel {
 
 }  // namespace
 
+bool int8_convolutions_are_fast() {
+  static const bool fast = [] {
+    try {
+      memory::desc x({1, 32, 8, 8}, memory::data_type::u8, memory::format_tag::nhwc);
+      memory::desc w({32, 32, 1, 1}, memory::data_type::s8, memory::format_tag::any);
+      memory::desc y({1, 32, 8, 8}, memory::data_type::u8, memory::format_tag::nhwc);
+      dnnl::primitive_attr a;
+      a.set_output_scales(1 << 1, std::vector<float>(32, 0.5f));
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                        x, w, y, {1, 1}, {0, 0}, {0, 0});
+      dnnl::convolution_forward::primitive_desc pd(d, a, cpu_engine(), /*allow_empty=*/true);
+      return bool(pd) && int8_dispatch_is_fast(pd.impl_info_str());
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return fast;
+}
+
 uint8_t quantize_u8(float x, float inv_scale, int32_t zero_point) {
   float t = x * inv_scale;
   t = t >= -1024.f ? std::min(t, 1024.f) : -1024.f;  // NaN as -inf: 0, as the vector loop's max_ps gives
@@ -539,6 +593,27 @@ int8_t quantize_s8(float w, float scale) {
   return int8_t(v >= -127.f ? std::min(v, 127.f) : -127.f);
 }
 
+namespace {
+
+// One int8 kernel for the node (nullptr with `reason` when int8 does not take it); `single`: on one thread.
+std::unique_ptr<Int8Kernel> make_int8_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
+                                             const std::vector<int64_t>& y, bool single, std::string* reason) {
+  if (n.op() == OpKind::FusedConv) {
+    auto k = std::make_unique<Int8ConvKernel>();
+    if (single) k->make_single();
+    if (k->prepare(n, inputs, y, reason)) return k;
+  } else if (n.op() == OpKind::FusedMatMul || n.op() == OpKind::MatMul || n.op() == OpKind::Gemm) {
+    auto k = std::make_unique<Int8MatMulKernel>();
+    if (single) k->make_single();
+    if (k->prepare(n, inputs, y, reason)) return k;
+  } else {
+    *reason = "no int8 kernel for this op";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::unique_ptr<PreparedKernel> prepare_onednn_int8_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                            std::string* reason) {
   std::vector<std::vector<int64_t>> ys = infer_output_dims(n, inputs);
@@ -548,17 +623,22 @@ std::unique_ptr<PreparedKernel> prepare_onednn_int8_kernel(const Node& n, const 
       *reason = "empty tensor";
       return nullptr;
     }
-  if (n.op() == OpKind::FusedConv) {
-    auto k = std::make_unique<Int8ConvKernel>();
-    if (k->prepare(n, inputs, ys[0], reason)) return k;
-  } else if (n.op() == OpKind::FusedMatMul || n.op() == OpKind::MatMul || n.op() == OpKind::Gemm) {
-    auto k = std::make_unique<Int8MatMulKernel>();
-    if (k->prepare(n, inputs, ys[0], reason)) return k;
-  } else {
-    *reason = "no int8 kernel for this op";
+  std::unique_ptr<Int8Kernel> k = make_int8_kernel(n, inputs, ys[0], false, reason);
+  if (!k) {
+    if (reason->empty()) *reason = "oneDNN has no int8 kernel for this case";
+    return nullptr;
   }
-  if (reason->empty()) *reason = "oneDNN has no int8 kernel for this case";
-  return nullptr;
+  if (!k->threaded()) return k;
+  // As f32's: the single-threaded twin for a loaded machine (the executor then runs on one thread, and oneDNN
+  // would still fork the threads this primitive was made for), made at its first use; the node outlives it.
+  PrecisionDecision decision = k->precision;
+  auto twin = std::make_unique<SpinAwareKernel>(
+      std::move(k), [node = &n, held = hold_inputs(inputs), y = ys[0]]() -> std::unique_ptr<PreparedKernel> {
+        std::string why;
+        return make_int8_kernel(*node, held.inputs, y, true, &why);
+      });
+  twin->precision = decision;
+  return twin;
 }
 
 }  // namespace cuvil::onednn

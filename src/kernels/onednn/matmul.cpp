@@ -380,7 +380,22 @@ std::unique_ptr<PreparedKernel> prepare_matmul_bf16(const Node& n, const std::ve
     if (reason->empty()) *reason = "no bf16 kernel for this product";
     return nullptr;
   }
-  return k;
+  if (!k->threaded()) return k;
+  // As f32's: the single-threaded twin for a loaded machine, made at its first use. Where bf16 does not take the
+  // node on one thread (it should: the ISA decides), the threaded primitive keeps running.
+  PrecisionDecision decision = k->precision;
+  auto twin = std::make_unique<SpinAwareKernel>(
+      std::move(k), [node = &n, held = hold_inputs(inputs), y]() -> std::unique_ptr<PreparedKernel> {
+        auto single = std::make_unique<MatMulKernel>();
+        single->make_single();
+        std::string why;
+        if (!single->prepare(*node, held.inputs, y, /*bf16=*/true, &why) ||
+            single->precision.precision != Precision::bf16)
+          return nullptr;
+        return single;
+      });
+  twin->precision = decision;
+  return twin;
 }
 
 }  // namespace cuvil::onednn

@@ -42,6 +42,9 @@ int8_t quantize_s8(float w, float scale);
 // Whether oneDNN runs a bf16 convolution on this machine's bf16 dot products (probed once on a small 1x1
 // convolution; false without AVX512-BF16/AMX or with ONEDNN_MAX_CPU_ISA below them). runtime/bf16_links.h asks.
 bool bf16_convolutions_are_fast();
+// Whether a probe u8 x s8 convolution dispatches to VNNI or AMX dot products (kernels/onednn/int8.cpp takes
+// nothing else): where it does not, int8 layers keep f32, so u8 links between them would only add conversions.
+bool int8_convolutions_are_fast();
 // A Cast of f32 to bf16 rounding to nearest even (round_bf16) as one oneDNN reorder, or null for other Casts
 // (bf16 executors; runtime/bf16_links.h inserts them; kernels/onednn/bf16_convert.cpp).
 std::unique_ptr<PreparedKernel> prepare_bf16_convert(const Node& n, const std::vector<PrepareInput>& inputs);

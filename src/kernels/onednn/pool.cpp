@@ -98,19 +98,13 @@ class PoolKernel final : public PrimitiveKernel {
     return true;
   }
 
-  // bf16 (a MaxPool inside a bf16 link, runtime/bf16_links.h): NaN is all-ones exponent, nonzero mantissa.
-  static bool any_nan_bf16(const Tensor& x) {
-    const uint16_t* b = static_cast<const uint16_t*>(x.raw());
-    bool nan = false;
-    for (int64_t i = 0; i < x.numel(); ++i) nan |= (b[i] & 0x7fffu) > 0x7f80u;
-    return nan;
-  }
-
   void run(KernelContext& ctx) override {
     // oneDNN's max drops NaN (an ordered compare keeps the other operand); the reference propagates it, as
     // PyTorch does. The price on inputs without NaN is one more vectorized read of the input.
     const Tensor& x = ctx.input(0);
-    if (max_ && !u8_ && (x.dtype() == DType::bf16 ? any_nan_bf16(x) : cpu::any_nan(x.data<float>(), x.numel()))) {
+    if (max_ && !u8_ && (x.dtype() == DType::bf16  // a MaxPool inside a bf16 link (runtime/bf16_links.h)
+                                    ? cpu::any_nan_bf16(static_cast<const uint16_t*>(x.raw()), x.numel())
+                                    : cpu::any_nan(x.data<float>(), x.numel()))) {
       ref_kernel(ctx.node().op())(ctx);
       return;
     }
