@@ -226,7 +226,7 @@ def test_float16_model_with_casts_after_their_users(tmp_path):
 
 
 def test_unsupported_ops_name_op_domain_and_node(tmp_path):
-    for domain, op in [(MS, "NotARealOp"), ("ai.onnx.ml", "TreeEnsembleRegressor"), ("", "ImageDecoder")]:
+    for domain, op in [(MS, "NotARealOp"), ("ai.onnx.ml", "SVMRegressor"), ("", "ImageDecoder")]:
         m = model([helper.make_node(op, ["x"], ["y"], name="the_node", domain=domain)], [vi("x", F, [2])],
                   [vi("y", F, [2])], opset=20, extra_opsets=[(domain, 1)] if domain else [])
         path = tmp_path / "bad.onnx"
