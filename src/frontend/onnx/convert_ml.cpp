@@ -15,15 +15,16 @@
 // maps) and SVMs are refused.
 #include <cmath>
 
-#include "frontend/onnx/converter.h"
+#include "frontend/onnx/convert_ml_util.h"
 
 namespace cuvil {
 
 namespace {
 
-Value* temp(ConvertContext& c, OpKind op, std::vector<Value*> inputs, AttrMap attrs = {}) {
-  return c.emit_temp(op, std::move(inputs), std::move(attrs))->output(0);
-}
+using onnx_ml::as_f32;
+using onnx_ml::no_more_attrs;
+using onnx_ml::string_attr;
+using onnx_ml::temp;
 
 Value* required(ConvertContext& c, size_t i) {
   Value* v = c.input(i);
@@ -38,24 +39,8 @@ std::vector<float> floats_attr(ConvertContext& c, const char* name) {
   return std::vector<float>(a->floats().begin(), a->floats().end());
 }
 
-std::string string_attr(ConvertContext& c, const char* name, const std::string& def) {
-  auto a = c.take_attr(name);
-  if (!a) return def;
-  if (a->kind() != AttrKind::String) c.error("attribute '", name, "' must be a string");
-  return a->s();
-}
-
-void no_more_attrs(ConvertContext& c) {
-  if (!c.attrs().empty()) c.error("attribute '", c.attrs().begin()->first, "' is not supported");
-}
-
 Value* f32_row(ConvertContext& c, const std::vector<float>& v, const char* hint) {
   return c.const_tensor(Tensor::from_vector<float>(v, {int64_t(v.size())}), hint);
-}
-
-// ONNX-ML computes in float: every numeric input is cast to f32 first.
-Value* as_f32(ConvertContext& c, Value* x) {
-  return temp(c, OpKind::Cast, {x}, {{"to", Attribute(int64_t(dtype_onnx_id(DType::f32)))}});
 }
 
 void convert_scaler(ConvertContext& c) {

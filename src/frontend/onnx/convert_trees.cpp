@@ -9,15 +9,16 @@
 #include <cmath>
 #include <map>
 
-#include "frontend/onnx/converter.h"
+#include "frontend/onnx/convert_ml_util.h"
 
 namespace cuvil {
 
 namespace {
 
-Value* temp(ConvertContext& c, OpKind op, std::vector<Value*> inputs, AttrMap attrs = {}) {
-  return c.emit_temp(op, std::move(inputs), std::move(attrs))->output(0);
-}
+using onnx_ml::as_f32;
+using onnx_ml::no_more_attrs;
+using onnx_ml::string_attr;
+using onnx_ml::temp;
 
 Attribute ints(std::vector<int64_t> v) { return Attribute(std::move(v)); }
 Attribute doubles(std::vector<double> v) { return Attribute(std::move(v)); }
@@ -191,25 +192,10 @@ Value* post_transform(ConvertContext& c, Value* scores, const std::string& post)
   c.error("post_transform '", post, "' is not one of NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO, PROBIT");
 }
 
-std::string string_attr(ConvertContext& c, const char* name, const std::string& def) {
-  auto a = c.take_attr(name);
-  if (!a) return def;
-  if (a->kind() != AttrKind::String) c.error("attribute '", name, "' must be a string");
-  return a->s();
-}
-
-void no_more_attrs(ConvertContext& c) {
-  if (!c.attrs().empty()) c.error("attribute '", c.attrs().begin()->first, "' is not supported");
-}
-
 Value* input_x(ConvertContext& c) {
   Value* x = c.input(0);
   if (!x) c.error("input X is required");
   return x;
-}
-
-Value* as_f32(ConvertContext& c, Value* v) {
-  return temp(c, OpKind::Cast, {v}, {{"to", Attribute(int64_t(dtype_onnx_id(DType::f32)))}});
 }
 
 void convert_tree_ensemble_regressor(ConvertContext& c) {

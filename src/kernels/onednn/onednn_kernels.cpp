@@ -45,8 +45,13 @@ std::unique_ptr<PreparedKernel> prepare_onednn_kernel(const Node& n, const std::
   }
 }
 
-std::unique_ptr<PreparedKernel> prepare_onednn_bf16_matmul(const Node& n, const std::vector<PrepareInput>& inputs,
-                                                           std::string* reason) {
+namespace {
+
+// A bf16 kernel from `make` (node, inputs, output dims, reason), or null with the reason: empty tensors, no
+// implementation in oneDNN.
+template <class Make>
+std::unique_ptr<PreparedKernel> prepare_bf16(const Node& n, const std::vector<PrepareInput>& inputs,
+                                             std::string* reason, Make make) {
   for (const PrepareInput& in : inputs)
     for (int64_t d : in.shape)
       if (in.present && d == 0) {
@@ -60,33 +65,23 @@ std::unique_ptr<PreparedKernel> prepare_onednn_bf16_matmul(const Node& n, const 
         *reason = "empty tensor";
         return nullptr;
       }
-    return prepare_matmul_bf16(n, inputs, outs[0], reason);
+    return make(n, inputs, outs[0], reason);
   } catch (const dnnl::error& e) {
     *reason = std::string("oneDNN: ") + e.what();
     return nullptr;
   }
 }
 
+}  // namespace
+
+std::unique_ptr<PreparedKernel> prepare_onednn_bf16_matmul(const Node& n, const std::vector<PrepareInput>& inputs,
+                                                           std::string* reason) {
+  return prepare_bf16(n, inputs, reason, prepare_matmul_bf16);
+}
+
 std::unique_ptr<PreparedKernel> prepare_onednn_bf16_attention(const Node& n, const std::vector<PrepareInput>& inputs,
                                                               std::string* reason) {
-  for (const PrepareInput& in : inputs)
-    for (int64_t d : in.shape)
-      if (in.present && d == 0) {
-        *reason = "empty tensor";
-        return nullptr;
-      }
-  try {
-    std::vector<std::vector<int64_t>> outs = infer_output_dims(n, inputs);
-    for (int64_t d : outs[0])
-      if (d == 0) {
-        *reason = "empty tensor";
-        return nullptr;
-      }
-    return prepare_attention_bf16(n, inputs, outs[0], reason);
-  } catch (const dnnl::error& e) {
-    *reason = std::string("oneDNN: ") + e.what();
-    return nullptr;
-  }
+  return prepare_bf16(n, inputs, reason, prepare_attention_bf16);
 }
 
 std::unique_ptr<PreparedKernel> prepare_shape_generic_onednn_kernel(const Node& n) {
