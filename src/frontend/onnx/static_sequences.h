@@ -6,9 +6,9 @@
 // tensor ops on those elements: SequenceAt is the element itself, ConcatFromSequence a Concat, SequenceLength a
 // constant, SequenceMap its body once per element, a Loop carrying a sequence its body once per iteration (when
 // the trip count is a constant; with a run-time trip count, a sequence it only appends to becomes a scan output:
-// a Stacked value, which ConcatFromSequence, SequenceAt and SequenceLength read). An optional value is either a tensor/sequence (present) or "none". What cannot
-// be resolved this way (a length or position computed at run time, an If whose branches give different
-// lengths) raises StaticSequenceError naming the op, the node and why.
+// a Stacked value, which ConcatFromSequence, SequenceAt and SequenceLength read). An optional value is either a
+// tensor/sequence (present) or "none". What cannot be resolved this way (a length computed at run time, an If
+// whose branches give different lengths) raises StaticSequenceError naming the op, the node and why.
 #pragma once
 
 #include <functional>
