@@ -37,8 +37,8 @@ struct TreeEnsembleModel {
   int64_t n_targets = 0, max_feature = -1;
   Aggregate aggregate = kSum;
 
-  // Packs node `n`'s attributes; an empty string, or why they do not form a valid ensemble (inference checks the
-  // same before any kernel runs: this guards kernels of graphs that skipped it, e.g. from a damaged artifact).
+  // Packs node `n`'s attributes; an empty string, or why they do not form a valid ensemble (ir/ops/trees.h's
+  // tree_ensemble_problem, which inference runs too: this guards kernels of graphs that skipped it).
   static std::string pack(const ::cuvil::Node& node, TreeEnsembleModel& out);
 
   // Rows [begin, end) of x [rows, features] into y [rows, n_targets] (TOut: float or double), comparing and
