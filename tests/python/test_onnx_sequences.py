@@ -11,6 +11,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 import cuvil  # noqa: E402
+from onnx_build import check_against_ort, vi  # noqa: E402
 
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
@@ -22,10 +23,6 @@ def model(nodes, inputs, outputs, opset=17, initializers=()):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
     return m
-
-
-def vi(name, elem, shape):
-    return helper.make_tensor_value_info(name, elem, shape)
 
 
 def seq_vi(name, elem, shape):
@@ -41,18 +38,7 @@ def randn(*shape):
 
 
 def check(m, feeds, tmp_path):
-    path = tmp_path / "m.onnx"
-    onnx.save(m, str(path))
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
-    got = cuvil.load_onnx(str(path))(**feeds)
-    got = list(got) if isinstance(got, (tuple, list)) else [got]
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    check_against_ort(m, feeds, tmp_path, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("axis,new_axis", [(0, 0), (1, 0), (-1, 0), (0, 1), (2, 1), (-1, 1), (-3, 1)])

@@ -9,6 +9,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 import cuvil  # noqa: E402
+from onnx_build import check_against_ort  # noqa: E402
 
 F = TensorProto.FLOAT
 MS = "com.microsoft"
@@ -31,18 +32,7 @@ def init(name, arr):
 
 
 def check(m, feeds, tmp_path, rtol=1e-4, atol=1e-5):
-    path = tmp_path / "m.onnx"
-    onnx.save(m, str(path))
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
-    got = cuvil.load_onnx(str(path))(**feeds)
-    got = list(got) if isinstance(got, (tuple, list)) else [got]
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    check_against_ort(m, feeds, tmp_path, rtol=rtol, atol=atol)
 
 
 rng = np.random.default_rng(0)
