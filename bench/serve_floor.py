@@ -23,10 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 for p in (os.path.join(ROOT, "tests", "python"), os.path.join(ROOT, "scripts"), HERE, os.path.join(ROOT, "python")):
     sys.path.insert(0, p)
-import cuvil  # noqa: E402
-from serve_bench import CUVIL, export  # noqa: E402
+from serve_bench import CUVIL  # noqa: E402
 from serve_load import binary_request, expected_response_len, wrk_run  # noqa: E402
-from serve_ratio import engine, settle  # noqa: E402
+from serve_ratio import engine, repository_model, settle  # noqa: E402
 from serve_util import Server, write_config  # noqa: E402
 
 
@@ -56,12 +55,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="cuvil-serve-floor-")
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
     for name in a.models.split(","):
-        onnx_path = os.path.join(work, f"{name}.onnx")
-        in_name, shape, out_name = export(name, onnx_path)
-        cuv = os.path.join(work, "models", name, "1", "model.cuv")
-        os.makedirs(os.path.dirname(cuv))
-        cuvil.load_onnx(onnx_path, cache=False).save(cuv)
-        model = cuvil.load(cuv, threads=1)
+        in_name, shape, out_name, model = repository_model(work, name)
         batches = [1, 8, 32, 64]
         write_config(os.path.join(work, "models"), name, max_batch_size=max(batches), max_queue_delay_us=0,
                      threads=1, instances=1, warmup=True)

@@ -46,6 +46,17 @@ def settle(pid: int) -> float:
         last = now
 
 
+def repository_model(work: str, name: str):
+    """Exports bench model `name`, saves it as version 1 of a model repository under `work/models` and loads that
+    `.cuv` in this process on one thread: (input name, input shape, output name, the loaded model)."""
+    onnx_path = os.path.join(work, f"{name}.onnx")
+    in_name, shape, out_name = export(name, onnx_path)
+    cuv = os.path.join(work, "models", name, "1", "model.cuv")
+    os.makedirs(os.path.dirname(cuv))
+    cuvil.load_onnx(onnx_path, cache=False).save(cuv)
+    return in_name, shape, out_name, cuvil.load(cuv, threads=1)
+
+
 def engine(model, shape, batches, min_seconds):
     """{batch: (CPU s per row, wall s per row)} of in-process runs (threads=1: CPU time ~ wall when a core is
     free)."""
@@ -123,12 +134,7 @@ def main() -> None:
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
     for name in a.models.split(","):
         big = name != "mlp"
-        onnx_path = os.path.join(work, f"{name}.onnx")
-        in_name, shape, out_name = export(name, onnx_path)
-        cuv = os.path.join(work, "models", name, "1", "model.cuv")
-        os.makedirs(os.path.dirname(cuv))
-        cuvil.load_onnx(onnx_path, cache=False).save(cuv)
-        model = cuvil.load(cuv, threads=1)
+        in_name, shape, out_name, model = repository_model(work, name)
         batches = [1, 2, 4, 8] if big else [1, 8, 32, 64]
         write_config(os.path.join(work, "models"), name, max_batch_size=max(batches), max_queue_delay_us=a.delay_us,
                      threads=1, instances=1, warmup=True)
