@@ -563,7 +563,18 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
             hit._model.set_onnx_source(path)  # (update_weights: by initializer names, as a fresh load)
             return hit
     try:
-        model = _C.load_onnx(path)
+        model, input_slots, output_slots = _C.load_onnx_io(path)
+        if model is None or any(optional or kind != "tensor" for _, kind, _, optional in input_slots):
+            # Sequence or optional inputs: one compile per binding of them (list lengths, Nones) met at call time.
+            from .onnx_io import BoundInputsModule
+
+            def compile_bound(lengths: dict, absent: frozenset) -> CompiledModule:
+                bound, _, outs = _C.load_onnx_io(path, 1, lengths, set(absent))
+                return _finish_onnx(bound, path, outs, precision, threads, limits, calibration, method, accuracy)
+            # (imported with every optional present: the binding of calls that give them all)
+            first = None if model is None else _finish_onnx(model, path, output_slots, precision, threads, limits,
+                                                             calibration, method, accuracy)
+            return BoundInputsModule(path, input_slots, compile_bound, first)
         if lookup is not None and not isinstance(lookup, _cache.Lookup):  # keyed after import
             lookup = lookup.after_import(model)
             hit = lookup.hit(threads=threads, timeout=timeout, max_loop_iterations=max_loop_iterations)
@@ -571,34 +582,43 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
                 hit._source_path = hit._report_name = path
                 hit._model.set_onnx_source(path)
                 return hit
-        if threads is not None:
-            model.set_threads(threads)
-        if precision not in ("fp32", "int8", "auto"):
-            model.set_precision(precision)
-        model.set_limits(*limits)
-        compiled = CompiledModule(model)
-        if precision == "int8":
-            # A QDQ model carries its own quantization (its nodes' hints); a plain one is calibrated here.
-            from .quantization import quantize
-            if calibration is not None or method == "dynamic":
-                quantize(compiled, calibration, method=method)
-            elif any(t[5] for t in model.quant_targets()):
-                model.set_precision("int8")
-                compiled._config = dict(compiled._config, precision="int8")
-            else:
-                raise ValueError("precision='int8' needs calibration=[input samples] (or calibration_method="
-                                 "'dynamic') for a model that is not quantized (QDQ) already")
-        if precision == "auto":
-            from .auto_precision import choose
-            choose(compiled, accuracy)
-        # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
-        model.prepare_static()
-        compiled._source_path = path
-        compiled._report_name = os.fspath(path)
+        compiled = _finish_onnx(model, path, output_slots, precision, threads, limits, calibration, method, accuracy)
     except _C.Error as e:
         raise compile_error(e, _with_path(path, str(e))) from None
     if lookup is not None:
         lookup.store(compiled)
+    return compiled
+
+
+def _finish_onnx(model: "_C.Model", path: str, output_slots: list, precision: str, threads: Optional[int],
+                 limits: tuple, calibration: Any, method: str, accuracy: Optional[dict]) -> CompiledModule:
+    """The imported ONNX model set up as load_onnx's options say, calibrated or quantized where they ask, and
+    prepared when its shapes are fixed."""
+    from .onnx_io import output_structure
+    if threads is not None:
+        model.set_threads(threads)
+    if precision not in ("fp32", "int8", "auto"):
+        model.set_precision(precision)
+    model.set_limits(*limits)
+    compiled = CompiledModule(model, output_structure(output_slots))
+    if precision == "int8":
+        # A QDQ model carries its own quantization (its nodes' hints); a plain one is calibrated here.
+        from .quantization import quantize
+        if calibration is not None or method == "dynamic":
+            quantize(compiled, calibration, method=method)
+        elif any(t[5] for t in model.quant_targets()):
+            model.set_precision("int8")
+            compiled._config = dict(compiled._config, precision="int8")
+        else:
+            raise ValueError("precision='int8' needs calibration=[input samples] (or calibration_method="
+                             "'dynamic') for a model that is not quantized (QDQ) already")
+    if precision == "auto":
+        from .auto_precision import choose
+        choose(compiled, accuracy)
+    # A model with fixed input shapes is prepared (plan, kernels, packed weights) now, not at the first call.
+    model.prepare_static()
+    compiled._source_path = path
+    compiled._report_name = os.fspath(path)
     return compiled
 
 

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <mutex>
 #include <unordered_set>
 
@@ -980,6 +981,40 @@ PYBIND11_MODULE(_C, m) {
         return std::make_unique<Model>(import_onnx_file(path), opt_level, /*onnx_path=*/path);
       },
       py::arg("path"), py::arg("opt_level") = 1);
+  // The same with ONNX sequence and optional graph inputs bound (python/cuvil/onnx_io.py): returns (model, inputs,
+  // outputs), each slot (name, "tensor" | "sequence" | "none", count, optional); model None when a sequence input
+  // has no length yet (its count 0), so that the caller binds the lengths of the lists it is given.
+  m.def(
+      "load_onnx_io",
+      [](const std::string& path, int opt_level, const std::map<std::string, int64_t>& sequence_lengths,
+         const std::set<std::string>& absent_optionals) {
+        OnnxIoLayout layout;
+        OnnxImportOptions opts;
+        opts.sequence_lengths = sequence_lengths;
+        opts.absent_optionals = absent_optionals;
+        opts.layout = &layout;
+        opts.stop_at_unbound_sequences = true;
+        std::shared_ptr<Graph> g = import_onnx_file(path, opts);
+        auto slots = [](const std::vector<OnnxIoSlot>& v) {
+          py::list l;
+          for (const OnnxIoSlot& s : v)
+            l.append(py::make_tuple(s.name,
+                                    s.kind == OnnxIoSlot::Kind::Tensor     ? "tensor"
+                                    : s.kind == OnnxIoSlot::Kind::Sequence ? "sequence"
+                                                                           : "none",
+                                    s.count, s.optional));
+          return l;
+        };
+        // (update_weights re-imports the source file to name its weights, without these bindings: a bound model
+        // names them from its own graph instead)
+        const bool bound = !sequence_lengths.empty() || !absent_optionals.empty();
+        py::object model =
+            g ? py::cast(std::make_unique<Model>(std::move(g), opt_level, /*onnx_path=*/bound ? "" : path))
+              : py::none();
+        return py::make_tuple(model, slots(layout.inputs), slots(layout.outputs));
+      },
+      py::arg("path"), py::arg("opt_level") = 1, py::arg("sequence_lengths") = std::map<std::string, int64_t>{},
+      py::arg("absent_optionals") = std::set<std::string>{});
   // The profile report's other forms (src/report): the HTML page, the Chrome trace, the diff of two reports.
   // The model cache (python/cuvil/cache/): what this build is, and a fast hash of a buffer (weights).
   m.def("build_info", []() {

@@ -329,12 +329,39 @@ class Importer {
     CUVIL_CHECK(opset_ <= kMaxOpset, "ONNX model uses opset ", opset_, "; Cuvil supports opsets up to ", kMaxOpset,
                 " (onnx 1.23)");
     for (const auto& f : m.functions()) functions_[f.domain() + ":" + f.name()] = &f;
+    if (opts_.stop_at_unbound_sequences && opts_.layout && has_unbound_sequence_input(m.graph())) return nullptr;
     auto g = std::make_shared<Graph>(m.graph().name().empty() ? "main" : m.graph().name());
     convert_graph(m.graph(), *g, /*is_region=*/false);
     return g;
   }
 
  private:
+  // Whether a sequence-typed main-graph input lacks its length; if so, layout->inputs gets every input's kind.
+  bool has_unbound_sequence_input(const onnx::GraphProto& gp) const {
+    std::unordered_set<std::string> init_names;
+    for (const auto& init : gp.initializer()) init_names.insert(init.name());
+    std::vector<OnnxIoSlot> slots;
+    bool unbound = false;
+    for (const auto& in : gp.input()) {
+      if (init_names.count(in.name())) continue;
+      const onnx::TypeProto* t = &in.type();
+      OnnxIoSlot s{in.name(), OnnxIoSlot::Kind::Tensor, 1};
+      if (t->has_optional_type()) {
+        s.optional = true;
+        t = &t->optional_type().elem_type();
+      }
+      if (t->has_sequence_type()) {
+        s.kind = OnnxIoSlot::Kind::Sequence;
+        auto len = opts_.sequence_lengths.find(in.name());
+        s.count = len == opts_.sequence_lengths.end() ? 0 : size_t(len->second);
+        unbound |= len == opts_.sequence_lengths.end();
+      }
+      slots.push_back(std::move(s));
+    }
+    if (unbound) opts_.layout->inputs = std::move(slots);
+    return unbound;
+  }
+
   // Every name the graph's nodes, subgraphs and outputs read: initializers outside it are never loaded.
   static void collect_reads(const onnx::GraphProto& gp, std::unordered_set<std::string>& reads) {
     std::vector<const onnx::GraphProto*> pending{&gp};
@@ -510,6 +537,9 @@ class Importer {
       CUVIL_CHECK(v, where, ": input '", name, "' is not defined before this node");
       inputs.push_back(v);
     }
+    if (domain.empty() && np.op_type() == "If" && !inputs.empty() && inputs[0] && inputs[0]->is_constant() &&
+        inputs[0]->constant().numel() == 1)
+      return inline_taken_branch(np, g, inputs[0]->constant().get_i64(0) != 0, loc, where);
     AttrMap attrs;
     for (const auto& a : np.attribute()) {
       if (!a.ref_attr_name().empty())
@@ -551,6 +581,34 @@ class Importer {
     ctx.emit(*kind);
   }
 
+  // An If whose condition is a constant while importing (OptionalHasElement of a bound optional, a constant
+  // flag) is its taken branch, inlined; the other branch is never converted, since it may be invalid for these
+  // inputs (getting the element of the optional it tested, say). ONNX Runtime folds such Ifs too.
+  void inline_taken_branch(const onnx::NodeProto& np, Graph& g, bool cond, const Location& loc,
+                           const std::string& where) {
+    const char* name = cond ? "then_branch" : "else_branch";
+    const onnx::GraphProto* branch = nullptr;
+    for (const auto& a : np.attribute())
+      if (a.name() == name && a.has_g()) branch = &a.g();
+    CUVIL_CHECK(branch, where, ": attribute '", name, "' (a graph) is required");
+    CUVIL_CHECK(branch->input_size() == 0, where, ": ", name, " must take no inputs, it takes ", branch->input_size());
+    std::vector<std::string> yielded = inline_body(*branch, {}, g, loc.name);
+    CUVIL_CHECK(size_t(np.output_size()) <= yielded.size(), where, ": has ", np.output_size(), " outputs but ", name,
+                " yields ", yielded.size());
+    for (int i = 0; i < np.output_size(); ++i) {
+      const std::string& out = np.output(i);
+      if (out.empty()) continue;
+      if (auto st = statics_.find(yielded[size_t(i)]); st != statics_.end()) {
+        statics_[out] = st->second;
+        continue;
+      }
+      Value* v = g.lookup(yielded[size_t(i)]);
+      CUVIL_CHECK(v, where, ": ", name, " output '", yielded[size_t(i)], "' is not defined");
+      g.add_node(OpKind::Identity, {v}, {out}, {}, loc);
+      if (from_sequences_.count(yielded[size_t(i)])) from_sequences_.insert(out);
+    }
+  }
+
   bool reads_static(const onnx::NodeProto& np) const {
     for (const auto& in : np.input())
       if (!in.empty() && statics_.count(in)) return true;
@@ -569,13 +627,13 @@ class Importer {
     if (t->has_optional_type()) {
       if (opts_.absent_optionals.count(name)) {
         statics_[name] = StaticValue{StaticValue::Kind::None, {}};
-        if (opts_.layout) opts_.layout->inputs.push_back({name, OnnxIoSlot::Kind::None, 0});
+        if (opts_.layout) opts_.layout->inputs.push_back({name, OnnxIoSlot::Kind::None, 0, true});
         return true;
       }
       t = &t->optional_type().elem_type();
       if (t->has_tensor_type()) {
         g.add_input(name, convert_type(*t, "input '" + name + "'"));
-        if (opts_.layout) opts_.layout->inputs.push_back({name, OnnxIoSlot::Kind::Tensor, 1});
+        if (opts_.layout) opts_.layout->inputs.push_back({name, OnnxIoSlot::Kind::Tensor, 1, true});
         return true;
       }
     }
@@ -600,7 +658,8 @@ class Importer {
       v.elems.push_back(g.add_input(n, convert_type(elem, "input '" + n + "'")));
     }
     statics_[name] = std::move(v);
-    if (opts_.layout) opts_.layout->inputs.push_back({name, OnnxIoSlot::Kind::Sequence, size_t(len->second)});
+    if (opts_.layout)
+      opts_.layout->inputs.push_back({name, OnnxIoSlot::Kind::Sequence, size_t(len->second), in.type().has_optional_type()});
     return true;
   }
 
@@ -844,7 +903,9 @@ std::shared_ptr<Graph> import_bytes(const void* data, size_t size, ExternalDataD
               "not a valid ONNX model: the protobuf cannot be parsed (truncated or corrupt file, or regions nested ",
               "far deeper than the limit of ", kMaxRegionDepth, "?)");
   Importer importer(std::move(ext), opts);
-  std::shared_ptr<Graph> g = finish(importer.import_model(m), opts);
+  std::shared_ptr<Graph> g = importer.import_model(m);
+  if (!g) return nullptr;  // (stop_at_unbound_sequences)
+  g = finish(std::move(g), opts);
   if (opts.infer_and_verify) importer.check_declared_types();
   return g;
 }

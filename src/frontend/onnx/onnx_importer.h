@@ -20,6 +20,7 @@ struct OnnxIoSlot {
   std::string name;
   Kind kind = Kind::Tensor;
   size_t count = 1;
+  bool optional = false;  // an optional-typed graph input (bound present, or absent as Kind::None)
 };
 struct OnnxIoLayout {
   std::vector<OnnxIoSlot> inputs, outputs;
@@ -34,9 +35,14 @@ struct OnnxImportOptions {
   std::set<std::string> absent_optionals;
   // When set, filled with how the ONNX graph's inputs and outputs map onto the Graph's.
   OnnxIoLayout* layout = nullptr;
+  // With a layout: a sequence-typed graph input missing from sequence_lengths is no error; the import stops after
+  // reading the graph's inputs, returns null and leaves their kinds in layout->inputs (a sequence's count 0), so
+  // that a caller given the values (Python lists) can import again with their lengths.
+  bool stop_at_unbound_sequences = false;
 };
 
 // Throws cuvil::Error with a clear message for unreadable, truncated or malformed files and unsupported ops.
+// Returns null only under OnnxImportOptions::stop_at_unbound_sequences.
 std::shared_ptr<Graph> import_onnx_file(const std::string& path, const OnnxImportOptions& opts = {});
 // `base_dir` is where external tensor data files are looked up ("" disables external data).
 std::shared_ptr<Graph> import_onnx_bytes(const void* data, size_t size, const std::string& base_dir = "",
