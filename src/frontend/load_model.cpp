@@ -1,6 +1,5 @@
 #include "frontend/load_model.h"
 
-#include "frontend/onnx/onnx_importer.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
@@ -12,7 +11,7 @@ namespace {
 constexpr uint64_t kMaxTextModelBytes = uint64_t(1) << 31;  // as for ONNX files: larger models keep data apart
 }  // namespace
 
-std::shared_ptr<Graph> load_model(const std::string& path) {
+std::shared_ptr<Graph> load_model(const std::string& path, const OnnxImportOptions& onnx) {
   auto ends_with = [&](const char* ext) {
     std::string e(ext);
     return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
@@ -29,7 +28,7 @@ std::shared_ptr<Graph> load_model(const std::string& path) {
       throw Error(path + ": " + e.what());
     }
   }
-  return import_onnx_file(path);
+  return import_onnx_file(path, onnx);
 }
 
 }  // namespace cuvil

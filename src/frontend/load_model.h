@@ -5,10 +5,12 @@
 #include <memory>
 #include <string>
 
+#include "frontend/onnx/onnx_importer.h"
 #include "ir/graph.h"
 
 namespace cuvil {
 
-std::shared_ptr<Graph> load_model(const std::string& path);
+// `onnx` binds an ONNX model's sequence and optional inputs (the CLI's --sequence and --absent).
+std::shared_ptr<Graph> load_model(const std::string& path, const OnnxImportOptions& onnx = {});
 
 }  // namespace cuvil

@@ -92,7 +92,9 @@ constexpr const char* kUsage =
     "  cuvil cache ls|verify|prune|explain ...                 (the compiled-model cache: cuvil cache --help)\n"
     "  cuvil serve --model-repository DIR [--http-port N] [--metrics-port N] ...  (cuvil serve --help)\n"
     "  cuvil --version\n"
-    "MODEL is an ONNX file (.onnx), Cuvil IR text (.cvir) or a compiled artifact (.cuv; not for compile).\n";
+    "MODEL is an ONNX file (.onnx), Cuvil IR text (.cvir) or a compiled artifact (.cuv; not for compile).\n"
+    "An ONNX model's sequence inputs need --sequence NAME=N (its elements are then the inputs NAME_0 .. NAME_<N-1>);\n"
+    "--absent NAME leaves an optional input out (each command that reads MODEL takes both).\n";
 
 // Names from a model (values, nodes) and paths, with control characters escaped before they reach a terminal.
 // cuvil::Error messages are already escaped (support/error.h); this covers what is printed otherwise.
@@ -122,6 +124,7 @@ struct Args {
   std::vector<std::string> diff;      // profile --diff A B
   std::string perf_data;              // profile REPORT --perf-data FILE
   bool remeasure = false;             // roofs: measure even when cached
+  OnnxImportOptions onnx;             // --sequence NAME=N, --absent NAME: an ONNX model's sequence/optional inputs
 };
 
 int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
@@ -178,8 +181,8 @@ std::shared_ptr<codegen::KernelCodeSource> g_artifact_code;
 std::string g_artifact_precision;
 
 // A model of any format: an artifact's graph comes optimized (optimize_model leaves it as it is).
-std::shared_ptr<Graph> load_any(const std::string& path) {
-  if (!is_artifact_path(path)) return load_model(path);
+std::shared_ptr<Graph> load_any(const std::string& path, const OnnxImportOptions& onnx) {
+  if (!is_artifact_path(path)) return load_model(path, onnx);
   artifact::Loaded l = artifact::load_file(path);
   g_artifact_code = l.kernel_code;
   std::string config;  // (the manifest's JSON without blanks)
@@ -212,6 +215,11 @@ Args parse_args(int argc, char** argv) {
     } else if (s == "--dim") {
       auto [n, v] = split_assignment(s, value());
       a.dim_specs[n] = v;
+    } else if (s == "--sequence") {
+      auto [n, v] = split_assignment(s, value());
+      a.onnx.sequence_lengths[n] = parse_int(s, v, 0);
+    } else if (s == "--absent") {
+      a.onnx.absent_optionals.insert(value());
     } else if (s == "--output-dir") a.output_dir = value();
     else if (s == "-o") a.output = value();
     else if (s == "--threads") a.threads = int(parse_int(s, value(), 1));
@@ -323,7 +331,7 @@ int cmd_inspect(const Args& a) {
     std::cout << "model: " << printable(a.model) << "\n" << artifact::describe(l);
     return 0;
   }
-  auto g = load_model(a.model);
+  auto g = load_model(a.model, a.onnx);
   if (a.kernels) return print_kernels(*g, a.stages);
   if (a.ir) {
     if (a.opt_level_given || !a.skip_passes.empty()) optimize_model(*g, a);
@@ -334,7 +342,7 @@ int cmd_inspect(const Args& a) {
   }
   GraphStats s = graph_stats(*g);
   // What -O1 makes of it: node count and the layout reorders (NCHW <-> NHWC transposes) that remain.
-  auto opt = load_model(a.model);
+  auto opt = load_model(a.model, a.onnx);
   optimize(*opt, 1);
   int64_t reorders = 0;
   for (auto& n : opt->nodes()) {
@@ -465,7 +473,7 @@ std::string file_safe(const std::string& name) {
 
 int cmd_run(const Args& a) {
   if (a.output_dir.empty()) throw UsageError("run needs --output-dir DIR");
-  auto g = load_any(a.model);
+  auto g = load_any(a.model, a.onnx);
   optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/false);
   auto exec = make_executor(g, a, ins);
@@ -505,7 +513,7 @@ int bench_versus(const Args& a, Executor& exec, const std::vector<Tensor>& ins) 
     if (!apply_kernel_flag(b, f))
       throw UsageError("--versus takes kernel flags, --skip-pass=NAME and -O0/-O1, not '" + f + "'");
   }
-  auto g = load_any(b.model);
+  auto g = load_any(b.model, b.onnx);
   optimize_model(*g, b);
   auto other = make_executor(g, b, ins);
   for (int i = 0; i < a.warmup; ++i) exec.run(ins), other->run(ins);
@@ -535,7 +543,7 @@ int cmd_bench(const Args& a) {
   auto since = [](clock::time_point t0) { return std::chrono::duration<double, std::milli>(clock::now() - t0).count(); };
   // Compile time: load + optimize, then prepare (plan, oneDNN primitives, weight packing) for these shapes.
   auto t0 = clock::now();
-  auto g = load_any(a.model);
+  auto g = load_any(a.model, a.onnx);
   optimize_model(*g, a);
   double load_ms = since(t0);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
@@ -622,7 +630,7 @@ int cmd_profile(const Args& a) {
     std::fputs(report::perf_table(folded).c_str(), stdout);
     return 0;
   }
-  auto g = load_any(a.model);
+  auto g = load_any(a.model, a.onnx);
   optimize_model(*g, a);
   std::vector<Tensor> ins = load_inputs(*g, a, /*allow_random=*/true);
   auto exec = make_executor(g, a, ins);
@@ -724,7 +732,7 @@ int cmd_compile(const Args& a) {
   if (!a.calibration.empty() && a.precision != Precision::int8)
     throw UsageError("--calibration is for --precision int8");
   auto t0 = std::chrono::steady_clock::now();
-  auto g = load_model(a.model);
+  auto g = load_model(a.model, a.onnx);
   std::shared_ptr<Graph> source;  // (constants shared) the weights before the passes fold them
   try {
     source = clone_graph(*g);

@@ -642,7 +642,8 @@ class Importer {
     if (len == opts_.sequence_lengths.end())
       throw StaticSequenceError("graph input '" + name + "' is a sequence: Cuvil resolves sequences when the "
                                 "graph is built, so its length must be given when importing "
-                                "(OnnxImportOptions::sequence_lengths)");
+                                "(the CLI's --sequence NAME=N; cuvil.load_onnx binds it from the list a call "
+                                "gives; OnnxImportOptions::sequence_lengths)");
     CUVIL_CHECK(len->second >= 0 && len->second <= 65536, "sequence input '", name, "': length ", len->second,
                 " is out of range");
     onnx::TypeProto elem = t->sequence_type().elem_type();
