@@ -17,10 +17,17 @@ namespace {
 
 int64_t attr_i(const Node& n, const char* name) { return n.has_attr(name) ? n.attr(name).i() : 0; }
 
-// A convolution a bf16 executor runs in bf16: ungrouped, f32 constant weights (and bias), not raised to fp32 by
-// its own precision.
+// CUVIL_GROUPED_LINKS=0: grouped convolutions neither link nor run bf16 (as before they did; comparisons).
+bool grouped_links() {
+  const char* env = std::getenv("CUVIL_GROUPED_LINKS");
+  return !(env && std::string(env) == "0");
+}
+
+// A convolution a bf16 executor runs in bf16: f32 constant weights (and bias), not raised to fp32 by its own
+// precision. Grouped ones too: the bf16 kernel takes them where an end is linked (kernels/onednn/conv.cpp).
 bool bf16_conv(const Node& n) {
-  if (n.op() != OpKind::FusedConv || attr_i(n, "group") > 1) return false;
+  if (n.op() != OpKind::FusedConv) return false;
+  if (attr_i(n, "group") > 1 && !grouped_links()) return false;
   if (n.has_attr("precision") && n.attr("precision").s() == "fp32") return false;
   const Value* w = n.input(1);
   if (!w || !w->is_constant() || w->dtype() != DType::f32) return false;

@@ -3,8 +3,9 @@
 // residual Sum, writes that output as bf16 (`bf16_y`; oneDNN's primitive rounds its f32 accumulator, bias,
 // residual sum and activation into a bf16 destination), and the readers take it as it is: their bf16 primitives
 // read X without a conversion pass, and a residual arrives in half the bytes. So ResNet's block-to-block
-// activations stay bf16 as they do in OpenVINO. Not linked: graph outputs (f32), values read by anything else
-// (pools, element-wise ops, products), grouped convolutions (kept f32 at bf16), nodes whose own precision is
+// activations stay bf16 as they do in OpenVINO; grouped (depthwise) layers link both ways and run bf16 where an
+// end is linked (MobileNetV2's blocks, CUVIL_GROUPED_LINKS=0 leaves them out). Not linked: graph outputs (f32), values read by anything else
+// (pools, element-wise ops, products), nodes whose own precision is
 // fp32, values read inside control-flow regions. Only where this machine runs bf16 convolutions on bf16 dot
 // products (else bf16 is not taken and nothing links); a linked layer that still ends up f32 is wrapped in the
 // conversions (runtime/bf16_boundary.h), so a link changes speed, never the meaning. CUVIL_BF16_LINKS=0 turns

@@ -19,7 +19,7 @@ double attr_f(const Node& n, const char* name) { return n.has_attr(name) ? n.att
 int64_t attr_i(const Node& n, const char* name) { return n.has_attr(name) ? n.attr(name).i() : 0; }
 
 // A layer the int8 kernels take with a static grid for X: calibrated (not dynamic), constant weights and bias,
-// not grouped (grouped convolutions stay f32: kernels/onednn/int8.cpp), B a matrix.
+// grouped convolutions too (int8 takes them where an end is linked: kernels/onednn/int8.cpp), B a matrix.
 bool static_int8_layer(const Node& n) {
   if (n.op() != OpKind::FusedConv && n.op() != OpKind::FusedMatMul) return false;
   if (!(attr_f(n, "quant_x_scale") > 0)) return false;
@@ -27,7 +27,11 @@ bool static_int8_layer(const Node& n) {
   const Value* w = n.input(1);
   if (!w || !w->is_constant()) return false;
   if (n.input(2) && !n.input(2)->is_constant()) return false;
-  if (n.op() == OpKind::FusedConv) return attr_i(n, "group") <= 1;
+  if (n.op() == OpKind::FusedConv) {
+    // CUVIL_GROUPED_LINKS=0: grouped convolutions neither link nor run int8 (as before they did; comparisons).
+    const char* env = std::getenv("CUVIL_GROUPED_LINKS");
+    return attr_i(n, "group") <= 1 || !(env && std::string(env) == "0");
+  }
   const auto& dims = w->shape().dims();
   for (size_t d = 0; d + 2 < dims.size(); ++d)
     if (!dims[d].is_const() || dims[d].value() != 1) return false;

@@ -115,10 +115,12 @@ std::unique_ptr<PreparedKernel> prepare_kernel_at(const Node& n, const std::vect
     if (!options.lower_final_outputs && writes_graph_output(n)) reason = "final output stays f32";
     else if (auto k = onednn::prepare_onednn_bf16_matmul(n, inputs, &reason)) return k;
   }
-  if (options.precision == Precision::bf16 && options.fast && !options.reference_ops.count(n.op()) &&
-      n.op() == OpKind::Attention && !has_bf16_link(n, inputs)) {
+  if ((options.precision == Precision::bf16 || options.precision == Precision::int8) && options.fast &&
+      !options.reference_ops.count(n.op()) && n.op() == OpKind::Attention && !has_bf16_link(n, inputs)) {
     // Both products in bf16, the Softmax f32 (kernels/onednn/attention.cpp); else the f32 kernel with the reason.
-    // CUVIL_BF16_ATTENTION=0 keeps f32 (comparisons).
+    // At int8 too: its products multiply two activations (no constant weights to quantize), so bf16 is as low
+    // as they go (BERT-base int8 kept its 12 attentions f32 before). CUVIL_BF16_ATTENTION=0 keeps f32
+    // (comparisons).
     const char* env = std::getenv("CUVIL_BF16_ATTENTION");
     if (env && std::string(env) == "0") reason = "attention: CUVIL_BF16_ATTENTION=0";
     else if (auto k = onednn::prepare_onednn_bf16_attention(n, inputs, &reason)) return k;

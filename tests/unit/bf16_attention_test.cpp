@@ -9,6 +9,8 @@
 // row blocks with a partial last one. A CPU without AVX512-BF16 keeps f32 and says why.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <dnnl.hpp>
 
 #include <cmath>
@@ -222,6 +224,31 @@ TEST(Bf16Attention, MatchesReferenceInTheSamePrecision) {
   };
   uint32_t seed = 100;
   for (const Case& c : cases) check(c, seed += 10);
+}
+
+// An int8 executor runs attention on the same bf16 kernel (its products multiply two activations: nothing to
+// quantize ahead), bit for bit the bf16 executor's result, checked above against the bf16 reference.
+TEST(Bf16Attention, Int8ExecutorRunsItInBf16) {
+  Tensor q = random_tensor({2, 3, 11, 8}, 1, 1.f), k = random_tensor({2, 3, 13, 8}, 2, 1.f),
+         v = random_tensor({2, 3, 13, 5}, 3, 1.f);
+  OneOp one = build_op(OpKind::Attention, {input(q), input(k), input(v)}, {{"scale", Attribute(0.125)}});
+  ExecutorOptions bf16, int8;
+  bf16.kernels.precision = Precision::bf16;
+  int8.kernels.precision = Precision::int8;
+  Executor a(one.g, bf16), b(one.g, int8);
+  std::vector<NodeTime> prof = b.profile(one.feeds);
+  ASSERT_EQ(prof.size(), 1u);
+  if (!machine_has_bf16()) {
+    EXPECT_EQ(prof[0].precision.precision, Precision::fp32);
+    EXPECT_FALSE(prof[0].precision.reason.empty());
+    return;
+  }
+  EXPECT_EQ(prof[0].precision.precision, Precision::bf16) << prof[0].precision.reason;
+  Tensor x = a.run(one.feeds)[0], y = b.run(one.feeds)[0];
+  ASSERT_EQ(x.nbytes(), y.nbytes());
+  EXPECT_EQ(std::memcmp(x.raw(), y.raw(), x.nbytes()), 0);
+  Tensor f = Executor(one.g).run(one.feeds)[0];
+  EXPECT_NE(std::memcmp(f.raw(), y.raw(), f.nbytes()), 0);  // not the f32 kernel's result
 }
 
 // Fast kernels off: the reference kernel runs, f32, and the decision says why.

@@ -154,6 +154,76 @@ TEST(Bf16Kernels, ConvolutionsMatchBf16RoundedReference) {
   for (const Case& c : cases) check(c);
 }
 
+// Grouped (depthwise) convolutions run bf16 where their activations arrive bf16 (a link, runtime/bf16_links.h) or
+// leave bf16 (`bf16_y`): against the reference on the same bf16 values and rounded weights; an f32 output within
+// check()'s tolerance, a bf16 output within one bf16 step of the reference (rounded once).
+TEST(Bf16Kernels, GroupedConvolutionsOnBf16Activations) {
+  struct G {
+    Ints x;  // NHWC
+    int64_t group, m;
+    Ints pads, strides;
+    std::string what;
+  };
+  std::vector<G> cases{
+      {{1, 13, 11, 19}, 19, 19, {1, 1, 1, 1}, {1, 1}, "depthwise 3x3, 19 channels"},
+      {{1, 15, 14, 32}, 32, 32, {1, 0, 1, 1}, {2, 2}, "depthwise 3x3 stride 2, asymmetric pads"},
+      {{2, 7, 9, 12}, 12, 24, {1, 1, 1, 1}, {1, 1}, "channel multiplier 2"},
+      {{1, 9, 9, 12}, 4, 8, {0, 0, 0, 0}, {1, 1}, "4 groups of 3 -> 2 channels"},
+  };
+  uint32_t seed = 70;
+  for (const G& c : cases) {
+    SCOPED_TRACE(c.what);
+    int64_t cin = c.x[3] / c.group;
+    Tensor xf = map(random_tensor(c.x, seed++), round_bf16);  // the bf16 activation's values
+    Tensor xb = Tensor::zeros(DType::bf16, c.x);
+    for (int64_t i = 0; i < xf.numel(); ++i) static_cast<bf16_t*>(xb.raw())[i] = bf16_t(xf.data<float>()[i]);
+    Tensor w = random_tensor({c.m, cin, 3, 3}, seed++), b = random_tensor({c.m}, seed++);
+    AttrMap a = nhwc(c.pads, c.strides, c.group);
+    a["activation"] = Attribute("Relu");
+    Tensor want = run_ref(OpKind::FusedConv, {input(xf), constant(map(w, round_bf16)), constant(b)}, a);
+    AttrMap plain = a;
+    plain.erase("activation");
+    Tensor mag = run_ref(OpKind::FusedConv, {input(map(xf, abs_f)), constant(map(map(w, round_bf16), abs_f)),
+                                             constant(map(b, abs_f))}, plain);
+    Tensor unrounded = run_ref(OpKind::FusedConv, {input(xf), constant(w), constant(b)}, a);
+    double k = double(cin * 9);
+    for (bool bf16_out : {false, true}) {
+      SCOPED_TRACE(bf16_out ? "bf16 out" : "f32 out");
+      AttrMap attrs = a;
+      if (bf16_out) attrs["bf16_y"] = Attribute(int64_t(1));
+      for (bool bf16_in : {true, false}) {
+        if (!bf16_in && !bf16_out) continue;  // nothing linked: kept f32 (KeepsF32WithReasons)
+        SCOPED_TRACE(bf16_in ? "bf16 in" : "f32 in");
+        OneOp one = build_op(OpKind::FusedConv, {input(bf16_in ? xb : xf), constant(w), constant(b)}, attrs);
+        Executor fast(one.g, bf16_options());
+        NodeTime t = fast.profile(one.feeds)[0];
+        if (!machine_has_bf16()) {
+          EXPECT_EQ(t.precision.precision, Precision::fp32);
+          continue;
+        }
+        bool depthwise = c.group == c.x[3] && c.m == c.group;  // others may keep f32 (converted around it)
+        if (!depthwise && t.precision.precision == Precision::fp32) {
+          EXPECT_FALSE(t.precision.reason.empty());
+          continue;
+        }
+        ASSERT_EQ(t.precision.precision, Precision::bf16) << t.precision.reason << " (" << t.impl << ")";
+        Tensor got = fast.run(one.feeds)[0];
+        ASSERT_EQ(got.dtype(), bf16_out ? DType::bf16 : DType::f32);
+        double worst_unrounded = 0;
+        for (int64_t i = 0; i < want.numel(); ++i) {
+          double g = bf16_out ? double(float(static_cast<const bf16_t*>(got.raw())[i])) : got.data<float>()[i];
+          double wv = want.data<float>()[i];
+          double tol = 8 * std::sqrt(k + 1) * 0x1p-24 * std::fabs(mag.data<float>()[i]) + 1e-30;
+          if (bf16_out) tol += std::ldexp(std::fabs(wv) + tol, -8);  // one rounding to bf16 (half a step: 2^-9)
+          ASSERT_LE(std::fabs(g - wv), tol) << "element " << i << ": " << g << " vs " << wv;
+          worst_unrounded = std::max(worst_unrounded, std::fabs(g - double(unrounded.data<float>()[i])) / tol);
+        }
+        if (!bf16_out) EXPECT_GT(worst_unrounded, 1.0) << "the tolerance does not tell rounded from f32 weights";
+      }
+    }
+  }
+}
+
 TEST(Bf16Kernels, MatrixProductsMatchBf16RoundedReference) {
   std::vector<Case> cases;
   cases.push_back({OpKind::MatMul, {input(random_tensor({37, 53}, 21)), constant(random_tensor({53, 29}, 22))}, {},

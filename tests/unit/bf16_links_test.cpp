@@ -263,7 +263,7 @@ TEST(Bf16Links, WhatDoesNotLink) {
   Value* b = g->add_node(OpKind::FusedConv, {a, w("wb", {8, 8, 3, 3})}, {"b"}, conv())->output(0);
   AttrMap grouped = conv();
   grouped["group"] = Attribute(int64_t(8));
-  Value* c = g->add_node(OpKind::FusedConv, {b, w("wc", {8, 1, 3, 3})}, {"c"}, grouped)->output(0);  // grouped
+  Value* c = g->add_node(OpKind::FusedConv, {b, w("wc", {8, 1, 3, 3})}, {"c"}, grouped)->output(0);  // grouped: links
   AttrMap pinned = conv();
   pinned["precision"] = Attribute("fp32");
   Value* d = g->add_node(OpKind::FusedConv, {c, w("wd", {8, 8, 3, 3})}, {"d"}, conv())->output(0);
@@ -275,7 +275,13 @@ TEST(Bf16Links, WhatDoesNotLink) {
   infer_shapes(*g);
   verify(*g);
   Executor ex(g, bf16_options());
-  EXPECT_EQ(count_bf16_links(ex.graph()), 0);
+  // the one link: the grouped c into d (grouped layers run bf16 where an end is linked)
+  ASSERT_EQ(count_bf16_links(ex.graph()), 1);
+  for (const auto& n : ex.graph().nodes())
+    if (n->op() == OpKind::FusedConv) EXPECT_EQ(n->output(0)->dtype(), n->output(0)->name() == "c" ? DType::bf16 : DType::f32);
+  setenv("CUVIL_GROUPED_LINKS", "0", 1);  // as before grouped layers ran bf16: nothing links
+  EXPECT_EQ(count_bf16_links(Executor(g, bf16_options()).graph()), 0);
+  unsetenv("CUVIL_GROUPED_LINKS");
   setenv("CUVIL_BF16_LINKS", "0", 1);
   EXPECT_EQ(count_bf16_links(Executor(blocks(), bf16_options()).graph()), 0);
   unsetenv("CUVIL_BF16_LINKS");

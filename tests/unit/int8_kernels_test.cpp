@@ -284,6 +284,100 @@ TEST(Int8Kernels, KeepsF32WithReasons) {
   }
 }
 
+// Grouped (depthwise) convolutions run int8 where their activations arrive u8 (a link from the layer before,
+// runtime/int8_links.h) or leave u8: against the reference on the dequantized u8 input and weights, with an f32
+// output (tolerance from f32 summation, as check()) and with a u8 output (the reference quantized on the output's
+// grid: at most one step off, where f32 summation moves a value across a rounding tie).
+TEST(Int8Kernels, GroupedConvolutionsOnU8Activations) {
+  struct G {
+    Ints x;          // NHWC
+    int64_t group, m;  // groups, output channels
+    Ints pads, strides;
+    int32_t zp;
+    const char* act;
+    std::string what;
+  };
+  std::vector<G> cases{
+      {{1, 13, 11, 19}, 19, 19, {1, 1, 1, 1}, {1, 1}, 0, "Relu", "depthwise 3x3, 19 channels, zp 0, Relu"},
+      {{1, 15, 14, 32}, 32, 32, {1, 0, 1, 1}, {2, 2}, 117, nullptr, "depthwise 3x3 stride 2, zp 117"},
+      {{2, 7, 9, 12}, 12, 24, {1, 1, 1, 1}, {1, 1}, 255, "Clip", "channel multiplier 2, zp 255"},
+      {{1, 9, 9, 12}, 4, 8, {0, 0, 0, 0}, {1, 1}, 30, nullptr, "4 groups of 3 -> 2 channels, no padding"},
+  };
+  uint32_t seed = 60;
+  for (const G& c : cases) {
+    SCOPED_TRACE(c.what);
+    int64_t cin = c.x[3] / c.group;
+    float xs = 3.f / 255;
+    Tensor xq = Tensor::zeros(DType::u8, c.x);
+    std::mt19937 rng(seed++);
+    for (int64_t i = 0; i < xq.numel(); ++i) xq.data<uint8_t>()[i] = uint8_t(rng() % 256);  // 0 and 255 included
+    Tensor xd = Tensor::zeros(DType::f32, c.x);
+    for (int64_t i = 0; i < xq.numel(); ++i) xd.data<float>()[i] = float(int32_t(xq.data<uint8_t>()[i]) - c.zp) * xs;
+    Tensor w = spread_channels(random_tensor({c.m, cin, 3, 3}, seed++), c.m, false), b = random_tensor({c.m}, seed++);
+    AttrMap a = conv_attrs(c.pads, xs, c.zp, c.strides);
+    a["group"] = Attribute(c.group);
+    if (c.act) a["activation"] = Attribute(c.act);
+    if (c.act && std::string(c.act) == "Clip") a["activation_params"] = Attribute(std::vector<double>{0.0, 0.5});
+    std::vector<OpArg> deq{input(xd), constant(dequantized_weights(w, c.m, false, {})), constant(b)};
+    std::vector<OpArg> mag_args = deq;
+    for (OpArg& m : mag_args) m.t = map_abs(m.t);
+    AttrMap plain = a;
+    plain.erase("activation");
+    plain.erase("activation_params");
+    Tensor want = run_ref(OpKind::FusedConv, deq, a), mag = run_ref(OpKind::FusedConv, mag_args, plain);
+    Tensor unquantized = run_ref(OpKind::FusedConv, {input(xd), constant(w), constant(b)}, a);
+    double k = double(cin * 9);
+
+    OneOp one = build_op(OpKind::FusedConv, {input(xq), constant(w), constant(b)}, a);
+    Executor fast(one.g, int8_options());
+    NodeTime t = fast.profile(one.feeds)[0];
+    if (!machine_has_vnni()) {
+      EXPECT_EQ(t.precision.precision, Precision::fp32);  // the boundary's f32 kernel, with its reason
+      continue;
+    }
+    // oneDNN 2.6 runs depthwise layers on VNNI (brdgmm_dw, jit_uni_dw); other grouped shapes may go to its
+    // gemm-based int8 kernel, which is declined with a reason and wrapped in conversions
+    bool depthwise = c.group == c.x[3] && c.m == c.group;
+    if (!depthwise && t.precision.precision == Precision::fp32) {
+      EXPECT_NE(t.precision.reason.find("(u8 activations converted around it)"), std::string::npos) << t.precision.reason;
+      continue;
+    }
+    ASSERT_EQ(t.precision.precision, Precision::int8) << t.precision.reason << " (" << t.impl << ")";
+    Tensor got = fast.run(one.feeds)[0];
+    ASSERT_EQ(got.shape(), want.shape());
+    double worst_unquantized = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      double g = got.data<float>()[i], wv = want.data<float>()[i];
+      double tol = 8 * std::sqrt(k + 1) * 0x1p-24 * std::fabs(mag.data<float>()[i]) + 1e-30;
+      ASSERT_LE(std::fabs(g - wv), tol) << "element " << i << ": " << g << " vs " << wv;
+      worst_unquantized = std::max(worst_unquantized, std::fabs(g - double(unquantized.data<float>()[i])) / tol);
+    }
+    EXPECT_GT(worst_unquantized, 1.0) << "the tolerance does not tell quantized from f32 weights";
+
+    // u8 out (from an f32 input too: a grouped layer writing a link quantizes its input itself)
+    float ys = 2.f / 255;
+    int64_t yzp = 90;
+    a["quant_y_scale"] = Attribute(double(ys));
+    a["quant_y_zero_point"] = Attribute(yzp);
+    for (bool u8_in : {true, false}) {
+      SCOPED_TRACE(u8_in ? "u8 in, u8 out" : "f32 in, u8 out");
+      OneOp q = build_op(OpKind::FusedConv, {input(u8_in ? xq : xd), constant(w), constant(b)}, a);
+      Executor ex(q.g, int8_options());
+      NodeTime tq = ex.profile(q.feeds)[0];
+      ASSERT_EQ(tq.precision.precision, Precision::int8) << tq.precision.reason;
+      Tensor gq = ex.run(q.feeds)[0];
+      ASSERT_EQ(gq.dtype(), DType::u8);
+      int64_t off = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        int d = int(gq.data<uint8_t>()[i]) - int(onednn::quantize_u8(want.data<float>()[i], 1.f / ys, int32_t(yzp)));
+        ASSERT_LE(std::abs(d), 1) << "element " << i;
+        off += d != 0;
+      }
+      EXPECT_LE(off, want.numel() / 100 + 1);
+    }
+  }
+}
+
 TEST(Int8Kernels, PrecisionNameParses) {
   EXPECT_EQ(parse_precision("int8"), Precision::int8);
   EXPECT_EQ(precision_name(Precision::int8), "int8");

@@ -136,6 +136,58 @@ TEST(Int8Links, LinkedConvolutionsEqualUnlinked) {
   }
 }
 
+// An inverted residual block (MobileNetV2's): 1x1 expand -> depthwise 3x3 (stride 2) -> 1x1 project. The grouped
+// layer links both ways and runs int8 on u8 in and out; with CUVIL_GROUPED_LINKS=0 (as before) it runs f32 and
+// nothing around it links. Against fp32 within the grids' error; the grouped int8 kernel itself is checked
+// against the quantized reference in int8_kernels_test (GroupedConvolutionsOnU8Activations).
+TEST(Int8Links, GroupedLayerLinksBothWays) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 11, 13, 8})});
+  AttrMap expand = conv(2.f / 255, 128, "Relu"), dw = conv(1.5f / 255, 0, "Relu"), project = conv(1.f / 255, 0, nullptr);
+  expand["pads"] = Attribute(Ints{0, 0, 0, 0});
+  project["pads"] = Attribute(Ints{0, 0, 0, 0});
+  dw["group"] = Attribute(int64_t(24));
+  dw["strides"] = Attribute(Ints{2, 2});
+  Value* h = g->add_node(OpKind::FusedConv, {x, g->add_constant("we", random_tensor({24, 8, 1, 1}, 2, -.4f, .4f))},
+                         {"h"}, expand)->output(0);
+  Value* d = g->add_node(OpKind::FusedConv, {h, g->add_constant("wd", random_tensor({24, 1, 3, 3}, 3, -.4f, .4f)),
+                                             g->add_constant("bd", random_tensor({24}, 4, -.1f, .1f))},
+                         {"d"}, dw)->output(0);
+  Value* y = g->add_node(OpKind::FusedConv, {d, g->add_constant("wp", random_tensor({7, 24, 1, 1}, 5, -.4f, .4f))},
+                         {"y"}, project)->output(0);
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  if (!machine_has_vnni()) {
+    EXPECT_EQ(count_int8_links(Executor(g, int8_options()).graph()), 0);
+    GTEST_SKIP() << "no VNNI: int8 layers keep f32, so nothing links";
+  }
+  Executor ex(g, int8_options());
+  EXPECT_EQ(count_int8_links(ex.graph()), 2);  // h and d
+  std::vector<Tensor> in{random_tensor({1, 11, 13, 8}, 9)};
+  for (const NodeTime& t : ex.profile(in)) EXPECT_EQ(t.precision.precision, Precision::int8) << t.precision.reason;
+  setenv("CUVIL_GROUPED_LINKS", "0", 1);
+  Executor before(g, int8_options());
+  unsetenv("CUVIL_GROUPED_LINKS");
+  EXPECT_EQ(count_int8_links(before.graph()), 0);
+  std::vector<NodeTime> prof = before.profile(in);
+  EXPECT_EQ(prof[1].precision.precision, Precision::fp32);
+  EXPECT_EQ(prof[1].precision.reason.rfind("grouped convolution", 0), 0u) << prof[1].precision.reason;
+  Tensor got = ex.run(in)[0], ref = run_graph(g, in)[0], old = before.run(in)[0];
+  auto rel = [&](const Tensor& a) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      double e = double(a.data<float>()[i]) - ref.data<float>()[i];
+      num += e * e, den += double(ref.data<float>()[i]) * ref.data<float>()[i];
+    }
+    return std::sqrt(num / den);
+  };
+  // three u8 grids of about 1/255 of their ranges, s8 weights: a few percent; d's grid adds one rounding to before's
+  EXPECT_GT(rel(got), 0);
+  EXPECT_LT(rel(got), 0.05);
+  EXPECT_LT(rel(got), 2 * rel(old) + 0.01);
+}
+
 TEST(Int8Links, LinkedProductsEqualUnlinked) {
   if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI";
   auto g = std::make_shared<Graph>();

@@ -38,10 +38,11 @@ class ConvKernel final : public PrimitiveKernel {
       *reason = "weights not constant";
       return false;
     }
-    if (bf16 && attrs.i("group") > 1) {
+    if (bf16 && attrs.i("group") > 1 && !x_bf16 && !y_bf16) {
       // A depthwise (or grouped) layer does a few multiplies per element it reads: converting its input costs more
       // than bf16 saves (MobileNetV2, CPU time per image on one thread: f32 8.0 ms, bf16 with its depthwise layers
-      // in bf16 7.2 ms, kept f32 5.9 ms).
+      // in bf16 7.2 ms, kept f32 5.9 ms). Linked (bf16 in or out, runtime/bf16_links.h) it moves half the bytes
+      // and converts nothing.
       *reason = "grouped convolution: memory-bound, converting its input costs more than bf16 saves";
       return false;
     }

@@ -272,9 +272,11 @@ class Int8ConvKernel final : public Int8Kernel {
       *reason = "weights or bias not constant";
       return false;
     }
-    if (attrs.i("group") > 1) {
-      // As for bf16: a depthwise layer does a few multiplies per element it reads; quantizing its input costs
-      // more than int8 saves.
+    int64_t group = attrs.i("group");
+    if (group > 1 && !u8_input_ && !(q_.y_scale > 0)) {
+      // As for bf16: a depthwise layer does a few multiplies per element it reads; quantizing its f32 input costs
+      // more than int8 saves. Linked (u8 in or out, runtime/int8_links.h) it reads or writes a quarter of the
+      // bytes instead: MobileNetV2's depthwise layers between linked 1x1 layers.
       *reason = "grouped convolution: memory-bound, quantizing its input costs more than int8 saves";
       return false;
     }
@@ -308,6 +310,10 @@ class Int8ConvKernel final : public Int8Kernel {
     memory::format_tag tag = activation_tag(S, cl);
     memory::desc x_md(xd, memory::data_type::u8, tag), y_md(yd, y_type(), tag);
     Dims wd(w.shape.begin(), w.shape.end());
+    if (group > 1) {  // [M, C/g, k...] -> [g, M/g, C/g, k...]: the same bytes
+      wd.insert(wd.begin(), group);
+      wd[1] /= group;
+    }
     memory::desc w_user = dense_md(wd, memory::data_type::s8), w_any(wd, memory::data_type::s8, memory::format_tag::any);
     memory::desc b_md = has_bias ? dense_md({yd[1]}, memory::data_type::f32) : memory::desc();
 
