@@ -41,4 +41,15 @@ std::string prepacked_section(const std::vector<onednn::PackedImage>& images,
 std::vector<onednn::PackedImage> read_prepacked(std::string_view section, const uint8_t* weights,
                                                 const std::vector<WeightsIndexEntry>& index, std::string* why_unused);
 
+// The gemm_panels section (format.h) for the CPU GEMM's panels among `images` (those whose `to` is
+// cpu::gemm_layout_tag()) of constants the weights section holds; "" when there are none.
+std::string gemm_panels_section(const std::vector<onednn::PackedImage>& images,
+                                const std::function<int64_t(const void*, size_t)>& weight_of);
+
+// The section's panels, checked like read_prepacked's images. Empty, with `why_unused` set, when they were made
+// under another layout tag or this host does not run the CPU GEMM (no AVX-512: its products go to oneDNN).
+std::vector<onednn::PackedImage> read_gemm_panels(std::string_view section, const uint8_t* weights,
+                                                  const std::vector<WeightsIndexEntry>& index,
+                                                  std::string* why_unused);
+
 }  // namespace cuvil::artifact

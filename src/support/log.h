@@ -1,0 +1,15 @@
+// Diagnostic lines on stderr for topics named in CUVIL_LOG (a comma list: `CUVIL_LOG=prepack,cache`, or `all`),
+// the same switch Python's cache and weight updates read. Off by default: nothing is written unless asked.
+#pragma once
+
+#include <string_view>
+
+namespace cuvil {
+
+// Whether CUVIL_LOG names `topic` (or `all`); the variable is read once.
+bool log_enabled(std::string_view topic);
+
+// Writes "cuvil[topic]: message" as one line on stderr when the topic is enabled; never throws.
+void log_line(std::string_view topic, std::string_view message);
+
+}  // namespace cuvil
