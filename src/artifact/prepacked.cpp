@@ -34,8 +34,16 @@ PackedWeights record_packed_weights(const std::shared_ptr<const Graph>& g, const
 }
 
 void add_prepacked_weights(SaveInput& in, const ExecutorOptions& options) {
-  if (const char* off = std::getenv("CUVIL_NO_PREPACK"); off && *off && std::string(off) != "0") return;
+  // CUVIL_NO_PREPACK=1: neither; =gemm: without the GEMM panels only; =onednn: without oneDNN's images only
+  // (comparisons of what each saves at load).
+  const char* env = std::getenv("CUVIL_NO_PREPACK");
+  std::string off = env ? env : "";
+  if (!off.empty() && off != "0" && off != "gemm" && off != "onednn") return;
   PackedWeights pw = record_packed_weights(in.graph, options);
+  const std::string gemm_tag = cpu::gemm_layout_tag();
+  std::erase_if(pw.images, [&](const onednn::PackedImage& im) {
+    return (off == "gemm" && im.to == gemm_tag) || (off == "onednn" && im.to != gemm_tag);
+  });
   in.prepacked = std::move(pw.images);
   in.prepacked_keep = std::move(pw.keep);
 }

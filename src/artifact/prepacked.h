@@ -27,7 +27,8 @@ struct PackedWeights {
 };
 PackedWeights record_packed_weights(const std::shared_ptr<const Graph>& g, const ExecutorOptions& options = {});
 // Records in.graph's packed weights into in.prepacked (what the save paths call); nothing when the environment
-// sets CUVIL_NO_PREPACK=1 (smaller files, weights reordered at load).
+// sets CUVIL_NO_PREPACK=1 (smaller files, weights reordered at load); CUVIL_NO_PREPACK=gemm leaves out the CPU
+// GEMM's panels only, =onednn oneDNN's images only.
 void add_prepacked_weights(SaveInput& in, const ExecutorOptions& options = {});
 
 // The section's bytes for the images of constants the weights section holds: `weight_of(source, nbytes)` gives a

@@ -71,13 +71,24 @@ class Reader {
 
   Loaded load_checked() {
     Loaded out;
+    bool timed = log_enabled("time");
+    auto t0 = timed ? wall_and_cpu_ms() : std::pair<double, double>{};
+    auto lap = [&, at = t0](const char* what) mutable {  // (CUVIL_LOG=time: where a cold start goes)
+      if (!timed) return;
+      auto now = wall_and_cpu_ms();
+      log_line("time", str_cat(what_, ": ", what, " ", fixed_ms(now.first - at.first), " ms wall, ",
+                               fixed_ms(now.second - at.second), " ms CPU (process)"));
+      at = now;
+    };
     header_and_table(out);
+    lap("header, table and section checksums");
     out.manifest = manifest(section(SectionKind::manifest));
     check_cpu(out.manifest);
     std::string_view smap = section(SectionKind::source_map);
     out.source_map_json.assign(smap.data(), smap.size());
     if (!opts_.graph) return out;
     out.graph = graph(out.manifest);
+    lap("graph (parse, inference, verifier)");
     if (bool(find(SectionKind::kernels)) != bool(find(SectionKind::kernel_index)))
       fail("has one of the kernels and kernel_index sections without the other");
     if (find(SectionKind::weight_recipes)) out.recipes = recipes(*out.graph);
@@ -105,12 +116,14 @@ class Reader {
       out.gemm_panels = panels.size();
       if (!out.gemm_panels_unused.empty()) log_line("prepack", what_ + ": " + out.gemm_panels_unused);
     }
+    lap("recipes and prepacked weights");
     if (find(SectionKind::kernels) && opts_.load_kernels) {
       try {
         out.kernel_code = open_kernel_library(section(SectionKind::kernels), section(SectionKind::kernel_index));
       } catch (const Error& e) {
         fail("its generated kernels cannot be loaded: ", e.what());
       }
+      lap("generated kernels (dlopen)");
     }
     return out;
   }

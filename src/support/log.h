@@ -2,7 +2,9 @@
 // the same switch Python's cache and weight updates read. Off by default: nothing is written unless asked.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <utility>
 
 namespace cuvil {
 
@@ -11,5 +13,10 @@ bool log_enabled(std::string_view topic);
 
 // Writes "cuvil[topic]: message" as one line on stderr when the topic is enabled; never throws.
 void log_line(std::string_view topic, std::string_view message);
+
+// For timing lines (topic `time`): the monotonic wall clock and the process's CPU time (all threads), in ms; and
+// a duration as "12.3".
+std::pair<double, double> wall_and_cpu_ms();
+std::string fixed_ms(double ms);
 
 }  // namespace cuvil
