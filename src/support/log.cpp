@@ -8,22 +8,26 @@
 
 namespace cuvil {
 
+bool log_topic_in(std::string_view list, std::string_view topic) {
+  if (topic.empty()) return false;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item == topic || item == "all") return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 bool log_enabled(std::string_view topic) {
   static const std::string topics = [] {
     const char* v = std::getenv("CUVIL_LOG");
-    return "," + std::string(v ? v : "") + ",";
+    return std::string(v ? v : "");
   }();
-  auto has = [&](std::string_view t) {
-    for (size_t at = 0; (at = topics.find(t, at)) != std::string::npos; ++at) {
-      // whole items only, spaces around them allowed
-      size_t b = at, e = at + t.size();
-      while (b > 0 && topics[b - 1] == ' ') --b;
-      while (e < topics.size() && topics[e] == ' ') ++e;
-      if (b > 0 && topics[b - 1] == ',' && e < topics.size() && topics[e] == ',') return true;
-    }
-    return false;
-  };
-  return !topic.empty() && (has(topic) || has("all"));
+  return log_topic_in(topics, topic);
 }
 
 void log_line(std::string_view topic, std::string_view message) {

@@ -10,6 +10,9 @@ namespace cuvil {
 
 // Whether CUVIL_LOG names `topic` (or `all`); the variable is read once.
 bool log_enabled(std::string_view topic);
+// Whether the comma list `topics` (CUVIL_LOG's form: whole items, spaces around them allowed) names `topic` or
+// `all`.
+bool log_topic_in(std::string_view topics, std::string_view topic);
 
 // Writes "cuvil[topic]: message" as one line on stderr when the topic is enabled; never throws.
 void log_line(std::string_view topic, std::string_view message);
