@@ -2,8 +2,9 @@
 
     python bench/cold_start_bench.py MODEL.onnx [--rounds 3] [--threads 2] [--input 1,3,224,224]
 
-Per round, four fresh processes in turn: the model's .cuv with prepacked weights (`cuvil compile`, the default),
-the same .cuv without them (the weights reordered at load, as before the prepacked section), a cold compile from
+Per round, fresh processes in turn: the model's .cuv with prepacked weights (`cuvil compile`, the default: oneDNN's
+images and the CPU GEMM's panels), with `--parts` also the .cuv without the GEMM panels (`CUVIL_NO_PREPACK=gemm`),
+the same .cuv without either (the weights reordered and packed at load, as before the prepacked section), a cold compile from
 ONNX (`cuvil.load_onnx`, model cache off), and ONNX Runtime (session creation). Each reports the load (or
 compile, or session) and the first inference, wall and CPU time of its own process (imports excluded), the CPU
 time of a second inference, and the minor page faults of the load and of the first inference; the table gives the
@@ -39,7 +40,8 @@ if kind == "ort":
 else:
     import cuvil
     t0, c0, f0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    m = cuvil.load_onnx(path) if kind == "onnx" else cuvil.load(path)
+    opts = {"threads": threads} if threads > 0 else {}
+    m = cuvil.load_onnx(path, **opts) if kind == "onnx" else cuvil.load(path, **opts)
     t1, c1, f1 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     m(x)
     t2, c2, f2 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -55,6 +57,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2, help="ONNX Runtime's intra-op threads (Cuvil: its default)")
     ap.add_argument("--input", default="1,3,224,224")
+    ap.add_argument("--parts", action="store_true", help="also the .cuv with oneDNN's images but no GEMM panels")
+    ap.add_argument("--cuv-threads", type=int, default=0, help="Cuvil's threads (0: its default)")
     args = ap.parse_args()
     cli = os.path.join(ROOT, "build", "bin", "cuvil")
     env = {**os.environ, "CUVIL_CACHE_DIR": "off", "PYTHONPATH": os.path.join(ROOT, "python")}
@@ -64,12 +68,18 @@ def main() -> None:
         plain = os.path.join(tmp, "plain.cuv")
         subprocess.run([cli, "compile", args.model, "-o", plain], check=True, capture_output=True,
                        env={**env, "CUVIL_NO_PREPACK": "1"})
-        kinds = {"cuv+prepacked": ("cuv", packed), "cuv": ("cuv", plain), "onnx cold": ("onnx", args.model),
-                 "ort": ("ort", args.model)}
+        kinds = {"cuv+prepacked": ("cuv", packed)}
+        if args.parts:
+            no_panels = os.path.join(tmp, "no_panels.cuv")
+            subprocess.run([cli, "compile", args.model, "-o", no_panels], check=True, capture_output=True,
+                           env={**env, "CUVIL_NO_PREPACK": "gemm"})
+            kinds["cuv-panels"] = ("cuv", no_panels)
+        kinds.update({"cuv": ("cuv", plain), "onnx cold": ("onnx", args.model), "ort": ("ort", args.model)})
         got: dict[str, list[list[float]]] = {k: [] for k in kinds}
         for _ in range(args.rounds):
             for name, (kind, path) in kinds.items():
-                r = subprocess.run([sys.executable, "-c", CHILD, kind, path, str(args.threads), args.input],
+                r = subprocess.run([sys.executable, "-c", CHILD, kind, path,
+                                    str(args.threads if kind == "ort" else args.cuv_threads), args.input],
                                    capture_output=True, text=True, env=env)
                 if r.returncode != 0:
                     sys.exit(f"{name}: {r.stderr[-2000:]}")

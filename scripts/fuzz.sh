@@ -37,16 +37,27 @@ open(sys.argv[1], "w").write("graph @main(%x: f32[1, 4, 6, 6]) {\n  %w: f32[8, 4
                              "\n  %y: f32[1, 8, 6, 6] = Conv(%x, %w) {pads = [1, 1, 1, 1]}\n  return %y\n}\n")
 PY
 build/bin/cuvil compile "$CORPUS/ir/conv_const.cvir" -o "$CORPUS/cuv/conv_const.cuv" >/dev/null 2>&1 || true
-/usr/bin/python3 - "$CORPUS/cuv/conv_const.cuv" "$CORPUS/cuv/prepacked_section" <<'PY'
+# A product with a constant 4 x 12 B over 16 rows: on AVX-512 its artifact has a gemm_panels section (B's 192
+# bytes match the fuzz target's small weights index), which seeds read_gemm_panels alone.
+/usr/bin/python3 - "$CORPUS/ir/matmul_const.cvir" <<'PY'
+import random, struct, sys
+random.seed(2)
+w = b"".join(struct.pack("<f", random.uniform(-1, 1)) for _ in range(48))
+open(sys.argv[1], "w").write("graph @main(%x: f32[16, 4]) {\n  %w: f32[4, 12] = constant 0x" + w.hex() +
+                             "\n  %y: f32[16, 12] = MatMul(%x, %w)\n  return %y\n}\n")
+PY
+build/bin/cuvil compile "$CORPUS/ir/matmul_const.cvir" -o "$CORPUS/cuv/matmul_const.cuv" >/dev/null 2>&1 || true
+/usr/bin/python3 - "$CORPUS/cuv" <<'PY'
 import struct, sys
-try:
-    b = open(sys.argv[1], "rb").read()
-except OSError:
-    sys.exit(0)
-for i in range(struct.unpack_from("<I", b, 32)[0]):
-    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 64 * i)
-    if kind == 7:  # prepacked (artifact/format.h)
-        open(sys.argv[2], "wb").write(b[off:off + size])
+for model, kind_wanted, out in (("conv_const", 7, "prepacked_section"), ("matmul_const", 9, "gemm_panels_section")):
+    try:
+        b = open(f"{sys.argv[1]}/{model}.cuv", "rb").read()
+    except OSError:
+        continue
+    for i in range(struct.unpack_from("<I", b, 32)[0]):
+        kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 64 * i)
+        if kind == kind_wanted:  # 7 prepacked, 9 gemm_panels (artifact/format.h)
+            open(f"{sys.argv[1]}/{out}", "wb").write(b[off:off + size])
 PY
 head -c 64 /dev/zero > "$CORPUS/c_api/zeros"
 # KServe v2 request seeds (the first byte: whether a binary header length follows, see fuzz_kserve_request.cpp)

@@ -95,7 +95,11 @@ struct Loaded {
   // Prepacked weights given to the kernels (onednn::provide_packed) for as long as the graph lives; when the
   // section's were not usable here, why.
   size_t prepacked_images = 0;
-  std::string prepacked_unused;  // The weight_recipes section, checked against the graph (its originals view the weights section); null when none.
+  std::string prepacked_unused;
+  // Likewise the CPU GEMM's stored panels (section gemm_panels).
+  size_t gemm_panels = 0;
+  std::string gemm_panels_unused;
+   // The weight_recipes section, checked against the graph (its originals view the weights section); null when none.
   std::shared_ptr<const WeightRecipes> recipes;
 };
 

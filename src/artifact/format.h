@@ -15,14 +15,17 @@
 namespace cuvil::artifact {
 
 inline constexpr char kMagic[8] = {'C', 'U', 'V', 'I', 'L', 'A', 'R', 'T'};
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the gemm_panels section; version 1 files (without it) still load.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr uint64_t kAlign = 64;
 
 // kernels: an ELF shared object of the generated kernels; kernel_index: per kernel its symbol and lookup key
 // (artifact/kernel_library.h). Both or neither. prepacked (optional): weights already in the layouts oneDNN's
 // primitives chose when the artifact was saved (artifact/prepacked.h). weight_recipes (optional): JSON, the
 // original weights that passes folded (their bytes in the weights section) and each fold's recipe
-// (runtime/weight_recipes.h), so that updates by the original names work on a loaded artifact.
+// (runtime/weight_recipes.h), so that updates by the original names work on a loaded artifact. gemm_panels
+// (optional, format version 2): the CPU GEMM's packed B panels (kernels/cpu/gemm.h) of constant weights.
 enum class SectionKind : uint32_t {
   manifest = 1,
   graph = 2,
@@ -31,9 +34,10 @@ enum class SectionKind : uint32_t {
   kernels = 5,
   kernel_index = 6,
   prepacked = 7,
-  weight_recipes = 8
+  weight_recipes = 8,
+  gemm_panels = 9
 };
-inline constexpr uint32_t kMaxSectionKind = 8;
+inline constexpr uint32_t kMaxSectionKind = 9;
 
 struct Header {
   char magic[8];
@@ -90,6 +94,26 @@ struct PrepackedEntry {
   uint64_t nbytes;
 };
 static_assert(sizeof(PrepackedEntry) == 32);
+
+// The gemm_panels section: a head, `count` entries, then each entry's panels at a 64-byte-aligned offset from the
+// section's start. An entry is weight `weight` (B, k * n f32 values, stored [n, k] when trans_b) times `alpha`
+// in the CPU GEMM's panels (gemm_panels_nbytes(k, n) bytes). `layout_tag` is gemm_layout_tag() of the saving
+// build (panel width, element type, the ISA the tile needs, a revision): under another, the panels are not used.
+struct GemmPanelsHead {
+  uint64_t count;
+  uint64_t reserved;
+  char layout_tag[64];  // NUL-terminated
+};
+static_assert(sizeof(GemmPanelsHead) == 80);
+struct GemmPanelsEntry {
+  uint64_t weight;
+  int64_t k, n;
+  float alpha;
+  uint32_t trans_b;  // 0 or 1
+  uint64_t offset;
+  uint64_t nbytes;
+};
+static_assert(sizeof(GemmPanelsEntry) == 48);
 
 const char* section_name(SectionKind k);
 

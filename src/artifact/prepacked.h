@@ -27,7 +27,8 @@ struct PackedWeights {
 };
 PackedWeights record_packed_weights(const std::shared_ptr<const Graph>& g, const ExecutorOptions& options = {});
 // Records in.graph's packed weights into in.prepacked (what the save paths call); nothing when the environment
-// sets CUVIL_NO_PREPACK=1 (smaller files, weights reordered at load).
+// sets CUVIL_NO_PREPACK=1 (smaller files, weights reordered at load); CUVIL_NO_PREPACK=gemm leaves out the CPU
+// GEMM's panels only, =onednn oneDNN's images only.
 void add_prepacked_weights(SaveInput& in, const ExecutorOptions& options = {});
 
 // The section's bytes for the images of constants the weights section holds: `weight_of(source, nbytes)` gives a
@@ -40,5 +41,16 @@ std::string prepacked_section(const std::vector<onednn::PackedImage>& images,
 // `why_unused` set, when they were made under another layout tag (another oneDNN) than this build's.
 std::vector<onednn::PackedImage> read_prepacked(std::string_view section, const uint8_t* weights,
                                                 const std::vector<WeightsIndexEntry>& index, std::string* why_unused);
+
+// The gemm_panels section (format.h) for the CPU GEMM's panels among `images` (those whose `to` is
+// cpu::gemm_layout_tag()) of constants the weights section holds; "" when there are none.
+std::string gemm_panels_section(const std::vector<onednn::PackedImage>& images,
+                                const std::function<int64_t(const void*, size_t)>& weight_of);
+
+// The section's panels, checked like read_prepacked's images. Empty, with `why_unused` set, when they were made
+// under another layout tag or this host does not run the CPU GEMM (no AVX-512: its products go to oneDNN).
+std::vector<onednn::PackedImage> read_gemm_panels(std::string_view section, const uint8_t* weights,
+                                                  const std::vector<WeightsIndexEntry>& index,
+                                                  std::string* why_unused);
 
 }  // namespace cuvil::artifact

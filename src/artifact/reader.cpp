@@ -20,6 +20,7 @@
 #include "ir/verifier.h"
 #include "support/error.h"
 #include "support/file_io.h"
+#include "support/log.h"
 
 namespace cuvil::artifact {
 
@@ -70,13 +71,24 @@ class Reader {
 
   Loaded load_checked() {
     Loaded out;
+    bool timed = log_enabled("time");
+    auto t0 = timed ? wall_and_cpu_ms() : std::pair<double, double>{};
+    auto lap = [&, at = t0](const char* what) mutable {  // (CUVIL_LOG=time: where a cold start goes)
+      if (!timed) return;
+      auto now = wall_and_cpu_ms();
+      log_line("time", str_cat(what_, ": ", what, " ", fixed_ms(now.first - at.first), " ms wall, ",
+                               fixed_ms(now.second - at.second), " ms CPU (process)"));
+      at = now;
+    };
     header_and_table(out);
+    lap("header, table and section checksums");
     out.manifest = manifest(section(SectionKind::manifest));
     check_cpu(out.manifest);
     std::string_view smap = section(SectionKind::source_map);
     out.source_map_json.assign(smap.data(), smap.size());
     if (!opts_.graph) return out;
     out.graph = graph(out.manifest);
+    lap("graph (parse, inference, verifier)");
     if (bool(find(SectionKind::kernels)) != bool(find(SectionKind::kernel_index)))
       fail("has one of the kernels and kernel_index sections without the other");
     if (find(SectionKind::weight_recipes)) out.recipes = recipes(*out.graph);
@@ -90,13 +102,28 @@ class Reader {
       // Held weakly by the kernels' registry: used while the mapping lives (the graph holds it).
       onednn::provide_packed(images, b_);
       out.prepacked_images = images.size();
+      if (!out.prepacked_unused.empty()) log_line("prepack", what_ + ": " + out.prepacked_unused);
     }
+    if (find(SectionKind::gemm_panels) && opts_.prepacked) {
+      std::vector<onednn::PackedImage> panels;
+      try {
+        panels = read_gemm_panels(section(SectionKind::gemm_panels), weights_base_, weights_index_,
+                                  &out.gemm_panels_unused);
+      } catch (const Error& e) {
+        fail(e.what());
+      }
+      onednn::provide_packed(panels, b_);
+      out.gemm_panels = panels.size();
+      if (!out.gemm_panels_unused.empty()) log_line("prepack", what_ + ": " + out.gemm_panels_unused);
+    }
+    lap("recipes and prepacked weights");
     if (find(SectionKind::kernels) && opts_.load_kernels) {
       try {
         out.kernel_code = open_kernel_library(section(SectionKind::kernels), section(SectionKind::kernel_index));
       } catch (const Error& e) {
         fail("its generated kernels cannot be loaded: ", e.what());
       }
+      lap("generated kernels (dlopen)");
     }
     return out;
   }
@@ -108,9 +135,10 @@ class Reader {
     std::memcpy(&h, b_->data, sizeof h);
     bool sums = opts_.verify_checksums;
     if (sums && checksum64(&h, offsetof(Header, header_checksum)) != h.header_checksum) fail("corrupt header (checksum)");
-    if (h.format_version != kFormatVersion)
-      fail("artifact format version ", h.format_version, "; this Cuvil (", CUVIL_VERSION, ") reads version ",
-           kFormatVersion, " (recompile the model)");
+    if (h.format_version < kMinFormatVersion || h.format_version > kFormatVersion)
+      fail("artifact format version ", h.format_version, "; this Cuvil (", CUVIL_VERSION, ") reads versions ",
+           kMinFormatVersion, " to ", kFormatVersion, " (recompile the model)");
+    format_version_ = h.format_version;
     if (h.header_size != sizeof(Header) || h.entry_size != sizeof(SectionEntry) || h.table_offset != sizeof(Header) ||
         h.reserved != 0)
       fail("corrupt header (sizes)");
@@ -129,6 +157,8 @@ class Reader {
     for (const SectionEntry& e : table_) {
       if (e.kind == 0 || e.kind > kMaxSectionKind) fail("unknown section kind ", e.kind);
       const char* name = section_name(SectionKind(e.kind));
+      if (SectionKind(e.kind) == SectionKind::gemm_panels && format_version_ < 2)
+        fail("section ", name, " in a format version ", format_version_, " file (it came with version 2)");
       for (const SectionEntry& o : table_)
         if (&o != &e && o.kind == e.kind) fail("two ", name, " sections");
       if (e.flags & ~kSectionStripedChecksum) fail("section ", name, ": unknown flags");
@@ -234,7 +264,7 @@ class Reader {
     m.json.assign(text.data(), text.size());
     if (str(j, "format") != "cuvil-artifact") fail("manifest: not a Cuvil artifact's");
     int64_t v = num(j, "format_version");
-    if (v != kFormatVersion) fail("manifest: format version ", v, " (the header says ", kFormatVersion, ")");
+    if (v != format_version_) fail("manifest: format version ", v, " (the header says ", format_version_, ")");
     m.format_version = uint32_t(v);
     m.cuvil_version = str(j, "cuvil_version");
     m.git_revision = str(j, "git_revision");
@@ -375,6 +405,7 @@ class Reader {
   std::vector<SectionEntry> table_;
   const uint8_t* weights_base_ = nullptr;
   std::vector<WeightsIndexEntry> weights_index_;
+  uint32_t format_version_ = kFormatVersion;  // the header's (checked first)
 };
 
 }  // namespace
@@ -451,6 +482,9 @@ std::string describe(const Loaded& a) {
   bool packed = std::any_of(a.sections.begin(), a.sections.end(), [](const SectionInfo& s) { return s.name == "prepacked"; });
   os << "prepacked weights: " << (!packed ? "none (packed at load)" : "in the artifact") << "\n";
   if (!a.prepacked_unused.empty()) os << "  (" << a.prepacked_unused << ")\n";
+  bool panels = std::any_of(a.sections.begin(), a.sections.end(), [](const SectionInfo& s) { return s.name == "gemm_panels"; });
+  os << "GEMM panels: " << (!panels ? "none (packed at load)" : "in the artifact") << "\n";
+  if (!a.gemm_panels_unused.empty()) os << "  (" << a.gemm_panels_unused << ")\n";
   os << "manifest:\n" << a.manifest.json << "\n";
   return os.str();
 }

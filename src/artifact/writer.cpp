@@ -126,6 +126,7 @@ const char* section_name(SectionKind k) {
     case SectionKind::kernel_index: return "kernel_index";
     case SectionKind::prepacked: return "prepacked";
     case SectionKind::weight_recipes: return "weight_recipes";
+    case SectionKind::gemm_panels: return "gemm_panels";
   }
   return "?";
 }
@@ -188,6 +189,9 @@ std::string serialize(const SaveInput& in) {
   std::string prepacked = prepacked_section(
       in.prepacked, [&](const void* data, size_t nbytes) { return weights.find(data, nbytes); });
   if (!prepacked.empty()) sections.push_back({SectionKind::prepacked, &prepacked});
+  std::string panels = gemm_panels_section(
+      in.prepacked, [&](const void* data, size_t nbytes) { return weights.find(data, nbytes); });
+  if (!panels.empty()) sections.push_back({SectionKind::gemm_panels, &panels});
   if (!recipes.empty()) sections.push_back({SectionKind::weight_recipes, &recipes});
 
   std::vector<SectionEntry> table(sections.size());

@@ -21,6 +21,7 @@
 #include "ir/verifier.h"
 #include "kernels/workers.h"
 #include "support/check_failed.h"
+#include "support/log.h"
 #include "runtime/kernel_selection.h"
 #include "runtime/bf16_links.h"
 #include "runtime/int8_links.h"
@@ -458,7 +459,16 @@ struct Executor::Impl : RegionRunner {
   void prepare_ahead(Plan& plan, const SymbolBindings& b) {
     if (plan.ahead) return;
     plan.ahead = true;
+    bool timed = log_enabled("time");
+    auto [wall0, cpu0] = timed ? wall_and_cpu_ms() : std::pair<double, double>{};
+    int64_t before = stats->kernels_prepared;
     prepare_kernels(*graph, plan, b, /*rethrow=*/false);
+    if (timed) {  // (CUVIL_LOG=time: where a cold start goes)
+      auto [wall1, cpu1] = wall_and_cpu_ms();
+      log_line("time", str_cat("prepared ", stats->kernels_prepared - before, " kernels ahead on ",
+                               prepare_threads(), " thread(s): ", fixed_ms(wall1 - wall0), " ms wall, ",
+                               fixed_ms(cpu1 - cpu0), " ms CPU (process)"));
+    }
   }
   Watch watch;  // the running run's control
   int region_depth = 0;  // regions being run inside one another now

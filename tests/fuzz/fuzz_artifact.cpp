@@ -1,7 +1,8 @@
 // libFuzzer target: the .cuv loader (header, section table, manifest, weights index, graph, prepacked weights),
 // with the checksums not checked so that mutations reach every check behind them. Whatever loads must print and
-// serialize again. The same bytes are also read as a prepacked section alone (artifact/prepacked.h), against a
-// small weights index, so its checks see mutations without the file's framing in the way.
+// serialize again. The same bytes are also read as a prepacked section alone and as a gemm_panels section alone
+// (artifact/prepacked.h), against a small weights index, so their checks see mutations without the file's framing
+// in the way.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -31,6 +32,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto images = cuvil::artifact::read_prepacked(
         std::string_view(reinterpret_cast<const char*>(data), size), weights, index, &why);
     for (const auto& im : images)  // every image lies inside the input, every source inside the weights
+      if (static_cast<const uint8_t*>(im.data) < data || static_cast<const uint8_t*>(im.data) + im.nbytes > data + size ||
+          static_cast<const uint8_t*>(im.source) + im.source_nbytes > weights + sizeof weights)
+        __builtin_trap();
+  } catch (const cuvil::Error&) {
+  }
+  try {
+    std::string why;
+    auto panels = cuvil::artifact::read_gemm_panels(
+        std::string_view(reinterpret_cast<const char*>(data), size), weights, index, &why);
+    for (const auto& im : panels)
       if (static_cast<const uint8_t*>(im.data) < data || static_cast<const uint8_t*>(im.data) + im.nbytes > data + size ||
           static_cast<const uint8_t*>(im.source) + im.source_nbytes > weights + sizeof weights)
         __builtin_trap();

@@ -188,7 +188,7 @@ def test_manifest_records_versions_config_signature_and_cpu_features(small_artif
     for section in ("manifest", "graph", "weights", "source_map"):
         assert f"  {section}: offset " in r.stdout
     m = json.loads(r.stdout.split("manifest:\n", 1)[1])
-    assert m["format_version"] == 1 and m["cuvil_version"] == cuvil.__version__
+    assert m["format_version"] == 2 and m["cuvil_version"] == cuvil.__version__
     assert m["git_revision"] and m["onednn_version"]
     assert m["config"] == {"device": "cpu", "opt_level": 1, "precision": "fp32"}
     assert m["inputs"] == [{"name": "x", "type": "f32[batch, 32]"}]

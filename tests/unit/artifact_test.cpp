@@ -168,13 +168,15 @@ TEST(Artifact, RefusesForeignTruncatedAndCorruptFiles) {
 }
 
 TEST(Artifact, RefusesOtherFormatVersions) {
-  std::string b = bytes_of(model());
-  artifact::Header h;
-  std::memcpy(&h, b.data(), sizeof h);
-  h.format_version = 2;
-  std::memcpy(b.data(), &h, sizeof h);
-  reseal_header(b);
-  EXPECT_CUVIL_ERROR(load(b), "artifact format version 2; this Cuvil");
+  for (uint32_t v : {0u, artifact::kFormatVersion + 1}) {
+    std::string b = bytes_of(model());
+    artifact::Header h;
+    std::memcpy(&h, b.data(), sizeof h);
+    h.format_version = v;
+    std::memcpy(b.data(), &h, sizeof h);
+    reseal_header(b);
+    EXPECT_CUVIL_ERROR(load(b), "artifact format version " + std::to_string(v) + "; this Cuvil");
+  }
 }
 
 TEST(Artifact, ChecksHeaderFieldsBehindTheChecksums) {

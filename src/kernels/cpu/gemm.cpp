@@ -18,7 +18,9 @@
 #include <sys/mman.h>
 
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/onednn/prepacked.h"
 #include "kernels/workers.h"
+#include "support/log.h"
 
 namespace cuvil::cpu {
 
@@ -175,10 +177,36 @@ bool gemm_supported() {
   return yes;
 }
 
-void PackedB::Free::operator()(float* p) const { std::free(p); }
+std::string gemm_layout_tag() { return "cuvil-gemm panels48 f32 avx512f r1"; }
+
+std::string gemm_source_key(int64_t k, int64_t n, bool trans_b) {
+  return "gemm-b k=" + std::to_string(k) + " n=" + std::to_string(n) + (trans_b ? " [n,k]" : " [k,n]");
+}
+
+size_t gemm_panels_nbytes(int64_t k, int64_t n) {
+  if (k <= 0 || n <= 0) return 0;
+  uint64_t panels = (uint64_t(n) + kGemmPanel - 1) / kGemmPanel, bytes = 0;
+  if (__builtin_mul_overflow(panels, uint64_t(k) * kGemmPanel * sizeof(float), &bytes) ||
+      uint64_t(k) > (uint64_t(1) << 40))
+    return 0;
+  return size_t(bytes);
+}
 
 PackedB::PackedB(const float* b, int64_t k, int64_t n, bool trans_b, float alpha) : k_(k), n_(n) {
   size_t count = size_t(panels() * k * kGemmPanel);
+  const std::string from = gemm_source_key(k, n, trans_b), to = gemm_layout_tag();
+  onednn::ProvidedPack stored;
+  bool other_layout = false;
+  if (onednn::find_provided(b, alpha, from, to, count * sizeof(float), &stored, &other_layout)) {
+    // Stored panels, in the artifact's mapping (64-byte aligned there): used in place, no packing.
+    data_ = std::shared_ptr<const float>(std::move(stored.owner), static_cast<const float*>(stored.data));
+    provided_ = true;
+    onednn::count_packed(onednn::PackedHow::gemm_provided);
+    note(b, from, to, count * sizeof(float), alpha);  // (saving a loaded artifact again keeps them)
+    return;
+  }
+  if (other_layout)
+    log_line("prepack", "GEMM panels of " + from + " are stored for another request (alpha or layout): packed here");
   // Weights of 2 MB and more go on transparent huge pages where the kernel allows them (madvise mode): writing
   // fresh memory faults once per page, ~3 us each on this VM, which made the faults, not the packing, the cost of
   // preparing BERT's 340 MB of weights.
@@ -188,7 +216,7 @@ PackedB::PackedB(const float* b, int64_t k, int64_t n, bool trans_b, float alpha
   float* d = static_cast<float*>(std::aligned_alloc(align, bytes));
   if (!d) throw std::bad_alloc();
   if (align == kHugePage) madvise(d, bytes, MADV_HUGEPAGE);  // a hint: without huge pages it is plain memory
-  data_.reset(d);
+  data_ = std::shared_ptr<const float>(d, [](const float* p) { std::free(const_cast<float*>(p)); });
   // Read B in its storage order: row by row when B is [K, N] (walking each panel down K jumped a whole row per
   // step: 1.0 ms against 0.4 for 768 x 3072 in warm memory); panel by panel when it is stored [N, K], where a
   // panel's 48 rows of B are read together.
@@ -221,6 +249,20 @@ PackedB::PackedB(const float* b, int64_t k, int64_t n, bool trans_b, float alpha
     for (int64_t kk = 0; kk < k; ++kk)
       for (int64_t p = 0; p < panels(); ++p) fill(p, kk);
   }
+  onednn::count_packed(onednn::PackedHow::gemm_packed);
+  note(b, from, to, count * sizeof(float), alpha);  // (a save's recorder keeps them)
+}
+
+void PackedB::note(const float* b, const std::string& from, const std::string& to, size_t nbytes, float alpha) const {
+  onednn::PackedImage image;
+  image.source = b;
+  image.source_nbytes = size_t(k_) * size_t(n_) * sizeof(float);
+  image.scale = alpha;
+  image.from = from;
+  image.to = to;
+  image.data = data_.get();
+  image.nbytes = nbytes;
+  onednn::note_packed(image, data_);
 }
 
 void gemm(const float* a, int64_t m, int64_t lda, const PackedB& b, float* c, int64_t ldc, const GemmEpilogue& e) {

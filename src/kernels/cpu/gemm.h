@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ir/ops/activation.h"
 
@@ -22,6 +23,9 @@ bool gemm_supported();
 // k = 0 .. K-1 of columns p * kGemmPanel .. + width(p) - 1 contiguously. The last panel is as narrow as the
 // columns left allow in whole vectors of 16 (zeros past N): N = 64 is a panel of 48 and one of 16, not 96
 // columns of work.
+// Panels stored ahead of time (an artifact's `gemm_panels` section, given through onednn::provide_packed) are
+// used where they lie when they were made for exactly this B, k, n, trans_b and alpha under this layout tag;
+// packing at prepare is recorded (onednn::PackRecorder) so that a save can store them.
 inline constexpr int64_t kGemmPanel = 48;
 class PackedB {
  public:
@@ -31,14 +35,24 @@ class PackedB {
   int64_t panels() const { return (n_ + kGemmPanel - 1) / kGemmPanel; }
   int64_t width(int64_t p) const { return std::min(kGemmPanel, (n_ - p * kGemmPanel + 15) / 16 * 16); }
   const float* panel(int64_t p) const { return data_.get() + p * k_ * kGemmPanel; }
+  // Whether the panels are stored ones (not packed by this object).
+  bool provided() const { return provided_; }
 
  private:
-  struct Free {
-    void operator()(float* p) const;
-  };
+  // Hands the panels to a save's recorder, if one is alive (onednn::note_packed).
+  void note(const float* b, const std::string& from, const std::string& to, size_t nbytes, float alpha) const;
   int64_t k_, n_;
-  std::unique_ptr<float, Free> data_;
+  bool provided_ = false;
+  std::shared_ptr<const float> data_;
 };
+
+// The panels' layout and what they are made from, as PackedImage's `to` and `from` (kernels/onednn/prepacked.h):
+// the tag names the panel width, the element type, the ISA the tile needs and a layout revision; the key names
+// B's dims and storage order. Panels under another tag are never used.
+std::string gemm_layout_tag();
+std::string gemm_source_key(int64_t k, int64_t n, bool trans_b);
+// The panels' byte size for B [k, n] (0 when it overflows or k, n are not positive).
+size_t gemm_panels_nbytes(int64_t k, int64_t n);
 
 // What is added to the product and applied after it. Sum may be C itself (a residual written in place).
 struct GemmEpilogue {

@@ -12,6 +12,7 @@
 #include "ir/ops/layout.h"
 #include "ir/ops/nn_window.h"
 #include "kernels/onednn/prepacked.h"
+#include "support/log.h"
 #include "support/perf_map.h"
 
 namespace cuvil::onednn {
@@ -271,6 +272,20 @@ void record(const Tensor& t, float scale, const memory::desc& from, const memory
 
 }  // namespace
 
+// A constant stored prepacked for another layout than this host's primitive asks for (another ISA, thread count
+// or precision chose it): said under CUVIL_LOG=prepack, since it costs a reorder at load.
+static void log_other_layout(const Tensor& t, const memory::desc& to) {
+  if (!log_enabled("prepack")) return;
+  std::string fmt = "blocks";
+  if (to.data.format_kind == dnnl_blocked) {
+    const dnnl_blocking_desc_t& b = to.data.format_desc.blocking;
+    for (int i = 0; i < b.inner_nblks; ++i)
+      fmt += " " + std::to_string(b.inner_blks[i]) + char('a' + b.inner_idxs[i]);
+  }
+  log_line("prepack", "a constant " + t.type_str() + " is stored prepacked in another layout than the one this " +
+                          "host's primitive asks for (" + fmt + "; another ISA, thread count or precision): reordered");
+}
+
 std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, const memory::desc& from,
                                                   const memory::desc& to) {
   PackCache& c = pack_cache();
@@ -294,7 +309,9 @@ std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, 
     // Already in the primitive's layout (a bias): the constant itself, which `source` keeps alive.
     packed->packed = memory(to, cpu_engine(), const_cast<void*>(t.raw()));
     count_packed(PackedHow::dense);
-  } else if (find_provided(t.raw(), scale, desc_bytes(from), desc_bytes(to), to.get_size(), &provided)) {
+  } else if (bool other = false;
+             find_provided(t.raw(), scale, desc_bytes(from), desc_bytes(to), to.get_size(), &provided, &other) ||
+             (other && (log_other_layout(t, to), false))) {
     packed->packed = memory(to, cpu_engine(), const_cast<void*>(provided.data));
     packed->owner = std::move(provided.owner);
     count_packed(PackedHow::provided);

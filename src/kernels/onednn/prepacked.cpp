@@ -29,7 +29,7 @@ Registry& registry() {
   return *r;
 }
 
-std::atomic<int64_t> g_counts[3];
+std::atomic<int64_t> g_counts[5];
 
 }  // namespace
 
@@ -78,15 +78,21 @@ void provide_packed(const std::vector<PackedImage>& images, const std::shared_pt
 }
 
 bool find_provided(const void* source, float scale, const std::string& from, const std::string& to, size_t nbytes,
-                   ProvidedPack* out) {
+                   ProvidedPack* out, bool* other_layout) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto [lo, hi] = r.by_source.equal_range(source);
+  if (other_layout) *other_layout = false;
   for (auto it = lo; it != hi; ++it) {
     const PackedImage& im = it->second.image;
-    if (im.scale != scale || im.nbytes != nbytes || im.from != from || im.to != to) continue;
+    bool same = im.scale == scale && im.nbytes == nbytes && im.from == from && im.to == to;
     auto owner = it->second.owner.lock();
     if (!owner) continue;  // (its artifact is gone: the address may hold another constant now)
+    if (!same) {
+      // (the same family only: a GEMM's panels and a primitive's layout of one constant are not rivals)
+      if (other_layout && im.to.size() == to.size()) *other_layout = true;
+      continue;
+    }
     out->data = im.data;
     out->owner = std::move(owner);
     return true;
@@ -103,7 +109,7 @@ void note_packed(const PackedImage& image, const std::shared_ptr<const void>& ke
 void count_packed(PackedHow how) { g_counts[int(how)].fetch_add(1, std::memory_order_relaxed); }
 
 PackCounts pack_counts() {
-  return {g_counts[0].load(), g_counts[1].load(), g_counts[2].load()};
+  return {g_counts[0].load(), g_counts[1].load(), g_counts[2].load(), g_counts[3].load(), g_counts[4].load()};
 }
 
 }  // namespace cuvil::onednn

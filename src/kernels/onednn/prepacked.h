@@ -55,22 +55,25 @@ void provide_packed(const std::vector<PackedImage>& images, const std::shared_pt
 
 // How pack_shared served its requests in this process (tests, `cuvil profile`): from provided images, by a
 // reorder, or by the dense constant itself (source and packed layouts equal and no scale: nothing to copy).
+// The CPU GEMM's panels (kernels/cpu/gemm.h) are counted apart: stored ones used, or packed at prepare.
 struct PackCounts {
   int64_t provided = 0, reordered = 0, dense = 0;
+  int64_t gemm_provided = 0, gemm_packed = 0;
 };
 PackCounts pack_counts();
 
 // ---- pack_shared's side.
-// The provided image for exactly this request, or false.
+// The provided image for exactly this request, or false; then `other_layout` (if given) says whether images of
+// this source were provided for other requests (another layout, scale or size: the host chose differently).
 struct ProvidedPack {
   const void* data = nullptr;
   std::shared_ptr<const void> owner;
 };
 bool find_provided(const void* source, float scale, const std::string& from, const std::string& to, size_t nbytes,
-                   ProvidedPack* out);
+                   ProvidedPack* out, bool* other_layout = nullptr);
 // Hands an image to the recorder, if one is alive; `keep` holds its bytes.
 void note_packed(const PackedImage& image, const std::shared_ptr<const void>& keep);
-enum class PackedHow { provided, reordered, dense };
+enum class PackedHow { provided, reordered, dense, gemm_provided, gemm_packed };
 void count_packed(PackedHow how);
 
 }  // namespace cuvil::onednn
