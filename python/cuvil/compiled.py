@@ -528,13 +528,27 @@ def model_exception(e: "_C.CheckFailed") -> Exception:
     return exc
 
 
-def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str = "cpu",
+class _ModelsPrecision:
+    """load_onnx's default precision: the model's own (f32, and int8 where a QDQ model quantizes); see
+    docs/decisions/0004-qdq-models-run-int8.md. Not a name users pass: they leave precision out."""
+
+    def __repr__(self) -> str:
+        return "the model's"
+
+
+MODELS_PRECISION = _ModelsPrecision()
+
+
+def load_onnx(path: "str | os.PathLike", *, precision: "str | _ModelsPrecision" = MODELS_PRECISION, device: str = "cpu",
               threads: Optional[int] = None, timeout: Optional[float] = None,
               max_loop_iterations: Optional[int] = None, cache: Optional[bool] = None, **options) -> CompiledModule:
     """Compiles an ONNX model file into a :class:`CompiledModule`, called with the ONNX graph's inputs in order
     (or by name) and returning its outputs (one array/tensor, or a tuple of them).
 
-    Options are those of :func:`cuvil.compile`: ``precision`` ("fp32" or "bf16"), ``device`` ("cpu"), ``threads`` (threads of
+    Options are those of :func:`cuvil.compile`: ``precision`` (left out: the model's own — f32, and int8
+    on the layers a QDQ model quantizes, QuantizeLinear/DequantizeLinear as onnxruntime's quantize_static and NNCF
+    write them, each such layer's reason "int8: QDQ in the model"; "fp32": f32 throughout, a QDQ model's graph
+    computed exactly as written; "bf16", "int8", "auto"), ``device`` ("cpu"), ``threads`` (threads of
     oneDNN and Cuvil's kernels; None: all cores); and the run limits of :meth:`CompiledModule.set_limits`:
     ``timeout`` (seconds per call) and ``max_loop_iterations`` (per execution of a Loop/Scan node), None for no
     limit. ``cache``: whether to use the compiled-model cache (cuvil.cache; None: unless CUVIL_CACHE_DIR=off).
@@ -542,6 +556,10 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
     cuvil.CompileError for an unreadable or unsupported model."""
     calibration, method = options.pop("calibration", None), options.pop("calibration_method", "minmax")
     accuracy = options.pop("accuracy", None)
+    # precision="fp32" asked explicitly keeps a QDQ model's own int8 layers f32 (docs/decisions/0004); the
+    # default runs them int8. Both compile (and cache) the same graph: the f32 marks are set after.
+    exact_fp32 = precision == "fp32"
+    precision = "fp32" if precision is MODELS_PRECISION else precision
     check_options(precision, device, threads, options,
                   names="precision, device, threads, timeout, max_loop_iterations, calibration, "
                         "calibration_method, accuracy")
@@ -561,6 +579,8 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         if hit is not None:
             hit._source_path = hit._report_name = path
             hit._model.set_onnx_source(path)  # (update_weights: by initializer names, as a fresh load)
+            if exact_fp32:
+                hit._model.keep_model_int8_in_f32()
             return hit
     try:
         model = _C.load_onnx(path)
@@ -570,6 +590,8 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
             if hit is not None:
                 hit._source_path = hit._report_name = path
                 hit._model.set_onnx_source(path)
+                if exact_fp32:
+                    hit._model.keep_model_int8_in_f32()
                 return hit
         if threads is not None:
             model.set_threads(threads)
@@ -599,6 +621,8 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         raise compile_error(e, _with_path(path, str(e))) from None
     if lookup is not None:
         lookup.store(compiled)
+    if exact_fp32 and compiled._model.keep_model_int8_in_f32():  # (after the cache stored the model as it is)
+        compiled._model.prepare_static()
     return compiled
 
 
