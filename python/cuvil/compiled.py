@@ -528,13 +528,27 @@ def model_exception(e: "_C.CheckFailed") -> Exception:
     return exc
 
 
-def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str = "cpu",
+class _ModelsPrecision:
+    """load_onnx's default precision: the model's own (f32, and int8 where a QDQ model quantizes); see
+    docs/decisions/0004-qdq-models-run-int8.md. Not a name users pass: they leave precision out."""
+
+    def __repr__(self) -> str:
+        return "the model's"
+
+
+MODELS_PRECISION = _ModelsPrecision()
+
+
+def load_onnx(path: "str | os.PathLike", *, precision: "str | _ModelsPrecision" = MODELS_PRECISION, device: str = "cpu",
               threads: Optional[int] = None, timeout: Optional[float] = None,
               max_loop_iterations: Optional[int] = None, cache: Optional[bool] = None, **options) -> CompiledModule:
     """Compiles an ONNX model file into a :class:`CompiledModule`, called with the ONNX graph's inputs in order
     (or by name) and returning its outputs (one array/tensor, or a tuple of them).
 
-    Options are those of :func:`cuvil.compile`: ``precision`` ("fp32" or "bf16"), ``device`` ("cpu"), ``threads`` (threads of
+    Options are those of :func:`cuvil.compile`: ``precision`` (left out: the model's own — f32, and int8
+    on the layers a QDQ model quantizes, QuantizeLinear/DequantizeLinear as onnxruntime's quantize_static and NNCF
+    write them, each such layer's reason "int8: QDQ in the model"; "fp32": f32 throughout, a QDQ model's graph
+    computed exactly as written; "bf16", "int8", "auto"), ``device`` ("cpu"), ``threads`` (threads of
     oneDNN and Cuvil's kernels; None: all cores); and the run limits of :meth:`CompiledModule.set_limits`:
     ``timeout`` (seconds per call) and ``max_loop_iterations`` (per execution of a Loop/Scan node), None for no
     limit. ``cache``: whether to use the compiled-model cache (cuvil.cache; None: unless CUVIL_CACHE_DIR=off).
@@ -542,6 +556,10 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
     cuvil.CompileError for an unreadable or unsupported model."""
     calibration, method = options.pop("calibration", None), options.pop("calibration_method", "minmax")
     accuracy = options.pop("accuracy", None)
+    # precision="fp32" asked explicitly keeps a QDQ model's own int8 layers f32 (docs/decisions/0004); the
+    # default runs them int8. Both compile (and cache) the same graph: the f32 marks are set after.
+    exact_fp32 = precision == "fp32"
+    precision = "fp32" if precision is MODELS_PRECISION else precision
     check_options(precision, device, threads, options,
                   names="precision, device, threads, timeout, max_loop_iterations, calibration, "
                         "calibration_method, accuracy")
@@ -561,6 +579,8 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
         if hit is not None:
             hit._source_path = hit._report_name = path
             hit._model.set_onnx_source(path)  # (update_weights: by initializer names, as a fresh load)
+            if exact_fp32:
+                hit._model.keep_model_int8_in_f32()
             return hit
     try:
         model, input_slots, output_slots = _C.load_onnx_io(path)
@@ -568,12 +588,17 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
             # Sequence or optional inputs: one compile per binding of them (list lengths, Nones) met at call time.
             from .onnx_io import BoundInputsModule
 
+            def finish(m, outs) -> CompiledModule:
+                compiled = _finish_onnx(m, path, outs, precision, threads, limits, calibration, method, accuracy)
+                if exact_fp32 and compiled._model.keep_model_int8_in_f32():
+                    compiled._model.prepare_static()
+                return compiled
+
             def compile_bound(lengths: dict, absent: frozenset) -> CompiledModule:
                 bound, _, outs = _C.load_onnx_io(path, 1, lengths, set(absent))
-                return _finish_onnx(bound, path, outs, precision, threads, limits, calibration, method, accuracy)
+                return finish(bound, outs)
             # (imported with every optional present: the binding of calls that give them all)
-            first = None if model is None else _finish_onnx(model, path, output_slots, precision, threads, limits,
-                                                             calibration, method, accuracy)
+            first = None if model is None else finish(model, output_slots)
             return BoundInputsModule(path, input_slots, compile_bound, first)
         if lookup is not None and not isinstance(lookup, _cache.Lookup):  # keyed after import
             lookup = lookup.after_import(model)
@@ -581,12 +606,16 @@ def load_onnx(path: "str | os.PathLike", *, precision: str = "fp32", device: str
             if hit is not None:
                 hit._source_path = hit._report_name = path
                 hit._model.set_onnx_source(path)
+                if exact_fp32:
+                    hit._model.keep_model_int8_in_f32()
                 return hit
         compiled = _finish_onnx(model, path, output_slots, precision, threads, limits, calibration, method, accuracy)
     except _C.Error as e:
         raise compile_error(e, _with_path(path, str(e))) from None
     if lookup is not None:
         lookup.store(compiled)
+    if exact_fp32 and compiled._model.keep_model_int8_in_f32():  # (after the cache stored the model as it is)
+        compiled._model.prepare_static()
     return compiled
 
 

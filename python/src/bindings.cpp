@@ -649,6 +649,16 @@ class Model {
     cuvil::set_quant_hint(*g->nodes()[size_t(index)], x_scale, zero_point);
     versions_->set_options(executor_options());
   }
+  // precision="fp32" asked explicitly: a QDQ model's own int8 layers computed in f32 (runtime/calibration.h);
+  // returns how many. Drops the pooled executors.
+  int keep_model_int8_in_f32() {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto g = std::const_pointer_cast<Graph>(versions_->current()->graph());
+    int n = cuvil::keep_model_int8_in_f32(*g);
+    versions_->set_options(executor_options());
+    return n;
+  }
+  int count_model_int8() const { return cuvil::count_model_int8(*versions_->current()->graph()); }
   // Node `index`'s own precision ("fp32", "bf16", "" = the model's) and the reason for it: raises that node above
   // the model's precision (cuvil.quantize's fallback, precision="auto"). Drops the pooled executors.
   void set_node_precision(int64_t index, const std::string& precision, const std::string& reason) {
@@ -936,6 +946,8 @@ PYBIND11_MODULE(_C, m) {
       .def("quant_sum_targets", &Model::quant_sum_targets)
       .def("set_quant_sum_hint", &Model::set_quant_sum_hint)
       .def("set_node_precision", &Model::set_node_precision)
+      .def("keep_model_int8_in_f32", &Model::keep_model_int8_in_f32)
+      .def("count_model_int8", &Model::count_model_int8)
       .def("run_values", &Model::run_values)
       .def("prepare", &Model::prepare)
       .def("prepare_static", &Model::prepare_static)

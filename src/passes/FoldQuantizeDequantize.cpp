@@ -2,15 +2,18 @@
 // hints on the convolutions and products it feeds:
 //   Conv(DQ(Q(x, s, zp), s, zp), DQ(Wq, ws, 0), ...)  =>  the same Conv with quant_x_scale = s,
 //                                                         quant_x_zero_point = zp (u8), quant_w_scales = ws
-// The graph is otherwise unchanged, so at fp32 (the default) a QDQ model computes exactly what its QDQ graph
-// says (the pairs fuse into generated kernels, the weights' DequantizeLinear is constant-folded into qw * ws).
-// With precision int8 a hinted node's kernel quantizes its input, already on the grid, back to exactly q(x) and
+// and the node's own precision "int8" (reason kQdqReason): the model asks for int8 there, so it runs int8 at the
+// default precision too (runtime/kernel_selection.cpp; docs/decisions/0004-qdq-models-run-int8.md). The graph is
+// otherwise unchanged, so with precision "fp32" asked explicitly (which marks these nodes "fp32") a QDQ model
+// computes exactly what its QDQ graph says (the pairs fuse into generated kernels, the weights' DequantizeLinear
+// is constant-folded into qw * ws). Running int8, a hinted node's kernel quantizes its input, already on the grid, back to exactly q(x) and
 // the folded weights back to exactly qw, and multiplies u8 x s8 (kernels/onednn/int8.cpp): ONNX Runtime's
 // arithmetic up to f32 summation order. An s8 activation grid is the u8 one shifted by 128 (same scale, zero
 // point + 128). Only per-tensor activation grids whose pair agrees (the same scale and zero point) hint; weight
 // scales must be per tensor or per output channel, with zero points 0.
 #include <cmath>
 
+#include "kernels/qdq_precision.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 
@@ -106,6 +109,12 @@ bool fold(Graph& g) {
       if (!is_product(u->op()) || u->input(0) != d.output(0)) continue;
       changed |= set_attr(*u, "quant_x_scale", Attribute(double(qs)));
       changed |= set_attr(*u, "quant_x_zero_point", Attribute(int64_t(qz)));
+      // The model's own int8 layer (a precision set before, e.g. by the user, stays)
+      if (!u->has_attr("precision") || u->attr("precision").s().empty()) {
+        u->attrs()["precision"] = Attribute(std::string("int8"));
+        u->attrs()["precision_reason"] = Attribute(std::string(kQdqReason));
+        changed = true;
+      }
     }
   }
   return changed;

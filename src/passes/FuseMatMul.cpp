@@ -120,7 +120,8 @@ bool fuse(Graph& g) {
     if (b_transpose) dead.push_back(b_transpose), taken.insert(b_transpose);
     AttrMap attrs{{"alpha", Attribute(alpha)}, {"transB", Attribute(trans_b)}};
     fusion::set_activation(attrs, act);
-    for (const char* q : {"quant_x_scale", "quant_x_zero_point", "quant_w_scales"})  // int8 hints (QDQ models)
+    // int8 hints and the node's own precision (QDQ models)
+    for (const char* q : {"quant_x_scale", "quant_x_zero_point", "quant_w_scales", "precision", "precision_reason"})
       if (root->has_attr(q)) attrs[q] = root->attr(q);
     std::vector<Value*> ins{a, b, bias, sum};
     while (!ins.empty() && !ins.back()) ins.pop_back();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/qdq_precision.h"
 #include "support/error.h"
 
 namespace cuvil {
@@ -49,6 +50,34 @@ bool has_quant_hints(const Graph& g) {
   return false;
 }
 
+namespace {
+bool model_int8(const Node& n) {
+  return n.has_attr("precision") && n.attr("precision").s() == "int8" && n.has_attr("precision_reason") &&
+         n.attr("precision_reason").s() == kQdqReason;
+}
+}  // namespace
+
+int keep_model_int8_in_f32(Graph& g) {
+  int changed = 0;
+  for (const auto& n : g.nodes()) {
+    for (Graph* r : n->regions()) changed += keep_model_int8_in_f32(*r);
+    if (!model_int8(*n)) continue;
+    n->attrs()["precision"] = Attribute(std::string("fp32"));
+    n->attrs()["precision_reason"] = Attribute(std::string(kQdqF32Reason));
+    ++changed;
+  }
+  return changed;
+}
+
+int count_model_int8(const Graph& g) {
+  int count = 0;
+  for (const auto& n : g.nodes()) {
+    for (const Graph* r : n->regions()) count += count_model_int8(*r);
+    count += model_int8(*n);
+  }
+  return count;
+}
+
 void set_quant_hint(Node& n, double scale, int64_t zero_point) {
   if (!quantizable(n.op())) throw Error(n.describe() + ": only convolutions and matrix products take int8 hints");
   if (!(scale >= 0 || scale == -1) || !std::isfinite(scale) || zero_point < 0 || zero_point > 255)
@@ -70,6 +99,16 @@ std::vector<Tensor> run_with_values(const std::shared_ptr<Graph>& g, ExecutorOpt
                                     const std::vector<Tensor>& inputs, const std::vector<Value*>& values) {
   std::vector<Value*> saved = g->outputs(), all = saved;
   all.insert(all.end(), values.begin(), values.end());
+  // At fp32 the float model: a QDQ model's own int8 layers computed in f32 too (their marks lifted meanwhile)
+  std::vector<Node*> marked;
+  if (options.kernels.precision == Precision::fp32)
+    for (const auto& n : g->nodes())
+      if (model_int8(*n)) marked.push_back(n.get());
+  auto restore = [&] {
+    g->set_outputs(saved);
+    for (Node* n : marked) n->attrs()["precision"] = Attribute(std::string("int8"));
+  };
+  for (Node* n : marked) n->attrs()["precision"] = Attribute(std::string());
   g->set_outputs(all);
   std::vector<Tensor> outs;
   try {
@@ -77,10 +116,10 @@ std::vector<Tensor> run_with_values(const std::shared_ptr<Graph>& g, ExecutorOpt
     Executor e(g, options);
     outs = e.run(inputs);
   } catch (...) {
-    g->set_outputs(saved);
+    restore();
     throw;
   }
-  g->set_outputs(saved);
+  restore();
   return std::vector<Tensor>(outs.begin() + std::ptrdiff_t(saved.size()), outs.end());
 }
 

@@ -20,6 +20,12 @@ std::vector<Node*> quant_sum_targets(const Graph& g);
 void set_quant_sum_hint(Node& n, double scale, int64_t zero_point);
 // Whether any node carries int8 hints (a QDQ model's, or an earlier calibration's).
 bool has_quant_hints(const Graph& g);
+// Precision "fp32" asked explicitly (cuvil.load_onnx(precision="fp32"), the CLI's --precision fp32): a QDQ model's
+// own int8 layers (node precision int8, kernels/qdq_precision.h's kQdqReason) get node precision fp32 (kQdqF32Reason),
+// so the model computes its QDQ graph exactly in f32, in its artifact too. Returns how many nodes changed.
+int keep_model_int8_in_f32(Graph& g);
+// How many nodes are a QDQ model's own int8 layers (run int8 at the default precision).
+int count_model_int8(const Graph& g);
 // Sets node n's input grid (scale > 0), asks for dynamic per-row quantization (scale -1, products only), or
 // clears it (scale 0). Throws cuvil::Error for a bad grid.
 void set_quant_hint(Node& n, double scale, int64_t zero_point);
@@ -28,7 +34,8 @@ std::pair<double, int64_t> u8_grid(double lo, double hi);
 
 // Runs `g` once on `inputs` with `values` (top-level values of g) as extra outputs, and returns those. Products
 // that write graph outputs are lowered too (lower_final_outputs), so each exposed layer runs as it would inside
-// the model. The graph's outputs are restored before returning; no other executor may use g meanwhile.
+// the model. At fp32 it is the float model: a QDQ model's own int8 layers run f32 too. The graph's outputs (and
+// those layers' marks) are restored before returning; no other executor may use g meanwhile.
 std::vector<Tensor> run_with_values(const std::shared_ptr<Graph>& g, ExecutorOptions options,
                                     const std::vector<Tensor>& inputs, const std::vector<Value*>& values);
 

@@ -779,8 +779,11 @@ struct Executor::Impl : RegionRunner {
 Executor::Executor(std::shared_ptr<const Graph> graph, ExecutorOptions options)
     : graph_(std::move(graph)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
   // int8: consecutive int8 layers pass u8 activations (on a copy of the graph; runtime/int8_links.h)
-  if (options_.kernels.precision == Precision::int8 && options_.kernels.fast) 
+  if (options_.kernels.precision == Precision::int8 && options_.kernels.fast)
     graph_ = link_int8_activations(graph_);
+  // fp32: a QDQ model's own int8 layers (kernel_selection.cpp's node_precision) link between themselves the same way
+  if (options_.kernels.precision == Precision::fp32 && options_.kernels.fast)
+    graph_ = link_int8_activations(graph_, /*model_int8_only=*/true);
   // bf16: consecutive bf16 convolutions pass bf16 activations (runtime/bf16_links.h)
   if (options_.kernels.precision == Precision::bf16 && options_.kernels.fast)
     graph_ = link_bf16_activations(graph_);

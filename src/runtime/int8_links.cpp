@@ -8,6 +8,8 @@
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "kernels/onednn/onednn_kernels.h"
+#include "kernels/qdq_precision.h"
+#include "runtime/qdq_bypass.h"
 #include "runtime/region_uses.h"
 #include "runtime/weights.h"
 
@@ -18,12 +20,17 @@ namespace {
 double attr_f(const Node& n, const char* name) { return n.has_attr(name) ? n.attr(name).f() : 0.0; }
 int64_t attr_i(const Node& n, const char* name) { return n.has_attr(name) ? n.attr(name).i() : 0; }
 
+}  // namespace
+
 // A layer the int8 kernels take with a static grid for X: calibrated (not dynamic), constant weights and bias,
 // grouped convolutions too (int8 takes them where an end is linked: kernels/onednn/int8.cpp), B a matrix.
-bool static_int8_layer(const Node& n) {
+bool static_int8_layer(const Node& n, bool model_only) {
   if (n.op() != OpKind::FusedConv && n.op() != OpKind::FusedMatMul) return false;
   if (!(attr_f(n, "quant_x_scale") > 0)) return false;
   if (n.has_attr("precision") && !n.attr("precision").s().empty() && n.attr("precision").s() != "int8") return false;
+  if (model_only && !(n.has_attr("precision") && n.attr("precision").s() == "int8" && n.has_attr("precision_reason") &&
+                      n.attr("precision_reason").s() == kQdqReason))
+    return false;
   const Value* w = n.input(1);
   if (!w || !w->is_constant()) return false;
   if (n.input(2) && !n.input(2)->is_constant()) return false;
@@ -38,6 +45,8 @@ bool static_int8_layer(const Node& n) {
   return true;
 }
 
+namespace {
+
 // A value's u8 link: its grid, and the nodes reading it as their residual sum (they get the grid as quant_sum_*).
 struct Link {
   double scale = 0;
@@ -47,7 +56,7 @@ struct Link {
 
 // The u8 link of each linkable value, by the index of its producer in g.nodes().
 // `x_only`: links between X readers only, as before residuals and pools linked (CUVIL_INT8_LINKS=x).
-std::map<size_t, Link> find_links(const Graph& g, bool x_only) {
+std::map<size_t, Link> find_links(const Graph& g, bool x_only, bool model_only) {
   std::map<const Value*, std::vector<std::pair<Node*, size_t>>> uses;
   std::map<const Value*, int> blocked;
   for (const auto& n : g.nodes()) {
@@ -64,7 +73,7 @@ std::map<size_t, Link> find_links(const Graph& g, bool x_only) {
     const Node& p = *nodes[i];
     // The producer: an int8 layer; one with a residual sum a convolution (the int8 product kernel has no u8
     // output with a sum).
-    if (!static_int8_layer(p) || p.num_outputs() != 1) continue;
+    if (!static_int8_layer(p, model_only) || p.num_outputs() != 1) continue;
     if (p.input(3) && (p.op() != OpKind::FusedConv || x_only)) continue;
     const Value* v = p.output(0);
     if (blocked.count(v) || v->dtype() != DType::f32) continue;
@@ -94,7 +103,7 @@ std::map<size_t, Link> find_links(const Graph& g, bool x_only) {
     for (auto [c, k] : readers) {
       if (!ok) break;
       bool as_x = k == 0, as_sum = k == 3 && c->op() == OpKind::FusedConv && !x_only;
-      ok = (as_x || as_sum) && static_int8_layer(*c);
+      ok = (as_x || as_sum) && static_int8_layer(*c, model_only);
       for (size_t j = 0; ok && j < c->num_inputs(); ++j) ok = j == k || c->input(j) != v;
       if (!ok) break;
       if (as_sum) {
@@ -123,7 +132,7 @@ std::map<size_t, Link> find_links(const Graph& g, bool x_only) {
 
 }  // namespace
 
-std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g) {
+std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g, bool model_int8_only) {
   // CUVIL_INT8_LINKS=0: every int8 layer quantizes its f32 input again; =x: no residual or MaxPool links (for
   // comparisons and debugging)
   const char* env = std::getenv("CUVIL_INT8_LINKS");
@@ -131,9 +140,19 @@ std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const G
   bool x_only = mode == "x";
   // Without VNNI every int8 layer keeps f32 (kernels/onednn/int8.cpp): links would only wrap each in conversions
   // (ResNet-50 capped to AVX512_CORE, one thread: 131 ms of CPU with them, 82 at fp32).
-  if (mode == "0" || !onednn::int8_convolutions_are_fast() || find_links(*g, x_only).empty()) return g;
+  if (mode == "0") return g;
+  bool any = false;
+  for (const auto& n : g->nodes()) any = any || static_int8_layer(*n, model_int8_only);
+  // (the probe last: an fp32 model without QDQ layers never creates it)
+  if (!any || !onednn::int8_convolutions_are_fast()) return g;
   std::shared_ptr<Graph> copy = clone_graph(*g);
-  for (auto& [i, l] : find_links(*copy, x_only)) {
+  // A QDQ model's pairs in front of int8 layers go first (runtime/qdq_bypass.h), so that their producers link.
+  // CUVIL_QDQ_BYPASS=0 keeps them (comparisons).
+  const char* bypass_env = std::getenv("CUVIL_QDQ_BYPASS");
+  int bypassed = bypass_env && std::string(bypass_env) == "0" ? 0 : bypass_qdq_pairs(*copy, model_int8_only);
+  std::map<size_t, Link> links = find_links(*copy, x_only, model_int8_only);
+  if (links.empty() && bypassed == 0) return g;
+  for (auto& [i, l] : links) {
     Node& p = *copy->nodes()[i];
     p.attrs()["quant_y_scale"] = Attribute(l.scale);
     p.attrs()["quant_y_zero_point"] = Attribute(l.zp);

@@ -19,7 +19,15 @@ namespace cuvil {
 
 // The copy of g with its int8 links set and types re-inferred, or g itself when nothing links. Graph outputs
 // stay f32; a reader writing one links too (at int8 a final layer still multiplies u8 x s8, into an f32 output).
-std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g);
+// `model_int8_only`: an fp32 executor's links, between a QDQ model's own int8 layers only (node precision int8,
+// kernels/qdq_precision.h's kQdqReason; kernel_selection.cpp's node_precision).
+std::shared_ptr<const Graph> link_int8_activations(const std::shared_ptr<const Graph>& g,
+                                                   bool model_int8_only = false);
+
+// A layer the int8 kernels take with a static grid for X: a calibrated FusedConv/FusedMatMul (not dynamic), its
+// own precision empty or int8, constant weights and bias, not grouped, B a matrix. `model_only`: a QDQ model's
+// own int8 layer (node precision int8 with kQdqReason), what an fp32 executor runs int8.
+bool static_int8_layer(const Node& n, bool model_only);
 
 // How many values of g are u8 activations between int8 layers (for tests and reports).
 int count_int8_links(const Graph& g);

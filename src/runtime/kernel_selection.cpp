@@ -6,6 +6,7 @@
 #include "codegen/generated_kernel.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/onednn/onednn_kernels.h"
+#include "kernels/qdq_precision.h"
 #include "kernels/ref/ref_kernels.h"
 #include "runtime/bf16_boundary.h"
 #include "runtime/u8_boundary.h"
@@ -83,13 +84,25 @@ std::unique_ptr<PreparedKernel> prepare_f32_kernel(const Node& n, const std::vec
 }
 
 // The node's own precision (its `precision` attribute: cuvil.quantize's fallback, precision="auto") where it is
-// higher than the executor's; the executor's otherwise. `reason` gets the node's reason for it.
-Precision node_precision(const Node& n, Precision asked, std::string* reason) {
-  if (asked == Precision::fp32 || !n.has_attr("precision") || n.attr("precision").s().empty()) return asked;
+// higher than the executor's; the executor's otherwise. `reason` gets the node's reason for it. One exception
+// lowers: a QDQ model's own int8 layer (node precision int8 with kQdqReason, set by fold-quantize-dequantize) runs
+// int8 at fp32 too (the model asks for int8 there: not a silent lowering, and its reason says so; precision
+// "fp32" asked explicitly marks such nodes fp32 instead: runtime/calibration.h's keep_model_int8_in_f32). At bf16
+// the executor's precision stands (bf16 asked explicitly).
+Precision node_precision(const Node& n, const KernelOptions& options, std::string* reason) {
+  Precision asked = options.precision;
+  if (!n.has_attr("precision") || n.attr("precision").s().empty()) return asked;
+  const std::string& why = n.has_attr("precision_reason") ? n.attr("precision_reason").s() : "";
+  if (asked == Precision::fp32) {
+    if (n.attr("precision").s() == "fp32" && why == kQdqF32Reason) *reason = why;  // (shown: fp32 asked)
+    if (n.attr("precision").s() != "int8" || why != kQdqReason) return asked;
+    *reason = why;
+    return Precision::int8;
+  }
   Precision own = parse_precision(n.attr("precision").s());
   auto rank = [](Precision p) { return p == Precision::fp32 ? 2 : p == Precision::bf16 ? 1 : 0; };
   if (rank(own) <= rank(asked)) return asked;
-  *reason = n.has_attr("precision_reason") ? n.attr("precision_reason").s() : "";
+  *reason = why;
   if (reason->empty()) *reason = str_cat("node precision ", precision_name(own));
   return own;
 }
@@ -156,8 +169,8 @@ std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<
                                                const KernelOptions& options,
                                                const std::shared_ptr<codegen::KernelCodeSource>& code) {
   std::string node_reason;
-  Precision p = node_precision(n, options.precision, &node_reason);
-  if (p == options.precision) return prepare_kernel_at(n, inputs, options, code);
+  Precision p = node_precision(n, options, &node_reason);
+  if (p == options.precision && node_reason.empty()) return prepare_kernel_at(n, inputs, options, code);
   KernelOptions own = options;
   own.precision = p;
   std::unique_ptr<PreparedKernel> k = prepare_kernel_at(n, inputs, own, code);
@@ -174,8 +187,9 @@ std::unique_ptr<PreparedKernel> prepare_shape_generic_kernel(const Node& n, cons
   for (size_t i = 0; i < n.num_inputs(); ++i)
     types.push_back(PrepareInput{n.input(i) ? n.input(i)->dtype() : DType::f32, {}, nullptr, n.input(i) != nullptr});
   if (has_u8_link(n, types)) return nullptr;
-  // bf16 products are prepared per shape (prepare_kernel), the shape-generic kernels are f32.
-  if (options.precision != Precision::fp32 && is_product(n.op())) return nullptr;
+  // bf16 and int8 products are prepared per shape (prepare_kernel), the shape-generic kernels are f32.
+  std::string own_reason;
+  if (node_precision(n, options, &own_reason) != Precision::fp32 && is_product(n.op())) return nullptr;
   if (options.cpu_gemm)
     if (auto k = cpu::prepare_shape_generic_matmul(n)) return k;
   return onednn::prepare_shape_generic_onednn_kernel(n);

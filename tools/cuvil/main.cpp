@@ -21,6 +21,8 @@
 // convolutions and matrix products run in bf16 where this machine runs that faster; profile then shows each
 // node's precision and, where it kept f32, why. --precision int8 runs calibrated convolutions and products u8 x s8:
 // a QDQ model as quantized; any other calibrated by MinMax on --calibration DIR's .npy samples or on its inputs.
+// Without --precision a QDQ model's own quantized layers run int8 (their reason "int8: QDQ in the model");
+// --precision fp32 given computes its QDQ graph exactly in f32.
 // bench --versus "FLAGS" (kernel flags, --skip-pass=NAME and -O0/-O1, e.g. "--no-cpu-gemm") builds a second
 // executor with those flags and times the two alternately in one process, so that drift in machine load hits both
 // alike; it prints both medians and their ratio.
@@ -194,10 +196,13 @@ std::shared_ptr<Graph> load_any(const std::string& path, const OnnxImportOptions
 }
 
 void optimize_model(Graph& g, const Args& a) {
-  if (is_artifact_path(a.model)) return;
-  PassContext ctx;
-  ctx.skip = a.skip_passes;
-  optimize(g, a.opt_level, ctx);
+  if (!is_artifact_path(a.model)) {
+    PassContext ctx;
+    ctx.skip = a.skip_passes;
+    optimize(g, a.opt_level, ctx);
+  }
+  // A QDQ model's own int8 layers run int8 by default; --precision fp32 given computes its QDQ graph in f32.
+  if (a.precision_given && a.precision == Precision::fp32) keep_model_int8_in_f32(g);
 }
 
 Args parse_args(int argc, char** argv) {

@@ -117,7 +117,9 @@ void quant_attrs(OpSchema& s) {
       // node's readers may take X and the residual Sum as bf16 whatever their weights' type.
       .attr("bf16_y", AttrKind::Int, int64_t(0))
       // A per-node precision ("fp32", "bf16"; "" = the model's) and why: set by cuvil.quantize's fallback and by
-      // precision="auto". It only raises a node's precision above the executor's, never lowers it.
+      // precision="auto". It only raises a node's precision above the executor's, never lowers it; except "int8"
+      // with the reason kernels/qdq_precision.h's kQdqReason (fold-quantize-dequantize: a QDQ model's own int8 layer),
+      // which runs int8 at fp32 too (runtime/kernel_selection.cpp).
       .attr("precision", AttrKind::String, std::string())
       .attr("precision_reason", AttrKind::String, std::string());
 }

@@ -1,0 +1,134 @@
+// A QDQ model's own int8 layers (node precision "int8" with kQdqReason, set by fold-quantize-dequantize) run int8
+// at the default precision fp32, their reason saying why; everything else an fp32 executor runs stays f32
+// (hints alone, other node precisions), run_with_values at fp32 (calibration's float reference) computes the QDQ
+// layers in f32, and keep_model_int8_in_f32 (precision "fp32" asked explicitly) marks them f32 in the graph. At
+// fp32 such layers link u8 between themselves as an int8 executor's do, with the same results bit for bit.
+#include <gtest/gtest.h>
+
+#include <dnnl.hpp>
+
+#include <cstring>
+
+#include "ir/shape_inference.h"
+#include "ir/verifier.h"
+#include "kernels/qdq_precision.h"
+#include "runtime/calibration.h"
+#include "runtime/executor.h"
+#include "runtime/int8_links.h"
+#include "int8_test_util.h"
+#include "test_util.h"
+
+using namespace cuvil;
+using namespace cuvil::test;
+using namespace cuvil::test::int8;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+bool vnni() { return machine_has_vnni(); }
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+AttrMap layer(const char* precision, const char* reason) {
+  AttrMap a{{"pads", Attribute(Ints{1, 1, 1, 1})},
+            {"channels_last", Attribute(int64_t(1))},
+            {"activation", Attribute("Relu")},
+            {"quant_x_scale", Attribute(4.0 / 255)},
+            {"quant_x_zero_point", Attribute(int64_t(128))}};
+  if (precision) {
+    a["precision"] = Attribute(precision);
+    a["precision_reason"] = Attribute(reason);
+  }
+  return a;
+}
+
+// x -> FusedConv -> FusedConv -> y (NHWC 3x3), both with the attributes `a`.
+std::shared_ptr<Graph> chain(const AttrMap& a) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 9, 11, 8})});
+  Value* h = g->add_node(OpKind::FusedConv, {x, g->add_constant("w1", random_tensor({12, 8, 3, 3}, 2)),
+                                             g->add_constant("b1", random_tensor({12}, 3))}, {"h"}, a)->output(0);
+  Value* y = g->add_node(OpKind::FusedConv, {h, g->add_constant("w2", random_tensor({6, 12, 3, 3}, 4)),
+                                             g->add_constant("b2", random_tensor({6}, 5))}, {"y"}, a)->output(0);
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  return g;
+}
+
+std::vector<NodeTime> profile_at(const std::shared_ptr<Graph>& g, Precision p) {
+  ExecutorOptions o;
+  o.kernels.precision = p;
+  return Executor(g, o).profile({random_tensor({1, 9, 11, 8}, 1)});
+}
+
+std::vector<Tensor> run_at(const std::shared_ptr<Graph>& g, Precision p) {
+  ExecutorOptions o;
+  o.kernels.precision = p;
+  return Executor(g, o).run({random_tensor({1, 9, 11, 8}, 1)});
+}
+
+TEST(QdqModelInt8, MarkedLayersRunInt8AtFp32WithTheReason) {
+  auto g = chain(layer("int8", kQdqReason));
+  for (const NodeTime& t : profile_at(g, Precision::fp32)) {
+    EXPECT_EQ(t.precision.reason.rfind(kQdqReason, 0), 0u) << t.precision.reason;
+    if (vnni()) EXPECT_EQ(t.precision.precision, Precision::int8) << t.impl;
+    else EXPECT_EQ(t.precision.precision, Precision::fp32);  // (the int8 kernel declines without VNNI, and says so)
+  }
+  // the same arithmetic as an int8 executor's, links included
+  if (vnni()) {
+    ExecutorOptions o;
+    EXPECT_EQ(count_int8_links(Executor(g, o).graph()), 1);
+    EXPECT_TRUE(bitwise_equal(run_at(g, Precision::fp32)[0], run_at(g, Precision::int8)[0]));
+  }
+  // the float reference (run_with_values at fp32): f32, the marks restored after
+  auto plain = chain(layer(nullptr, nullptr));
+  ExecutorOptions o;
+  Tensor x = random_tensor({1, 9, 11, 8}, 1);
+  std::vector<Tensor> h = run_with_values(g, o, {x}, {g->nodes()[0]->output(0)});
+  std::vector<Tensor> hp = run_with_values(plain, o, {x}, {plain->nodes()[0]->output(0)});
+  EXPECT_TRUE(bitwise_equal(h[0], hp[0]));
+  EXPECT_EQ(count_model_int8(*g), 2);
+  if (vnni()) EXPECT_FALSE(bitwise_equal(run_at(g, Precision::fp32)[0], run_at(plain, Precision::fp32)[0]));
+}
+
+TEST(QdqModelInt8, Fp32ExecutorsLowerNothingElse) {
+  // hints alone (a calibrated model's): f32 at fp32, no links
+  auto hinted = chain(layer(nullptr, nullptr));
+  for (const NodeTime& t : profile_at(hinted, Precision::fp32)) {
+    EXPECT_EQ(t.precision.precision, Precision::fp32);
+    EXPECT_EQ(t.precision.reason, "");
+  }
+  ExecutorOptions o;
+  EXPECT_EQ(count_int8_links(Executor(hinted, o).graph()), 0);
+  // node precision int8 for another reason: not the model's own quantization
+  for (const NodeTime& t : profile_at(chain(layer("int8", "some other reason")), Precision::fp32)) {
+    EXPECT_EQ(t.precision.precision, Precision::fp32);
+    EXPECT_EQ(t.precision.reason, "");
+  }
+  // explicit bf16: the executor's precision stands for the QDQ layers (never int8)
+  for (const NodeTime& t : profile_at(chain(layer("int8", kQdqReason)), Precision::bf16))
+    EXPECT_NE(t.precision.precision, Precision::int8);
+}
+
+TEST(QdqModelInt8, KeepInF32MarksTheModelsLayers) {
+  auto g = chain(layer("int8", kQdqReason));
+  g->add_node(OpKind::Relu, {g->outputs()[0]}, {"other"}, {});  // (no precision attribute)
+  EXPECT_EQ(count_model_int8(*g), 2);
+  EXPECT_EQ(keep_model_int8_in_f32(*g), 2);
+  EXPECT_EQ(count_model_int8(*g), 0);
+  EXPECT_EQ(keep_model_int8_in_f32(*g), 0);
+  std::vector<NodeTime> times = profile_at(g, Precision::fp32);
+  ASSERT_EQ(times.size(), 3u);
+  for (const NodeTime& t : times) {
+    EXPECT_EQ(t.precision.precision, Precision::fp32);
+    EXPECT_EQ(t.precision.reason, t.node->op() == OpKind::Relu ? "" : kQdqF32Reason);
+  }
+  // and an int8 executor keeps them f32 too (a node's fp32 raises it)
+  for (const NodeTime& t : profile_at(g, Precision::int8)) EXPECT_EQ(t.precision.precision, Precision::fp32);
+}
+
+}  // namespace
