@@ -132,10 +132,14 @@ def check_default_against_ort(f32, qdq, x, min_int8):
 def test_cnn_qdq_runs_int8_by_default(tmp_path, act, per_channel):
     f32, qdq = quantized(tmp_path, ConvNet(), (1, 3, 19, 21), act, per_channel)
     x = np.random.default_rng(7).standard_normal((1, 3, 19, 21)).astype(np.float32)
-    # c1, c2 (with its residual), c3 and fc; the depthwise layer stays f32 with its reason
+    # c1, c2 (with its residual), c3 and fc; the depthwise layer too where its u8 activations link (on VNNI), else
+    # f32 with the reason after the model's
     m, got, ref32, ort_err = check_default_against_ort(f32, qdq, x, min_int8=4)
-    dw = [r for r in layer_rows(m.precision_report(x)) if r["precision"] == "fp32"]
-    assert dw and all(r["reason"].startswith(QDQ_REASON + "; ") for r in dw), dw
+    rows = layer_rows(m.precision_report(x))
+    assert len(rows) == 5 and all(r["reason"].startswith(QDQ_REASON) for r in rows), rows
+    assert all(r["precision"] == "int8" or r["reason"].startswith(QDQ_REASON + "; ") for r in rows), rows
+    if machine_has_vnni():
+        assert all(r["precision"] == "int8" for r in rows), rows
 
     # precision="fp32" asked: every layer f32 with the reason, the QDQ graph as ORT computes it unoptimized
     m32 = cuvil.load_onnx(qdq, precision="fp32", cache=False)
