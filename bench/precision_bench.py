@@ -91,8 +91,8 @@ def engines(name, model, inputs, threads, tmp, calib_n=8, only=None):
     positional = list(inputs) == ["x"]
     args = tuple(inputs.values())
 
-    def add(label, make):
-        if only and label not in only:
+    def add(label, make, asked_only=False):  # asked_only: a comparison run only when --engines names it
+        if (only and label not in only) or (asked_only and not only):
             return
         try:
             with warnings.catch_warnings():
@@ -135,6 +135,10 @@ def engines(name, model, inputs, threads, tmp, calib_n=8, only=None):
     add("cuvil bf16", cuvil_fn("bf16"))
     add("cuvil bf16 f32-attention", cuvil_env("bf16", "CUVIL_BF16_ATTENTION", "0"))
     add("cuvil int8", cuvil_fn("int8"))
+    # as before grouped (depthwise) layers linked and ran bf16/int8, and before int8 ran attention in bf16
+    add("cuvil bf16 grouped-f32", cuvil_env("bf16", "CUVIL_GROUPED_LINKS", "0"), asked_only=True)
+    add("cuvil int8 grouped-f32", cuvil_env("int8", "CUVIL_GROUPED_LINKS", "0"), asked_only=True)
+    add("cuvil int8 f32-attention", cuvil_env("int8", "CUVIL_BF16_ATTENTION", "0"), asked_only=True)
 
     path = os.path.join(tmp, f"{name}.onnx")
     if not export_onnx(model, args, inputs, positional, path):
