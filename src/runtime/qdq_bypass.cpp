@@ -117,34 +117,36 @@ class Bypass {
       move_readers(out, t);
       return 1;
     }
-    // pair -> MaxPool -> pairs on the same grid, each alone in its kernel, read by int8 layers on it
+    // pair -> MaxPool -> pairs on the same grid, each alone in its kernel: the first pair goes (the pool reads its
+    // input: max commutes with the monotone quantization, and the later pair, on the same grid, is idempotent
+    // after it), and a later pair read only by int8 layers on the grid goes too
     auto it = uses_.find(out);
     if (it == uses_.end() || it->second.size() != 1) return 0;
     auto [m, mk] = it->second[0];
     if (m->op() != OpKind::MaxPool || mk != 0 || m->num_outputs() != 1 || blocked_.count(m->output(0))) return 0;
-    std::vector<Node*> after;
+    std::vector<Node*> after, gone;
     for (auto [c, ck] : uses_[m->output(0)]) {
       Pair p2;
       bool ok = c->op() == OpKind::FusedKernel && c->num_outputs() == 1 && c->num_inputs() == 1 &&
                 !blocked_.count(c->output(0)) && pair_at(*c->attr("body").g(), 0, &p2) && p2.t_input == 0 &&
-                p2.scale == p.scale && p2.zp == p.zp &&
-                int8_readers_on_grid(uses_, c->output(0), p.scale, p.zp, model_only_);
+                p2.scale == p.scale && p2.zp == p.zp;
       if (!ok) return 0;
       after.push_back(c);
+      if (int8_readers_on_grid(uses_, c->output(0), p.scale, p.zp, model_only_)) gone.push_back(c);
     }
     if (after.empty()) return 0;
     Value* t = source(n, k, p);
     m->set_input(0, t);
     uses_[out].clear();
     uses_[t].push_back({m, 0});
-    for (Node* c : after) {
+    for (Node* c : gone) {
       move_readers(c->output(0), m->output(0));
       erased_.insert(c);
     }
-    uses_[m->output(0)].erase(std::remove_if(uses_[m->output(0)].begin(), uses_[m->output(0)].end(),
-                                             [&](const auto& u) { return erased_.count(u.first) > 0; }),
-                              uses_[m->output(0)].end());
-    return 1 + int(after.size());
+    auto& pooled = uses_[m->output(0)];
+    pooled.erase(std::remove_if(pooled.begin(), pooled.end(), [&](const auto& u) { return erased_.count(u.first) > 0; }),
+                 pooled.end());
+    return 1 + int(gone.size());
   }
 
   // The value the pair at output k of n quantizes, as an outer value: n's input, or output k itself once the

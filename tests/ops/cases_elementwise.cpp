@@ -6,6 +6,7 @@
 // functions with vectorized approximations (src/codegen/vector_math, src/kernels/cpu/vec_math.h) whose stated
 // bounds are a few 1e-7 relative; the rest is exact.
 #include <algorithm>
+#include <cmath>
 
 #include "harness.h"
 
@@ -280,6 +281,22 @@ void conversion_cases(Cases& cs) {
           .exact();
     }
   cs.add(OpKind::Cast, "empty").in(f32({0, 3})).attr("to", int64_t(dtype_onnx_id(DType::i64)));
+  // Saturation at i64's ends (the generated kernel clamps, converts and selects: values/cast of values.cpp),
+  // 16 lanes and a tail, floats and doubles, to i64 and (modular after) to i32.
+  {
+    const double big[] = {9.2233715e18, 9223372036854775808.0, -9223372036854775808.0, 1e19, -1e19, 3e38, -3e38,
+                          1e10, -1e10, 4294967296.5, -2147483649.0, 0.5, -0.5, 2.5, -0.0, 255.49};
+    std::vector<float> f;
+    std::vector<double> d;
+    for (int i = 0; i < 3; ++i)
+      for (double v : big) f.push_back(float(v)), d.push_back(i == 2 ? std::nextafter(9223372036854775808.0, 0.0) : v);
+    for (DType to : {DType::i64, DType::i32}) {
+      cs.add(OpKind::Cast, "f32 near i64's ends -> " + std::string(dtype_name(to)))
+          .in(val(tensor<float>(f, {int64_t(f.size())}))).attr("to", int64_t(dtype_onnx_id(to))).exact();
+      cs.add(OpKind::Cast, "f64 near i64's ends -> " + std::string(dtype_name(to)))
+          .in(val(tensor<double>(d, {int64_t(d.size())}))).attr("to", int64_t(dtype_onnx_id(to))).exact();
+    }
+  }
   cs.add(OpKind::CastLike, "f32 like i64").in(f32({37}, -100, 100)).in(i64({1})).exact();
   cs.add(OpKind::CastLike, "i32 like f16").in(rnd(DType::i32, {37}, -100, 100)).in(rnd(DType::f16, {1})).exact();
   cs.add(OpKind::Identity, "f32").in(f32({3, 5}).sp()).exact();

@@ -7,11 +7,14 @@
 
 #include <dnnl.hpp>
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "kernels/qdq_precision.h"
+#include "passes/pipeline.h"
 #include "runtime/calibration.h"
 #include "runtime/executor.h"
 #include "runtime/int8_links.h"
@@ -129,6 +132,88 @@ TEST(QdqModelInt8, KeepInF32MarksTheModelsLayers) {
   }
   // and an int8 executor keeps them f32 too (a node's fp32 raises it)
   for (const NodeTime& t : profile_at(g, Precision::int8)) EXPECT_EQ(t.precision.precision, Precision::fp32);
+}
+
+}  // namespace
+
+namespace {
+
+// A QDQ model as onnxruntime writes it: x -> pair -> Conv -> pair -> MaxPool -> pair -> Conv -> pair -> (Relu, the
+// second conv's reader) ..., s8 weights behind DequantizeLinear; optimized at -O1 (folds, fuses, FusedKernel pairs).
+std::shared_ptr<Graph> qdq_model(bool pooled_read_elsewhere) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input("x", TensorType{DType::f32, Shape::of({1, 8, 10, 12})});
+  auto pair = [&](Value* v, float s, uint8_t z, const std::string& name) {
+    Value* sc = g->add_constant(name + "_s", Tensor::scalar<float>(s));
+    Value* zp = g->add_constant(name + "_z", Tensor::scalar<uint8_t>(z));
+    Value* q = g->add_node(OpKind::QuantizeLinear, {v, sc, zp}, {name + "_q"}, {})->output(0);
+    return g->add_node(OpKind::DequantizeLinear, {q, sc, zp}, {name + "_dq"}, {})->output(0);
+  };
+  auto weights = [&](int64_t co, int64_t ci, const std::string& name) {
+    Tensor q = Tensor::zeros(DType::i8, {co, ci, 3, 3});
+    for (int64_t i = 0; i < q.numel(); ++i) q.data<int8_t>()[i] = int8_t((i * 37) % 255 - 127);
+    Value* wq = g->add_constant(name + "_wq", q);
+    Value* ws = g->add_constant(name + "_ws", Tensor::scalar<float>(0.004f));
+    return g->add_node(OpKind::DequantizeLinear, {wq, ws}, {name + "_w"}, {})->output(0);
+  };
+  AttrMap conv{{"pads", Attribute(Ints{1, 1, 1, 1})}, {"kernel_shape", Attribute(Ints{3, 3})}};
+  Value* c1 = g->add_node(OpKind::Conv, {pair(x, 0.02f, 128, "in"), weights(16, 8, "c1")}, {"c1"}, conv)->output(0);
+  Value* r1 = g->add_node(OpKind::Relu, {c1}, {"r1"}, {})->output(0);
+  AttrMap pool{{"kernel_shape", Attribute(Ints{2, 2})}, {"strides", Attribute(Ints{2, 2})}};
+  Value* p = g->add_node(OpKind::MaxPool, {pair(r1, 0.01f, 0, "r1")}, {"p"}, pool)->output(0);
+  Value* pq = pair(p, 0.01f, 0, "p");
+  Value* c2 = g->add_node(OpKind::Conv, {pq, weights(8, 16, "c2")}, {"c2"}, conv)->output(0);
+  Value* y = pair(c2, 0.03f, 128, "y");
+  if (pooled_read_elsewhere) y = g->add_node(OpKind::Add, {y, g->add_node(OpKind::Slice, {pq,
+      g->add_constant("st", Tensor::from_vector<int64_t>({0}, {1})), g->add_constant("en", Tensor::from_vector<int64_t>({8}, {1})),
+      g->add_constant("ax", Tensor::from_vector<int64_t>({1}, {1}))}, {"sl"}, {})->output(0)}, {"sum"}, {})->output(0);
+  g->add_output(y);
+  infer_shapes(*g);
+  verify(*g);
+  optimize(*g, 1);
+  return g;
+}
+
+int count_op(const Graph& g, OpKind op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op() == op;
+  return n;
+}
+
+// The graph's run at fp32 with the pairs kept (CUVIL_QDQ_BYPASS=0) and left out.
+std::pair<std::vector<Tensor>, std::vector<Tensor>> kept_and_bypassed(const std::shared_ptr<Graph>& g, const Tensor& x,
+                                                                      int* pairs_left) {
+  ExecutorOptions o;
+  setenv("CUVIL_QDQ_BYPASS", "0", 1);
+  Executor kept(g, o);
+  unsetenv("CUVIL_QDQ_BYPASS");
+  Executor bypassed(g, o);
+  *pairs_left = count_op(bypassed.graph(), OpKind::FusedKernel);
+  return {kept.run({x}), bypassed.run({x})};
+}
+
+TEST(QdqModelInt8, PairsInFrontOfInt8LayersAreLeftOut) {
+  if (!vnni()) GTEST_SKIP() << "no VNNI: QDQ layers keep f32, nothing links";
+  Tensor x = random_tensor({1, 8, 10, 12}, 7, -2.f, 2.f);
+  for (bool elsewhere : {false, true}) {
+    auto g = qdq_model(elsewhere);
+    int before = count_op(*g, OpKind::FusedKernel);
+    int left = 0;
+    auto [kept, bypassed] = kept_and_bypassed(g, x, &left);
+    // r1 pair -> MaxPool -> p pair -> Conv: both gone, or (the pooled value read by the Slice too) the first gone
+    // and the second kept; the input's pair stays (the first Conv reads it through the layout's Transpose), the
+    // output's too (a graph output)
+    EXPECT_EQ(left, before - (elsewhere ? 1 : 2)) << "before " << before;
+    ASSERT_EQ(kept[0].shape(), bypassed[0].shape());
+    // the same grid arithmetic, x / s against x * (1 / s): at most one step of the output grid apart, rarely
+    int far = 0;
+    for (int64_t i = 0; i < kept[0].numel(); ++i) {
+      float d = std::abs(kept[0].data<float>()[i] - bypassed[0].data<float>()[i]);
+      EXPECT_LE(d, 0.03f * 1.001f + (elsewhere ? 0.01f * 1.001f : 0.f)) << i;
+      far += d > 0;
+    }
+    EXPECT_LE(far, kept[0].numel() / 50) << "elements off by a step";
+  }
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 // IR op's instructions (compute), casts, and the C library's functions called lane by lane.
 #include "codegen/llvm/emitter.h"
 
+#include <cmath>
+#include <cstdint>
+
 namespace cuvil::codegen {
 
 // The operand expressions expression e reads at element level (row-uniform values come from uval): up to 3.
@@ -72,7 +75,16 @@ Value* Emitter::cast(Value* a, Scalar from, Scalar to, int w) {
   if (is_float(to)) return from == Scalar::u64 ? B.CreateUIToFP(a, t) : B.CreateSIToFP(a, t);
   if (is_float(from)) {  // saturating to i64 (NaN -> 0), then modular to i32, as the reference Cast
     llvm::Type* i64v = vec(B.getInt64Ty(), w);
-    Value* i = B.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64v, a->getType()}, {a});
+    // fptosi.sat's semantics written out: LLVM 16 splits a vector fptosi.sat into one scalar conversion and
+    // compares per lane (QuantizeLinear's kernels ran at ~5 cycles per element), while a clamp into range, a plain
+    // conversion (vcvttps2qq) and two selects stay vectors. The clamp's top is the largest float below 2^63.
+    double below = from == Scalar::f32 ? double(std::nextafter(9223372036854775808.0f, 0.0f))
+                                       : std::nextafter(9223372036854775808.0, 0.0);
+    Value* inside = B.CreateMinNum(B.CreateMaxNum(a, fc(a, -9223372036854775808.0)), fc(a, below));
+    Value* i = B.CreateFPToSI(inside, i64v);
+    i = B.CreateSelect(B.CreateFCmpOGE(a, fc(a, 9223372036854775808.0)),
+                       llvm::ConstantInt::get(i64v, uint64_t(INT64_MAX)), i);
+    i = B.CreateSelect(B.CreateFCmpUNO(a, a), llvm::Constant::getNullValue(i64v), i);
     if (to == Scalar::u64) {  // from 2^63 up: unsigned, saturating at 2^64 - 1; below: i64's bits
       Value* high = B.CreateIntrinsic(llvm::Intrinsic::fptoui_sat, {i64v, a->getType()}, {a});
       i = B.CreateSelect(B.CreateFCmpOGE(a, fc(a, 9223372036854775808.0)), high, i);
