@@ -99,7 +99,7 @@ struct Loaded {
   // Likewise the CPU GEMM's stored panels (section gemm_panels).
   size_t gemm_panels = 0;
   std::string gemm_panels_unused;
-   // The weight_recipes section, checked against the graph (its originals view the weights section); null when none.
+  // The weight_recipes section, checked against the graph (its originals view the weights section); null when none.
   std::shared_ptr<const WeightRecipes> recipes;
 };
 

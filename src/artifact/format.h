@@ -7,7 +7,8 @@
 // required CPU features), the graph (the optimized IR as text, large constants as `external(i)`), the weights
 // (an index, then each tensor's bytes at a 64-byte-aligned offset, so they are used in place from the mapping),
 // the source map (JSON: per node its op, outputs and location; a FusedKernel's body locations), and optionally
-// the generated kernels (a shared object, and its index). The reader (reader.h) checks every field here before it uses it.
+// the generated kernels (a shared object, and its index), weights prepacked in oneDNN's layouts and in the CPU
+// GEMM's panels, and weight recipes. The reader (reader.h) checks every field here before it uses it.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 #include "artifact/prepacked.h"
 
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -138,7 +139,7 @@ std::string gemm_panels_section(const std::vector<onednn::PackedImage>& images,
     GemmPanelsEntry e{};
     char order[8] = {};
     // (`from` is cpu::gemm_source_key's, made in this process)
-    if (std::sscanf(im.from.c_str(), "gemm-b k=%ld n=%ld %5s", &e.k, &e.n, order) != 3) continue;
+    if (std::sscanf(im.from.c_str(), "gemm-b k=%" SCNd64 " n=%" SCNd64 " %5s", &e.k, &e.n, order) != 3) continue;
     e.trans_b = std::string(order) == "[n,k]";
     if (im.from != cpu::gemm_source_key(e.k, e.n, e.trans_b) || im.nbytes != cpu::gemm_panels_nbytes(e.k, e.n))
       continue;

@@ -2,7 +2,8 @@
 // chose when it was saved, so that a load on a host choosing the same layouts (same oneDNN, same ISA) reorders
 // nothing: pack_shared uses the images where they lie in the mapping. A host choosing another layout for a
 // weight (another CPU, another thread count or precision) reorders that weight from the weights section, as
-// without the section.
+// without the section. The gemm_panels section does the same for the CPU GEMM's packed B panels
+// (kernels/cpu/gemm.h), recorded and provided through the same registry.
 #pragma once
 
 #include <functional>

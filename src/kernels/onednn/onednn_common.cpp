@@ -305,17 +305,18 @@ std::shared_ptr<const PackedConstant> pack_shared(const Tensor& t, float scale, 
   auto packed = std::make_shared<PackedConstant>();
   packed->source = t;
   ProvidedPack provided;
+  bool other_layout = false;  // stored prepacked, but for another request
   if (scale == 1.f && from == to) {
     // Already in the primitive's layout (a bias): the constant itself, which `source` keeps alive.
     packed->packed = memory(to, cpu_engine(), const_cast<void*>(t.raw()));
     count_packed(PackedHow::dense);
-  } else if (bool other = false;
-             find_provided(t.raw(), scale, desc_bytes(from), desc_bytes(to), to.get_size(), &provided, &other) ||
-             (other && (log_other_layout(t, to), false))) {
+  } else if (find_provided(t.raw(), scale, desc_bytes(from), desc_bytes(to), to.get_size(), &provided,
+                           &other_layout)) {
     packed->packed = memory(to, cpu_engine(), const_cast<void*>(provided.data));
     packed->owner = std::move(provided.owner);
     count_packed(PackedHow::provided);
   } else {
+    if (other_layout) log_other_layout(t, to);
     Tensor src = t;
     if (scale != 1.f) {
       CUVIL_ASSERT(t.dtype() == DType::f32, "only f32 constants are scaled when packed");
