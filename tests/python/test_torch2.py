@@ -196,6 +196,32 @@ def test_torch_compile_backend_weights_swap_in_place_not_recompiled(monkeypatch)
     assert len(compiles) == 1 and counting.run._cuvil_module.weights_version == version + 2
 
 
+def test_torch_compile_backend_takes_threads_from_options(monkeypatch):
+    # torch.compile passes its options dict as one keyword (options=...), not as keywords of its own
+    from cuvil.frontend import export as export_frontend
+
+    seen = []
+    real = export_frontend.convert_program
+
+    def spying(ep, *, threads, **kw):
+        seen.append(threads)
+        return real(ep, threads=threads, **kw)
+
+    monkeypatch.setattr(export_frontend, "convert_program", spying)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
+    x = torch.randn(3, 8)
+    for options, want in (({"threads": 1}, 1), (None, None)):
+        torch._dynamo.reset()
+        f = torch.compile(m, backend="cuvil", options=options)
+        with torch.no_grad():
+            assert rel_l2(f(x), m(x)) < 1e-5
+        assert seen[-1] == want
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown options.*thread"):
+        with torch.no_grad():
+            torch.compile(m, backend="cuvil", options={"thread": 1})(x)
+
+
 def test_torch_compile_backend_runs_unsupported_graphs_eagerly():
     torch._dynamo.reset()
 
