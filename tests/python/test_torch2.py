@@ -361,3 +361,18 @@ def test_hugging_face_pipeline_runs_compiled():
     got_one = pipe("Another sentence of a different length, longer than the others were.")
     assert len(got_one) == 3 or len(got_one[0]) == 3
     assert len(pipe.model.forward.cuvil_compiled) == 1  # one compile for every batch size and length
+
+
+def test_timm_squeeze_excitation_stays_channels_last():
+    # timm's SE blocks take x.mean((2, 3), keepdim=True): the mean reads the channels-last data in place, so only the
+    # input's reorder remains (each block transposed its whole activation back to NCHW for the mean before)
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    m = timm.create_model("mobilenetv3_small_050", pretrained=False).eval()
+    x = torch.randn(1, 3, 96, 96)
+    c = cuvil.compile(m, (x,))
+    with torch.no_grad():
+        assert rel_l2(c(x), m(x)) < 1e-4
+    ops = [r.op for r in c.profile(x).nodes]
+    assert ops.count("Transpose") <= 1, ops
+    assert any("ReduceMean" in op for op in ops)
