@@ -6,7 +6,10 @@ given threads (default 2). Prints per engine the median ms and the ratio to Cuvi
     $(scripts/python_env.sh)/bin/python bench/torch2_bench.py [--models resnet18,mobilenet_v2,bert,minilm]
         [--iters 30] [--threads 2] [--skip dynamo,inductor,eager] [--cpu-time]
     --models transformers: the Hugging Face set (BERT, DistilBERT, RoBERTa, GPT-2, T5 encoder, ViT, Whisper
-    encoder from default configs with random weights, and the real all-MiniLM-L6-v2).
+    encoder from default configs with random weights, and the real all-MiniLM-L6-v2); --models vision: the
+    torchvision and timm (`timm/<name>`, random weights) set; --models all: both.
+At the end a summary table: per model each peer's time over Cuvil's (cuvil.compile against ONNX Runtime and
+OpenVINO, torch.compile(backend="cuvil") against Inductor), rows where Cuvil is not ahead marked.
 """
 from __future__ import annotations
 
@@ -37,9 +40,13 @@ os.environ.setdefault("CUVIL_IGNORE_LOAD", "1")
 
 def model_and_inputs(name: str):
     torch.manual_seed(0)
-    if name in ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny"):
+    if name in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny",
+                "regnet_y_400mf"):
         import torchvision
         return getattr(torchvision.models, name)().eval(), {"x": torch.randn(1, 3, 224, 224)}
+    if name.startswith("timm/"):
+        import timm
+        return timm.create_model(name[5:], pretrained=False).eval(), {"x": torch.randn(1, 3, 224, 224)}
     import transformers as tf
     # Hugging Face models from their default configs (base sizes), random weights; MiniLM is the real, trained one.
     if name == "vit":
@@ -67,6 +74,9 @@ def model_and_inputs(name: str):
 
 
 TRANSFORMERS = "bert,distilbert,roberta,gpt2,t5_encoder,vit,whisper_encoder,minilm"
+VISION = ("resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,convnext_tiny,regnet_y_400mf,"
+          "timm/resnet50,timm/efficientnet_b0,timm/convnext_tiny,timm/vit_base_patch16_224,"
+          "timm/mobilenetv3_large_100,timm/regnety_008")
 
 
 def first_tensor(out):
@@ -106,7 +116,9 @@ def engines(name: str, model, inputs: dict, threads: int, tmp: str, skip: frozen
 
     def dynamo(backend):
         def make():
-            f = torch.compile(model, backend=backend)
+            # Cuvil's backend on exactly --threads threads, as Inductor (torch.set_num_threads)
+            opts = {"threads": threads} if backend == "cuvil" else None
+            f = torch.compile(model, backend=backend, options=opts)
             return (lambda: f(*args)) if positional else (lambda: f(**inputs))
         return make
 
@@ -117,7 +129,7 @@ def engines(name: str, model, inputs: dict, threads: int, tmp: str, skip: frozen
     if "eager" not in skip:
         timed("eager", lambda: (lambda: model(*args)) if positional else (lambda: model(**inputs)))
 
-    path = os.path.join(tmp, f"{name}.onnx")
+    path = os.path.join(tmp, f"{name.replace('/', '_')}.onnx")
     if not export_onnx(model, args, inputs, positional, path):
         return out
     feeds = {k: v.numpy() for k, v in inputs.items()}
@@ -136,8 +148,9 @@ def main() -> None:
     ap.add_argument("--cpu-time", action="store_true",
                     help="time each call by this process's CPU time (robust on a loaded machine; use --threads 1)")
     a = ap.parse_args()
-    if a.models == "transformers":
-        a.models = TRANSFORMERS
+    a.models = {"transformers": TRANSFORMERS, "vision": VISION,
+                "all": VISION + "," + TRANSFORMERS}.get(a.models, a.models)
+    summary = []
     clock = time.process_time if a.cpu_time else time.perf_counter
     torch.set_num_threads(a.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -164,11 +177,32 @@ def main() -> None:
                         fn()
                         times[label].append(clock() - t)
             base = statistics.median(times["cuvil"]) if "cuvil" in times else None
+            summary.append((name, {label: statistics.median(t) for label, t in times.items()}))
             for label, compile_s, _ in runs:
                 med = statistics.median(times[label])
                 ratio = f"{med / base:6.2f}x" if base else "   n/a"
                 print(f"  {label:<24} {med * 1e3:9.3f} ms  {ratio} cuvil's time   (compile + first call "
                       f"{compile_s:6.2f} s, rel. L2 {errors[label]:.1e})", flush=True)
+    print_summary(summary)
+
+
+def print_summary(summary) -> None:
+    """One markdown table: ms of Cuvil's two paths, and each peer's time over the Cuvil path it is compared with
+    (> 1: Cuvil ahead); `BEHIND` lists the peers Cuvil is not ahead of."""
+    def ratio(med, peer, own):
+        return f"{med[peer] / med[own]:.2f}" if peer in med and own in med else "n/a"
+
+    print("\n| model | cuvil ms | torch.compile(cuvil) ms | Inductor / tc(cuvil) | ORT / cuvil | OpenVINO / cuvil "
+          "| not ahead of |")
+    print("|---|---|---|---|---|---|---|")
+    for name, med in summary:
+        behind = [peer for peer, own in (("torch.compile(inductor)", "torch.compile(cuvil)"),
+                                         ("onnxruntime", "cuvil"), ("openvino", "cuvil"))
+                  if peer in med and own in med and med[peer] <= med[own]]
+        ms = lambda k: f"{med[k] * 1e3:.2f}" if k in med else "n/a"  # noqa: E731
+        print(f"| {name} | {ms('cuvil')} | {ms('torch.compile(cuvil)')} | "
+              f"{ratio(med, 'torch.compile(inductor)', 'torch.compile(cuvil)')} | {ratio(med, 'onnxruntime', 'cuvil')} | "
+              f"{ratio(med, 'openvino', 'cuvil')} | {', '.join(behind) or '—'} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,12 @@ def cuvil_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) -> 
     options (torch.compile(..., options={...})): threads."""
     from .frontend import export as export_frontend
 
+    # torch.compile hands its options dict over as one keyword, options=...; a direct call may pass threads=
+    if isinstance(options.get("options"), dict):
+        options = {**options["options"], **{k: v for k, v in options.items() if k != "options"}}
+    unknown = set(options) - {"threads"}
+    if unknown:
+        raise ValueError(f"torch.compile(backend='cuvil'): unknown options {sorted(unknown)} (known: threads)")
     threads = options.get("threads")
     try:
         slots, users, dynamic = _slots(gm, example_inputs)

@@ -14,6 +14,8 @@
 //      inference BatchNormalization of a transposed input becomes a Mul and an Add by its per-channel constants,
 //      which then move as above (DenseNet's pre-activations between channels-last convolutions); per-tensor
 //      QuantizeLinear / DequantizeLinear move likewise (a QOperator model's QLinearAdd between QLinearConvs).
+//   4. a ReduceMean/Sum/Max/Min of a transposed input reduces the untransposed data over the permuted axes (a
+//      squeeze-excitation block's mean over H and W), the transpose moving onto its small result.
 // What remains are the reorders at the edges of channels-last regions; `cuvil inspect` counts them.
 #include <algorithm>
 #include <cmath>
@@ -311,6 +313,57 @@ Value* sink_below_slice(Graph& g, size_t i, Node& n) {
   return add_transpose(g, i + 2, moved->output(0), *perm, n.loc());
 }
 
+// ReduceMean / ReduceSum / ReduceMax / ReduceMin(T(x), axes) -> T(Reduce(x, perm[axes])) for constant, non-empty
+// axes: a squeeze-excitation block's mean over H and W (`x.mean((2, 3), keepdim=True)`, timm's MobileNetV3,
+// RegNet, EfficientNet) then reads the channels-last data in place, where the transpose back to [N, C, H, W] copied
+// the whole activation first; the transpose moves onto the [N, 1, 1, C] result, and the block's Mul by it then
+// stays channels-last (step 3). Without keepdims only where the kept dims stay in order (no transpose left).
+// Returns the value replacing the Reduce's output, or null.
+Value* sink_below_reduce(Graph& g, size_t i, Node& n) {
+  const std::vector<int64_t>* perm = transpose_perm(n.input(0));
+  bool op = n.op() == OpKind::ReduceMean || n.op() == OpKind::ReduceSum || n.op() == OpKind::ReduceMax ||
+            n.op() == OpKind::ReduceMin;
+  if (!op || !perm || n.num_outputs() != 1 || n.num_inputs() < 2 || !n.input(1) || !n.input(1)->is_constant() ||
+      !n.output(0)->shape().rank_known() || n.attr("noop_with_empty_axes").i() != 0)
+    return nullptr;
+  const Tensor& a = n.input(1)->constant();
+  int64_t r = int64_t(perm->size());
+  if (a.numel() == 0 || (a.dtype() != DType::i64 && a.dtype() != DType::i32)) return nullptr;
+  std::vector<bool> reduced(size_t(r), false);
+  std::vector<int64_t> axes;
+  for (int64_t k = 0; k < a.numel(); ++k) {
+    int64_t ax = a.get_i64(k);
+    if (ax < -r || ax >= r) return nullptr;
+    ax = ax < 0 ? ax + r : ax;
+    if (reduced[size_t(ax)]) return nullptr;
+    reduced[size_t(ax)] = true;
+    axes.push_back((*perm)[size_t(ax)]);
+  }
+  bool keep = n.attr("keepdims").i() != 0;
+  Value* y = n.output(0);
+  if (y->shape().rank() != size_t(keep ? r : r - int64_t(axes.size()))) return nullptr;
+  if (!keep) {  // the kept dims of y, in order, must be kept dims of x in order
+    int64_t last = -1;
+    for (int64_t k = 0; k < r; ++k) {
+      if (reduced[size_t(k)]) continue;
+      if ((*perm)[size_t(k)] < last) return nullptr;
+      last = (*perm)[size_t(k)];
+    }
+  }
+  Value* na = g.add_constant(g.unique_name(y->name() + "_axes"),
+                             Tensor::from_vector<int64_t>(axes, {int64_t(axes.size())}));
+  Node* moved = g.insert_node(i + 1, n.op(), {n.input(0)->producer()->input(0), na}, {g.unique_name(y->name() + "_src")},
+                              n.attrs(), n.loc());
+  if (!keep) {
+    moved->output(0)->set_type(y->type());
+    return moved->output(0);
+  }
+  std::vector<Dim> src_dims(perm->size());
+  for (size_t k = 0; k < perm->size(); ++k) src_dims[size_t((*perm)[k])] = y->shape()[k];
+  moved->output(0)->set_type({y->dtype(), Shape(src_dims)});
+  return add_transpose(g, i + 2, moved->output(0), *perm, n.loc());
+}
+
 // n (at position i) run on `srcs`, the untransposed inputs, followed by the transpose `perm`, which replaces n's
 // output (keeping its name); n itself is left unread.
 void sink_transpose(Graph& g, size_t i, Node& n, const std::vector<int64_t>& perm, const std::vector<Value*>& srcs) {
@@ -399,6 +452,7 @@ bool merge_and_sink(Graph& g) {
     }
     Value* sunk = sink_below_reshape(g, i, *n);
     if (!sunk) sunk = sink_below_slice(g, i, *n);
+    if (!sunk) sunk = sink_below_reduce(g, i, *n);
     if (sunk) {
       std::string name = rewrite::free_name(g, n->output(0));
       g.rename_value(sunk, name);

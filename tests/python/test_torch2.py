@@ -196,6 +196,32 @@ def test_torch_compile_backend_weights_swap_in_place_not_recompiled(monkeypatch)
     assert len(compiles) == 1 and counting.run._cuvil_module.weights_version == version + 2
 
 
+def test_torch_compile_backend_takes_threads_from_options(monkeypatch):
+    # torch.compile passes its options dict as one keyword (options=...), not as keywords of its own
+    from cuvil.frontend import export as export_frontend
+
+    seen = []
+    real = export_frontend.convert_program
+
+    def spying(ep, *, threads, **kw):
+        seen.append(threads)
+        return real(ep, threads=threads, **kw)
+
+    monkeypatch.setattr(export_frontend, "convert_program", spying)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
+    x = torch.randn(3, 8)
+    for options, want in (({"threads": 1}, 1), (None, None)):
+        torch._dynamo.reset()
+        f = torch.compile(m, backend="cuvil", options=options)
+        with torch.no_grad():
+            assert rel_l2(f(x), m(x)) < 1e-5
+        assert seen[-1] == want
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown options.*thread"):
+        with torch.no_grad():
+            torch.compile(m, backend="cuvil", options={"thread": 1})(x)
+
+
 def test_torch_compile_backend_runs_unsupported_graphs_eagerly():
     torch._dynamo.reset()
 
@@ -335,3 +361,18 @@ def test_hugging_face_pipeline_runs_compiled():
     got_one = pipe("Another sentence of a different length, longer than the others were.")
     assert len(got_one) == 3 or len(got_one[0]) == 3
     assert len(pipe.model.forward.cuvil_compiled) == 1  # one compile for every batch size and length
+
+
+def test_timm_squeeze_excitation_stays_channels_last():
+    # timm's SE blocks take x.mean((2, 3), keepdim=True): the mean reads the channels-last data in place, so only the
+    # input's reorder remains (each block transposed its whole activation back to NCHW for the mean before)
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    m = timm.create_model("mobilenetv3_small_050", pretrained=False).eval()
+    x = torch.randn(1, 3, 96, 96)
+    c = cuvil.compile(m, (x,))
+    with torch.no_grad():
+        assert rel_l2(c(x), m(x)) < 1e-4
+    ops = [r.op for r in c.profile(x).nodes]
+    assert ops.count("Transpose") <= 1, ops
+    assert any("ReduceMean" in op for op in ops)
