@@ -208,6 +208,9 @@ def test_cli_profile_shows_the_reason(tmp_path):
     assert F32_REASON in fp32.stdout and QDQ_REASON not in fp32.stdout
     if machine_has_vnni():
         assert "[int8" in default.stdout and "[int8" not in fp32.stdout
+    inspect = subprocess.run([cli, "inspect", qdq], capture_output=True, text=True, timeout=300)
+    assert inspect.returncode == 0 and "QDQ layers: 5 (int8: QDQ in the model" in inspect.stdout, \
+        inspect.stdout + inspect.stderr
     # compile at the default: the artifact runs its QDQ layers int8 (run/profile of the .cuv)
     cuv = str(tmp_path / "m.cuv")
     out = subprocess.run([cli, "compile", qdq, "-o", cuv], capture_output=True, text=True, timeout=300)
