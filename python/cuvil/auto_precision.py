@@ -90,6 +90,7 @@ def choose(compiled, accuracy: dict):
         return got
 
     core.set_precision("fp32")
+    core.keep_model_int8_in_f32()  # a QDQ model's own int8 layers too: the reference is the float model
     ref = outputs()
     quantize(compiled, accuracy.get("calibration", data), method=accuracy.get("method", "percentile"))
     layers = compiled._quant["layers"]

@@ -123,6 +123,16 @@ class Bypass {
     auto it = uses_.find(out);
     if (it == uses_.end() || it->second.size() != 1) return 0;
     auto [m, mk] = it->second[0];
+    // pair -> Transpose (a layout's reorder) -> int8 layers on the grid: the transpose moves the pair's input
+    // (the pair works element by element)
+    if (m->op() == OpKind::Transpose && mk == 0 && m->num_outputs() == 1 && !blocked_.count(m->output(0)) &&
+        int8_readers_on_grid(uses_, m->output(0), p.scale, p.zp, model_only_)) {
+      Value* t = source(n, k, p);
+      m->set_input(0, t);
+      uses_[out].clear();
+      uses_[t].push_back({m, 0});
+      return 1;
+    }
     if (m->op() != OpKind::MaxPool || mk != 0 || m->num_outputs() != 1 || blocked_.count(m->output(0))) return 0;
     std::vector<Node*> after, gone;
     for (auto [c, ck] : uses_[m->output(0)]) {

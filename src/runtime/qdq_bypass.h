@@ -7,6 +7,7 @@
 // and int8_links.h may then link v's producer to them in u8 (ResNet-18 QDQ: 17 of its 25 pair kernels).
 // The only difference: ONNX's QuantizeLinear divides by s, the int8 kernels multiply by 1/s (a rounding tie may
 // fall one grid step apart, as between ONNX Runtime's int8 kernels and its reference).
+// Also through a Transpose (a layout's reorder) whose readers are such layers: the first layer's input pair.
 // Also around a MaxPool: in pair -> MaxPool -> pair(s) on the same grid the first pair goes (max commutes with
 // the monotone quantization, and the later pair is idempotent after it: exact), and a later pair read only by int8
 // layers on the grid too (the int8 link pass then runs that MaxPool on u8). ResNet-18 QDQ: the stem's pair over

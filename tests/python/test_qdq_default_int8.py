@@ -212,9 +212,26 @@ def test_cli_profile_shows_the_reason(tmp_path):
     assert F32_REASON in fp32.stdout and QDQ_REASON not in fp32.stdout
     if machine_has_vnni():
         assert "[int8" in default.stdout and "[int8" not in fp32.stdout
+    inspect = subprocess.run([cli, "inspect", qdq], capture_output=True, text=True, timeout=300)
+    assert inspect.returncode == 0 and "QDQ layers: 5 (int8: QDQ in the model" in inspect.stdout, \
+        inspect.stdout + inspect.stderr
     # compile at the default: the artifact runs its QDQ layers int8 (run/profile of the .cuv)
     cuv = str(tmp_path / "m.cuv")
     out = subprocess.run([cli, "compile", qdq, "-o", cuv], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     prof = subprocess.run([cli, "profile", cuv], capture_output=True, text=True, timeout=300)
     assert prof.returncode == 0 and QDQ_REASON in prof.stdout, prof.stdout + prof.stderr
+
+
+def test_explicit_bf16_and_auto_take_the_users_word(tmp_path):
+    """precision="bf16" replaces the model's int8 with bf16 (never lower than asked); precision="auto" measures
+    against the float model (the QDQ layers in f32), so a budget of 0 leaves the QDQ graph computed in f32."""
+    f32, qdq = quantized(tmp_path, ConvNet(), (1, 3, 12, 12), "QUInt8", True)
+    x = np.random.default_rng(0).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    bf = cuvil.load_onnx(qdq, precision="bf16", cache=False)
+    assert all(r["precision"] != "int8" for r in bf.precision_report(x))
+    auto = cuvil.load_onnx(qdq, precision="auto", accuracy={"metric": "rel_l2", "budget": 0.0, "data": [x]},
+                           cache=False)
+    exact = cuvil.load_onnx(qdq, precision="fp32", cache=False)
+    assert all(r["precision"] == "fp32" for r in auto.precision_report(x))
+    assert rel_l2(auto(x), exact(x)) < 1e-6

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "artifact/artifact.h"
+#include "cuvil/cuvil.h"
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "kernels/qdq_precision.h"
@@ -18,6 +20,7 @@
 #include "runtime/calibration.h"
 #include "runtime/executor.h"
 #include "runtime/int8_links.h"
+#include "runtime/weights.h"
 #include "int8_test_util.h"
 #include "test_util.h"
 
@@ -200,10 +203,10 @@ TEST(QdqModelInt8, PairsInFrontOfInt8LayersAreLeftOut) {
     int before = count_op(*g, OpKind::FusedKernel);
     int left = 0;
     auto [kept, bypassed] = kept_and_bypassed(g, x, &left);
-    // r1 pair -> MaxPool -> p pair -> Conv: both gone, or (the pooled value read by the Slice too) the first gone
-    // and the second kept; the input's pair stays (the first Conv reads it through the layout's Transpose), the
-    // output's too (a graph output)
-    EXPECT_EQ(left, before - (elsewhere ? 1 : 2)) << "before " << before;
+    // the input's pair -> Transpose (layout) -> Conv: gone; r1 pair -> MaxPool -> p pair -> Conv: both gone, or
+    // (the pooled value read by the Slice too) the first gone and the second kept; the output's pair stays (a
+    // graph output)
+    EXPECT_EQ(left, before - (elsewhere ? 2 : 3)) << "before " << before;
     ASSERT_EQ(kept[0].shape(), bypassed[0].shape());
     // the same grid arithmetic, x / s against x * (1 / s): at most one step of the output grid apart, rarely
     int far = 0;
@@ -214,6 +217,52 @@ TEST(QdqModelInt8, PairsInFrontOfInt8LayersAreLeftOut) {
     }
     EXPECT_LE(far, kept[0].numel() / 50) << "elements off by a step";
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A C API session of a QDQ model's artifact runs its QDQ layers int8 as the default executor does (the marks are
+// in the saved graph), and one saved after keep_model_int8_in_f32 computes the QDQ graph in f32.
+std::vector<float> run_c_api(const std::shared_ptr<Graph>& g, const Tensor& x) {
+  artifact::SaveInput in;
+  in.graph = g;
+  std::string bytes = artifact::serialize(in);
+  cuvil_status* st = nullptr;
+  cuvil_session_options o = CUVIL_SESSION_OPTIONS_INIT;
+  o.threads = 1;
+  cuvil_session* s = cuvil_session_create_from_memory(bytes.data(), bytes.size(), &o, &st);
+  EXPECT_NE(s, nullptr) << cuvil_status_message(st);
+  if (!s) return {};
+  Tensor y = Executor(g, ExecutorOptions{}).run({x})[0];
+  std::vector<float> out(size_t(y.numel()));
+  std::vector<int64_t> xd(x.shape().begin(), x.shape().end()), yd(y.shape().begin(), y.shape().end());
+  Tensor xc = x;  // (the C API takes a non-const pointer)
+  cuvil_tensor ti = CUVIL_TENSOR_INIT, to = CUVIL_TENSOR_INIT;
+  ti.rank = int32_t(xd.size()), ti.dims = xd.data(), ti.data = xc.data<float>(), ti.bytes = size_t(x.nbytes());
+  to.rank = int32_t(yd.size()), to.dims = yd.data(), to.data = out.data(), to.bytes = out.size() * 4;
+  EXPECT_EQ(cuvil_session_run(s, &ti, 1, &to, 1, &st), CUVIL_OK) << cuvil_status_message(st);
+  cuvil_session_free(s);
+  return out;
+}
+
+TEST(QdqModelInt8, CApiSessionsRunTheMarks) {
+  Tensor x = random_tensor({1, 8, 10, 12}, 7, -2.f, 2.f);
+  auto g = qdq_model(false);
+  ExecutorOptions o;
+  o.threads = 1;
+  Tensor want = Executor(g, o).run({x})[0];
+  std::vector<float> got = run_c_api(g, x);
+  ASSERT_EQ(int64_t(got.size()), want.numel());
+  EXPECT_EQ(std::memcmp(got.data(), want.raw(), want.nbytes()), 0);
+  auto f32 = clone_graph(*g);
+  ASSERT_GT(keep_model_int8_in_f32(*f32), 0);
+  Tensor want32 = Executor(f32, o).run({x})[0];
+  std::vector<float> got32 = run_c_api(f32, x);
+  ASSERT_EQ(int64_t(got32.size()), want32.numel());
+  EXPECT_EQ(std::memcmp(got32.data(), want32.raw(), want32.nbytes()), 0);
+  if (vnni()) EXPECT_NE(std::memcmp(got32.data(), got.data(), want.nbytes()), 0);
 }
 
 }  // namespace

@@ -52,6 +52,7 @@
 #include "codegen/llvm/jit.h"
 #include "ir/graph_stats.h"
 #include "ir/text_format.h"
+#include "kernels/qdq_precision.h"
 #include "runtime/calibration.h"
 #include "runtime/executor.h"
 #include "runtime/weight_recipes.h"
@@ -374,6 +375,10 @@ int cmd_inspect(const Args& a) {
   }
   std::cout << "\n";
   std::cout << "after -O1: " << opt->nodes().size() << " nodes, " << reorders << " layout reorders\n";
+  // A QDQ model's own int8 layers (docs/decisions/0004-qdq-models-run-int8.md)
+  if (int qdq = count_model_int8(*opt))
+    std::cout << "QDQ layers: " << qdq << " (" << kQdqReason << ", at the default precision; --precision fp32 "
+              << "computes them in f32)\n";
   return 0;
 }
 

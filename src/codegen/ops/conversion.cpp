@@ -90,9 +90,15 @@ CUVIL_LOWERING(lower_quantize) {
   return true;
 }
 
-CUVIL_LOWERING(lower_dequantize) {  // (x - zero point) in i64, as f32, times the scale (per axis: views)
-  int d = L.cast(in[0], Scalar::i64);
-  if (in.size() > 2 && in[2] >= 0) d = L.bin(Op::sub, d, L.cast(in[2], Scalar::i64));
+// (x - zero point) as f32, times the scale (per axis: views). In i64 for i32 x (the difference may not fit i32);
+// for 8- and 16-bit x and zero point in i32, where it is exact and stays one vector register per 16 lanes.
+CUVIL_LOWERING(lower_dequantize) {
+  auto narrow = [&](size_t i) {
+    return i >= n.num_inputs() || !n.input(i) || (is_integer(n.input(i)->dtype()) && dtype_size(n.input(i)->dtype()) <= 2);
+  };
+  Scalar t = narrow(0) && narrow(2) ? Scalar::i32 : Scalar::i64;
+  int d = L.cast(in[0], t);
+  if (in.size() > 2 && in[2] >= 0) d = L.bin(Op::sub, d, L.cast(in[2], t));
   out[0] = L.bin(Op::mul, L.cast(d, Scalar::f32), L.cast(in[1], Scalar::f32));
   return true;
 }
