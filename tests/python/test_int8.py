@@ -14,23 +14,9 @@ import torch
 
 import cuvil
 from cuvil import quantization
+from precision_util import machine_has_vnni, machine_has_bf16, rel_l2, runs_on_int8_dot_products  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def machine_has_vnni() -> bool:
-    with open("/proc/cpuinfo") as f:
-        return "avx512_vnni" in f.read() and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ("", "ALL")
-
-
-def machine_has_bf16() -> bool:
-    with open("/proc/cpuinfo") as f:
-        return "avx512_bf16" in f.read() and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ("", "ALL")
-
-
-def rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
 class DigitsCnn(torch.nn.Module):
@@ -97,7 +83,7 @@ def test_digits_cnn_int8_top1_within_one_point(digits, method):
     if machine_has_vnni():
         int8 = [r for r in report if r["precision"] == "int8"]
         assert len(int8) >= 5, report  # three convolutions, the hidden Linear and the logits' (f32 output)
-        assert all("vnni" in r["kernel"] for r in int8), int8
+        assert all(runs_on_int8_dot_products(r["kernel"]) for r in int8), int8
         for r in int8:
             assert 10 < r["sqnr"] < 80 and r["input_sqnr"] > 10, r  # quantized, not exact
         assert report[-1]["precision"] == "int8", report[-1]

@@ -6,7 +6,6 @@ give ORT's results: the dynamic models to float rounding (their integer sums are
 (requantized as ONNX specifies) with at least 95 % of the logits equal to ORT's (all, on this machine) and top-1
 equal. The kernels' exact arithmetic
 against the reference kernels is tested in tests/unit/integer_ops_test.cpp."""
-import os
 
 import numpy as np
 import onnx
@@ -14,22 +13,13 @@ import pytest
 import torch
 
 import cuvil
+from precision_util import machine_has_vnni, rel_l2  # noqa: E402
 
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
 torchvision = pytest.importorskip("torchvision")
 
 INTEGER_OPS = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat"}
-
-
-def machine_has_vnni() -> bool:
-    with open("/proc/cpuinfo") as f:
-        return "avx512_vnni" in f.read() and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ("", "ALL")
-
-
-def rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
 def ort_run(path, feeds):

@@ -17,19 +17,10 @@ import pytest
 import torch
 
 import cuvil
+from precision_util import machine_has_bf16, rel_l2  # noqa: E402
 
 U = 2.0 ** -9  # bf16's unit roundoff
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def machine_has_bf16() -> bool:
-    with open("/proc/cpuinfo") as f:
-        return "avx512_bf16" in f.read() and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ("", "ALL")
-
-
-def rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
 class SmallCnn(torch.nn.Module):

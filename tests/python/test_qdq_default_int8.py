@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import cuvil
+from precision_util import machine_has_vnni, rel_l2  # noqa: E402
 
 ort = pytest.importorskip("onnxruntime")
 ort_q = pytest.importorskip("onnxruntime.quantization")
@@ -21,16 +22,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 QDQ_REASON = "int8: QDQ in the model"
 F32_REASON = "fp32 asked: the model's QDQ layer computed in f32"
 LAYERS = ("Conv", "FusedConv", "MatMul", "Gemm", "FusedMatMul")
-
-
-def machine_has_vnni() -> bool:
-    with open("/proc/cpuinfo") as f:
-        return "avx512_vnni" in f.read() and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ("", "ALL")
-
-
-def rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
 def session(path, optimized=True):
