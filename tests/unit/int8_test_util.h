@@ -6,6 +6,7 @@
 #include <dnnl.hpp>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ir/tensor.h"
@@ -16,6 +17,12 @@ namespace cuvil::test::int8 {
 inline bool machine_has_vnni() {
   auto isa = unsigned(dnnl::get_effective_cpu_isa()), vnni = unsigned(dnnl::cpu_isa::avx512_core_vnni);
   return (isa & vnni) == vnni;
+}
+
+// Whether a kernel's implementation name says it multiplies u8 x s8 natively: VNNI dot products, or AMX tiles
+// (which oneDNN picks on CPUs that have them).
+inline bool runs_on_int8_dot_products(const std::string& impl) {
+  return impl.find("vnni") != std::string::npos || impl.find("amx") != std::string::npos;
 }
 
 inline Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
