@@ -171,7 +171,31 @@ TEST(Int8Kernels, ConvolutionsMatchQuantizedReference) {
                    {input(random_tensor({1, 17, 13, 3}, 16)), constant(random_tensor({5, 3, 3, 3}, 17)),
                     constant(random_tensor({5}, 18))},
                    conv_attrs({1, 1, 1, 1}, 2.f / 255, 127), 27, 5, false, "3 input channels, 5 outputs"});
+  // 51 M multiply-adds: above kAmxMinConvMacs, so on AMX CPUs this one runs on AMX tiles.
+  cases.push_back({OpKind::FusedConv,
+                   {input(random_tensor({1, 28, 28, 512}, 19)), constant(random_tensor({128, 512, 1, 1}, 20))},
+                   conv_attrs({0, 0, 0, 0}, 2.f / 255, 128), 512, 128, false, "1x1 512 -> 128 on 28x28, zp 128"});
   for (const Case& c : cases) check(c);
+}
+
+// On AMX CPUs oneDNN 2.6 runs convolutions with a source zero point on jit AMX kernels that lose to its VNNI ones
+// on small layers (MobileNetV2's): those take VNNI, large ones stay on AMX (int8.cpp, kAmxMinConvMacs).
+TEST(Int8Kernels, SmallConvolutionsLeaveAmxForVnni) {
+  if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 convolutions keep f32";
+  auto impl_of = [](int64_t hw, int64_t cin, int64_t cout) {
+    OneOp one = build_op(OpKind::FusedConv,
+                         {input(random_tensor({1, hw, hw, cin}, 31)), constant(random_tensor({cout, cin, 1, 1}, 32))},
+                         conv_attrs({0, 0, 0, 0}, 2.f / 255, 128));
+    std::vector<NodeTime> prof = Executor(one.g, int8_options()).profile(one.feeds);
+    EXPECT_EQ(prof.at(0).precision.precision, Precision::int8) << prof[0].precision.reason;
+    return prof[0].impl;
+  };
+  std::string small = impl_of(14, 192, 64);  // 2.4 M multiply-adds
+  EXPECT_TRUE(runs_on_int8_dot_products(small)) << small;
+  EXPECT_EQ(small.find("amx"), std::string::npos) << small;
+  if (!machine_has_amx()) GTEST_SKIP() << "no AMX: every int8 convolution runs on VNNI";
+  std::string large = impl_of(28, 512, 128);  // 51 M
+  EXPECT_NE(large.find("amx"), std::string::npos) << large;
 }
 
 TEST(Int8Kernels, MatrixProductsMatchQuantizedReference) {

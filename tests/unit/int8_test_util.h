@@ -19,6 +19,11 @@ inline bool machine_has_vnni() {
   return (isa & vnni) == vnni;
 }
 
+inline bool machine_has_amx() {
+  auto isa = unsigned(dnnl::get_effective_cpu_isa()), amx = unsigned(dnnl::cpu_isa::avx512_core_amx);
+  return (isa & amx) == amx;
+}
+
 // Whether a kernel's implementation name says it multiplies u8 x s8 natively: VNNI dot products, or AMX tiles
 // (which oneDNN picks on CPUs that have them).
 inline bool runs_on_int8_dot_products(const std::string& impl) {

@@ -32,6 +32,13 @@ KernelOptions options_at(Precision p) {
   return o;
 }
 
+// An executor sets the calling thread's OpenMP count and keeps it, so an earlier test's one-thread executor would
+// leave these tests on one thread (they skipped in a whole run): they ask for every core first.
+bool use_every_core() {
+  omp_set_num_threads(omp_get_num_procs());
+  return omp_get_max_threads() >= 2;
+}
+
 // Runs `k` at 1, all, 1 OpenMP threads; returns the three outputs and the primitives each run created.
 struct Runs {
   std::vector<Tensor> outs;
@@ -64,7 +71,7 @@ void expect_identical(const Tensor& a, const Tensor& b) {
 // a u8 residual dequantized into an f32 output; dynamic quantization's row scales, bias, sum and Relu) split
 // between threads above 64 Ki elements: bit-identical to the one-thread twin, which runs them serially.
 TEST(ReducedPrecisionTwin, Int8PassesSplitBetweenThreadsBitIdentically) {
-  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs two OpenMP threads";
+  if (!use_every_core()) GTEST_SKIP() << "needs two cores";
   if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 keeps f32 here";
   Tensor x = random_tensor({1, 40, 37, 16}, 101), w = random_tensor({48, 16, 3, 3}, 102);  // y: 71040 elements
   Tensor b = random_tensor({48}, 103), sum_f = random_tensor({1, 40, 37, 48}, 104, -2.f, 3.f);
@@ -114,7 +121,7 @@ TEST(ReducedPrecisionTwin, Int8PassesSplitBetweenThreadsBitIdentically) {
 
 // 3x3 and 1x1 over 19 x 23 x 64 -> 96 channels (48 and 5.4 MFLOP), a zero point, bias + residual + Relu.
 TEST(ReducedPrecisionTwin, Int8ConvolutionRunsSingleThreadedTwinOnOneThread) {
-  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs two OpenMP threads";
+  if (!use_every_core()) GTEST_SKIP() << "needs two cores";
   if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 keeps f32 here";
   for (bool one_by_one : {false, true}) {
     SCOPED_TRACE(one_by_one ? "1x1" : "3x3");
@@ -143,7 +150,7 @@ TEST(ReducedPrecisionTwin, Int8ConvolutionRunsSingleThreadedTwinOnOneThread) {
 }
 
 TEST(ReducedPrecisionTwin, Int8ProductRunsSingleThreadedTwinOnOneThread) {
-  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs two OpenMP threads";
+  if (!use_every_core()) GTEST_SKIP() << "needs two cores";
   if (!machine_has_vnni()) GTEST_SKIP() << "no VNNI: int8 keeps f32 here";
   Tensor a = random_tensor({67, 101}, 71), b = random_tensor({101, 153}, 72), bias = random_tensor({153}, 73);
   AttrMap attrs{{"quant_x_scale", Attribute(2.0 / 255)}, {"quant_x_zero_point", Attribute(int64_t(100))}};
@@ -173,7 +180,7 @@ TEST(ReducedPrecisionTwin, SmallInt8ProductHasNoTwin) {
 }
 
 TEST(ReducedPrecisionTwin, Bf16ProductRunsSingleThreadedTwinOnOneThread) {
-  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs two OpenMP threads";
+  if (!use_every_core()) GTEST_SKIP() << "needs two cores";
   Tensor a = random_tensor({67, 101}, 91), b = random_tensor({101, 153}, 92);
   OneOp one = build_op(OpKind::FusedMatMul, {input(a), constant(b)}, {});
   std::vector<PrepareInput> in{{DType::f32, a.shape(), nullptr, true}, {DType::f32, b.shape(), &b, true}};
