@@ -14,7 +14,8 @@ import torch
 
 import cuvil
 from cuvil import quantization
-from precision_util import machine_has_vnni, machine_has_bf16, rel_l2, runs_on_int8_dot_products  # noqa: E402
+from precision_util import (  # noqa: E402
+    machine_has_bf16, machine_has_vnni, ort_qdq_model, rel_l2, runs_on_int8_dot_products)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -151,7 +152,6 @@ def test_calibration_grids():
 def _qdq_resnet_block(tmp_path, activation_type):
     """A small trained-looking conv net exported to ONNX, quantized by onnxruntime's quantize_static (QDQ,
     per-channel s8 weights) on calibration data: (fp32 path, qdq path, inputs)."""
-    ort_q = pytest.importorskip("onnxruntime.quantization")
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -168,31 +168,13 @@ def _qdq_resnet_block(tmp_path, activation_type):
             return self.fc(y.mean((2, 3)))
 
     torch.manual_seed(0)
-    net = Net().eval()
-    rng = np.random.default_rng(1)
-    calib = [rng.standard_normal((1, 3, 20, 20)).astype(np.float32) for _ in range(8)]
-    f32 = str(tmp_path / "net.onnx")
-    torch.onnx.export(net, (torch.from_numpy(calib[0]),), f32, input_names=["x"], output_names=["y"],
-                      opset_version=17, dynamo=False)
-
-    class Reader(ort_q.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": c} for c in calib])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    qdq = str(tmp_path / "net_qdq.onnx")
-    ort_q.quantize_static(f32, qdq, Reader(), quant_format=ort_q.QuantFormat.QDQ, per_channel=True,
-                          activation_type=activation_type, weight_type=ort_q.QuantType.QInt8)
-    return f32, qdq, calib
+    return ort_qdq_model(tmp_path, Net(), (1, 3, 20, 20), activation_type, per_channel=True)
 
 
 @pytest.mark.parametrize("act", ["QUInt8", "QInt8"])
 def test_onnx_qdq_model_runs_int8_like_onnxruntime(tmp_path, act):
     ort = pytest.importorskip("onnxruntime")
-    ort_q = pytest.importorskip("onnxruntime.quantization")
-    f32, qdq, calib = _qdq_resnet_block(tmp_path, getattr(ort_q.QuantType, act))
+    f32, qdq, calib = _qdq_resnet_block(tmp_path, act)
     x = np.random.default_rng(7).standard_normal((1, 3, 20, 20)).astype(np.float32)
     sess = lambda p: ort.InferenceSession(p, providers=["CPUExecutionProvider"])  # noqa: E731
     ref32 = sess(f32).run(None, {"x": x})[0]

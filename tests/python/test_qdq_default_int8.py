@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import cuvil
-from precision_util import machine_has_vnni, rel_l2  # noqa: E402
+from precision_util import machine_has_vnni, ort_qdq_model, rel_l2  # noqa: E402
 
 ort = pytest.importorskip("onnxruntime")
 ort_q = pytest.importorskip("onnxruntime.quantization")
@@ -70,24 +70,7 @@ class Block(torch.nn.Module):
 
 def quantized(tmp_path, net, shape, act, per_channel, name="net"):
     """(fp32 path, QDQ path) of `net` exported and quantized by ORT's quantize_static on random samples."""
-    torch.manual_seed(0)
-    rng = np.random.default_rng(1)
-    calib = [rng.standard_normal(shape).astype(np.float32) for _ in range(8)]
-    f32 = str(tmp_path / f"{name}.onnx")
-    torch.onnx.export(net.eval(), (torch.from_numpy(calib[0]),), f32, input_names=["x"], output_names=["y"],
-                      opset_version=17, dynamo=False)
-
-    class Reader(ort_q.CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": c} for c in calib])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    qdq = str(tmp_path / f"{name}_{act}_{'pc' if per_channel else 'pt'}_qdq.onnx")
-    ort_q.quantize_static(f32, qdq, Reader(), quant_format=ort_q.QuantFormat.QDQ, per_channel=per_channel,
-                          activation_type=getattr(ort_q.QuantType, act), weight_type=ort_q.QuantType.QInt8)
-    return f32, qdq
+    return ort_qdq_model(tmp_path, net, shape, act, per_channel, name)[:2]
 
 
 def layer_rows(report):

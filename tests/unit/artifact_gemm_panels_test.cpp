@@ -16,18 +16,13 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/onednn/prepacked.h"
 #include "passes/pipeline.h"
+#include "artifact_test_util.h"
 #include "test_util.h"
 
 namespace cuvil {
 namespace {
 
-Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
+using namespace test::artifact_files;
 
 // x [19, 70] -> MatMul [70, 100] + bias -> Relu -> Gemm (transB, alpha 0.5) [37, 100]: two CPU GEMM products, one
 // reading B [k, n], the other [n, k] times alpha; odd sizes (a narrow last panel).
@@ -55,33 +50,6 @@ std::vector<Tensor> run(const std::shared_ptr<const Graph>& g) {
   return e.run({random_tensor({19, 70}, 7)});
 }
 
-std::string saved(const std::shared_ptr<Graph>& g, bool prepack) {
-  artifact::SaveInput in;
-  in.graph = g;
-  if (prepack) artifact::add_prepacked_weights(in);
-  return artifact::serialize(in);
-}
-
-artifact::SectionEntry* entry(std::string& b, artifact::SectionKind kind) {
-  artifact::Header h;
-  std::memcpy(&h, b.data(), sizeof h);
-  auto* table = reinterpret_cast<artifact::SectionEntry*>(b.data() + sizeof h);
-  for (uint32_t i = 0; i < h.section_count; ++i)
-    if (table[i].kind == uint32_t(kind)) return &table[i];
-  return nullptr;
-}
-
-// After an edit of a section: its checksum, the table's and the header's again, so the edit itself is judged.
-void reseal(std::string& b, artifact::SectionKind kind) {
-  artifact::SectionEntry* e = entry(b, kind);
-  e->checksum = artifact::section_checksum(e->flags, b.data() + e->offset, e->size);
-  artifact::Header h;
-  std::memcpy(&h, b.data(), sizeof h);
-  h.table_checksum = artifact::checksum64(b.data() + sizeof h, h.section_count * sizeof(artifact::SectionEntry));
-  h.header_checksum = artifact::checksum64(&h, offsetof(artifact::Header, header_checksum));
-  std::memcpy(b.data(), &h, sizeof h);
-}
-
 // The same file as format version 1 wrote it (header and manifest say 1).
 std::string as_version_1(std::string b) {
   artifact::SectionEntry* m = entry(b, artifact::SectionKind::manifest);
@@ -95,13 +63,6 @@ std::string as_version_1(std::string b) {
   std::memcpy(b.data(), &h, sizeof h);
   reseal(b, artifact::SectionKind::manifest);
   return b;
-}
-
-artifact::Loaded load(const std::string& b) { return artifact::load_memory(b.data(), b.size()); }
-
-void expect_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].same_bytes(b[i])) << i;
 }
 
 void expect_error(const std::string& c, const std::string& says) {
