@@ -91,9 +91,8 @@ bool int8_dispatch_is_fast(const std::string& impl) {
 
 bool uses_amx(const std::string& impl) { return impl.find("amx") != std::string::npos; }
 
-// On CPUs with AMX, oneDNN 2.6 runs an int8 convolution with a runtime source zero point (Cuvil's asymmetric u8
-// activations) on its jit AMX kernels, not the brgemm ones; their tile set-up per block outweighs the work of a
-// small layer. Measured on a 2-core AMX Xeon, 2 threads, same build with AMX capped (ONEDNN_MAX_CPU_ISA):
+// On CPUs with AMX, oneDNN 2.6's AMX convolutions (its jit ones wherever there is a runtime source zero point,
+// Cuvil's asymmetric u8 activations) spend more on tile set-up per block than a small layer's work. Measured on a 2-core AMX Xeon, 2 threads, same build with AMX capped (ONEDNN_MAX_CPU_ISA):
 // MobileNetV2 int8 2.72 ms on AMX against 1.49 on VNNI (its largest layer: 19 M multiply-adds), ResNet-50 4.35
 // against 7.70 (its smallest: 51 M). Below this many multiply-adds a convolution takes oneDNN's next
 // implementation on VNNI dot products instead.
