@@ -132,6 +132,10 @@ IncrementalShapeInference::IncrementalShapeInference() : impl_(std::make_unique<
 IncrementalShapeInference::~IncrementalShapeInference() = default;
 void IncrementalShapeInference::add_constant(const Value* c) { impl_->add_constant(c); }
 void IncrementalShapeInference::infer_node(Node& n) { impl_->infer_node(n); }
+const std::vector<Dim>* IncrementalShapeInference::dims_value(const Value* v) const {
+  auto it = impl_->dims_values_.find(v);
+  return it == impl_->dims_values_.end() ? nullptr : &it->second;
+}
 
 void infer_shapes(Graph& g) { IncrementalShapeInference::Impl().run(g); }
 

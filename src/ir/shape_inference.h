@@ -22,6 +22,9 @@ class IncrementalShapeInference {
   ~IncrementalShapeInference();
   void add_constant(const Value* c);
   void infer_node(Node& n);
+  // The value of a small integer or bool tensor as far as inference tracks it (one Dim per element, constant or
+  // symbolic), or null when it does not.
+  const std::vector<Dim>* dims_value(const Value* v) const;
 
   struct Impl;  // public so that infer_shapes can run one over a whole graph
 

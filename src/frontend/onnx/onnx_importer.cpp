@@ -14,6 +14,7 @@
 
 #include "frontend/onnx/converter.h"
 #include "frontend/onnx/graph_order.h"
+#include "frontend/onnx/shape_decided_ifs.h"
 #include "frontend/onnx/static_sequences.h"
 #include "ir/low_precision.h"
 #include "ir/op_schema.h"
@@ -442,6 +443,20 @@ class Importer {
   // The main graph's declared types against what inference found: an element type that differs is an error
   // (as in ONNX Runtime), and so are a graph output's rank and static dims; value_info shapes, which exporters
   // leave stale after graph surgery, are not held to (ONNX Runtime merges them leniently too).
+  // After inline_shape_decided_ifs: declared If outputs are checked on the values standing in for them; what was
+  // declared inside the inlined Ifs' regions is gone with them (the taken branch's copies are checked through the
+  // If's outputs).
+  void retarget_declared(const InlinedIfs& inlined) {
+    if (!inlined.count) return;
+    std::vector<Declared> kept;
+    for (Declared d : declared_) {
+      if (inlined.erased.count(d.value)) continue;
+      if (auto it = inlined.replaced.find(d.value); it != inlined.replaced.end()) d.value = it->second;
+      kept.push_back(d);
+    }
+    declared_ = std::move(kept);
+  }
+
   void check_declared_types() const {
     for (const Declared& d : declared_) {
       if (!d.type->has_tensor_type()) continue;
@@ -906,6 +921,7 @@ std::shared_ptr<Graph> import_bytes(const void* data, size_t size, ExternalDataD
   Importer importer(std::move(ext), opts);
   std::shared_ptr<Graph> g = importer.import_model(m);
   if (!g) return nullptr;  // (stop_at_unbound_sequences)
+  if (opts.infer_and_verify) importer.retarget_declared(inline_shape_decided_ifs(*g));
   g = finish(std::move(g), opts);
   if (opts.infer_and_verify) importer.check_declared_types();
   return g;
