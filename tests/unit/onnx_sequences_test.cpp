@@ -24,15 +24,6 @@ void set_seq_type(onnx::ValueInfoProto* v, const std::string& name, bool optiona
   tt->mutable_shape()->add_dim()->set_dim_value(2);
 }
 
-onnx::NodeProto* node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> ins,
-                      std::vector<std::string> outs) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  for (auto& i : ins) n->add_input(i);
-  for (auto& o : outs) n->add_output(o);
-  return n;
-}
-
 // (s: seq(float[2]), o: optional(float[2]), q: optional(float[2]), x: float[2]) ->
 //   (y = ConcatFromSequence(s, axis 0), t = SequenceInsert(s, x, 0), has = OptionalHasElement(o),
 //    z = OptionalGetElement(q))
@@ -43,7 +34,7 @@ onnx::ModelProto bound_model() {
   set_seq_type(g->add_input(), "o", /*optional=*/true, /*of_seq=*/false);
   set_seq_type(g->add_input(), "q", /*optional=*/true, /*of_seq=*/false);
   set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2});
-  auto* cat = node(g, "ConcatFromSequence", {"s"}, {"y"});
+  auto* cat = onnx_node(g, "ConcatFromSequence", {"s"}, {"y"});
   auto* axis = cat->add_attribute();
   axis->set_name("axis");
   axis->set_type(onnx::AttributeProto::INT);
@@ -52,9 +43,9 @@ onnx::ModelProto bound_model() {
   zero->set_name("zero");
   zero->set_data_type(onnx::TensorProto::INT64);
   zero->add_int64_data(0);
-  node(g, "SequenceInsert", {"s", "x", "zero"}, {"t"});
-  node(g, "OptionalHasElement", {"o"}, {"has"});
-  node(g, "OptionalGetElement", {"q"}, {"z"});
+  onnx_node(g, "SequenceInsert", {"s", "x", "zero"}, {"t"});
+  onnx_node(g, "OptionalHasElement", {"o"}, {"has"});
+  onnx_node(g, "OptionalGetElement", {"q"}, {"z"});
   set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {6});
   set_seq_type(g->add_output(), "t");
   set_type(g->add_output(), "has", onnx::TensorProto::BOOL, {});

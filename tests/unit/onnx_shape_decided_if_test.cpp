@@ -14,15 +14,6 @@ using namespace cuvil::test;
 
 namespace {
 
-onnx::NodeProto* node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> ins,
-                      std::vector<std::string> outs) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  for (auto& i : ins) n->add_input(i);
-  for (auto& o : outs) n->add_output(o);
-  return n;
-}
-
 void set_graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& body) {
   auto* a = n->add_attribute();
   a->set_name(name);
@@ -34,7 +25,7 @@ void set_graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::Gra
 onnx::GraphProto split_in_four() {
   onnx::GraphProto b;
   b.set_name("split4");
-  auto* s = node(&b, "Split", {"x"}, {"a", "b", "c", "d"});
+  auto* s = onnx_node(&b, "Split", {"x"}, {"a", "b", "c", "d"});
   auto* axis = s->add_attribute();
   axis->set_name("axis");
   axis->set_type(onnx::AttributeProto::INT);
@@ -52,7 +43,7 @@ onnx::GraphProto split_in_four() {
 onnx::GraphProto neg_branch() {
   onnx::GraphProto b;
   b.set_name("neg");
-  node(&b, "Neg", {"x"}, {"n"});
+  onnx_node(&b, "Neg", {"x"}, {"n"});
   set_type(b.add_output(), "n", onnx::TensorProto::FLOAT, {});
   b.mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
   return b;
@@ -67,10 +58,10 @@ onnx::ModelProto rank_test(int64_t declared_last) {
   four->set_name("four");
   four->set_data_type(onnx::TensorProto::INT64);
   four->add_int64_data(4);
-  node(g, "Shape", {"x"}, {"shape"});
-  node(g, "Size", {"shape"}, {"rank"});
-  node(g, "Equal", {"rank", "four"}, {"is_4d"});
-  auto* pick = node(g, "If", {"is_4d"}, {"y"});
+  onnx_node(g, "Shape", {"x"}, {"shape"});
+  onnx_node(g, "Size", {"shape"}, {"rank"});
+  onnx_node(g, "Equal", {"rank", "four"}, {"is_4d"});
+  auto* pick = onnx_node(g, "If", {"is_4d"}, {"y"});
   set_graph_attr(pick, "then_branch", split_in_four());
   set_graph_attr(pick, "else_branch", neg_branch());
   set_type(g->add_value_info(), "is_4d", onnx::TensorProto::BOOL, {});

@@ -29,6 +29,24 @@ inline void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem,
   for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
 }
 
+// Appends a node of op type `op` to g.
+inline onnx::NodeProto* onnx_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> ins,
+                                  std::vector<std::string> outs) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  for (auto& i : ins) n->add_input(i);
+  for (auto& o : outs) n->add_output(o);
+  return n;
+}
+
+// Gives n an INT attribute.
+inline void int_attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
 // Serializes the model and imports it (which infers shapes and verifies).
 inline std::shared_ptr<Graph> import(const onnx::ModelProto& m) {
   std::string bytes = m.SerializeAsString();

@@ -591,21 +591,6 @@ TEST(RefElementwise, ShapeValuesFlowThroughArithmeticAndCasts) {
 
 namespace {
 
-onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> ins,
-                          std::vector<std::string> outs) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  for (auto& i : ins) n->add_input(i);
-  for (auto& o : outs) n->add_output(o);
-  return n;
-}
-
-void int_attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
 void float_attr(onnx::NodeProto* n, const std::string& name, float v) {
   auto* a = n->add_attribute();
   a->set_name(name);
@@ -636,12 +621,12 @@ TEST(RefElementwiseOnnx, LegacyBroadcastWithAxis) {
   bias->set_data_type(onnx::TensorProto::FLOAT);
   bias->add_dims(3);
   for (float f : {10.f, 20.f, 30.f}) bias->add_float_data(f);
-  auto* relu = add_node(g, "Relu", {"x"}, {"r"});
+  auto* relu = onnx_node(g, "Relu", {"x"}, {"r"});
   ints_attr(relu, "consumed_inputs", {0});  // opset 1-5 form, still seen in old files
-  auto* add = add_node(g, "Add", {"r", "b"}, {"y"});
+  auto* add = onnx_node(g, "Add", {"r", "b"}, {"y"});
   int_attr(add, "broadcast", 1);
   int_attr(add, "axis", 1);
-  auto* mul = add_node(g, "Mul", {"x", "c"}, {"z"});
+  auto* mul = onnx_node(g, "Mul", {"x", "c"}, {"z"});
   int_attr(mul, "broadcast", 1);
   int_attr(mul, "axis", 0);
   m.mutable_opset_import(0)->set_version(5);  // consumed_inputs needs opset < 6; broadcast works there too
@@ -665,9 +650,9 @@ TEST(RefElementwiseOnnx, LegacyPReluSlopeIsPerChannel) {
   set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 2, 3});
   set_type(g->add_input(), "s", onnx::TensorProto::FLOAT, {2});
   set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {1, 2, 3});
-  add_node(g, "Relu", {"x"}, {"r"});
-  add_node(g, "Neg", {"r"}, {"n"});
-  add_node(g, "PRelu", {"n", "s"}, {"y"});
+  onnx_node(g, "Relu", {"x"}, {"r"});
+  onnx_node(g, "Neg", {"r"}, {"n"});
+  onnx_node(g, "PRelu", {"n", "s"}, {"y"});
   auto graph = import(m);
   auto out = Executor(graph, reference_kernels()).run({tensor<float>({1, 2, 3, 4, 5, 6}, {1, 2, 3}), vec<float>({0.5f, 2.f})});
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{-0.5f, -1, -1.5f, -8, -10, -12}));
@@ -678,14 +663,14 @@ TEST(RefElementwiseOnnx, LegacyAttributesRejectedInNewOpsets) {
   auto* g = m.mutable_graph();
   set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {3});
   set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {3});
-  auto* add = add_node(g, "Add", {"x", "x"}, {"y"});
+  auto* add = onnx_node(g, "Add", {"x", "x"}, {"y"});
   int_attr(add, "broadcast", 1);
   EXPECT_CUVIL_ERROR(import(m), "'broadcast' is not supported");
   auto m2 = model(6);
   auto* g2 = m2.mutable_graph();
   set_type(g2->add_input(), "x", onnx::TensorProto::FLOAT, {3});
   set_type(g2->add_output(), "y", onnx::TensorProto::FLOAT, {3});
-  auto* add2 = add_node(g2, "Add", {"x", "x"}, {"y"});
+  auto* add2 = onnx_node(g2, "Add", {"x", "x"}, {"y"});
   int_attr(add2, "broadcast", 1);
   int_attr(add2, "axis", 1);
   EXPECT_CUVIL_ERROR(import(m2), "does not fit");
@@ -698,12 +683,12 @@ TEST(RefElementwiseOnnx, LegacyClipCastAndDropout) {
   set_type(g->add_output(), "y", onnx::TensorProto::DOUBLE, {4});
   set_type(g->add_output(), "k", onnx::TensorProto::INT32, {4});
   set_type(g->add_output(), "d", onnx::TensorProto::DOUBLE, {4});
-  auto* clip = add_node(g, "Clip", {"x"}, {"y"});
+  auto* clip = onnx_node(g, "Clip", {"x"}, {"y"});
   float_attr(clip, "min", -1.f);
   float_attr(clip, "max", 2.5f);
-  auto* cast = add_node(g, "Cast", {"x"}, {"k"});
+  auto* cast = onnx_node(g, "Cast", {"x"}, {"k"});
   int_attr(cast, "to", 6);
-  auto* drop = add_node(g, "Dropout", {"x"}, {"d"});
+  auto* drop = onnx_node(g, "Dropout", {"x"}, {"d"});
   int_attr(drop, "is_test", 1);
   float_attr(drop, "ratio", 0.3f);
   auto graph = import(m);
@@ -719,7 +704,7 @@ TEST(RefElementwiseOnnx, LegacyClipCastAndDropout) {
   set_type(g1->add_input(), "x", onnx::TensorProto::FLOAT, {2});
   set_type(g1->add_output(), "y", onnx::TensorProto::FLOAT, {2});
   set_type(g1->add_output(), "mask", onnx::TensorProto::FLOAT, {2});
-  auto* d = add_node(g1, "Dropout", {"x"}, {"y", "mask"});
+  auto* d = onnx_node(g1, "Dropout", {"x"}, {"y", "mask"});
   float_attr(d, "ratio", 0.5f);
   auto graph1 = import(m1);
   auto out1 = Executor(graph1, reference_kernels()).run({vec<float>({1, 2})});
@@ -730,7 +715,7 @@ TEST(RefElementwiseOnnx, LegacyClipCastAndDropout) {
   auto* g0 = m0.mutable_graph();
   set_type(g0->add_input(), "x", onnx::TensorProto::FLOAT, {2});
   set_type(g0->add_output(), "y", onnx::TensorProto::INT64, {2});
-  auto* c0 = add_node(g0, "Cast", {"x"}, {"y"});
+  auto* c0 = onnx_node(g0, "Cast", {"x"}, {"y"});
   auto* a = c0->add_attribute();
   a->set_name("to");
   a->set_type(onnx::AttributeProto::STRING);
