@@ -112,6 +112,8 @@ TEST(CpuGemm, MatchesDoublePrecisionProduct) {
   // One row runs k in fours over separate accumulators: K around multiples of four and across the K blocks
   for (int64_t k : {1, 3, 4, 5, 63, 1024, 1027, 2101})
     check_case({1, 97, k, (k % 2) != 0, 0.5f, true, k > 4, false, 0.5f, {nn::Act::Clip, 0.f, 6.f}}, seed++);
+  // Rows across the row blocks (A's rows x K block is at most 2 MB, 499 rows of a K block of 1050 floats)
+  check_case({530, 20, 2100, true, 1.f, true, true, false, 0.5f, {nn::Act::Relu}}, seed++);
   // A residual written in place, over several K blocks
   check_case({33, 70, 2100, false, 1.f, true, true, true, 1.f, {}}, seed++);
   check_case({33, 70, 20, true, 2.f, false, true, true, -1.f, {}}, seed++);
