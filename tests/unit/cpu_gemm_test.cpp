@@ -256,4 +256,15 @@ TEST(CpuGemm, FewRowsAndOtherProductsStayWithOneDnn) {
   EXPECT_EQ(e.profile(tall.feeds)[0].impl.rfind("onednn:", 0), 0u);
 }
 
+// On Intel cores products of 192 rows and more go to oneDNN's brgemm (faster there, matmul.cpp); elsewhere, and
+// below 192 rows, they stay on the CPU GEMM. Both match the reference.
+TEST(CpuGemm, TallProductsTakeOneDnnOnIntelCores) {
+  if (!cpu::gemm_supported()) GTEST_SKIP() << "no AVX-512";
+  bool intel = __builtin_cpu_is("intel");
+  OneOp below = build_op(OpKind::MatMul, {input(random_tensor({191, 24}, 1)), constant(random_tensor({24, 50}, 2))});
+  OneOp tall = build_op(OpKind::MatMul, {input(random_tensor({2, 96, 24}, 3)), constant(random_tensor({24, 50}, 4))});
+  expect_fast_matches_reference(below, "cpu:gemm", 1e-4, 1e-5);
+  expect_fast_matches_reference(tall, intel ? "onednn:" : "cpu:gemm", 1e-4, 1e-5);
+}
+
 }  // namespace
