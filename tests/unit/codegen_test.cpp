@@ -1323,6 +1323,37 @@ TEST(Codegen, ChannelsFirstLayerNorm) {
   EXPECT_EQ(lk->dims, (Ints{2, 24, 65}));
 }
 
+// A squeeze-excitation block on channels-last data (timm's x.mean((2, 3)) kept NHWC): SiLU as an output and its
+// mean and max over H and W, one columns kernel that walks down the columns once (the reductions' inputs and
+// the element-level output computed together), a per-channel scale varying along the lanes; odd channel counts
+// (vector tails) and specials. A Softmax down the columns (its sum reads x - max) keeps two walks: ColumnReductions.
+TEST(Codegen, ColumnReductionsBesideElementOutputs) {
+  for (Ints shape : {Ints{1, 7, 9, 37}, Ints{2, 5, 5, 16}, Ints{1, 3, 1, 130}}) {
+    auto g = std::make_shared<Graph>();
+    Dim c(shape[3]);
+    Value* x = g->add_input("x", {DType::f32, Shape({Dim(shape[0]), Dim(shape[1]), Dim(shape[2]), c})});
+    Value* w = g->add_input("w", {DType::f32, Shape({c})});
+    Value* sig = g->add_node(OpKind::Sigmoid, {x}, {"sig"})->output(0);
+    Value* silu = g->add_node(OpKind::Mul, {x, sig}, {"silu"})->output(0);
+    Value* y = g->add_node(OpKind::Mul, {silu, w}, {"y"})->output(0);
+    Value* axes = g->add_constant("axes", vec<int64_t>({1, 2}));
+    Value* mean = g->add_node(OpKind::ReduceMean, {y, axes}, {"mean"})->output(0);
+    Value* max = g->add_node(OpKind::ReduceMax, {silu, axes}, {"max"}, {{"keepdims", int64_t(0)}})->output(0);
+    g->add_output(y);
+    g->add_output(mean);
+    g->add_output(max);
+    infer_shapes(*g);
+    verify(*g);
+    std::string what = "SiLU beside its mean and max " + Shape::of(shape).str();
+    check_fused_graph(g, {random_tensor(DType::f32, shape, 7, true), random_tensor(DType::f32, {shape[3]}, 8, false)},
+                      1e-6, what, 1);
+    const Graph& body = *AttrReader(*g->nodes()[0]).g("body");
+    auto lk = lower_body(body, {shape, {shape[3]}}, nullptr);
+    ASSERT_TRUE(lk) << what;
+    EXPECT_TRUE(lk->kernel.columns) << what;
+  }
+}
+
 // Runs `body` as the one FusedKernel of a graph, generated and on the reference kernels (the body's nodes op by
 // op), and compares: for bodies fuse-elementwise would not form.
 void check_body(const std::shared_ptr<Graph>& body, const std::vector<Tensor>& feeds, double tol, const std::string& what) {

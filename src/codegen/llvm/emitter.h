@@ -114,6 +114,8 @@ class Emitter {
   void element_loop(Value* lo, Value* hi);
   void column_loop(Value* lo, Value* hi);
   void column_step(const Lanes& l);
+  bool column_one_walk() const;
+  void column_step_one_walk(const Lanes& l);
   void down_column(const std::vector<Value*>& base, Value* r);
 
   // ---- stores.cpp
@@ -124,7 +126,8 @@ class Emitter {
   static constexpr int kStackRowCache = 4096;  // floats: 16 KB, in L1 beside the row being read
   Value* stack_cache = nullptr;                // [kStackRowCache x float] in the entry block, when streaming
   Value* streaming_possible(Value* begin, Value* inner);
-  void store_elements(const Lanes& l);
+  // memo: values already computed at these lanes (a walk that also reduces them), else a fresh one
+  void store_elements(const Lanes& l, std::vector<Value*>* memo = nullptr);
   void store_at(int operand, const Lanes& l, Value* v, bool stream = false);
   Value* access_cache(const Lanes& l, Value* v);
   void choose_cache();

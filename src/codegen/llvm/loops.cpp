@@ -84,9 +84,97 @@ void Emitter::column_loop(Value* lo, Value* hi) {
   });
 }
 
+// Whether one walk down the columns can compute the reductions and the element-level outputs together: no
+// element-level output and no reduction's input depends on a reduction's result, every reduction is a plain
+// sum/prod/max/min, and there are no scans, TopK or shifted loads. A squeeze-excitation block's SiLU and its
+// spatial mean (timm's x.mean((2, 3)) on channels-last data) then compute the SiLU once, not once per walk.
+bool Emitter::column_one_walk() const {
+  if (K.has_scans() || K.has_shifted_loads()) return false;
+  std::vector<bool> reduced(K.exprs.size(), false);  // depends on a reduction's result
+  bool any_reduction = false;
+  for (size_t i = 0; i < K.exprs.size(); ++i) {
+    const Expr& e = K.exprs[i];
+    if (e.op == Op::row_topk || e.op == Op::row_topk_index || e.op == Op::row_argmax || e.op == Op::row_argmin)
+      return false;
+    bool from_reduction = false;
+    for (int a : {e.a, e.b, e.c})
+      if (a >= 0 && reduced[size_t(a)]) from_reduction = true;
+    if (is_row_reduction(e.op)) {
+      if (from_reduction) return false;  // (Softmax down the columns: its sum reads x - max)
+      any_reduction = true;
+      from_reduction = true;
+    }
+    reduced[i] = from_reduction;
+  }
+  bool elements = false;
+  for (const Store& s : K.stores) {
+    const Operand& o = K.operands[size_t(s.operand)];
+    if (o.entries > 0) return false;
+    if (o.per_row) continue;
+    if (reduced[size_t(s.expr)]) return false;
+    elements = true;
+  }
+  return any_reduction && elements;
+}
+
+// column_step in one walk (column_one_walk): the column-level values that need no reduction first, then each row
+// of the columns once, its reductions' inputs and its element-level outputs from one memo, then the reductions'
+// results and what depends on them, and the per-row outputs. Each reduction still combines element after element
+// down the column, so its result is the two-walk one bit for bit.
+void Emitter::column_step_one_walk(const Lanes& l) {
+  const std::vector<Value*> base = row_off;
+  Value* rows = dim[size_t(K.rank) - 2];
+  uval.assign(K.exprs.size(), nullptr);
+  std::vector<int> reductions;
+  std::vector<bool> after(K.exprs.size(), false);  // a reduction or depends on one: computed after the walk
+  for (size_t i = 0; i < K.exprs.size(); ++i) {
+    const Expr& e = K.exprs[i];
+    bool dep = is_row_reduction(e.op);
+    for (int a : {e.a, e.b, e.c})
+      if (a >= 0 && after[size_t(a)]) dep = true;
+    after[i] = dep;
+    if (is_row_reduction(e.op)) reductions.push_back(int(i));
+    if (!uniform[i] || dep) continue;
+    if (e.op == Op::load) uval[i] = load(e, l);
+    else if (e.op == Op::row_size) uval[i] = splat(B.CreateSIToFP(splat_i64_1(rows), vec(scalar_ty(e.type), 1)), l.w);
+    else uval[i] = compute(e, arg1(e.a), arg1(e.b), arg1(e.c), l.w);
+  }
+  Carried init;
+  for (int r : reductions) {
+    const Expr& e = K.exprs[size_t(r)];
+    init.push_back(identity(e.op, vec(scalar_ty(e.type), l.w), is_unsigned(e.type)));
+  }
+  Carried acc = loop(B.getInt64(0), rows, B.getInt64(1), init, [&](Value* r, const Carried& a) {
+    down_column(base, r);
+    std::vector<Value*> memo(K.exprs.size(), nullptr);
+    Carried next;
+    for (size_t q = 0; q < reductions.size(); ++q) {
+      const Expr& e = K.exprs[size_t(reductions[q])];
+      next.push_back(combine(e.op, a[q], elem(e.a, l, memo), is_unsigned(e.type)));
+    }
+    store_elements(l, &memo);
+    return next;
+  });
+  row_off = base;
+  for (size_t q = 0; q < reductions.size(); ++q) uval[size_t(reductions[q])] = acc[q];
+  for (size_t i = 0; i < K.exprs.size(); ++i) {
+    const Expr& e = K.exprs[i];
+    if (!uniform[i] || !after[i] || is_row_reduction(e.op)) continue;
+    uval[i] = compute(e, arg1(e.a), arg1(e.b), arg1(e.c), l.w);
+  }
+  for (const Store& s : K.stores) {
+    const Operand& o = K.operands[size_t(s.operand)];
+    if (o.per_row) store_at(s.operand, l, to_storage(uval[size_t(s.expr)], o.dtype));
+  }
+}
+
 // The column-level values of these lanes (uval holds them W wide), the per-row outputs, then one more walk
 // down the columns for the element-level outputs.
 void Emitter::column_step(const Lanes& l) {
+  if (column_one_walk()) {
+    column_step_one_walk(l);
+    return;
+  }
   const std::vector<Value*> base = row_off;
   Value* rows = dim[size_t(K.rank) - 2];
   uval.assign(K.exprs.size(), nullptr);

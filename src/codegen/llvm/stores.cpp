@@ -34,9 +34,13 @@ Value* Emitter::streaming_possible(Value* begin, Value* inner) {
 
 // Computes every element-level output at these lanes, then stores them (all loads precede all stores, so the
 // row cache below may live in an output's buffer).
-void Emitter::store_elements(const Lanes& l) {
-  std::vector<Value*> memo(K.exprs.size(), nullptr);
-  if (cache_expr >= 0) memo[size_t(cache_expr)] = access_cache(l, nullptr);
+void Emitter::store_elements(const Lanes& l, std::vector<Value*>* shared) {
+  std::vector<Value*> own;
+  if (!shared) {
+    own.assign(K.exprs.size(), nullptr);
+    if (cache_expr >= 0) own[size_t(cache_expr)] = access_cache(l, nullptr);
+  }
+  std::vector<Value*>& memo = shared ? *shared : own;
   std::vector<std::pair<const Store*, Value*>> values;
   for (const Store& s : K.stores) {
     const Operand& o = K.operands[size_t(s.operand)];
