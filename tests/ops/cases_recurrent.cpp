@@ -109,6 +109,12 @@ void resize_cases(Cases& cs) {
       .in(cst(vec<float>({1, 1, 0.6f, 1.7f}))).attr("mode", "linear")
       .attr("coordinate_transformation_mode", "half_pixel_symmetric").tol({1e-5, 1e-5});
   cs.add(OpKind::Resize, "runtime sizes").in(f32({1, 2})).in(none()).in(none()).in(val(vec<int64_t>({1, 5}))).exact();
+  // scales_with_sizes (keep_aspect_ratio_policy's form): sizes give the output, the f64 scale the coordinates;
+  // 5 x 7/6 rounds to 6, and nearest half_pixel meets the tie 3.5 / (7/6) - 0.5 = 2.5.
+  for (const char* mode : {"nearest", "linear"})
+    cs.add(OpKind::Resize, std::string(mode) + " scales with sizes").in(f32({1, 2, 5, 6})).in(none())
+        .in(cst(vec<double>({1, 1, 7.0 / 6, 7.0 / 6}))).in(cst(vec<int64_t>({1, 2, 6, 7}))).attr("mode", mode)
+        .attr("scales_with_sizes", int64_t(1)).tol({1e-5, 1e-5});
 }
 
 }  // namespace

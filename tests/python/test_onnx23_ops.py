@@ -331,13 +331,17 @@ def test_resize_keep_aspect_ratio(tmp_path, policy, mode, sizes, axes):
     check(m, {"x": rng.standard_normal((1, 2, 5, 6)).astype(np.float32)}, tmp_path)
 
 
-def test_resize_keep_aspect_ratio_inexact_scale_is_refused(tmp_path):
-    # not_smaller of [5, 7] over [5, 6]: scale 7/6, and 5 * 7/6 is not whole.
-    m = model([helper.make_node("Resize", ["x", "", "", "s"], ["y"], keep_aspect_ratio_policy="not_smaller",
-                                mode="linear", axes=[2, 3])],
-              [vi("x", F, [1, 2, 5, 6])], [vi("y", F, None)], opset=19, initializers=[init("s", np.array([5, 7], np.int64))])
-    with pytest.raises(AssertionError, match="keep_aspect_ratio_policy"):
-        run_cuvil(m, {"x": np.zeros((1, 2, 5, 6), np.float32)}, tmp_path)
+@pytest.mark.parametrize("policy,mode,sizes,axes", [("not_smaller", "linear", [5, 7], [2, 3]),
+                                                    ("not_smaller", "nearest", [5, 7], [2, 3]),
+                                                    ("not_larger", "cubic", [1, 2, 4, 4], None),
+                                                    ("not_smaller", "nearest", [4, 3], [3, 2])])
+def test_resize_keep_aspect_ratio_inexact_scale(tmp_path, policy, mode, sizes, axes):
+    # not_smaller of [5, 7] over [5, 6]: scale 7/6, and 5 * 7/6 = 5.83 rounds to 6: the output is [6, 7] while the
+    # coordinates map by 7/6 on both axes (not 6/5 and 7/6), as ONNX's reference computes it.
+    kw = {"axes": axes} if axes else {}
+    m = model([helper.make_node("Resize", ["x", "", "", "s"], ["y"], keep_aspect_ratio_policy=policy, mode=mode, **kw)],
+              [vi("x", F, [1, 2, 5, 6])], [vi("y", F, None)], opset=19, initializers=[init("s", np.array(sizes, np.int64))])
+    check(m, {"x": rng.standard_normal((1, 2, 5, 6)).astype(np.float32)}, tmp_path, peer="ref")
 
 
 @pytest.mark.parametrize("group,offset_group,with_mask,stride,dilation,pads", [

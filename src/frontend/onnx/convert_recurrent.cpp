@@ -81,10 +81,10 @@ void expand_resize_axes(ConvertContext& ctx, const Attribute& axes_attr) {
   if (identity) return;
   auto& in = ctx.inputs();
   in.resize(std::max<size_t>(in.size(), 4), nullptr);
-  // With sizes given, scales is absent or empty and stays so.
-  if (Value* sizes = in[3]) {
-    in[3] = scatter_axes(ctx, temp(ctx, OpKind::Shape, {x}), axes, sizes);
-  } else if (Value* scales = in[2]) {
+  // With sizes given, scales is absent or empty and stays so (but for keep_aspect_ratio_policy's form).
+  bool both = ctx.attrs().count("scales_with_sizes") != 0;
+  if (Value* sizes = in[3]) in[3] = scatter_axes(ctx, temp(ctx, OpKind::Shape, {x}), axes, sizes);
+  if (Value* scales = in[2]; scales && (both || !in[3])) {
     Value* ones = ctx.const_tensor(Tensor::from_vector<float>(std::vector<float>(size_t(rank), 1.f), {rank}), "ones");
     in[2] = scatter_axes(ctx, temp(ctx, OpKind::CastLike, {ones, scales}), axes, scales);
   }
@@ -99,9 +99,9 @@ void expand_resize_axes(ConvertContext& ctx, const Attribute& axes_attr) {
 }
 
 // keep_aspect_ratio_policy not_larger / not_smaller: one scale for the resized axes, the smallest (largest) of
-// sizes / input dims, and sizes = floor(scale * dim + 0.5) on those axes (ONNX's rounding). The interpolation then
-// maps coordinates by sizes / dims, which equals that scale only where scale * dim is whole: other inputs fail at
-// run time naming the node (the op table's Resize has no form with both a scale and sizes).
+// sizes / input dims, and sizes = floor(scale * dim + 0.5) on those axes (ONNX's rounding). The interpolation maps
+// coordinates by that scale, not by sizes / dims: Resize's scales_with_sizes form takes both (scales on the axes
+// named, before expand_resize_axes widens both to every dim).
 void keep_aspect_ratio(ConvertContext& ctx, const std::optional<Attribute>& axes_attr, bool not_larger) {
   Value* x = ctx.input(0);
   Value* sizes = ctx.input(3);
@@ -115,24 +115,20 @@ void keep_aspect_ratio(ConvertContext& ctx, const std::optional<Attribute>& axes
       ctx.error("keep_aspect_ratio_policy without axes needs X's rank while importing, got ", x->type().str());
     for (int64_t a = 0; a < int64_t(x->shape().rank()); ++a) axes.push_back(a);
   }
+  // In f64 as ONNX's reference (sizes / dims of int64 arrays), and so to Resize: in f32 the scale moves
+  // nearest-mode ties.
   Value* dims = temp(ctx, OpKind::Cast, {temp(ctx, OpKind::Gather, {temp(ctx, OpKind::Shape, {x}), ctx.const_i64(axes, "axes")})},
-                     to_type(DType::f32));
-  Value* ratio = temp(ctx, OpKind::Div, {temp(ctx, OpKind::Cast, {sizes}, to_type(DType::f32)), dims});
+                     to_type(DType::f64));
+  Value* ratio = temp(ctx, OpKind::Div, {temp(ctx, OpKind::Cast, {sizes}, to_type(DType::f64)), dims});
   Value* scale = temp(ctx, not_larger ? OpKind::ReduceMin : OpKind::ReduceMax, {ratio}, {{"keepdims", Attribute(int64_t(0))}});
-  Value* half = ctx.const_tensor(Tensor::scalar<float>(0.5f), "half");
-  Value* rounded = temp(ctx, OpKind::Floor, {temp(ctx, OpKind::Add, {temp(ctx, OpKind::Mul, {scale, dims}), half})});
-  // Where scale * dim is not whole, sizes / dims differs from the uniform scale ONNX interpolates with: refused at
-  // run time (Assert) rather than resized differently.
-  Value* off = temp(ctx, OpKind::Abs, {temp(ctx, OpKind::Sub, {temp(ctx, OpKind::Mul, {scale, dims}), rounded})});
-  Value* whole = temp(ctx, OpKind::ReduceMin, {temp(ctx, OpKind::Less, {off, ctx.const_tensor(Tensor::scalar<float>(1e-4f), "eps")})},
-                      {{"keepdims", Attribute(int64_t(0))}});
-  ctx.graph().add_node(OpKind::Assert, {whole}, {},
-                       {{"message", Attribute(std::string("Resize ") + ctx.loc().str() +
-                                              ": keep_aspect_ratio_policy gives a scale whose product with an input "
-                                              "dim is not whole; Cuvil resizes only where it is (sizes / dims would "
-                                              "differ from the uniform scale ONNX interpolates with)")}},
-                       ctx.loc());
+  Value* half = ctx.const_tensor(Tensor::scalar<double>(0.5), "half");
+  Value* scaled = temp(ctx, OpKind::Mul, {scale, dims});
+  Value* rounded = temp(ctx, OpKind::Floor, {temp(ctx, OpKind::Add, {scaled, half})});
+  ctx.inputs().resize(std::max<size_t>(ctx.inputs().size(), 4), nullptr);
+  Value* ones = ctx.const_tensor(Tensor::from_vector<double>(std::vector<double>(axes.size(), 1.0), {int64_t(axes.size())}), "ones");
+  ctx.inputs()[2] = temp(ctx, OpKind::Mul, {scale, ones});
   ctx.inputs()[3] = temp(ctx, OpKind::Cast, {rounded}, to_type(DType::i64));
+  ctx.attrs()["scales_with_sizes"] = Attribute(int64_t(1));
 }
 
 // Resize-18 adds antialias, axes and keep_aspect_ratio_policy; antialias and keep_aspect_ratio_policy import at

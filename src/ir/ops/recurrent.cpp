@@ -7,6 +7,10 @@
 //     scale) and nearest_mode "simple" (Resize-10 and Upsample: floor on upsampled axes, ceil on downsampled
 //     ones), so that older models import with their own semantics. The output size ignores roi, like ONNX's shape
 //     inference and reference implementation (the spec's text mentions roi there).
+//   - Resize with scales_with_sizes = 1 takes both scales and sizes: sizes sets the output dims, scales the
+//     coordinate transforms. Resize-18's keep_aspect_ratio_policy imports so (one scale over the resized axes,
+//     sizes = its product with each dim, rounded), as ONNX's reference computes it; ONNX itself allows only one.
+//     scales may be f64 (that scale, which in f32 moves nearest-mode ties: 3.5 / (7/6) - 0.5 is 2.5 exactly).
 #include <limits>
 
 #include "ir/ops/infer_util.h"
@@ -136,7 +140,7 @@ void infer_resize(InferContext& c) {
   if (!recurrent::parse_nearest_mode(c.s("nearest_mode")))
     c.error("nearest_mode '", c.s("nearest_mode"), "' must be round_prefer_floor, round_prefer_ceil, floor or ceil");
   if (c.has_input(1)) infer::expect_dtype(c, 1, {DType::f16, DType::f32, DType::f64});
-  if (c.has_input(2)) infer::expect_dtype(c, 2, {DType::f32});
+  if (c.has_input(2)) infer::expect_dtype(c, 2, {DType::f32, DType::f64});  // f64: keep_aspect_ratio_policy's
   if (c.has_input(3)) infer::expect_dtype(c, 3, {DType::i64});
   const size_t rank = c.input_rank(0);
   for (size_t i = 1; i <= 3; ++i)
@@ -154,9 +158,13 @@ void infer_resize(InferContext& c) {
     return n.value() > 0;
   };
   std::optional<bool> has_scales = presence(2), has_sizes = presence(3);
+  const bool scales_with_sizes = c.i("scales_with_sizes") != 0;
   if (has_scales == false && has_sizes == false) c.error("one of 'scales' and 'sizes' must be given and non-empty");
-  if (has_scales == true && has_sizes == true)
+  if (has_scales == true && has_sizes == true && !scales_with_sizes)
     c.error("only one of 'scales' and 'sizes' may be given (the other must be omitted or empty)");
+  if (scales_with_sizes && (has_scales == false || has_sizes == false))
+    c.error("scales_with_sizes needs both 'scales' and 'sizes'");
+  if (scales_with_sizes && has_scales == true) expect_dim(c, "scales", 2, 0, Dim(int64_t(rank)));
   // The input that decides the output size: 3 (sizes), 2 (scales), or 0 while that is not known yet.
   size_t which = 0;
   if (has_sizes == true || has_scales == false) which = 3;
@@ -170,7 +178,7 @@ void infer_resize(InferContext& c) {
   const Shape& xs = c.input_shape(0);
   // Concrete shapes (always at run time): the kernel's own computation, so both agree exactly.
   if (xs.is_static() && c.input_value(which) && (!c.has_input(5 - which) || c.input_value(5 - which))) {
-    auto r = recurrent::resize_axes(xs.static_dims(), c.input_value(2), c.input_value(3));
+    auto r = recurrent::resize_axes(xs.static_dims(), c.input_value(2), c.input_value(3), scales_with_sizes);
     if (!r.error.empty()) c.error(r.error);
     std::vector<int64_t> out;
     for (auto& a : r.axes) out.push_back(a.out);
@@ -229,6 +237,7 @@ CUVIL_DEFINE_OP(Resize) {
       .attr("extrapolation_value", AttrKind::Float, 0.0)
       .attr("mode", AttrKind::String, "nearest")
       .attr("nearest_mode", AttrKind::String, "round_prefer_floor")
+      .attr("scales_with_sizes", AttrKind::Int, int64_t(0))  // keep_aspect_ratio_policy's form (see the top)
       .infer_with(infer_resize);
 }
 

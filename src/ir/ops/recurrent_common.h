@@ -166,11 +166,18 @@ struct ResizeAxesOrError {
 
 // The output size of every axis from the concrete scales (f32) or sizes (i64) input, either of which may be null
 // or empty. out = floor(in * scale), computed in double as ONNX's reference does.
-inline ResizeAxesOrError resize_axes(const std::vector<int64_t>& in, const Tensor* scales, const Tensor* sizes) {
+// scales_with_sizes (Resize's attribute of that name, the form keep_aspect_ratio_policy imports as): both are
+// given; sizes sets the output dims and scales the coordinate transforms, as in ONNX's reference there.
+inline ResizeAxesOrError resize_axes(const std::vector<int64_t>& in, const Tensor* scales, const Tensor* sizes,
+                                     bool scales_with_sizes = false) {
   ResizeAxesOrError r;
   const size_t rank = in.size();
   bool has_scales = scales && scales->numel() > 0, has_sizes = sizes && sizes->numel() > 0;
-  if (has_scales && has_sizes) {
+  if (scales_with_sizes && !(has_scales && has_sizes)) {
+    r.error = "scales_with_sizes needs both 'scales' and 'sizes'";
+    return r;
+  }
+  if (has_scales && has_sizes && !scales_with_sizes) {
     r.error = "only one of 'scales' and 'sizes' may be given (the other must be omitted or empty)";
     return r;
   }
@@ -178,16 +185,29 @@ inline ResizeAxesOrError resize_axes(const std::vector<int64_t>& in, const Tenso
     r.error = "one of 'scales' and 'sizes' must be given and non-empty";
     return r;
   }
-  const Tensor& t = has_scales ? *scales : *sizes;
-  if (t.rank() != 1 || size_t(t.numel()) != rank) {
-    r.error = std::string(has_scales ? "scales" : "sizes") + " has shape " + shape_str(t.shape()) +
-              "; expected one value per input dim (" + std::to_string(rank) + ")";
-    return r;
+  for (const Tensor* t : {has_scales ? scales : nullptr, has_sizes ? sizes : nullptr}) {
+    if (t && (t->rank() != 1 || size_t(t->numel()) != rank)) {
+      r.error = std::string(t == scales ? "scales" : "sizes") + " has shape " + shape_str(t->shape()) +
+                "; expected one value per input dim (" + std::to_string(rank) + ")";
+      return r;
+    }
   }
+  const Tensor& t = has_scales ? *scales : *sizes;
   for (size_t i = 0; i < rank; ++i) {
     ResizeAxis a;
     a.in = in[i];
-    if (has_scales) {
+    if (scales_with_sizes) {
+      double s = scales->get_f64(int64_t(i));
+      int64_t o = sizes->get_i64(int64_t(i));
+      if (!(s > 0) || !std::isfinite(s) || o < 0) {
+        r.error = "scales[" + std::to_string(i) + "] = " + std::to_string(s) + " must be positive and finite, sizes[" +
+                  std::to_string(i) + "] = " + std::to_string(o) + " not negative";
+        return r;
+      }
+      a.scale = s;
+      a.length_resized = double(a.in) * s;
+      a.out = o;
+    } else if (has_scales) {
       double s = t.get_f64(int64_t(i));
       if (!(s > 0) || !std::isfinite(s)) {
         r.error = "scales[" + std::to_string(i) + "] = " + std::to_string(s) + " must be positive and finite";

@@ -428,7 +428,7 @@ CUVIL_REF_KERNEL(Resize) {
   p.exclude_outside = ctx.i("exclude_outside") != 0;
   p.antialias = ctx.i("antialias") != 0;
   if (p.antialias && p.mode == recurrent::ResizeMode::Nearest) ctx.error("antialias is not defined for nearest");
-  auto r = recurrent::resize_axes(X.shape(), opt(2), opt(3));
+  auto r = recurrent::resize_axes(X.shape(), opt(2), opt(3), ctx.i("scales_with_sizes") != 0);
   if (!r.error.empty()) ctx.error(r.error);
   Tensor& Y = ctx.output(0);
   const size_t rank = X.rank();
