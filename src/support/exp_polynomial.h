@@ -10,7 +10,7 @@
 
 namespace cuvil::exp_polynomial {
 
-inline constexpr double kLow = -104.0;  // e^x rounds to 0 below (clamped there: r stays exact, 2^n still 0)
+inline constexpr double kLow = -104.0;  // e^x rounds to 0 below (taken as 0, not computed: see vector_math.cpp)
 inline constexpr double kHigh = 89.0;   // and to inf above
 inline constexpr double kLog2e = 1.44269504088896341;
 inline constexpr double kLn2High = 0.693359375;      // 9 significant bits: n * it is exact for |n| < 2^15

@@ -39,9 +39,12 @@ inline float horner_f(float x, const T (&c)[N]) {
 // applied in two halves so that results in the denormal range round once and n = 128 still overflows to inf. Every
 // step is a fused multiply-add: Attention's row Softmax over 128 x 128 scores took 10.3 us on one thread with
 // separate multiplies and adds, 7.2 with fused ones.
+// Below kLow e^x rounds to 0: those lanes compute e^0 and take 0, since scaling to below the smallest subnormal
+// costs a microcode assist on Intel cores (a causal mask's -inf scores in every row).
 inline float exp_f(float x) {
   namespace xp = exp_polynomial;
-  float xc = select_f(x < float(xp::kLow), float(xp::kLow), x);  // NaN passes
+  const bool zero = x < float(xp::kLow);
+  float xc = select_f(zero, 0.f, x);  // NaN passes
   xc = select_f(xc > float(xp::kHigh), float(xp::kHigh), xc);
   // Round x / ln2 to an integer by adding 1.5 * 2^23: the integer lands in the low mantissa bits.
   constexpr float kShift = 12582912.0f;
@@ -54,7 +57,7 @@ inline float exp_f(float x) {
   int32_t n1 = n >> 1, n2 = n - n1;  // each in [-75, 64]: 2^n1 and 2^n2 are normal floats
   float s1 = std::bit_cast<float>(uint32_t(n1 + 127) << 23);
   float s2 = std::bit_cast<float>(uint32_t(n2 + 127) << 23);
-  float y = p * s1 * s2;
+  float y = select_f(zero, 0.f, p * s1 * s2);
   return select_f(x != x, x, y);
 }
 

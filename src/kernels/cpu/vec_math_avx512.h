@@ -14,8 +14,10 @@ namespace cuvil::cpu {
 
 __attribute__((target("avx512f"))) inline __m512 exp_ps16(__m512 x) {
   namespace xp = exp_polynomial;
-  // max/min return their second operand when either is NaN: a NaN lane stays NaN through both clamps.
-  __m512 xc = _mm512_max_ps(_mm512_set1_ps(float(xp::kLow)), x);
+  // Below kLow: e^0 computed, 0 taken (no subnormal scaling, as exp_f). min returns its second operand when
+  // either is NaN: a NaN lane stays NaN.
+  const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(float(xp::kLow)), _CMP_LT_OQ);
+  __m512 xc = _mm512_mask_blend_ps(zero, x, _mm512_setzero_ps());
   xc = _mm512_min_ps(_mm512_set1_ps(float(xp::kHigh)), xc);
   const __m512 shift = _mm512_set1_ps(12582912.0f);  // 1.5 * 2^23: x / ln2 rounded lands in the low mantissa bits
   __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(float(xp::kLog2e)), shift);
@@ -28,7 +30,7 @@ __attribute__((target("avx512f"))) inline __m512 exp_ps16(__m512 x) {
   // p * 2^n in one instruction: exp_f's (p * 2^n1) * 2^n2 (n = n1 + n2, so that neither factor overflows) is
   // exact in its first product and rounds once in the second, as scalef rounds p * 2^n once: the same bits, also
   // where the result is subnormal or overflows. 8 integer/multiply steps fewer.
-  __m512 y = _mm512_scalef_ps(p, fn);
+  __m512 y = _mm512_mask_blend_ps(zero, _mm512_scalef_ps(p, fn), _mm512_setzero_ps());
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
 }
 
