@@ -9,9 +9,15 @@
 //   - Reshape/Squeeze/Unsqueeze/Flatten of the output of another of these, with a static output shape (no zero
 //     dims) -> one Reshape of the first one's input to that shape (the inner node is left to dead-code-elimination
 //     when nothing else reads it)
+//   - Reshape(Transpose(Reshape(x))) that merges x's dims into groups, moves whole groups and splits them back
+//     (dims of size 1 aside; static shapes; the result of x's rank) -> one Transpose of x (torch's ONNX exports
+//     write attention's k^T so: [B, H, S, D] -> [B*H, S, D] -> [B*H, D, S] -> [B, H, D, S]; as one Transpose,
+//     fuse-attention reads k through it)
 // Graph outputs keep their names: the replacement value is renamed to the output's name; where it cannot be (it
 // is a graph input or already an output), the node is kept. Repeats until nothing changes, so a second run is a
 // no-op.
+#include <algorithm>
+
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 
@@ -36,6 +42,85 @@ bool moves_only_unit_dims(const Node& n) {
 }
 
 bool shape_only(const Node& n) { return reshape_like(n.op()) || moves_only_unit_dims(n); }
+
+// The positions of a shape's dims that are not 1.
+std::vector<size_t> non_unit(const std::vector<int64_t>& dims) {
+  std::vector<size_t> at;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] != 1) at.push_back(d);
+  return at;
+}
+
+// `parts` (dims > 1) cut into consecutive groups whose products are `whole` in order (each > 1): the groups' end
+// positions, or empty when they do not fit.
+std::vector<size_t> group_ends(const std::vector<int64_t>& parts, const std::vector<int64_t>& whole) {
+  std::vector<size_t> ends;
+  size_t at = 0;
+  for (int64_t w : whole) {
+    int64_t prod = 1;
+    while (at < parts.size() && prod < w) prod *= parts[at++];
+    if (prod != w) return {};
+    ends.push_back(at);
+  }
+  if (at != parts.size()) return {};
+  return ends;
+}
+
+// For n = Reshape(Transpose(Reshape(x))) as in the header, the perm of the one Transpose of x it equals; empty
+// when n is no such node. Dims of size 1 carry no data and are set aside; the first Reshape must merge x's other
+// dims into consecutive groups, the Transpose move whole groups, the last Reshape split them back exactly.
+std::vector<int64_t> sandwiched_transpose(const Graph& g, const Node& n) {
+  if (!reshape_like(n.op()) || n.num_outputs() != 1) return {};
+  const Value* mid = n.input(0);
+  const Node* t = mid && mid->graph() == &g ? mid->producer() : nullptr;
+  if (!t || t->op() != OpKind::Transpose || !t->has_attr("perm")) return {};
+  const Value* z = t->input(0);
+  const Node* r0 = z && z->graph() == &g ? z->producer() : nullptr;
+  if (!r0 || !reshape_like(r0->op())) return {};
+  const Value* x = r0->input(0);
+  for (const Value* v : {x, z, mid, static_cast<const Value*>(n.output(0))})
+    if (!v || !v->shape().is_static()) return {};
+  std::vector<int64_t> xs = x->shape().static_dims(), zs = z->shape().static_dims(), ts = mid->shape().static_dims(),
+                       ys = n.output(0)->shape().static_dims();
+  const std::vector<int64_t>& p = t->attrs().at("perm").ints();
+  if (ys.size() != xs.size() || p.size() != zs.size()) return {};
+  auto values = [](const std::vector<int64_t>& dims, const std::vector<size_t>& at) {
+    std::vector<int64_t> v;
+    for (size_t a : at) v.push_back(dims[a]);
+    return v;
+  };
+  std::vector<size_t> nx = non_unit(xs), nz = non_unit(zs), nt = non_unit(ts), ny = non_unit(ys);
+  // x's data dims grouped into z's
+  std::vector<size_t> x_ends = group_ends(values(xs, nx), values(zs, nz));
+  if (x_ends.empty() && !nz.empty()) return {};
+  // t's data dims in terms of z's: which group each is
+  std::vector<size_t> order;
+  for (size_t i : nt) {
+    auto k = size_t(std::find(nz.begin(), nz.end(), size_t(p[i])) - nz.begin());
+    if (k == nz.size()) return {};
+    order.push_back(k);
+  }
+  // y's data dims, which must be those groups' x dims in that order
+  std::vector<size_t> src;  // positions in nx, in y's order
+  for (size_t k : order)
+    for (size_t j = k == 0 ? 0 : x_ends[k - 1]; j < x_ends[k]; ++j) src.push_back(j);
+  if (src.size() != ny.size()) return {};
+  std::vector<int64_t> perm(ys.size(), -1);
+  std::vector<bool> taken(xs.size(), false);
+  for (size_t j = 0; j < ny.size(); ++j) {
+    if (ys[ny[j]] != xs[nx[src[j]]]) return {};
+    perm[ny[j]] = int64_t(nx[src[j]]);
+    taken[nx[src[j]]] = true;
+  }
+  size_t next = 0;  // y's dims of size 1 take x's in order
+  for (int64_t& q : perm) {
+    if (q >= 0) continue;
+    while (next < xs.size() && (taken[next] || xs[next] != 1)) ++next;
+    if (next == xs.size()) return {};
+    q = int64_t(next++);
+  }
+  return perm;
+}
 
 bool only_output_used(const Graph& g, const Node& n, const std::unordered_set<const Value*>& used) {
   for (size_t i = 1; i < n.num_outputs(); ++i)
@@ -93,6 +178,17 @@ bool simplify_once(Graph& g) {
       if (n->has_attr("saturate")) to["saturate"] = n->attr("saturate");        // (float8 targets)
       rewrite::replace_result(g, n, n->output(0), OpKind::Cast, {n->input(0)}, to);
       dead.push_back(n);
+      continue;
+    }
+    if (std::vector<int64_t> perm = sandwiched_transpose(g, *n); !perm.empty()) {
+      Value* y = n->output(0);
+      Value* x = n->input(0)->producer()->input(0)->producer()->input(0);
+      Node* t = g.insert_node(i, OpKind::Transpose, {x}, {rewrite::free_name(g, y)}, {{"perm", Attribute(perm)}},
+                              n->loc());
+      t->output(0)->set_type(y->type());
+      redirects.replace_all_uses(y, t->output(0));
+      dead.push_back(n);
+      ++i;
       continue;
     }
     // A chain of shape-only ops with a static result: one Reshape of the chain's input.

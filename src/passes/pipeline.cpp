@@ -23,6 +23,8 @@ bool optimize(Graph& g, int level, PassContext& ctx) {
   step(CommonSubexpressionEliminationPass());
   // Work that every loop iteration repeats on the same values runs once, before the loop.
   step(HoistLoopInvariantsPass());
+  // The fusion passes match chains whose links each have one reader: what the simplifications left unread goes.
+  step(DeadCodeEliminationPass());
   // Fusion: GELU and layer-norm chains into Gelu / LayerNormalization; Conv / MatMul / Gemm with their bias, residual Add and activation into one
   // node each, which oneDNN runs with post-ops.
   step(FuseGeluPass());
