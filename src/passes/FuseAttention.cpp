@@ -1,11 +1,14 @@
 // fuse-attention: scaled dot-product attention becomes one Attention node (see src/ir/ops/attention.cpp)
 //
-//   S = MatMul(q', kT)            q' = q, or q * c / q / c for a scalar constant c (scaling q before the product)
+//   S = MatMul(q', kT')           q' = q, or q * c / q / c for a scalar constant c (scaling q before the product);
+//                                 kT' likewise (the exports scale both by 1 / sqrt(sqrt(d)))
 //   S = S * c, S / c              optional, any number of scalar constants
 //   S = S + Mask                  optional, a Mask that broadcasts to S without enlarging it
 //     or Where(Mask, S, c)        a bool Mask (True keeps the score) and a scalar constant c (-inf, a dtype's
 //                                 minimum): what torch.export's SDPA decomposition and Hugging Face masks give
 //   P = Softmax(S, axis = -1)
+//   P = Where(IsNaN(P), 0, P)     optional: PyTorch's safe softmax, as its ONNX exports of SDPA write it
+//                                 (the node's nan_probs_zero)
 //   y = MatMul(P, v)
 //   Y = Transpose(y)              optional
 //
@@ -42,6 +45,7 @@ struct Match {
   Perm perm_q, perm_k, perm_v, perm_y;
   double scale = 1.0;
   std::optional<double> mask_fill;  // a bool mask's (Where) fill value
+  bool nan_probs_zero = false;      // Where(IsNaN(P), 0, P) after the Softmax
 };
 
 class Matcher {
@@ -92,13 +96,21 @@ class Matcher {
     const Node* q_reader = mm1;
     Value* q = unscaled(mm1->input(0), q_reader, m);
     m.q = through_transpose(q, q_reader, m, m.perm_q, r);
-    // kT: k seen through a transpose whose last two dims are swapped back.
-    m.k = through_transpose(mm1->input(1), mm1, m, m.perm_k, r);
+    // kT: k, possibly scaled, seen through a transpose whose last two dims are swapped back.
+    const Node* k_reader = mm1;
+    Value* kt = unscaled(mm1->input(1), k_reader, m);
+    m.k = through_transpose(kt, k_reader, m, m.perm_k, r);
     std::swap(m.perm_k[r - 1], m.perm_k[r - 2]);
     // The second product, reading the probabilities as its left operand.
-    Node* mm2 = only_reader(sm->output(0));
-    if (!mm2 || mm2->op() != OpKind::MatMul || mm2->input(0) != sm->output(0) || mm2->input(1) == sm->output(0))
-      return std::nullopt;
+    Value* probs = sm->output(0);
+    if (Node* w = safe_softmax(probs)) {
+      m.nodes.push_back(w->input(0)->producer());
+      m.nodes.push_back(w);
+      m.nan_probs_zero = true;
+      probs = w->output(0);
+    }
+    Node* mm2 = only_reader(probs);
+    if (!mm2 || mm2->op() != OpKind::MatMul || mm2->input(0) != probs || mm2->input(1) == probs) return std::nullopt;
     m.nodes.push_back(mm2);
     m.v = through_transpose(mm2->input(1), mm2, m, m.perm_v, r);
     m.result = mm2->output(0);
@@ -127,6 +139,21 @@ class Matcher {
   Node* only_reader(const Value* v) const {
     Node* u = uses_.sole_user(v);
     return u && !taken_.count(u) ? u : nullptr;
+  }
+
+  // The Where of Where(IsNaN(P), 0, P) when P is read by exactly those two nodes and the IsNaN only by the Where.
+  Node* safe_softmax(const Value* p) const {
+    const std::vector<Node*>& users = uses_.users(p);
+    if (users.size() != 2 || uses_.pinned(p)) return nullptr;
+    Node* isnan = users[0]->op() == OpKind::IsNaN ? users[0] : users[1];
+    Node* w = isnan == users[0] ? users[1] : users[0];
+    if (isnan->op() != OpKind::IsNaN || w->op() != OpKind::Where || taken_.count(isnan) || taken_.count(w))
+      return nullptr;
+    if (uses_.sole_user(isnan->output(0)) != w || w->input(0) != isnan->output(0) || w->input(2) != p) return nullptr;
+    auto zero = rewrite::scalar_constant(w->input(1));
+    if (!zero || *zero != 0 || w->output(0)->shape() != p->shape() || w->output(0)->dtype() != p->dtype())
+      return nullptr;
+    return w;
   }
 
   // v with the multiplications and divisions by scalar constants that produce it peeled off, each read only by
@@ -203,6 +230,7 @@ class Matcher {
 AttrMap attention_attrs(const Match& m) {
   AttrMap a{{"scale", Attribute(m.scale)}};
   if (m.mask_fill) a.emplace("mask_fill", Attribute(*m.mask_fill));
+  if (m.nan_probs_zero) a.emplace("nan_probs_zero", Attribute(int64_t(1)));
   size_t r = m.perm_q.size();
   auto put = [&](const char* name, const Perm& p) {
     if (p != identity(r)) a.emplace(name, Attribute(p));

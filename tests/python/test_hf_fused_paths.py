@@ -113,3 +113,31 @@ def test_symbolic_batch_and_sequence_fuse_attention_and_match_pytorch(name):
         got = c(**x).last_hidden_state
         assert got.shape == ref.shape
         assert rel_l2(got, ref) < 1e-4, (batch, seq, padded)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "vit"])
+def test_onnx_exports_fuse_attention_and_match_onnx_runtime(name, tmp_path):
+    # torch.onnx's default (dynamo) exporter writes SDPA out: q and k^T each scaled by 1 / sqrt(sqrt(d)), k^T as
+    # Reshape-Transpose-Reshape around a dropped batch dim, the mask as Where(mask, 0, -inf) added, and the safe
+    # softmax Where(IsNaN(P), 0, P). All of it becomes one Attention per layer. GPT-2's first sequence is padded on
+    # the left, so its first queries see no key at all: rows that the safe softmax makes 0.
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    m, inputs, layers = build(name)
+    if name == "gpt2":
+        inputs["attention_mask"][0] = 1
+        inputs["attention_mask"][0, :3] = 0
+    path = str(tmp_path / f"{name}.onnx")
+    with torch.no_grad():
+        torch.onnx.export(m, (), path, kwargs=inputs, dynamo=True, external_data=False)
+    c = cuvil.load_onnx(path)
+    ir = c.ir()
+    assert len(re.findall(r"= Attention\(", ir)) == layers, ir
+    assert not re.search(r"= (Softmax|IsNaN)\(", ir), ir
+    assert len(re.findall(r"= Transpose\(", ir)) == (1 if name == "vit" else 0), ir  # (ViT: the image, to NHWC)
+    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: inputs[i.name].numpy() for i in s.get_inputs()}
+    want = s.run(None, feeds)[0]
+    got = c(**feeds)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    assert rel_l2(got, want) < 1e-4

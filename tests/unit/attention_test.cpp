@@ -134,6 +134,48 @@ TEST(Attention, FullyMaskedRowIsNaNInBothKernels) {
   }
 }
 
+// nan_probs_zero (PyTorch's safe softmax, Where(IsNaN(P), 0, P)): the rows without a finite score, a NaN score or
+// +inf give 0 in both kernels, in f32 and bf16 where the machine runs it; the other rows are as without it. Enough
+// heads to run on both threads.
+TEST(Attention, NanProbsZeroGivesZeroRowsInBothKernels) {
+  const int64_t heads = 6, sq = 7, sk = 9, dv = 5;
+  Tensor mask = random_tensor({heads, sq, sk}, 4, 2.f);
+  Tensor q = random_tensor({heads, sq, 8}, 1);
+  auto at = [&](int64_t h, int64_t i, int64_t j) -> float& { return mask.data<float>()[(h * sq + i) * sk + j]; };
+  for (int64_t j = 0; j < sk; ++j) at(0, 1, j) = -INFINITY, at(3, 6, j) = -INFINITY;  // no finite score
+  at(2, 2, 4) = NAN;                                                                    // a NaN score
+  at(4, 0, 3) = INFINITY;                                                               // +inf
+  auto zero_row = [](int64_t h, int64_t i) {
+    return (h == 0 && i == 1) || (h == 3 && i == 6) || (h == 2 && i == 2) || (h == 4 && i == 0);
+  };
+  for (const char* precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    bool bf16 = std::string(precision) == "bf16";
+    if (bf16 && !__builtin_cpu_supports("avx512bf16")) continue;
+    OneOp one = build_op(OpKind::Attention,
+                         {input(q), input(random_tensor({heads, sk, 8}, 2)), input(random_tensor({heads, sk, dv}, 3)),
+                          input(mask)},
+                         {{"nan_probs_zero", Attribute(int64_t(1))}, {"scale", Attribute(0.125)}});
+    ExecutorOptions fast_options;
+    if (bf16) fast_options.kernels.precision = Precision::bf16;
+    Executor fast(one.g, fast_options), ref(one.g, reference_kernels());
+    ASSERT_EQ(fast.profile(one.feeds)[0].impl.rfind("onednn:attention:", 0), 0u);
+    Tensor got = fast.run(one.feeds)[0], want = ref.run(one.feeds)[0];
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < sq; ++i)
+        for (int64_t c = 0; c < dv; ++c) {
+          int64_t e = (h * sq + i) * dv + c;
+          float g = got.data<float>()[e], w = want.data<float>()[e];
+          if (zero_row(h, i)) {
+            EXPECT_EQ(g, 0.f) << h << "," << i;
+            EXPECT_EQ(w, 0.f) << h << "," << i;
+          } else {
+            EXPECT_NEAR(g, w, bf16 ? 2e-2 : 1e-5) << h << "," << i << "," << c;
+          }
+        }
+  }
+}
+
 // A bool mask selects (Where(Mask, score, mask_fill)), as torch.export's SDPA and Hugging Face masks do: padding
 // [B, 1, 1, Sk], causal [Sq, Sk], one value per row [Sq, 1] (stride 0) and a full per-head mask, odd sizes, heads
 // in the [B, S, H, D] layout, fills of -inf and float's lowest. Every row keeps its first key (no 0/0 row).

@@ -9,6 +9,10 @@
 // A bool Mask selects instead of adding: Where(Mask, scale * q k^T, mask_fill), True keeping the score (what
 // PyTorch's SDPA decomposition and Hugging Face's masks produce; mask_fill is their -inf or dtype minimum).
 //
+// nan_probs_zero = 1: probabilities that are NaN become 0 (Where(IsNaN(P), 0, P): PyTorch's safe softmax, which
+// its ONNX exports of SDPA write out). A row's probabilities are NaN all together or not at all (a NaN score, a
+// row without a finite one, or +inf), so such a row of y is 0.
+//
 // The permutations are how the node absorbs the transposes around attention (heads split out of [S, H, D] and
 // merged back): a kernel reads Q, K, V and writes Y through strides instead of moving them.
 #include "ir/ops/attention.h"
@@ -56,6 +60,7 @@ CUVIL_DEFINE_OP(Attention) {
   s.inputs(3, 4).outputs(1, 1);
   s.attr("scale", AttrKind::Float, 1.0);
   s.attr("mask_fill", AttrKind::Float, -std::numeric_limits<double>::infinity());  // (a bool Mask's)
+  s.attr("nan_probs_zero", AttrKind::Int, int64_t(0));
   for (const char* p : {"perm_q", "perm_k", "perm_v", "perm_y"}) s.attr(p, AttrKind::Ints, std::vector<int64_t>{});
   s.infer_with([](InferContext& c) {
     infer::expect_dtype(c, 0, {DType::f16, DType::bf16, DType::f32, DType::f64});

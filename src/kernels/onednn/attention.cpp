@@ -330,6 +330,7 @@ class AttentionKernel final : public PreparedKernel {
       if (!bool_mask_ && in[3].dtype != DType::f32) return false;
       fill_ = AttrReader(n).f("mask_fill");
     }
+    nan_zero_ = AttrReader(n).i("nan_probs_zero") != 0;
     // Work items: (head, row block). Fewer heads than threads: each head's query rows split between them.
     threads_ = std::max(1, omp_get_max_threads());
     if (2.0 * double(heads_) * double(sq_) * double(sk_) * double(d_ + dv_) < kSingleThreadFlops) threads_ = 1;
@@ -449,7 +450,12 @@ class AttentionKernel final : public PreparedKernel {
       float* yd = y_dense ? yc : s.dense[3].data();  // rows of dv values either way
       const void* probs = bf16_ ? static_cast<const void*>(s.probs_bf16.data()) : s.scores.data();
       (last ? values_last_ : values_).run(va, probs, vc, yd);
-      for (int64_t i = 0; i < rows; ++i) scale_row(yd + i * dv_, dv_, s.inv_sum[size_t(i)]);
+      for (int64_t i = 0; i < rows; ++i) {
+        float inv = s.inv_sum[size_t(i)];
+        // A NaN 1 / sum: the row's probabilities are all NaN (nan_probs_zero makes them 0, so y's row is 0).
+        if (nan_zero_ && std::isnan(inv)) std::fill(yd + i * dv_, yd + (i + 1) * dv_, 0.f);
+        else scale_row(yd + i * dv_, dv_, inv);
+      }
       if (!y_dense) move_matrix(yc, layouts_[3], s.dense[3].data(), rows, dv_, false);
     }
   }
@@ -479,6 +485,7 @@ class AttentionKernel final : public PreparedKernel {
   Dims mask_strides_;                  // over the scores' dims; empty without a mask
   bool has_mask_ = false;
   bool bool_mask_ = false;             // a bool mask selects (Where(Mask, score, fill_)); a float one is added
+  bool nan_zero_ = false;              // nan_probs_zero: a row whose probabilities are NaN gives 0
   bool bf16_ = false;                  // the products in bf16 (q, k, v and the probabilities rounded)
   float q_scale_ = 1.f;                // a power-of-two scale, applied to q as it is gathered
   float fill_ = 0;

@@ -124,6 +124,7 @@ CUVIL_REF_KERNEL(Attention) {
       // A bool mask selects (Where(Mask, score, mask_fill)); a float one is added.
       const bool* bool_mask = mask && mask->dtype() == DType::boolean ? mask->data<bool>() : nullptr;
       compute_t<T> fill = compute_t<T>(ctx.f("mask_fill"));
+      const bool nan_zero = ctx.i("nan_probs_zero") != 0;
       for (int64_t i = 0; i < rows; ++i) {
         // The mask's offset of row i: its index in every dim but the last.
         int64_t m_at = 0;
@@ -142,7 +143,10 @@ CUVIL_REF_KERNEL(Attention) {
         }
         double sum = 0;
         for (int64_t j = 0; j < sk; ++j) sum += double(row[size_t(j)] = std::exp(row[size_t(j)] - m));
-        for (int64_t j = 0; j < sk; ++j) x[j] = T(double(row[size_t(j)]) / sum);
+        for (int64_t j = 0; j < sk; ++j) {
+          double pr = double(row[size_t(j)]) / sum;
+          x[j] = T(nan_zero && std::isnan(pr) ? 0.0 : pr);
+        }
       }
     } else {
       ctx.error("unsupported dtype ", dtype_name(p.dtype()));
