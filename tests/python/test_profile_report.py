@@ -143,8 +143,8 @@ def test_chrome_trace(compiled_net, tmp_path):
     assert len(spans) == len(prof.report()["kernels"])
     assert all(e["dur"] >= 0 and e["ts"] >= 0 and e["args"]["impl"] for e in spans)
     top = sorted((e for e in spans if e["tid"] == 1), key=lambda e: e["ts"])
-    for a, b in zip(top, top[1:]):  # kernels of one run do not overlap
-        assert a["ts"] + a["dur"] <= b["ts"] + 1e-3 + a["dur"] * 0.5
+    for a, b in zip(top, top[1:]):  # kernels of one run, each with its own time in it, do not overlap
+        assert a["ts"] + a["dur"] <= b["ts"] + 1e-3
 
 
 def _onnx_model(path):
