@@ -66,10 +66,16 @@ std::vector<size_t> group_ends(const std::vector<int64_t>& parts, const std::vec
   return ends;
 }
 
-// For n = Reshape(Transpose(Reshape(x))) as in the header, the perm of the one Transpose of x it equals; empty
-// when n is no such node. Dims of size 1 carry no data and are set aside; the first Reshape must merge x's other
+// One Transpose of `x` by `perm` (empty: none).
+struct TransposeOf {
+  Value* x = nullptr;
+  std::vector<int64_t> perm;
+};
+
+// For n = Reshape(Transpose(Reshape(x))) as in the header, the one Transpose of x it equals; an empty perm when n
+// is no such node. Dims of size 1 carry no data and are set aside; the first Reshape must merge x's other
 // dims into consecutive groups, the Transpose move whole groups, the last Reshape split them back exactly.
-std::vector<int64_t> sandwiched_transpose(const Graph& g, const Node& n) {
+TransposeOf sandwiched_transpose(const Graph& g, const Node& n) {
   if (!reshape_like(n.op()) || n.num_outputs() != 1) return {};
   const Value* mid = n.input(0);
   const Node* t = mid && mid->graph() == &g ? mid->producer() : nullptr;
@@ -77,8 +83,8 @@ std::vector<int64_t> sandwiched_transpose(const Graph& g, const Node& n) {
   const Value* z = t->input(0);
   const Node* r0 = z && z->graph() == &g ? z->producer() : nullptr;
   if (!r0 || !reshape_like(r0->op())) return {};
-  const Value* x = r0->input(0);
-  for (const Value* v : {x, z, mid, static_cast<const Value*>(n.output(0))})
+  Value* x = r0->input(0);
+  for (const Value* v : {static_cast<const Value*>(x), z, mid, static_cast<const Value*>(n.output(0))})
     if (!v || !v->shape().is_static()) return {};
   std::vector<int64_t> xs = x->shape().static_dims(), zs = z->shape().static_dims(), ts = mid->shape().static_dims(),
                        ys = n.output(0)->shape().static_dims();
@@ -119,7 +125,7 @@ std::vector<int64_t> sandwiched_transpose(const Graph& g, const Node& n) {
     if (next == xs.size()) return {};
     q = int64_t(next++);
   }
-  return perm;
+  return {x, perm};
 }
 
 bool only_output_used(const Graph& g, const Node& n, const std::unordered_set<const Value*>& used) {
@@ -180,10 +186,9 @@ bool simplify_once(Graph& g) {
       dead.push_back(n);
       continue;
     }
-    if (std::vector<int64_t> perm = sandwiched_transpose(g, *n); !perm.empty()) {
+    if (TransposeOf tr = sandwiched_transpose(g, *n); !tr.perm.empty()) {
       Value* y = n->output(0);
-      Value* x = n->input(0)->producer()->input(0)->producer()->input(0);
-      Node* t = g.insert_node(i, OpKind::Transpose, {x}, {rewrite::free_name(g, y)}, {{"perm", Attribute(perm)}},
+      Node* t = g.insert_node(i, OpKind::Transpose, {tr.x}, {rewrite::free_name(g, y)}, {{"perm", Attribute(tr.perm)}},
                               n->loc());
       t->output(0)->set_type(y->type());
       redirects.replace_all_uses(y, t->output(0));

@@ -34,11 +34,7 @@ onnx::ModelProto bound_model() {
   set_seq_type(g->add_input(), "o", /*optional=*/true, /*of_seq=*/false);
   set_seq_type(g->add_input(), "q", /*optional=*/true, /*of_seq=*/false);
   set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2});
-  auto* cat = onnx_node(g, "ConcatFromSequence", {"s"}, {"y"});
-  auto* axis = cat->add_attribute();
-  axis->set_name("axis");
-  axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(0);
+  int_attr(onnx_node(g, "ConcatFromSequence", {"s"}, {"y"}), "axis", 0);
   auto* zero = g->add_initializer();
   zero->set_name("zero");
   zero->set_data_type(onnx::TensorProto::INT64);

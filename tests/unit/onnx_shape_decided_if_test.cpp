@@ -14,26 +14,13 @@ using namespace cuvil::test;
 
 namespace {
 
-void set_graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& body) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::GRAPH);
-  *a->mutable_g() = body;
-}
-
 // A branch that splits x [.., 3, ..] in four along axis 1: invalid for 3 channels. It declares a value of its own.
 onnx::GraphProto split_in_four() {
   onnx::GraphProto b;
   b.set_name("split4");
   auto* s = onnx_node(&b, "Split", {"x"}, {"a", "b", "c", "d"});
-  auto* axis = s->add_attribute();
-  axis->set_name("axis");
-  axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(1);
-  auto* parts = s->add_attribute();
-  parts->set_name("num_outputs");
-  parts->set_type(onnx::AttributeProto::INT);
-  parts->set_i(4);
+  int_attr(s, "axis", 1);
+  int_attr(s, "num_outputs", 4);
   set_type(b.add_value_info(), "b", onnx::TensorProto::FLOAT, {2, 1, 5});
   set_type(b.add_output(), "a", onnx::TensorProto::FLOAT, {});
   b.mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
@@ -62,8 +49,8 @@ onnx::ModelProto rank_test(int64_t declared_last) {
   onnx_node(g, "Size", {"shape"}, {"rank"});
   onnx_node(g, "Equal", {"rank", "four"}, {"is_4d"});
   auto* pick = onnx_node(g, "If", {"is_4d"}, {"y"});
-  set_graph_attr(pick, "then_branch", split_in_four());
-  set_graph_attr(pick, "else_branch", neg_branch());
+  graph_attr(pick, "then_branch", split_in_four());
+  graph_attr(pick, "else_branch", neg_branch());
   set_type(g->add_value_info(), "is_4d", onnx::TensorProto::BOOL, {});
   set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3, declared_last});
   return m;

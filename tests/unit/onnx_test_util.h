@@ -47,6 +47,14 @@ inline void int_attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
   a->set_i(v);
 }
 
+// Gives n a GRAPH attribute (an If's branch, a Loop's or Scan's body).
+inline void graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& body) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = body;
+}
+
 // Serializes the model and imports it (which infers shapes and verifies).
 inline std::shared_ptr<Graph> import(const onnx::ModelProto& m) {
   std::string bytes = m.SerializeAsString();

@@ -114,6 +114,8 @@ class Emitter {
   void element_loop(Value* lo, Value* hi);
   void column_loop(Value* lo, Value* hi);
   void column_step(const Lanes& l);
+  std::vector<bool> reduction_dependent() const;
+  Value* column_value(const Expr& e, const Lanes& l);
   bool column_one_walk() const;
   void column_step_one_walk(const Lanes& l);
   void down_column(const std::vector<Value*>& base, Value* r);

@@ -84,34 +84,48 @@ void Emitter::column_loop(Value* lo, Value* hi) {
   });
 }
 
+// Per expression: whether it is a row reduction or reads one's result (directly or through others).
+std::vector<bool> Emitter::reduction_dependent() const {
+  std::vector<bool> dep(K.exprs.size(), false);
+  for (size_t i = 0; i < K.exprs.size(); ++i) {
+    const Expr& e = K.exprs[i];
+    dep[i] = is_row_reduction(e.op);
+    for (int a : {e.a, e.b, e.c})
+      if (a >= 0 && dep[size_t(a)]) dep[i] = true;
+  }
+  return dep;
+}
+
+// A column-level value that needs no walk down the columns: a column-broadcast load, the column's length, or
+// math on such values (uval holds its operands).
+Value* Emitter::column_value(const Expr& e, const Lanes& l) {
+  if (e.op == Op::load) return load(e, l);
+  if (e.op == Op::row_size)
+    return splat(B.CreateSIToFP(splat_i64_1(dim[size_t(K.rank) - 2]), vec(scalar_ty(e.type), 1)), l.w);
+  return compute(e, arg1(e.a), arg1(e.b), arg1(e.c), l.w);
+}
+
 // Whether one walk down the columns can compute the reductions and the element-level outputs together: no
 // element-level output and no reduction's input depends on a reduction's result, every reduction is a plain
 // sum/prod/max/min, and there are no scans, TopK or shifted loads. A squeeze-excitation block's SiLU and its
 // spatial mean (timm's x.mean((2, 3)) on channels-last data) then compute the SiLU once, not once per walk.
 bool Emitter::column_one_walk() const {
   if (K.has_scans() || K.has_shifted_loads()) return false;
-  std::vector<bool> reduced(K.exprs.size(), false);  // depends on a reduction's result
+  const std::vector<bool> dep = reduction_dependent();
   bool any_reduction = false;
-  for (size_t i = 0; i < K.exprs.size(); ++i) {
-    const Expr& e = K.exprs[i];
+  for (const Expr& e : K.exprs) {
     if (e.op == Op::row_topk || e.op == Op::row_topk_index || e.op == Op::row_argmax || e.op == Op::row_argmin)
       return false;
-    bool from_reduction = false;
-    for (int a : {e.a, e.b, e.c})
-      if (a >= 0 && reduced[size_t(a)]) from_reduction = true;
-    if (is_row_reduction(e.op)) {
-      if (from_reduction) return false;  // (Softmax down the columns: its sum reads x - max)
-      any_reduction = true;
-      from_reduction = true;
-    }
-    reduced[i] = from_reduction;
+    if (!is_row_reduction(e.op)) continue;
+    if (e.a >= 0 && dep[size_t(e.a)]) return false;  // (Softmax down the columns: its sum reads x - max)
+    any_reduction = true;
   }
   bool elements = false;
   for (const Store& s : K.stores) {
     const Operand& o = K.operands[size_t(s.operand)];
     if (o.entries > 0) return false;
     if (o.per_row) continue;
-    if (reduced[size_t(s.expr)]) return false;
+    if (dep[size_t(s.expr)]) return false;
     elements = true;
   }
   return any_reduction && elements;
@@ -123,28 +137,20 @@ bool Emitter::column_one_walk() const {
 // down the column, so its result is the two-walk one bit for bit.
 void Emitter::column_step_one_walk(const Lanes& l) {
   const std::vector<Value*> base = row_off;
-  Value* rows = dim[size_t(K.rank) - 2];
+  const std::vector<bool> after = reduction_dependent();  // computed after the walk
   uval.assign(K.exprs.size(), nullptr);
   std::vector<int> reductions;
-  std::vector<bool> after(K.exprs.size(), false);  // a reduction or depends on one: computed after the walk
+  Carried init;
   for (size_t i = 0; i < K.exprs.size(); ++i) {
     const Expr& e = K.exprs[i];
-    bool dep = is_row_reduction(e.op);
-    for (int a : {e.a, e.b, e.c})
-      if (a >= 0 && after[size_t(a)]) dep = true;
-    after[i] = dep;
-    if (is_row_reduction(e.op)) reductions.push_back(int(i));
-    if (!uniform[i] || dep) continue;
-    if (e.op == Op::load) uval[i] = load(e, l);
-    else if (e.op == Op::row_size) uval[i] = splat(B.CreateSIToFP(splat_i64_1(rows), vec(scalar_ty(e.type), 1)), l.w);
-    else uval[i] = compute(e, arg1(e.a), arg1(e.b), arg1(e.c), l.w);
+    if (is_row_reduction(e.op)) {
+      reductions.push_back(int(i));
+      init.push_back(identity(e.op, vec(scalar_ty(e.type), l.w), is_unsigned(e.type)));
+    } else if (uniform[i] && !after[i]) {
+      uval[i] = column_value(e, l);
+    }
   }
-  Carried init;
-  for (int r : reductions) {
-    const Expr& e = K.exprs[size_t(r)];
-    init.push_back(identity(e.op, vec(scalar_ty(e.type), l.w), is_unsigned(e.type)));
-  }
-  Carried acc = loop(B.getInt64(0), rows, B.getInt64(1), init, [&](Value* r, const Carried& a) {
+  Carried acc = loop(B.getInt64(0), dim[size_t(K.rank) - 2], B.getInt64(1), init, [&](Value* r, const Carried& a) {
     down_column(base, r);
     std::vector<Value*> memo(K.exprs.size(), nullptr);
     Carried next;
@@ -157,11 +163,8 @@ void Emitter::column_step_one_walk(const Lanes& l) {
   });
   row_off = base;
   for (size_t q = 0; q < reductions.size(); ++q) uval[size_t(reductions[q])] = acc[q];
-  for (size_t i = 0; i < K.exprs.size(); ++i) {
-    const Expr& e = K.exprs[i];
-    if (!uniform[i] || !after[i] || is_row_reduction(e.op)) continue;
-    uval[i] = compute(e, arg1(e.a), arg1(e.b), arg1(e.c), l.w);
-  }
+  for (size_t i = 0; i < K.exprs.size(); ++i)
+    if (uniform[i] && after[i] && !is_row_reduction(K.exprs[i].op)) uval[i] = column_value(K.exprs[i], l);
   for (const Store& s : K.stores) {
     const Operand& o = K.operands[size_t(s.operand)];
     if (o.per_row) store_at(s.operand, l, to_storage(uval[size_t(s.expr)], o.dtype));
@@ -184,9 +187,7 @@ void Emitter::column_step(const Lanes& l) {
     if (e.op == Op::row_topk) uval[i] = reduce_column_topk(int(i), l, base);
     else if (e.op == Op::row_topk_index) uval[i] = topk[size_t(e.a)].idx[0];
     else if (is_row_reduction(e.op)) uval[i] = reduce_column(e, l, base);
-    else if (e.op == Op::load) uval[i] = load(e, l);
-    else if (e.op == Op::row_size) uval[i] = splat(B.CreateSIToFP(splat_i64_1(rows), vec(scalar_ty(e.type), 1)), l.w);
-    else uval[i] = compute(e, arg1(e.a), arg1(e.b), arg1(e.c), l.w);
+    else uval[i] = column_value(e, l);
   }
   bool elements = false;
   for (const Store& s : K.stores) {
