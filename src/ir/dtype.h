@@ -40,6 +40,7 @@ namespace cuvil {
   X(u4, "u4", 21)                     \
   X(i4, "i4", 22)                     \
   X(f4e2m1, "f4e2m1", 23)             \
+  X(f8e8m0, "f8e8m0", 24)             \
   X(u2, "u2", 25)                     \
   X(i2, "i2", 26)
 

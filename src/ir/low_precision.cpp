@@ -1,5 +1,6 @@
 #include "ir/low_precision.h"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -99,11 +100,39 @@ uint8_t encode_float(DType t, double v, bool saturate) {
   return uint8_t(code | (neg ? sign : 0));
 }
 
+constexpr uint8_t kE8M0Nan = 0xff;
+
+uint8_t encode_e8m0(float v, bool saturate, E8M0Rounding mode) {
+  const uint32_t bits = std::bit_cast<uint32_t>(v);
+  const unsigned exponent = (bits >> 23) & 0xffu;
+  if (exponent == 0xffu) return kE8M0Nan;  // NaN and infinities
+  bool round_up = false;
+  switch (mode) {
+    case E8M0Rounding::up: round_up = (bits & 0x7fffffu) != 0; break;
+    case E8M0Rounding::down: break;
+    case E8M0Rounding::nearest: {
+      // The onnx reference's guard / round / sticky test, its "lsb" being whether the value is normal.
+      bool guard = bits & 0x400000u, round = bits & 0x200000u, sticky = bits & 0x1fffffu;
+      round_up = guard && (round || sticky || exponent > 0);
+      break;
+    }
+  }
+  if (round_up && saturate && exponent == 0xfeu) round_up = false;
+  return uint8_t(exponent + (round_up ? 1 : 0));  // 0xfe + 1: NaN, as the reference's overflow
+}
+
 }  // namespace
+
+std::optional<E8M0Rounding> e8m0_rounding_from_name(std::string_view name) {
+  if (name == "up") return E8M0Rounding::up;
+  if (name == "down") return E8M0Rounding::down;
+  if (name == "nearest") return E8M0Rounding::nearest;
+  return std::nullopt;
+}
 
 bool is_low_precision_float(DType t) {
   return t == DType::f8e4m3fn || t == DType::f8e4m3fnuz || t == DType::f8e5m2 || t == DType::f8e5m2fnuz ||
-         t == DType::f4e2m1;
+         t == DType::f8e8m0 || t == DType::f4e2m1;
 }
 
 int low_precision_bits(DType t) {
@@ -123,6 +152,8 @@ double low_precision_decode(DType t, uint8_t code) {
     bool sgn = t == DType::i4 || t == DType::i2;
     return sgn && (c >> (bits - 1)) ? double(int(c) - (1 << bits)) : double(c);
   }
+  if (t == DType::f8e8m0)
+    return c == kE8M0Nan ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, int(c) - 127);
   const FloatFormat f = format_of(t);
   const unsigned sign = 1u << (f.total_bits() - 1);
   if (is_nan_code(f, c)) return std::numeric_limits<double>::quiet_NaN();
@@ -131,7 +162,8 @@ double low_precision_decode(DType t, uint8_t code) {
   return (c & sign) ? -v : v;
 }
 
-uint8_t low_precision_encode(DType t, double v, bool saturate) {
+uint8_t low_precision_encode(DType t, double v, bool saturate, E8M0Rounding e8m0) {
+  if (t == DType::f8e8m0) return encode_e8m0(float(v), saturate, e8m0);  // the reference decides on float32 bits
   if (is_low_precision_float(t)) return encode_float(t, v, saturate);
   int bits = low_precision_bits(t);
   if (!std::isfinite(v)) return 0;

@@ -406,3 +406,104 @@ def test_resize_antialias_nearest_is_an_error(tmp_path):
     onnx.save(m, str(path))
     with pytest.raises(Exception, match="antialias"):
         cuvil.load_onnx(str(path))
+
+
+E8M0 = TensorProto.FLOAT8E8M0
+
+
+def e8m0_probe_values():
+    """float32 values around every rounding decision of float8e8m0: powers of two and their neighbours, the
+    nearest-mode halfway points (1.5 * 2^e) and their neighbours, subnormals, the top exponent, zeros,
+    infinities, NaN, negatives, and random bit patterns."""
+    e = np.arange(-149, 128, dtype=np.float64)
+    pw = np.ldexp(1.0, e.astype(np.int32)).astype(np.float32)
+    vals = [pw, pw * np.float32(1.5)]
+    for v in list(vals):
+        vals += [np.nextafter(v, np.float32(np.inf)), np.nextafter(v, np.float32(0))]
+    vals.append(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -3.0, -0.75, np.finfo(np.float32).max,
+                          np.finfo(np.float32).tiny, 2.0 ** -149, 2.0 ** -148 * 1.5], np.float32))
+    vals.append(rng.integers(0, 2 ** 32, 4096, dtype=np.uint64).astype(np.uint32).view(np.float32))
+    return np.concatenate([v.astype(np.float32).ravel() for v in vals])
+
+
+@pytest.mark.parametrize("round_mode", ["up", "down", "nearest"])
+@pytest.mark.parametrize("saturate", [0, 1])
+@pytest.mark.parametrize("src", [F, TensorProto.FLOAT16])
+def test_cast_to_float8e8m0(tmp_path, round_mode, saturate, src):
+    x = e8m0_probe_values()
+    if src == TensorProto.FLOAT16:
+        with np.errstate(over="ignore"):
+            x = x.astype(np.float16)
+    m = model([helper.make_node("Cast", ["x"], ["y"], to=E8M0, saturate=saturate, round_mode=round_mode)],
+              [vi("x", src, [x.size])], [vi("y", E8M0, [x.size])], opset=25)
+    got = run_cuvil(m, {"x": x}, tmp_path)[0]
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0].view(np.uint8)
+    assert got.dtype == np.uint8  # the codes, one per byte
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, [(float(x[i]), int(got[i]), int(want[i])) for i in bad[:8]]
+
+
+@pytest.mark.parametrize("dst", [F, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE])
+def test_cast_from_float8e8m0(tmp_path, dst):
+    codes = np.arange(256, dtype=np.uint8)
+    m = model([helper.make_node("Cast", ["x"], ["y"], to=dst)], [vi("x", E8M0, [256])], [vi("y", dst, [256])],
+              opset=25)
+    got = run_cuvil(m, {"x": codes}, tmp_path)[0]
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    want = codes.view(ml_dtypes.float8_e8m0fnu).astype(helper.tensor_dtype_to_np_dtype(dst))
+    if dst == TensorProto.BFLOAT16:  # Cuvil gives bf16 as its bits
+        got, want = got.view(np.uint16), want.view(np.uint16)
+        np.testing.assert_array_equal(got[:255], want[:255])
+        assert np.isnan(want[255:].view(ml_dtypes.bfloat16).astype(np.float32)).all()
+        return
+    np.testing.assert_array_equal(got, want)  # NaN at code 0xff on both sides
+
+
+def test_cast_round_mode_is_checked(tmp_path):
+    m = model([helper.make_node("Cast", ["x"], ["y"], to=E8M0, round_mode="sideways")], [vi("x", F, [3])],
+              [vi("y", E8M0, [3])], opset=25)
+    with pytest.raises(Exception, match="round_mode"):
+        run_cuvil(m, {"x": np.ones(3, np.float32)}, tmp_path)
+
+
+@pytest.mark.parametrize("xt", [TensorProto.INT4, TensorProto.FLOAT4E2M1, TensorProto.FLOAT8E4M3FN, TensorProto.INT8])
+@pytest.mark.parametrize("blocked", [True, False])
+@pytest.mark.parametrize("out", [F, TensorProto.FLOAT16])
+def test_dequantize_mx_float8e8m0_scales(tmp_path, xt, blocked, out):
+    """The MX formats (MXFP4, MXINT8, ...): codes with a float8e8m0 scale per block of 32, output_dtype naming
+    the result; the onnx reference's values exactly."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    sshape = [4, 2] if blocked else [4]
+    attrs = dict(axis=1, block_size=32) if blocked else dict(axis=0)
+    m = model([helper.make_node("DequantizeLinear", ["x", "s"], ["y"], output_dtype=out, **attrs)],
+              [vi("x", xt, [4, 64]), vi("s", E8M0, sshape)], [vi("y", out, [4, 64])], opset=25)
+    sub_byte = xt in (TensorProto.INT4, TensorProto.FLOAT4E2M1)
+    codes = rng.integers(0, 16 if sub_byte else 120, (4, 64)).astype(np.uint8)
+    x = codes.astype(np.int8) if xt == TensorProto.INT8 else codes.view(helper.tensor_dtype_to_np_dtype(xt))
+    s = rng.integers(118, 134, sshape).astype(np.uint8)
+    want = ReferenceEvaluator(m).run(None, {"x": x, "s": s.view(ml_dtypes.float8_e8m0fnu)})[0]
+    got = run_cuvil(m, {"x": x if xt == TensorProto.INT8 else codes, "s": s}, tmp_path)[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_quantize_with_float8e8m0_scale(tmp_path):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    m = model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=0)],
+              [vi("x", F, [3, 17]), vi("s", E8M0, [3]), vi("z", TensorProto.INT8, [3])],
+              [vi("y", TensorProto.INT8, [3, 17])], opset=25)
+    x = (rng.standard_normal((3, 17)) * 40).astype(np.float32)
+    s, z = np.array([125, 127, 130], np.uint8), np.array([0, 3, -2], np.int8)
+    want = ReferenceEvaluator(m).run(None, {"x": x, "s": s.view(ml_dtypes.float8_e8m0fnu), "z": z})[0]
+    np.testing.assert_array_equal(run_cuvil(m, {"x": x, "s": s, "z": z}, tmp_path)[0], want)
+
+
+def test_dequantize_output_dtype_with_f16_scale(tmp_path):
+    """A 16-bit scale with output_dtype f32: one rounding, in f32 (the scale's type is not an intermediate)."""
+    m = model([helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=0, output_dtype=F)],
+              [vi("x", TensorProto.UINT8, [2, 9]), vi("s", TensorProto.FLOAT16, [2]),
+               vi("z", TensorProto.UINT8, [2])], [vi("y", F, [2, 9])], opset=23)
+    feeds = {"x": rng.integers(0, 256, (2, 9)).astype(np.uint8), "s": np.array([0.0123, 3.7], np.float16),
+             "z": np.array([128, 7], np.uint8)}
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    np.testing.assert_array_equal(run_cuvil(m, feeds, tmp_path)[0], want)

@@ -66,6 +66,35 @@ TEST(LowPrecision, FloatCodesDecode) {
   EXPECT_TRUE(std::isinf(low_precision_decode(DType::f8e5m2, 0xfc)));
 }
 
+// float8e8m0: an exponent alone; the onnx reference's three rounding modes (the Python tests compare every
+// mode with the reference on thousands of values).
+TEST(LowPrecision, Float8E8M0) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (unsigned c = 0; c < 255; ++c) {
+    EXPECT_EQ(low_precision_decode(DType::f8e8m0, uint8_t(c)), std::ldexp(1.0, int(c) - 127));
+    if (c == 0) continue;  // 2^-127 is a float32 subnormal: the reference rounds its bits (below)
+    for (E8M0Rounding r : {E8M0Rounding::up, E8M0Rounding::down, E8M0Rounding::nearest})
+      EXPECT_EQ(low_precision_encode(DType::f8e8m0, std::ldexp(1.0, int(c) - 127), true, r), c);  // exact
+  }
+  EXPECT_TRUE(std::isnan(low_precision_decode(DType::f8e8m0, 0xff)));
+  auto enc = [](double v, E8M0Rounding r, bool sat = true) { return low_precision_encode(DType::f8e8m0, v, sat, r); };
+  EXPECT_EQ(enc(3.0, E8M0Rounding::up), 128 + 1);       // 3 -> 4
+  EXPECT_EQ(enc(3.0, E8M0Rounding::down), 128);         // 3 -> 2
+  EXPECT_EQ(enc(3.0, E8M0Rounding::nearest), 128 + 1);    // 1.5 * 2: up
+  EXPECT_EQ(enc(2.9, E8M0Rounding::nearest), 128);        // below 1.5 * 2: down
+  EXPECT_EQ(enc(-3.0, E8M0Rounding::down), 128);          // the sign is dropped
+  EXPECT_EQ(enc(0.0, E8M0Rounding::up), 0);               // 2^-127, the smallest
+  EXPECT_EQ(enc(std::ldexp(1.0, -127), E8M0Rounding::up), 1);    // subnormal bits 0x00200000: a fraction
+  EXPECT_EQ(enc(std::ldexp(1.0, -127), E8M0Rounding::down), 0);
+  EXPECT_EQ(enc(nan, E8M0Rounding::down), 0xff);
+  EXPECT_EQ(enc(-inf, E8M0Rounding::down), 0xff);
+  double top = std::ldexp(1.5, 127);
+  EXPECT_EQ(enc(top, E8M0Rounding::up, true), 0xfe);   // saturated at 2^127
+  EXPECT_EQ(enc(top, E8M0Rounding::up, false), 0xff);  // past it: NaN
+  EXPECT_EQ(e8m0_rounding_from_name("nearest"), E8M0Rounding::nearest);
+  EXPECT_FALSE(e8m0_rounding_from_name("even"));
+}
+
 TEST(LowPrecision, FloatRoundTripAndNearestEven) {
   for (const Fmt& f : kFloats) {
     unsigned n = 1u << (1 + f.e + f.m);
@@ -160,7 +189,7 @@ TEST(LowPrecision, NamesIdsAndClearErrors) {
     EXPECT_TRUE(is_low_precision(t));
     EXPECT_FALSE(is_float(t) || is_integer(t));
   }
-  EXPECT_FALSE(dtype_from_onnx_id(24));  // float8e8m0: not a Cuvil type
+  EXPECT_EQ(dtype_from_onnx_id(24), DType::f8e8m0);
   // Tensors of them read their values; .npy (which has no such types) refuses them by name.
   Tensor t = Tensor::zeros(DType::i4, {3});
   static_cast<uint8_t*>(t.raw())[1] = 0x9;  // -7

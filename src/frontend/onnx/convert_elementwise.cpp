@@ -8,12 +8,14 @@
 //   - PRelu (opset < 7): a 1-D slope applies per channel (axis 1); it gets trailing 1s the same way.
 //   - Clip min/max attributes (opset < 11) become scalar inputs of the input's dtype.
 //   - Cast's `to` as a type name (opset < 6) becomes the numeric type id.
-//   - Cast/CastLike's saturate and round_mode (opsets 19, 24) concern float8 targets only; dropped.
+//   - Cast/CastLike's saturate and round_mode (opsets 19, 24) concern float8 targets only; kept where they are
+//     not the defaults (saturate 1, round_mode "up").
 //   - Dropout (opset < 12): is_test is dropped (Cuvil runs inference; ONNX Runtime does the same), ratio becomes
 //     an input, and the mask of opsets 7-9 (typed like the data, not bool) gets a CastLike.
 #include <cctype>
 
 #include "frontend/onnx/converter.h"
+#include "ir/low_precision.h"
 #include "ir/shape_inference.h"
 
 namespace cuvil {
@@ -136,7 +138,8 @@ std::optional<int64_t> onnx_type_id(const std::string& name) {
       {"FLOAT", 1},  {"UINT8", 2},    {"INT8", 3},    {"UINT16", 4},  {"INT16", 5},  {"INT32", 6},
       {"INT64", 7},  {"STRING", 8},   {"BOOL", 9},    {"FLOAT16", 10}, {"DOUBLE", 11}, {"UINT32", 12},
       {"UINT64", 13}, {"BFLOAT16", 16}, {"FLOAT8E4M3FN", 17}, {"FLOAT8E4M3FNUZ", 18}, {"FLOAT8E5M2", 19},
-      {"FLOAT8E5M2FNUZ", 20}, {"UINT4", 21}, {"INT4", 22}, {"FLOAT4E2M1", 23}, {"UINT2", 25}, {"INT2", 26}};
+      {"FLOAT8E5M2FNUZ", 20}, {"UINT4", 21}, {"INT4", 22}, {"FLOAT4E2M1", 23}, {"FLOAT8E8M0", 24}, {"UINT2", 25},
+      {"INT2", 26}};
   std::string upper;
   for (char c : name) upper += char(std::toupper(static_cast<unsigned char>(c)));
   for (auto& [n, id] : kTypes)
@@ -144,12 +147,16 @@ std::optional<int64_t> onnx_type_id(const std::string& name) {
   return std::nullopt;
 }
 
-// Cast-19's `saturate` governs conversions to float8 types only: kept when it is not the default (1), so other
-// casts' IR is unchanged. Cast-24's `round_mode` concerns float8e8m0, which Cuvil does not have.
-void drop_float8_cast_attrs(ConvertContext& ctx) {
+// Cast-19's `saturate` governs conversions to float8 types only, Cast-24's `round_mode` those to float8e8m0:
+// each kept when it is not the default (1, "up"), so other casts' IR is unchanged.
+void keep_float8_cast_attrs(ConvertContext& ctx) {
   auto sat = ctx.take_attr("saturate");
   if (sat && sat->kind() == AttrKind::Int && sat->i() == 0) ctx.attrs()["saturate"] = Attribute(int64_t(0));
-  ctx.take_attr("round_mode");
+  auto round = ctx.take_attr("round_mode");
+  if (!round || round->kind() != AttrKind::String) return;
+  if (!e8m0_rounding_from_name(round->s()))
+    ctx.error("attribute 'round_mode' is '", round->s(), "'; ONNX defines 'up', 'down' and 'nearest'");
+  if (round->s() != "up") ctx.attrs()["round_mode"] = *round;
 }
 
 // Casts to bf16 round to nearest even from opset 19 (onnx 1.14's test data, as ONNX Runtime does); older models'
@@ -159,7 +166,7 @@ void set_bf16_rounding(ConvertContext& ctx) {
 }
 
 void convert_cast(ConvertContext& ctx) {
-  drop_float8_cast_attrs(ctx);
+  keep_float8_cast_attrs(ctx);
   set_bf16_rounding(ctx);
   auto it = ctx.attrs().find("to");
   if (ctx.opset() < 6 && it != ctx.attrs().end() && it->second.kind() == AttrKind::String) {
@@ -208,7 +215,7 @@ void register_onnx_elementwise(OnnxConverterTable& t) {
   t["Clip"] = convert_clip;
   t["Cast"] = convert_cast;
   t["CastLike"] = [](ConvertContext& ctx) {
-    drop_float8_cast_attrs(ctx);
+    keep_float8_cast_attrs(ctx);
     set_bf16_rounding(ctx);
     ctx.emit(OpKind::CastLike);
   };

@@ -1,10 +1,11 @@
 // ONNX converters for the nn family: version differences and lowerings (see converter.h).
 //
 // Opsets 18-28 add: AveragePool's dilations (19, the op table's own), Quantize/DequantizeLinear's saturate,
-// block_size, output_dtype and precision (19-23), imported where they keep the older meaning. The other ops of the family (Conv,
-// ConvTranspose, pools, MatMul, the quantized ops, Einsum, Det) have the same inputs and attributes in every opset
-// up to 28 (later versions only add element types), apart from attributes later versions added with defaults that
-// keep the older behaviour, so the default converter handles them.
+// block_size, output_dtype and precision (19-23), imported where they keep the older meaning, and their
+// float8e8m0 scales (24, the MX formats). The other ops of the family (Conv, ConvTranspose, pools, MatMul, the
+// quantized ops, Einsum, Det) have the same inputs and attributes in every opset up to 28 (later versions only add
+// element types), apart from attributes later versions added with defaults that keep the older behaviour, so the
+// default converter handles them.
 #include <cmath>
 
 #include "frontend/onnx/converter.h"
@@ -26,11 +27,23 @@ void drop_if_default(ConvertContext& ctx, const char* name, int64_t neutral, con
 // QuantizeLinear / DequantizeLinear: saturate (19) concerns float8 outputs; block_size (21, blocked quantization)
 // and precision (23) keep the older behaviour at 0. output_dtype (21/23) names the result type: QuantizeLinear's
 // u8 or i8 without a zero point become the zero point of that type (what the older opsets read it from), the
-// zero point's own type is redundant, and DequantizeLinear's f32 is what its f32 scale gives already.
+// zero point's own type is redundant; DequantizeLinear's result is cast to it (convert_dequantize).
 Value* temp(ConvertContext& c, OpKind op, std::vector<Value*> inputs, AttrMap attrs = {}) {
   return c.emit_temp(op, std::move(inputs), std::move(attrs))->output(0);
 }
 AttrMap to_type(DType t) { return {{"to", Attribute(int64_t(dtype_onnx_id(t)))}}; }
+
+// DequantizeLinear's output_dtype (23), a float type, or nullopt where absent (0): the scale's type then.
+std::optional<DType> take_dequantized_type(ConvertContext& ctx) {
+  auto od = ctx.take_attr("output_dtype");
+  if (!od || od->kind() != AttrKind::Int || od->i() == 0) return std::nullopt;
+  std::optional<DType> out = dtype_from_onnx_id(int(od->i()));
+  if (!out || !is_float(*out))
+    ctx.error("attribute 'output_dtype' = ", od->i(), " is not a float type (f32, f16, bf16, f64)");
+  return out;
+}
+// Only graph inputs and constants carry their types at import; computed values are typed by inference later.
+bool typed_at_import(const Value* v) { return v && (v->is_graph_input() || v->is_constant()); }
 
 // Blocked quantization (block_size > 0, opset 21): scale and zero point have x's rank, with ceil(n / block_size)
 // entries along `axis` where x has n. Written out elementwise in f32 (onnx's reference arithmetic): each parameter
@@ -66,13 +79,14 @@ void convert_blocked_quant(ConvertContext& ctx, OpKind op, int64_t block) {
   Value* xf = temp(ctx, OpKind::Cast, {x}, to_type(DType::f32));
   // float8 and float4e2m1 dequantize without their zero point (the onnx reference; float8's must be 0).
   // (x's type from the zero point, which has it, when x is computed: only inputs and constants are typed yet)
-  auto typed = [](Value* v) { return v && (v->is_graph_input() || v->is_constant()); };
-  DType xt = !typed(x) && typed(zp) ? zp->dtype() : x->dtype();
+  DType xt = !typed_at_import(x) && typed_at_import(zp) ? zp->dtype() : x->dtype();
   bool low_float = is_low_precision(xt) && is_low_precision_float(xt);
   if (op == OpKind::DequantizeLinear) {
-    ctx.take_attr("output_dtype");  // the scale's type, which the result is cast like
+    std::optional<DType> out = take_dequantized_type(ctx);
     Value* d = zp && !low_float ? temp(ctx, OpKind::Sub, {xf, full(zp)}) : xf;
-    ctx.emit_final(OpKind::CastLike, {temp(ctx, OpKind::Mul, {d, s}), scale}, {});
+    Value* y = temp(ctx, OpKind::Mul, {d, s});
+    if (out) ctx.emit_final(OpKind::Cast, {y}, to_type(*out));
+    else ctx.emit_final(OpKind::CastLike, {y, scale}, {});
     return;
   }
   auto od = ctx.take_attr("output_dtype");
@@ -107,6 +121,22 @@ void convert_blocked_quant(ConvertContext& ctx, OpKind op, int64_t block) {
   ctx.emit_final(OpKind::Cast, {q}, to_type(*out));
 }
 
+// DequantizeLinear computes (x - zp) * scale in f32 and rounds once to its result type: output_dtype (opset 23)
+// or else the scale's (the onnx reference). The op's own form has an f32 scale and result (low-precision x: or a
+// 16-bit float scale and result); other scales (float8e8m0 for the MX formats, 16-bit floats) are cast to f32
+// before it, exactly, and other result types cast after it.
+void convert_dequantize(ConvertContext& ctx) {
+  std::optional<DType> out = take_dequantized_type(ctx);
+  Value* scale = ctx.input(1);
+  bool cast_scale = typed_at_import(scale) && scale->dtype() != DType::f32;
+  DType result = out ? *out : cast_scale ? scale->dtype() : DType::f32;
+  if (!cast_scale && result == DType::f32) return void(ctx.emit(OpKind::DequantizeLinear));
+  std::vector<Value*> in = ctx.inputs();
+  if (cast_scale) in[1] = temp(ctx, OpKind::Cast, {scale}, to_type(DType::f32));
+  if (result == DType::f32) return void(ctx.emit_final(OpKind::DequantizeLinear, in, ctx.attrs()));
+  ctx.emit_final(OpKind::Cast, {temp(ctx, OpKind::DequantizeLinear, in, ctx.attrs())}, to_type(result));
+}
+
 void convert_quant_linear(ConvertContext& ctx, OpKind op) {
   // saturate (float8 outputs) is kept where it is not the default, so other models' IR is unchanged.
   if (auto sat = ctx.take_attr("saturate"); sat && sat->kind() == AttrKind::Int && sat->i() == 0 &&
@@ -122,14 +152,16 @@ void convert_quant_linear(ConvertContext& ctx, OpKind op) {
   }
   drop_if_default(ctx, "block_size", 0, "blocked quantization");
   drop_if_default(ctx, "precision", 0, "a computation precision other than the scale's type");
+  if (op == OpKind::DequantizeLinear) return convert_dequantize(ctx);
   auto od = ctx.take_attr("output_dtype");
   int64_t want = od && od->kind() == AttrKind::Int ? od->i() : 0;
+  // A float8e8m0 scale (the MX formats') is a power of two: in f32 exactly, where the op takes its scales.
+  if (Value* scale = ctx.input(1); typed_at_import(scale) && scale->dtype() == DType::f8e8m0)
+    ctx.inputs()[1] = temp(ctx, OpKind::Cast, {scale}, to_type(DType::f32));
   if (want == 0) return void(ctx.emit(op));
   Value* zp = ctx.input(2);
   std::optional<DType> type = dtype_from_onnx_id(int(want));
-  if (op == OpKind::DequantizeLinear) {
-    if (type != DType::f32) ctx.error("attribute 'output_dtype' = ", want, " is not supported (f32 only)");
-  } else if (zp) {
+  if (zp) {
     if (zp->is_constant() && type != zp->constant().dtype())
       ctx.error("attribute 'output_dtype' = ", want, " differs from the zero point's type");
   } else if (type == DType::u8 || type == DType::i8 || (type && is_low_precision(*type))) {

@@ -7,6 +7,7 @@
 //   - Dropout is inference-only: in training mode with a ratio > 0 its kernel fails (the result is random).
 #include <algorithm>
 
+#include "ir/low_precision.h"
 #include "ir/dim_overflow.h"
 #include "ir/ops/infer_util.h"
 
@@ -182,6 +183,11 @@ DType cast_target(const InferContext& c) {
   auto dt = dtype_from_onnx_id(int(to));
   if (!dt) c.error("attribute 'to' = ", to, " is not a supported data type");
   return *dt;
+}
+
+void expect_e8m0_rounding(const InferContext& c) {
+  if (!e8m0_rounding_from_name(c.s("round_mode")))
+    c.error("round_mode '", c.s("round_mode"), "' is not one of 'up', 'down', 'nearest'");
 }
 
 // Cast/CastLike/Identity keep integer shape values (Cast to a float type does not: float math on them is not
@@ -444,8 +450,11 @@ CUVIL_DEFINE_OP(Cast) {
   // ONNX's (opset 19): casts to float8 clamp out-of-range values to the largest finite one (1) or make them
   // infinity / NaN (0). Only low-precision targets read it (low_precision.h).
   s.attr("saturate", AttrKind::Int, int64_t(1));
+  // ONNX's (opset 24): how casts to float8e8m0 round, "up", "down" or "nearest" (low_precision.h).
+  s.attr("round_mode", AttrKind::String, "up");
   s.inputs(1, 1).outputs(1, 1).allow_inplace(0, 0).infer_with([](InferContext& c) {
     DType to = cast_target(c);
+    expect_e8m0_rounding(c);
     c.set_output(0, to, c.input_shape(0));
     propagate_dims_cast(c, to);
   });
@@ -454,8 +463,10 @@ CUVIL_DEFINE_OP(Cast) {
 CUVIL_DEFINE_OP(CastLike) {
   s.attr("round_bf16", AttrKind::Int, int64_t(0));  // as Cast's
   s.attr("saturate", AttrKind::Int, int64_t(1));    // as Cast's
+  s.attr("round_mode", AttrKind::String, "up");     // as Cast's
   s.inputs(2, 2).outputs(1, 1).allow_inplace(0, 0).infer_with([](InferContext& c) {
     DType to = c.input_dtype(1);
+    expect_e8m0_rounding(c);
     c.set_output(0, to, c.input_shape(0));
     propagate_dims_cast(c, to);
   });

@@ -689,8 +689,10 @@ void cast_low_precision(KernelContext& ctx, const Tensor& x, Tensor& y, DType to
   }
   if (is_low_precision(to)) {
     bool saturate = ctx.i("saturate") != 0;
+    std::optional<E8M0Rounding> round = e8m0_rounding_from_name(ctx.s("round_mode"));
+    if (!round) ctx.internal_error("round_mode '", ctx.s("round_mode"), "'");
     auto* out = static_cast<uint8_t*>(y.raw());
-    for (int64_t i = 0; i < n; ++i) out[i] = low_precision_encode(to, vals[size_t(i)], saturate);
+    for (int64_t i = 0; i < n; ++i) out[i] = low_precision_encode(to, vals[size_t(i)], saturate, *round);
     return;
   }
   visit_dtype(to, [&]<class To>() {
