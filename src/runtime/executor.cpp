@@ -14,13 +14,13 @@
 #include <system_error>
 #include <thread>
 
-#include <sys/mman.h>
 #include <time.h>
 
 #include "ir/op_schema.h"
 #include "ir/verifier.h"
 #include "kernels/workers.h"
 #include "support/check_failed.h"
+#include "support/huge_pages.h"
 #include "support/log.h"
 #include "runtime/kernel_selection.h"
 #include "runtime/bf16_links.h"
@@ -483,13 +483,8 @@ struct Executor::Impl : RegionRunner {
     void operator()(uint8_t* p) const { std::free(p); }
   };
   static uint8_t* allocate_arena(size_t bytes) {
-    constexpr size_t kHugePage = size_t(2) << 20;
-    size_t align = bytes >= 2 * kHugePage ? kHugePage : kTensorAlignment;
-    size_t rounded = (std::max<size_t>(bytes, 1) + align - 1) / align * align;
-    void* p = std::aligned_alloc(align, rounded);
-    if (!p) throw std::bad_alloc();
-    if (align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
-    return static_cast<uint8_t*>(p);
+    static_assert(kTensorAlignment <= 64, "aligned_alloc_huge aligns small blocks to 64 bytes");
+    return static_cast<uint8_t*>(aligned_alloc_huge(bytes, 2 * kHugePage));
   }
   std::unique_ptr<uint8_t, AlignedDelete> arena_storage;
   size_t arena_capacity = 0;

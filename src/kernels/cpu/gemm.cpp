@@ -15,12 +15,12 @@
 #include <limits>
 #include <new>
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/onednn/prepacked.h"
 #include "kernels/workers.h"
+#include "support/huge_pages.h"
 #include "support/log.h"
 
 namespace cuvil::cpu {
@@ -217,15 +217,9 @@ PackedB::PackedB(const float* b, int64_t k, int64_t n, bool trans_b, float alpha
   }
   if (other_layout)
     log_line("prepack", "GEMM panels of " + from + " are stored for another request (alpha or layout): packed here");
-  // Weights of 2 MB and more go on transparent huge pages where the kernel allows them (madvise mode): writing
-  // fresh memory faults once per page, ~3 us each on this VM, which made the faults, not the packing, the cost of
-  // preparing BERT's 340 MB of weights.
-  constexpr size_t kHugePage = size_t(2) << 20;
-  size_t align = count * sizeof(float) >= kHugePage ? kHugePage : 64;
-  size_t bytes = std::max<size_t>(64, (count * sizeof(float) + align - 1) / align * align);
-  float* d = static_cast<float*>(std::aligned_alloc(align, bytes));
-  if (!d) throw std::bad_alloc();
-  if (align == kHugePage) madvise(d, bytes, MADV_HUGEPAGE);  // a hint: without huge pages it is plain memory
+  // Weights of 2 MB and more go on huge pages: writing fresh memory faults once per page, which made the faults,
+  // not the packing, the cost of preparing BERT's 340 MB of weights.
+  float* d = static_cast<float*>(aligned_alloc_huge(count * sizeof(float)));
   data_ = std::shared_ptr<const float>(d, [](const float* p) { std::free(const_cast<float*>(p)); });
   // Read B in its storage order: row by row when B is [K, N] (walking each panel down K jumped a whole row per
   // step: 1.0 ms against 0.4 for 768 x 3072 in warm memory); panel by panel when it is stored [N, K], where a

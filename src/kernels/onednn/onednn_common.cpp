@@ -7,11 +7,11 @@
 #include <new>
 #include <mutex>
 
-#include <sys/mman.h>
 
 #include "ir/ops/layout.h"
 #include "ir/ops/nn_window.h"
 #include "kernels/onednn/prepacked.h"
+#include "support/huge_pages.h"
 #include "support/log.h"
 #include "support/perf_map.h"
 
@@ -185,15 +185,10 @@ void* thread_buffer(int slot, size_t bytes) {
   CUVIL_ASSERT(slot >= 0 && slot < kThreadBuffers, "thread buffer ", slot, " of ", kThreadBuffers);
   Buffer& s = b[slot];
   if (bytes > s.size) {
-    constexpr size_t kHugePage = size_t(2) << 20;
-    size_t align = bytes >= kHugePage ? kHugePage : 64;
-    size_t size = (bytes + align - 1) / align * align;
-    void* grown = std::aligned_alloc(align, size);
-    if (!grown) throw std::bad_alloc();
-    if (align == kHugePage) madvise(grown, size, MADV_HUGEPAGE);  // a hint only
+    void* grown = aligned_alloc_huge(bytes);
     std::free(s.data);
     s.data = grown;
-    s.size = size;
+    s.size = bytes;
   }
   return s.data;
 }
