@@ -1,10 +1,10 @@
-"""Where one model's time goes in Cuvil beside OpenVINO fp32, for any model of bench/torch2_bench.py: Cuvil's
+"""Where one model's time goes in Cuvil beside OpenVINO (fp32, or both bf16), for any model of bench/torch2_bench.py: Cuvil's
 profile (`compiled.profile`) and OpenVINO's own counters (PERF_COUNT, `request.profiling_info`), medians over --iters
 profiled runs each, alternated; totals per op / implementation for each engine (with node counts), and the end to
 end time of each (CPU time with --cpu-time: robust on a loaded machine, use --threads 1).
 
     $(scripts/python_env.sh)/bin/python bench/layers_vs_openvino.py whisper_encoder [--threads 1] [--iters 5]
-        [--cpu-time] [--nodes]
+        [--cpu-time] [--nodes] [--precision bf16]
 
 Per-kernel times are wall times: on a loaded machine they are inflated alike for both engines, so compare shares
 and ratios, not milliseconds. --nodes also lists every node of both in execution order. Not a test: nothing
@@ -48,6 +48,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--cpu-time", action="store_true", help="end-to-end times as this process's CPU time")
     ap.add_argument("--nodes", action="store_true", help="also every node of both engines in order")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="both engines' (Cuvil's precision=, OpenVINO's INFERENCE_PRECISION_HINT)")
     a = ap.parse_args()
     import openvino as ov
     torch.set_num_threads(a.threads)
@@ -59,10 +61,11 @@ def main() -> None:
         path = os.path.join(tmp, "model.onnx")
         if not export_onnx(model, args, inputs, positional, path):
             raise SystemExit("ONNX export failed")
-        c = cuvil.compile(model, args if positional else (), None if positional else inputs, threads=a.threads)
+        c = cuvil.compile(model, args if positional else (), None if positional else inputs, threads=a.threads,
+                          precision=a.precision)
         cm = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": str(a.threads), "NUM_STREAMS": "1",
                                                    "PERFORMANCE_HINT": "LATENCY", "PERF_COUNT": "YES",
-                                                   "INFERENCE_PRECISION_HINT": "f32"})
+                                                   "INFERENCE_PRECISION_HINT": a.precision.replace("fp", "f")})
     req = cm.create_infer_request()
     names = {i.get_any_name() for i in cm.inputs}
     feed = {k: v.numpy() for k, v in inputs.items() if k in names}
@@ -89,7 +92,7 @@ def main() -> None:
            for i, (name, kind, impl, _) in enumerate(ov_runs[0])]
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    print(f"== {a.model}, {a.threads} threads, {a.iters} runs, load {load}: end to end "
+    print(f"== {a.model} {a.precision}, {a.threads} threads, {a.iters} runs, load {load}: end to end "
           f"({'CPU' if a.cpu_time else 'wall'}) cuvil {statistics.median(cu_total) * 1e3:.2f} ms, openvino "
           f"{statistics.median(ov_total) * 1e3:.2f} ms; kernels summed (wall) cuvil {sum(r[1] for r in cu):.2f} ms, "
           f"openvino {sum(r[3] for r in ovr):.2f} ms")
