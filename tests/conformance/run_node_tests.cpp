@@ -55,7 +55,7 @@ std::string out_of_scope_reason(const std::string& op) {
   auto starts = [&](const char* p) { return op.rfind(p, 0) == 0; };
   if (op == "StringNormalizer" || op == "RegexFullMatch" || op == "StringSplit" || op == "StringConcat")
     return "string op";
-  if (op == "Adam" || op == "Adagrad" || op == "Momentum" || op == "Gradient") return "training op";
+  if (op == "Gradient") return "training op";  // (the optimizer steps are converted: convert_training.cpp)
   if (starts("Random") || op == "Bernoulli" || op == "Multinomial") return "random op";
   if (op == "DFT" || op == "STFT" || op == "MelWeightMatrix" || op.find("Window") != std::string::npos)
     return "signal op";

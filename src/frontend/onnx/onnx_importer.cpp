@@ -301,6 +301,7 @@ const OnnxConverterTable& onnx_converters() {
     register_onnx_contrib(t);
     register_onnx_ml(t);
     register_onnx_trees(t);
+    register_onnx_training(t);
     return t;
   }();
   return table;
