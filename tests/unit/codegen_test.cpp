@@ -1160,6 +1160,26 @@ TEST(Codegen, QuantizeDequantizeGenerate) {
     check_op(OpKind::DequantizeLinear, {input(random_tensor(q, shape, seed++)), input(Tensor::scalar<float>(0.1f)),
                                         input(zp)}, {}, 0, name + " dequantize per tensor");
   }
+  // A constant scale divides as a multiply by its reciprocal plus one FMA correction (codegen/llvm/values.cpp):
+  // the integers must be the divide's at every rounding boundary, quotients k + 0.5 and their float neighbours,
+  // and at the extremes (tiny, huge, infinite, NaN).
+  for (float sc : {0.75942468f, 0.047153853f, 0.1f, 1.f / 3, 7.f, 3e-5f}) {
+    std::vector<float> xs;
+    for (int k = -140; k <= 140; ++k) {
+      float half = (float(k) + 0.5f) * sc, whole = float(k) * sc;
+      for (float v : {half, std::nextafter(half, INFINITY), std::nextafter(half, -INFINITY), whole,
+                      std::nextafter(whole, INFINITY), std::nextafter(whole, -INFINITY)})
+        xs.push_back(v);
+    }
+    for (float v : {0.f, -0.f, 1e-30f, -1e-30f, 1e-40f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN}) xs.push_back(v);
+    Tensor x = Tensor::zeros(DType::f32, {int64_t(xs.size())});
+    std::copy(xs.begin(), xs.end(), x.data<float>());
+    for (DType q : {DType::u8, DType::i8}) {
+      Tensor zp = q == DType::u8 ? Tensor::scalar<uint8_t>(128) : Tensor::scalar<int8_t>(0);
+      check_op(OpKind::QuantizeLinear, {input(x), constant(Tensor::scalar<float>(sc)), constant(zp)}, {}, 0,
+               std::string(dtype_name(q)) + " rounding boundaries, scale " + std::to_string(sc));
+    }
+  }
   check_op(OpKind::QuantizeLinear, {input(random_tensor(DType::f32, shape, seed++)), constant(Tensor::scalar<float>(0.5f))},
            {}, 0, "no zero point (u8)");
   check_op(OpKind::DequantizeLinear, {input(random_tensor(DType::i32, shape, seed++)), constant(Tensor::scalar<float>(3e-5f))},

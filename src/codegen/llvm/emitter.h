@@ -42,7 +42,7 @@ using llvm::Value;
 class Emitter {
  public:
   Emitter(llvm::LLVMContext& c, llvm::Module& m, const Kernel& k, const Schedule& s)
-      : C(c), M(m), B(c), K(k), S(s), uniform(k.row_uniform()) {
+      : C(c), M(m), B(c), K(k), S(s), uniform(k.row_uniform()), rounded_quotient(rounded_quotients(k)) {
     for (size_t i = 0; i < k.exprs.size(); ++i)
       if (k.exprs[i].op == Op::scan_sum) scans.push_back(int(i));
   }
@@ -57,6 +57,7 @@ class Emitter {
   const Kernel& K;
   const Schedule& S;
   std::vector<bool> uniform;
+  std::vector<bool> rounded_quotient;  // per expression: an f32 divide by a constant that only round / is_nan read
   llvm::Function* F = nullptr;
   std::vector<Value*> dim;
   std::vector<std::vector<Value*>> stride;
@@ -151,6 +152,9 @@ class Emitter {
   Value* cast(Value* a, Scalar from, Scalar to, int w);
   Value* call_per_lane(const char* name, std::initializer_list<Value*> args);
   Value* compute(const Expr& x, Value* a, Value* b, Value* c, int w);
+  static std::vector<bool> rounded_quotients(const Kernel& k);
+  bool clamped_to_i32(int e) const;
+  Value* quotient_by_constant(Value* a, float divisor);
 
   // ---- reductions.cpp
   // ArgMax / ArgMin: (value, position) pairs. Which of two pairs wins does not depend on the order they meet (a
