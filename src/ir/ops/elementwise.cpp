@@ -7,8 +7,8 @@
 //   - Dropout is inference-only: in training mode with a ratio > 0 its kernel fails (the result is random).
 #include <algorithm>
 
-#include "ir/low_precision.h"
 #include "ir/dim_overflow.h"
+#include "ir/low_precision.h"
 #include "ir/ops/infer_util.h"
 
 namespace cuvil {
