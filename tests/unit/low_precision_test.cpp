@@ -78,12 +78,12 @@ TEST(LowPrecision, Float8E8M0) {
   }
   EXPECT_TRUE(std::isnan(low_precision_decode(DType::f8e8m0, 0xff)));
   auto enc = [](double v, E8M0Rounding r, bool sat = true) { return low_precision_encode(DType::f8e8m0, v, sat, r); };
-  EXPECT_EQ(enc(3.0, E8M0Rounding::up), 128 + 1);       // 3 -> 4
-  EXPECT_EQ(enc(3.0, E8M0Rounding::down), 128);         // 3 -> 2
-  EXPECT_EQ(enc(3.0, E8M0Rounding::nearest), 128 + 1);    // 1.5 * 2: up
-  EXPECT_EQ(enc(2.9, E8M0Rounding::nearest), 128);        // below 1.5 * 2: down
-  EXPECT_EQ(enc(-3.0, E8M0Rounding::down), 128);          // the sign is dropped
-  EXPECT_EQ(enc(0.0, E8M0Rounding::up), 0);               // 2^-127, the smallest
+  EXPECT_EQ(enc(3.0, E8M0Rounding::up), 128 + 1);                // 3 -> 4
+  EXPECT_EQ(enc(3.0, E8M0Rounding::down), 128);                  // 3 -> 2
+  EXPECT_EQ(enc(3.0, E8M0Rounding::nearest), 128 + 1);           // 1.5 * 2: up
+  EXPECT_EQ(enc(2.9, E8M0Rounding::nearest), 128);               // below 1.5 * 2: down
+  EXPECT_EQ(enc(-3.0, E8M0Rounding::down), 128);                 // the sign is dropped
+  EXPECT_EQ(enc(0.0, E8M0Rounding::up), 0);                      // 2^-127, the smallest
   EXPECT_EQ(enc(std::ldexp(1.0, -127), E8M0Rounding::up), 1);    // subnormal bits 0x00200000: a fraction
   EXPECT_EQ(enc(std::ldexp(1.0, -127), E8M0Rounding::down), 0);
   EXPECT_EQ(enc(nan, E8M0Rounding::down), 0xff);
