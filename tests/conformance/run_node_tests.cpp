@@ -240,6 +240,21 @@ bool uses_random_dropout(const onnx::GraphProto& g, const fs::path& dir) {
   return false;
 }
 
+// A case whose model and expected outputs disagree in the generator itself, or "". onnx 1.12's
+// test_adam_multiple computes its outputs with epsilon 1e-2 but leaves the attribute off the node (so the model
+// says 1e-6); onnx later added the attribute, and Cuvil passes the corrected case of onnx 1.23's suite.
+std::string invalid_generated_case(const fs::path& dir, const onnx::GraphProto& g) {
+  if (dir.filename() != "test_adam_multiple") return "";
+  for (const auto& n : g.node()) {
+    if (n.op_type() != "Adam") continue;
+    bool has_epsilon = std::any_of(n.attribute().begin(), n.attribute().end(),
+                                   [](const onnx::AttributeProto& a) { return a.name() == "epsilon"; });
+    if (!has_epsilon)
+      return "invalid test data: the Adam node has no epsilon (1e-6 then) but its outputs were computed with 1e-2";
+  }
+  return "";
+}
+
 Result run_case(const fs::path& dir, bool verbose, std::string& why) {
   onnx::ModelProto m;
   {
@@ -260,6 +275,7 @@ Result run_case(const fs::path& dir, bool verbose, std::string& why) {
     why = op + ": " + out_of_scope_reason(op);
     return Result::Skip;
   }
+  if (why = invalid_generated_case(dir, m.graph()); !why.empty()) return Result::Skip;
   if (uses_random_dropout(m.graph(), dir)) {
     why = "Dropout: random op (training mode with ratio > 0 draws a random mask)";
     return Result::Skip;
