@@ -13,6 +13,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   pybind11-dev python3-dev                # the Python extension: pybind11 and Python.h
   libdnnl-dev ocl-icd-opencl-dev opencl-headers  # oneDNN 2.6 (OpenMP threads); its CMake config needs OpenCL
+  libre2-dev                              # RegexFullMatch (RE2 patterns, as ONNX specifies)
   llvm-16-dev                             # LLVM 16 ORC JIT for generated kernels (src/codegen)
   python3 python3-numpy python3-onnx        # onnx 1.12's node-suite generator (scripts/gen_onnx_tests.sh)
   liblld-16-dev lld-16                    # generated kernels linked into the .cuv artifact (lld as a library)

@@ -82,6 +82,11 @@ def _to_array(x: Any, name: str, expected_type: str) -> tuple[np.ndarray, bool]:
         return t.numpy(), True  # a strided view stays one
     if isinstance(x, (np.ndarray, np.generic)):
         a = np.asarray(x)
+        if a.dtype.kind in "USO":  # strings (str, bytes or objects holding them): the engine copies their text
+            if not expected_type.startswith("str"):
+                raise InputError(f"input '{name}': expected dtype {expected_type.split('[')[0]}, got strings "
+                                 f"({a.dtype})")
+            return a, False
         if a.dtype.kind not in _NUMERIC_KINDS or a.dtype.itemsize > 8:  # (float128 has kind 'f' too)
             raise InputError(f"input '{name}': unsupported dtype {a.dtype}")
         if not a.dtype.isnative:
@@ -94,6 +99,8 @@ def _to_array(x: Any, name: str, expected_type: str) -> tuple[np.ndarray, bool]:
 
 def _to_torch(a: np.ndarray, cuvil_type: str):
     """A torch view of an output array (shares memory; the array's base keeps Cuvil's buffer alive)."""
+    if cuvil_type.startswith("str"):  # torch has no strings: an object array of str
+        return a
     if cuvil_type.startswith("bf16"):  # bf16 arrives as uint16 bits, which torch 1.13 cannot wrap directly
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     if a.dtype in (np.uint16, np.uint32, np.uint64):  # no such torch dtypes: the array itself

@@ -98,6 +98,37 @@ py::dtype numpy_dtype(DType t) {
   throw InternalError("internal error: no NumPy dtype");
 }
 
+// Strings cross as NumPy arrays of str (kind 'U'), of bytes ('S') or of objects holding either; results come
+// back as object arrays of str, as ONNX Runtime returns them (text that is not UTF-8 with surrogate escapes).
+bool holds_strings(const py::array& a) {
+  char k = a.dtype().kind();
+  return k == 'U' || k == 'S' || k == 'O';
+}
+
+Tensor strings_from_numpy(const py::array& a) {
+  std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+  std::vector<std::string> text;
+  for (py::handle item : py::list(a.attr("ravel")().attr("tolist")())) {
+    if (py::isinstance<py::str>(item) || py::isinstance<py::bytes>(item)) text.push_back(item.cast<std::string>());
+    else throw InputError("a string array holds a " + std::string(py::str(item.get_type().attr("__name__"))) +
+                          " (only str and bytes are strings)");
+  }
+  return Tensor::strings(std::move(text), std::move(shape));
+}
+
+py::array strings_to_numpy(const Tensor& t) {
+  py::list items;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const std::string& s = t.str(i);
+    PyObject* o = PyUnicode_DecodeUTF8(s.data(), py::ssize_t(s.size()), "surrogateescape");
+    if (!o) throw py::error_already_set();
+    items.append(py::reinterpret_steal<py::object>(o));
+  }
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  py::object np = py::module_::import("numpy");
+  return np.attr("array")(items, py::arg("dtype") = "object").attr("reshape")(shape);
+}
+
 DType parse_dtype(const std::string& s) {
   auto d = dtype_from_name(s);
   CUVIL_CHECK(d, "unknown dtype '", s, "'");
@@ -106,10 +137,21 @@ DType parse_dtype(const std::string& s) {
 
 // A possibly strided view of an array for Executor::run_strided (the Python layer copies arrays whose strides
 // are not whole elements or whose data is misaligned). `as_dtype` reinterprets the bits (bf16 as uint16).
-StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt) {
+// A string array becomes a Tensor of its own, kept alive in `strings` while the view is used.
+StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt,
+                          std::vector<Tensor>* strings = nullptr) {
   StridedInput in;
+  if (holds_strings(a)) {
+    if (!strings) throw InternalError("internal error: no place for a string input");
+    strings->push_back(strings_from_numpy(a));
+    in.dtype = DType::str;
+    in.shape = strings->back().shape();
+    in.data = strings->back().raw();
+    return in;
+  }
   in.dtype = dtype_from_numpy(a.dtype());
   if (as_dtype) {
+    CUVIL_CHECK(*as_dtype != DType::str, "cannot view ", dtype_name(in.dtype), " data as strings");
     CUVIL_CHECK(dtype_size(*as_dtype) == dtype_size(in.dtype), "cannot view ", dtype_name(in.dtype), " data as ",
                 dtype_name(*as_dtype));
     in.dtype = *as_dtype;
@@ -128,6 +170,7 @@ StridedInput strided_view(const py::array& a, std::optional<DType> as_dtype = st
 
 // A view of a C-contiguous array as a Tensor (constants; profiled inputs, made contiguous first).
 Tensor tensor_view(const py::array& a, std::optional<DType> as_dtype = std::nullopt) {
+  if (holds_strings(a)) return strings_from_numpy(a);
   if (!(a.flags() & py::array::c_style)) throw InternalError("internal error: array is not C-contiguous");
   StridedInput in = strided_view(a, as_dtype);
   static uint8_t empty_anchor[kTensorAlignment];
@@ -135,6 +178,7 @@ Tensor tensor_view(const py::array& a, std::optional<DType> as_dtype = std::null
 }
 
 py::array to_numpy(const Tensor& t) {
+  if (t.dtype() == DType::str) return strings_to_numpy(t);
   // The capsule owns a copy of the Tensor handle, which shares (and so keeps alive) the storage.
   auto* keep = new Tensor(t);
   py::capsule base(keep, [](void* p) { delete static_cast<Tensor*>(p); });
@@ -552,7 +596,10 @@ class Model {
                                                              std::shared_ptr<CancelToken> cancel) {
     std::shared_ptr<const Graph> g = graph();
     std::vector<StridedInput> ins;
-    for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(strided_view(inputs[i], bf16_bits(*g, i, inputs[i])));
+    std::vector<Tensor> strings;
+    strings.reserve(inputs.size());  // (the views point into it)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      ins.push_back(strided_view(inputs[i], bf16_bits(*g, i, inputs[i]), &strings));
     std::vector<Tensor> outs;
     uint64_t version = 0;
     bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
@@ -804,6 +851,7 @@ class Model {
   // bf16 when graph input i is bf16 and the array holds its bits as uint16; a low-precision type (float8, int4,
   // ...) when the input has it and the array holds its codes as uint8.
   static std::optional<DType> bf16_bits(const Graph& g, size_t i, const py::array& a) {
+    if (holds_strings(a)) return std::nullopt;
     if (i < g.inputs().size() && g.inputs()[i]->dtype() == DType::bf16 && dtype_from_numpy(a.dtype()) == DType::u16)
       return DType::bf16;
     if (i < g.inputs().size() && is_low_precision(g.inputs()[i]->dtype()) &&

@@ -367,7 +367,7 @@ class Reader {
       if (!o.is_object()) fail("weight recipes: an original is not an object");
       std::string name = str(o, "name");
       std::optional<DType> dt = dtype_from_name(str(o, "dtype"));
-      if (!dt) fail("weight recipes: '", name, "' has an unknown dtype");
+      if (!dt || *dt == DType::str) fail("weight recipes: '", name, "' has an unknown dtype");  // (no string bytes)
       std::vector<int64_t> dims;
       uint64_t bytes = dtype_size(*dt);
       for (const json& d : arr(o, "dims")) {

@@ -1,5 +1,6 @@
 // The C API (include/cuvil/cuvil.h) over the artifact loader and the executor. Every entry point catches every
 // exception: nothing C++ crosses the boundary; failures become status objects.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -114,6 +115,9 @@ cuvil_session* make_session(artifact::Loaded loaded, const cuvil_session_options
   }
   auto describe = [](const std::vector<Value*>& vs, std::vector<cuvil_session::Io>& out) {
     for (Value* v : vs) {
+      bool known = std::find(std::begin(kDtypes), std::end(kDtypes), v->dtype()) != std::end(kDtypes);
+      CUVIL_CHECK(known, "'", v->name(), "' has element type ", dtype_name(v->dtype()),
+                  ", which the C API has no cuvil_dtype for (strings, low-precision codes): use the Python API");
       cuvil_session::Io io{v->name(), v->dtype(), {}, {}};
       if (v->shape().rank_known())
         for (const Dim& d : v->shape().dims()) {

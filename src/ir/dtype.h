@@ -44,6 +44,9 @@ namespace cuvil {
   X(u2, "u2", 25)                     \
   X(i2, "i2", 26)
 
+// Strings (ONNX id 8): each element is a `const std::string*` (string_tensor.h says who owns the text). Only
+// moves of whole values (Identity, Reshape, Gather, Concat, ...), the string ops, Equal and LabelEncoder take
+// them; visit_dtype refuses them, as it refuses the low-precision types.
 enum class DType : uint8_t {
 #define CUVIL_X(e, t, s, o) e,
   CUVIL_DTYPES(CUVIL_X)
@@ -51,6 +54,7 @@ enum class DType : uint8_t {
 #define CUVIL_X(e, s, o) e,
   CUVIL_LOW_PRECISION_DTYPES(CUVIL_X)
 #undef CUVIL_X
+  str,
 };
 
 inline constexpr int kNumDTypes = 0
@@ -69,6 +73,7 @@ bool is_integer(DType t);   // signed or unsigned integers, not bool (nor the lo
 bool is_signed(DType t);    // floats and signed integers (of the computing dtypes)
 bool is_low_precision(DType t);  // one of CUVIL_LOW_PRECISION_DTYPES
 [[noreturn]] void fail_low_precision(DType t);
+[[noreturn]] void fail_string_dtype();
 
 template <class T> struct dtype_of;
 #define CUVIL_X(e, t, s, o) \
@@ -99,6 +104,8 @@ decltype(auto) visit_dtype(DType t, Fn&& fn) {
     CUVIL_LOW_PRECISION_DTYPES(CUVIL_X)
 #undef CUVIL_X
     fail_low_precision(t);
+    case DType::str:
+      fail_string_dtype();
   }
   fail_internal("bad dtype ", int(t));
 }

@@ -55,6 +55,7 @@ std::string descr_of(DType t) {
     default: break;
   }
   if (is_low_precision(t)) fail(".npy has no ", dtype_name(t), " (a low-precision type): cast it to float32 first");
+  if (t == DType::str) fail("Cuvil writes no .npy of strings");
   fail_internal("no npy descr for ", dtype_name(t));
 }
 

@@ -108,7 +108,8 @@ const std::vector<Dim>* InferContext::input_dims_value(size_t i) {
   const Tensor* t = in_values_[i];
   // A tensor that is not a small integer vector gives no dims whatever it holds: that follows from its type, so
   // the inference does not count as reading values (the executor then reuses the dims it found).
-  if (!t || t->rank() > 1 || t->numel() > kMaxDimsValueElements || is_float(t->dtype())) return nullptr;
+  if (!t || t->rank() > 1 || t->numel() > kMaxDimsValueElements || is_float(t->dtype()) ||
+      t->dtype() == DType::str || is_low_precision(t->dtype())) return nullptr;
   read_values_ = true;
   std::vector<Dim> v;
   for (int64_t k = 0; k < t->numel(); ++k) v.push_back(Dim(t->get_i64(k)));

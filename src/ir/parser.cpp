@@ -194,6 +194,23 @@ class Parser {
     }
   }
 
+  // Strings always print inline, quoted (never hex bytes or external data: their elements are pointers).
+  Tensor string_data(const TensorType& t, const std::vector<int64_t>& dims, int64_t numel) {
+    if (numel > int64_t(s_.size() - i_)) error("constant data too short for " + t.str());
+    std::vector<std::string> text;
+    expect('[');
+    if (!eat(']')) {
+      do {
+        if (int64_t(text.size()) >= numel) error("too many values for " + t.str());
+        ws();
+        text.push_back(string_lit());
+      } while (eat(','));
+      expect(']');
+    }
+    if (int64_t(text.size()) != numel) error("expected " + std::to_string(numel) + " values for " + t.str());
+    return Tensor::strings(std::move(text), dims);
+  }
+
   Tensor tensor_data(const TensorType& t) {
     if (!t.shape.is_static()) error("a constant needs a static shape, got " + t.str());
     std::vector<int64_t> dims = t.shape.static_dims();
@@ -201,6 +218,7 @@ class Parser {
     for (int64_t d : dims)
       if (d < 0 || __builtin_mul_overflow(numel, d, &numel)) error("bad constant shape " + t.str());
     ws();
+    if (t.dtype == DType::str) return string_data(t, dims, numel);
     if (s_.compare(i_, 9, "external(") == 0) {
       if (!opts_.external) error("external constant data outside an artifact");
       i_ += 9;

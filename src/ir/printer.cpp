@@ -62,6 +62,7 @@ std::string hex_bytes(const Tensor& t) {
 }
 
 bool inline_printable(const Tensor& t) {
+  if (t.dtype() == DType::str) return true;  // text, not bytes: always quoted, never external
   if (t.numel() > kMaxInlineElements) return false;
   if (is_low_precision(t.dtype())) return false;  // codes, not values: printed as their bytes
   if (is_float(t.dtype()))
@@ -79,6 +80,10 @@ std::string tensor_data(const Tensor& t, const PrintOptions& o) {
   std::string s = "[";
   for (int64_t i = 0; i < t.numel(); ++i) {
     if (i) s += ", ";
+    if (t.dtype() == DType::str) {
+      s += quoted(t.str(i));
+      continue;
+    }
     visit_dtype(t.dtype(), [&]<class T>() {
       T v = static_cast<const T*>(t.raw())[i];
       if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) s += shortest(v);

@@ -17,7 +17,7 @@ struct IncrementalShapeInference::Impl {
 
   void add_constant(const Value* c) {
     const Tensor& t = c->constant();
-    if (!is_float(t.dtype()) && t.rank() <= 1 && t.numel() <= kMaxDimsValueElements) {
+    if (!is_float(t.dtype()) && t.dtype() != DType::str && t.rank() <= 1 && t.numel() <= kMaxDimsValueElements) {
       std::vector<Dim> v;
       for (int64_t k = 0; k < t.numel(); ++k) v.push_back(Dim(t.get_i64(k)));
       dims_values_[c] = std::move(v);

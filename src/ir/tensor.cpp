@@ -38,8 +38,44 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
   std::memset(p, 0, alloc);
   t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   t.data_ = p;
+  if (dtype == DType::str) {
+    static const std::string kEmpty;
+    auto** e = static_cast<const std::string**>(p);
+    for (int64_t i = 0; i < t.numel_; ++i) e[i] = &kEmpty;
+  }
   return t;
 }
+
+Tensor Tensor::strings(std::vector<std::string> values, std::vector<int64_t> shape) {
+  Tensor t = zeros(DType::str, std::move(shape));
+  CUVIL_ASSERT(int64_t(values.size()) == t.numel(), "strings: ", values.size(), " values for ", t.type_str());
+  // One block owns the pointer array and the text it points at.
+  struct Owner {
+    std::shared_ptr<void> pointers;
+    std::vector<std::string> text;
+  };
+  auto owner = std::make_shared<Owner>(Owner{t.storage_, std::move(values)});
+  auto** e = static_cast<const std::string**>(t.data_);
+  for (size_t i = 0; i < owner->text.size(); ++i) e[i] = &owner->text[i];
+  t.storage_ = std::shared_ptr<void>(owner, t.data_);
+  return t;
+}
+
+const std::string& Tensor::str(int64_t i) const {
+  CUVIL_ASSERT(dtype_ == DType::str, "tensor of ", dtype_name(dtype_), " read as strings");
+  CUVIL_ASSERT(i >= 0 && i < numel_, "string element ", i, " of ", type_str());
+  static const std::string kEmpty;
+  const std::string* s = static_cast<const std::string* const*>(data_)[i];
+  return s ? *s : kEmpty;  // (a kernel that pads or zeroes writes null: the empty string)
+}
+
+std::vector<std::string> Tensor::str_values() const {
+  std::vector<std::string> v(static_cast<size_t>(numel_));
+  for (int64_t i = 0; i < numel_; ++i) v[size_t(i)] = str(i);
+  return v;
+}
+
+Tensor Tensor::with_own_strings() const { return strings(str_values(), shape_); }
 
 Tensor Tensor::view(DType dtype, std::vector<int64_t> shape, void* data) {
   CUVIL_ASSERT(data, "tensor view of a null pointer");
@@ -52,6 +88,7 @@ Tensor Tensor::view(DType dtype, std::vector<int64_t> shape, void* data) {
 }
 
 Tensor Tensor::clone() const {
+  if (dtype_ == DType::str) return with_own_strings();
   Tensor t = zeros(dtype_, shape_);
   if (nbytes()) std::memcpy(t.data_, data_, nbytes());
   return t;
@@ -90,6 +127,7 @@ std::vector<int64_t> Tensor::to_i64_vector() const {
 std::string Tensor::type_str() const { return std::string(dtype_name(dtype_)) + shape_str(shape_); }
 
 bool Tensor::same_bytes(const Tensor& o) const {
+  if (dtype_ == DType::str) return o.dtype_ == DType::str && shape_ == o.shape_ && str_values() == o.str_values();
   return dtype_ == o.dtype_ && shape_ == o.shape_ && (nbytes() == 0 || std::memcmp(data_, o.data_, nbytes()) == 0);
 }
 

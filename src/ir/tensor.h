@@ -31,6 +31,15 @@ class Tensor {
   template <class T>
   static Tensor scalar(T v) { return from_vector<T>({v}, {}); }
 
+  // String tensors (DType::str): each element is a `const std::string*`. One made here owns its text. A kernel's
+  // output may instead point at its inputs' text (a move such as Gather writes the pointers it read); the runtime
+  // replaces such an output by with_own_strings() before the inputs can go away. zeros(DType::str, ...) points
+  // every element at one static empty string.
+  static Tensor strings(std::vector<std::string> values, std::vector<int64_t> shape);
+  const std::string& str(int64_t i) const;
+  std::vector<std::string> str_values() const;
+  Tensor with_own_strings() const;
+
   // False for a default-constructed Tensor (no storage, not a view). Every allocated or viewed tensor, even an
   // empty one, has a non-null data pointer.
   bool defined() const { return data_ != nullptr; }
@@ -53,7 +62,7 @@ class Tensor {
   int64_t get_i64(int64_t i) const;
   std::vector<int64_t> to_i64_vector() const;  // requires an integer (or bool) dtype
   std::string type_str() const;                 // "f32[2, 3]"
-  bool same_bytes(const Tensor& o) const;        // dtype, shape and contents equal bit-for-bit
+  bool same_bytes(const Tensor& o) const;        // dtype, shape and contents equal bit-for-bit (strings: text)
   // True when this tensor owns its storage and no other Tensor (copy, reshaped alias) shares it: its bytes may
   // then be overwritten without anyone seeing. False for views of memory owned elsewhere.
   bool sole_owner() const { return storage_ && storage_.use_count() == 1; }

@@ -608,6 +608,8 @@ struct Executor::Impl : RegionRunner {
       }
       for (size_t k = 0; k < outs.size(); ++k) {
         CUVIL_ASSERT(outs[k].defined(), n.describe(), ": kernel left output ", k, " unset");
+        // a string output may point at its inputs' text, which is freed below (Tensor::strings)
+        if (outs[k].dtype() == DType::str) outs[k] = outs[k].with_own_strings();
         frame.values[size_t(n.output(k)->id())] = std::move(outs[k]);
       }
       for (size_t id : p.frees_after[i]) frame.values[id] = Tensor();

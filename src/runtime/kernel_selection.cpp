@@ -58,6 +58,15 @@ std::string why_f32(const Node& n, const KernelOptions& options) {
   }
 }
 
+// Whether n reads or writes strings (DType::str): no fast kernel knows that their elements are pointers.
+bool moves_strings(const Node& n) {
+  for (const Value* v : n.inputs())
+    if (v && v->dtype() == DType::str) return true;
+  for (const Value* v : n.outputs())
+    if (v && v->dtype() == DType::str) return true;
+  return false;
+}
+
 std::unique_ptr<PreparedKernel> prepare_f32_kernel(const Node& n, const std::vector<PrepareInput>& inputs,
                                                    const KernelOptions& options,
                                                    const std::shared_ptr<codegen::KernelCodeSource>& code) {
@@ -66,6 +75,8 @@ std::unique_ptr<PreparedKernel> prepare_f32_kernel(const Node& n, const std::vec
     why = "fast kernels are off (reference kernels only)";
   } else if (options.reference_ops.count(n.op())) {
     why = str_cat("KernelOptions::reference_ops holds ", op_name(n.op()));
+  } else if (moves_strings(n)) {
+    why = "strings: only the reference kernels take them";
   } else {
     if (auto k = codegen::prepare_generated_kernel(n, inputs, options, code, &why)) return k;
     std::string integer_why;  // ONNX's integer ops (ConvInteger, QLinearConv, ...): why not on u8 x s8 kernels
@@ -181,7 +192,8 @@ std::unique_ptr<PreparedKernel> prepare_kernel(const Node& n, const std::vector<
 }
 
 std::unique_ptr<PreparedKernel> prepare_shape_generic_kernel(const Node& n, const KernelOptions& options) {
-  if (!options.fast || !options.shape_generic || options.reference_ops.count(n.op())) return nullptr;
+  if (!options.fast || !options.shape_generic || options.reference_ops.count(n.op()) || moves_strings(n))
+    return nullptr;
   // u8 links are prepared per shape (by prepare_kernel)
   std::vector<PrepareInput> types;
   for (size_t i = 0; i < n.num_inputs(); ++i)

@@ -149,6 +149,10 @@ std::shared_ptr<LoadedModel> ModelRepository::build(const std::string& name) con
   m->config_text = f.config_text;
   if (!f.config_text.empty()) m->config = parse_model_config(f.config_text);
   std::shared_ptr<ServedModel> served = load_served_model(m->path, m->config.model);
+  for (const auto* specs : {&served->inputs(), &served->outputs()})
+    for (const TensorSpec& s : *specs)
+      CUVIL_CHECK(s.dtype != DType::str, "model '", name, "': '", s.name,
+                  "' is a string tensor, and cuvil serve does not take BYTES tensors yet");
   if (m->config.batcher.max_batch_size > 0)
     for (const TensorSpec& s : served->inputs())
       CUVIL_CHECK(s.rank_known && !s.shape.empty() && s.shape[0] < 0, "model '", name, "': max_batch_size ",

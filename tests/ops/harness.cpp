@@ -187,6 +187,15 @@ void compare(const Tensor& got, const Tensor& want, Tol tol, const std::string& 
     failures.push_back(what + ": " + got.type_str() + ", reference " + want.type_str());
     return;
   }
+  if (want.dtype() == DType::str) {  // text, not the pointers to it
+    for (int64_t i = 0; i < want.numel(); ++i)
+      if (got.str(i) != want.str(i)) {
+        failures.push_back(what + ": element " + std::to_string(i) + " is \"" + got.str(i) + "\", reference \"" +
+                           want.str(i) + "\"");
+        return;
+      }
+    return;
+  }
   bool fp = is_float(want.dtype());
   size_t es = dtype_size(want.dtype());
   const auto* gb = static_cast<const uint8_t*>(got.raw());
@@ -485,6 +494,8 @@ void add_sampling_cases(Cases& cs);
 void add_detection_cases(Cases& cs);
 void add_signal_cases(Cases& cs);
 void add_trees_cases(Cases& cs);
+void add_strings_cases(Cases& cs);
+void add_lookup_cases(Cases& cs);
 
 const std::vector<OpCase>& all_cases() {
   static const std::vector<OpCase> cases = [] {
@@ -501,6 +512,8 @@ const std::vector<OpCase>& all_cases() {
     add_detection_cases(cs);
     add_signal_cases(cs);
     add_trees_cases(cs);
+    add_strings_cases(cs);
+    add_lookup_cases(cs);
     return cs.all();
   }();
   return cases;

@@ -344,11 +344,12 @@ def test_malformed_ensembles_are_refused_with_the_reason(tmp_path, changes, mess
 
 def test_refused_forms_and_run_time_feature_check(tmp_path):
     path = tmp_path / "m.onnx"
+    # (string class labels run: test_onnx_strings.py; both kinds at once are refused)
     node = helper.make_node("TreeEnsembleClassifier", ["x"], ["label", "p"], domain=ML, classlabels_strings=["a", "b"],
-                            **{k.replace("target", "class"): v for k, v in bad().items()})
+                            classlabels_int64s=[0, 1], **{k.replace("target", "class"): v for k, v in bad().items()})
     onnx.save(model(node, [vi("x", F, ["n", 1])], [vi("label", TensorProto.STRING, ["n"]), vi("p", F, ["n", 2])]),
               str(path))
-    with pytest.raises(cuvil.CompileError, match="string class labels"):
+    with pytest.raises(cuvil.CompileError, match="classlabels_int64s and classlabels_strings are both set"):
         cuvil.load_onnx(str(path))
     node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain=ML, n_targets=1, post_transform="PROBIT",
                             **bad())

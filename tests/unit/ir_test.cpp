@@ -89,6 +89,34 @@ TEST(TextFormat, AttributesConstantsAndQuotedNamesRoundTrip) {
   EXPECT_EQ(lr.loc().name, "lr");
 }
 
+// Strings print quoted and inline, whatever their number; bytes or external data for them are refused (their
+// elements are pointers, so a file must never supply them).
+TEST(TextFormat, StringConstantsRoundTripAndRefuseBytes) {
+  auto g = parse_graph(R"(graph @g(%x: str[3]) {
+  %s: str[2] = constant ["a \"quoted\" \\ b\x0a", "\xc3\xa9"]
+  %e: str[] = constant [""]
+  %y: str[3] = StringConcat(%x, %e)
+  return %y, %s
+}
+)");
+  const Tensor& s = g->constants()[0]->constant();
+  EXPECT_EQ(s.str_values(), (std::vector<std::string>{"a \"quoted\" \\ b\n", "\xc3\xa9"}));
+  std::string printed = print_graph(*g);
+  EXPECT_EQ(print_graph(*parse_graph(printed)), printed);
+  std::vector<std::string> many(kMaxInlineElements + 5, "w");
+  Graph big("g");
+  big.add_constant("c", Tensor::strings(many, {int64_t(many.size())}));
+  EXPECT_EQ(print_graph(*parse_graph(print_graph(big))), print_graph(big));
+  ParseOptions external;
+  external.external = [](int64_t, DType d, const std::vector<int64_t>& dims) { return Tensor::zeros(d, dims); };
+  EXPECT_CUVIL_ERROR(parse_graph("graph @g() {\n  %c: str[1] = constant external(0)\n  return %c\n}", external),
+                     "expected '['");
+  EXPECT_CUVIL_ERROR(parse_graph("graph @g() {\n  %c: str[1] = constant 0x0000000000000000\n  return %c\n}"),
+                     "expected '['");
+  EXPECT_CUVIL_ERROR(parse_graph("graph @g() {\n  %c: str[2] = constant [\"a\"]\n  return %c\n}"),
+                     "expected 2 values");
+}
+
 TEST(TextFormat, RegionsRoundTrip) {
   std::string text = R"(graph @main(%c: bool[], %x: f32[2]) {
   %y: f32[2] = If(%c) {else_branch = graph @else() {

@@ -440,7 +440,12 @@ TEST(RefElementwise, CastBetweenFloatsBoolsAndIntegers) {
   // Same-type casts and empty tensors.
   EXPECT_EQ(run1(OpKind::Cast, {Tensor::zeros(DType::u16, {0, 2})}, {{"to", int64_t(4)}})[0].shape(),
             (std::vector<int64_t>{0, 2}));
-  EXPECT_CUVIL_ERROR(run1(OpKind::Cast, {vec<float>({1})}, {{"to", int64_t(8)}}), "string");
+  // Strings: numbers as NumPy writes them, text read whole (cases_strings.cpp has more).
+  Tensor text = run1(OpKind::Cast, {vec<float>({1.5f, 100.f, 1e-5f})}, {{"to", int64_t(8)}})[0];
+  EXPECT_EQ(text.str_values(), (std::vector<std::string>{"1.5", "100.0", "1e-05"}));
+  EXPECT_EQ(run1(OpKind::Cast, {text}, {{"to", int64_t(1)}})[0].get_f64(2), double(1e-5f));
+  EXPECT_CUVIL_ERROR(run1(OpKind::Cast, {Tensor::strings({"1.5", "x"}, {2})}, {{"to", int64_t(7)}}),
+                     "is not a i64 value");
   EXPECT_CUVIL_ERROR(run1(OpKind::Cast, {vec<float>({1})}, {{"to", int64_t(99)}}), "not a supported data type");
   EXPECT_CUVIL_ERROR(run1(OpKind::Cast, {vec<float>({1})}), "'to'");
 }

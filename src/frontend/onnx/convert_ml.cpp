@@ -8,12 +8,16 @@
 //   ArrayFeatureExtractor  the columns the index tensor names (last axis)
 //   FeatureVectorizer  inputs concatenated along axis 1 (inputdimensions as given)
 //   LinearRegressor    x W^T + intercepts (post_transform NONE)
-//   LinearClassifier   scores = x W^T + intercepts, post_transform NONE/LOGISTIC/SOFTMAX, labels = integer class
-//                      labels of the best score (a single class: the score's sign, as ONNX Runtime)
+//   LinearClassifier   scores = x W^T + intercepts, post_transform NONE/LOGISTIC/SOFTMAX, labels = the class
+//                      labels (integers or strings) of the best score (a single class: the score's sign, as ONNX
+//                      Runtime)
+//   LabelEncoder       Cuvil's LabelEncoder (src/ir/ops/lookup.cpp): every version's keys, values and default as
+//                      three tensors
 //
-// Tree ensembles are in convert_trees.cpp. String labels and inputs (LabelEncoder, string classlabels, ZipMap's
-// maps) and SVMs are refused.
+// Tree ensembles are in convert_trees.cpp. ZipMap's maps and SVMs are refused.
 #include <cmath>
+#include <optional>
+#include <type_traits>
 
 #include "frontend/onnx/convert_ml_util.h"
 
@@ -135,17 +139,18 @@ void convert_linear_classifier(ConvertContext& c) {
   Value* x = as_f32(c, required(c, 0));
   std::vector<float> coef = floats_attr(c, "coefficients"), intercepts = floats_attr(c, "intercepts");
   std::string post = string_attr(c, "post_transform", "NONE");
-  auto labels_attr = c.take_attr("classlabels_ints");
-  if (c.take_attr("classlabels_strings")) c.error("string class labels are not supported");
+  auto label_ints = c.take_attr("classlabels_ints");
+  auto label_strings = c.take_attr("classlabels_strings");
   c.take_attr("multi_class");
   no_more_attrs(c);
-  if (!labels_attr) c.error("classlabels_ints is required");
-  std::vector<int64_t> labels = labels_attr->ints();
-  int64_t classes = int64_t(labels.size());
+  if (!label_ints && !label_strings) c.error("classlabels_ints or classlabels_strings is required");
+  int64_t classes = int64_t(label_strings ? label_strings->strings().size() : label_ints->ints().size());
   int64_t rows = int64_t(intercepts.empty() ? 0 : intercepts.size());
   if (rows == 0) rows = classes;
   Value* scores = linear(c, x, coef, intercepts, rows);
-  Value* label_table = c.const_tensor(Tensor::from_vector<int64_t>(labels, {classes}), "labels");
+  Value* label_table = c.const_tensor(label_strings ? Tensor::strings(label_strings->strings(), {classes})
+                                                    : Tensor::from_vector<int64_t>(label_ints->ints(), {classes}),
+                                      "labels");
   Value* label;
   if (rows == 1 && classes == 2) {
     // One score for two classes: the second label where the score is positive; scores become [-s, s].
@@ -165,6 +170,70 @@ void convert_linear_classifier(ConvertContext& c) {
   if (outs.size() > 1) c.graph().add_node(OpKind::Identity, {scores}, {outs[1]}, {}, c.loc());
 }
 
+// LabelEncoder, every version: v1's classes_strings (strings to their index, or back), v2-v3's keys_* / values_*
+// / default_*, v4's keys_tensor / values_tensor / default_tensor.
+void convert_label_encoder(ConvertContext& c) {
+  Value* x = required(c, 0);
+  auto list = [&](const std::string& prefix) -> std::optional<Tensor> {
+    std::optional<Tensor> t;
+    auto one = [&](std::optional<Tensor> made) {
+      if (!made) return;
+      if (t) c.error("more than one of the attributes ", prefix, "* is set");
+      t = std::move(made);
+    };
+    if (auto a = c.take_attr(prefix + "floats")) {
+      std::vector<float> v(a->floats().begin(), a->floats().end());
+      one(Tensor::from_vector<float>(v, {int64_t(v.size())}));
+    }
+    if (auto a = c.take_attr(prefix + "int64s")) one(Tensor::from_vector<int64_t>(a->ints(), {int64_t(a->ints().size())}));
+    if (auto a = c.take_attr(prefix + "strings")) one(Tensor::strings(a->strings(), {int64_t(a->strings().size())}));
+    if (auto a = c.take_attr(prefix + "tensor")) {
+      if (a->kind() != AttrKind::Tensor) c.error("attribute '", prefix, "tensor' must be a tensor");
+      one(a->t().reshaped({a->t().numel()}));
+    }
+    return t;
+  };
+  std::optional<Tensor> keys, values;
+  if (auto classes = c.take_attr("classes_strings")) {  // v1: the class names, by index
+    const std::vector<std::string>& names = classes->strings();
+    std::vector<int64_t> index(names.size());
+    for (size_t k = 0; k < names.size(); ++k) index[k] = int64_t(k);
+    Tensor n = Tensor::strings(names, {int64_t(names.size())});
+    Tensor i = Tensor::from_vector<int64_t>(index, {int64_t(names.size())});
+    bool from_strings = x->dtype() == DType::str;
+    keys = from_strings ? n : i;
+    values = from_strings ? i : n;
+  } else {
+    keys = list("keys_");
+    values = list("values_");
+  }
+  if (!keys || !values) c.error("the keys and the values (keys_* and values_*, or classes_strings) are required");
+  Tensor fallback;
+  auto default_float = c.take_attr("default_float");
+  auto default_int = c.take_attr("default_int64");
+  auto default_string = c.take_attr("default_string");
+  if (auto t = c.take_attr("default_tensor")) {
+    fallback = t->t();
+  } else if (values->dtype() == DType::str) {
+    fallback = Tensor::strings({default_string ? default_string->s() : "_Unused"}, {});
+  } else if (is_integer(values->dtype())) {
+    fallback = Tensor::zeros(values->dtype(), {});
+    int64_t v = default_int ? default_int->i() : -1;
+    visit_dtype(values->dtype(), [&]<class T>() {
+      if constexpr (std::is_integral_v<T>) fallback.data<T>()[0] = T(v);
+    });
+  } else {
+    fallback = Tensor::zeros(values->dtype(), {});
+    double v = default_float ? default_float->f() : -0.0;
+    visit_dtype(values->dtype(), [&]<class T>() {
+      if constexpr (is_float_v<T>) fallback.data<T>()[0] = T(v);
+    });
+  }
+  no_more_attrs(c);
+  c.emit_final(OpKind::LabelEncoder, {x},
+               {{"keys", Attribute(*keys)}, {"values", Attribute(*values)}, {"default", Attribute(fallback)}});
+}
+
 }  // namespace
 
 void register_onnx_ml(OnnxConverterTable& t) {
@@ -177,6 +246,7 @@ void register_onnx_ml(OnnxConverterTable& t) {
   t[ml + "FeatureVectorizer"] = convert_feature_vectorizer;
   t[ml + "LinearRegressor"] = convert_linear_regressor;
   t[ml + "LinearClassifier"] = convert_linear_classifier;
+  t[ml + "LabelEncoder"] = convert_label_encoder;
 }
 
 }  // namespace cuvil

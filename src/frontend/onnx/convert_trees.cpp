@@ -2,9 +2,9 @@
 // (tree id, node id) pairs, leaves as LEAF nodes with weights listed beside) and TreeEnsemble (opset 5: nodes by
 // index, leaves apart) — as Cuvil's one TreeEnsemble op (src/ir/ops/trees.cpp), which compares every input type in
 // double against double thresholds, so each compares as ONNX's reference does; a classifier's binary case, post
-// transform and labels
+// transform and labels (integers or strings)
 // follow as ordinary ops (onnx/reference/ops/aionnxml/op_tree_ensemble_classifier.py). Refused with the reason:
-// string class labels (Cuvil has no string tensors), PROBIT, malformed trees (named by tree and node id).
+// PROBIT, a single string class label, malformed trees (named by tree and node id).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -211,14 +211,15 @@ void convert_tree_ensemble_regressor(ConvertContext& c) {
 
 void convert_tree_ensemble_classifier(ConvertContext& c) {
   Ensemble e = ensemble_v3(c, "class");
-  if (c.take_attr("classlabels_strings"))
-    c.error("string class labels are not supported (Cuvil has no string tensors): relabel the classes with "
-            "classlabels_int64s");
+  std::vector<std::string> label_names;
+  if (auto a = c.take_attr("classlabels_strings")) label_names = a->strings();
   std::vector<int64_t> labels = ints_attr(c, "classlabels_int64s");
+  if (!label_names.empty() && !labels.empty()) c.error("classlabels_int64s and classlabels_strings are both set");
+  if (!label_names.empty()) labels.assign(label_names.size(), 0);  // (only their count matters below)
   e.base = doubles_attr(c, "base_values");
   std::string post = string_attr(c, "post_transform", "NONE");
   no_more_attrs(c);
-  if (labels.empty()) c.error("classlabels_int64s is required");
+  if (labels.empty()) c.error("classlabels_int64s or classlabels_strings is required");
   const int64_t classes = int64_t(labels.size());
   if (e.n_targets > classes && !(classes == 1 && e.n_targets <= 2))
     c.error("a leaf weight is for class ", e.n_targets - 1, ", but there are ", classes, " class labels");
@@ -250,10 +251,13 @@ void convert_tree_ensemble_classifier(ConvertContext& c) {
   Value* best = temp(c, OpKind::ArgMax, {scores}, {{"axis", Attribute(int64_t(1))}, {"keepdims", Attribute(int64_t(0))}});
   Value* label;
   if (classes == 1) {  // (the reference's one case: a single label 1, read as "class 1 or not")
+    if (!label_names.empty()) c.error("a single string class label is not supported");
     if (labels[0] != 1) c.error("a single class label must be 1, got ", labels[0]);
     label = best;
   } else {
-    label = temp(c, OpKind::Gather, {c.const_tensor(Tensor::from_vector<int64_t>(labels, {classes}), "labels"), best});
+    Tensor table = label_names.empty() ? Tensor::from_vector<int64_t>(labels, {classes})
+                                       : Tensor::strings(label_names, {classes});
+    label = temp(c, OpKind::Gather, {c.const_tensor(table, "labels"), best});
   }
   const auto& outs = c.output_names();
   c.graph().add_node(OpKind::Identity, {label}, {outs.at(0)}, {}, c.loc());

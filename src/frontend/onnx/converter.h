@@ -78,6 +78,7 @@ void register_onnx_contrib(OnnxConverterTable& t);    // domain com.microsoft, k
 void register_onnx_ml(OnnxConverterTable& t);         // domain ai.onnx.ml, keyed "ai.onnx.ml:Name"
 void register_onnx_trees(OnnxConverterTable& t);      // ai.onnx.ml's tree ensembles (convert_trees.cpp)
 void register_onnx_training(OnnxConverterTable& t);   // ai.onnx.preview.training's optimizer steps
+void register_onnx_text(OnnxConverterTable& t);       // TfIdfVectorizer over string tokens (convert_text.cpp)
 
 // Ops of the default domain with no entry here fall back to the op table by name; ops of other domains are keyed
 // "domain:Name" and have no fallback.

@@ -200,6 +200,13 @@ static Tensor onnx_tensor_to_cuvil(const void* proto, const ExternalDataDir& ext
                 "': dims ", shape_str(dims), " are too large");
   }
   CUVIL_CHECK(!tp.has_segment(), "tensor '", name, "': segmented tensors are not supported");
+  if (*dt == DType::str) {
+    CUVIL_CHECK(tp.data_location() != onnx::TensorProto::EXTERNAL && !tp.has_raw_data(), "tensor '", name,
+                "': strings are read from string_data only (not raw_data or external data)");
+    CUVIL_CHECK(tp.string_data_size() == numel, "tensor '", name, "' has ", tp.string_data_size(),
+                " strings for str", shape_str(dims));
+    return Tensor::strings({tp.string_data().begin(), tp.string_data().end()}, dims);
+  }
   if (is_low_precision(*dt) && low_precision_bits(*dt) < 8) return unpack_sub_byte(tp, *dt, dims, numel);
   int64_t bytes = numel * int64_t(dtype_size(*dt));
   if (tp.data_location() != onnx::TensorProto::EXTERNAL) {
@@ -302,6 +309,7 @@ const OnnxConverterTable& onnx_converters() {
     register_onnx_ml(t);
     register_onnx_trees(t);
     register_onnx_training(t);
+    register_onnx_text(t);
     return t;
   }();
   return table;

@@ -3,7 +3,8 @@
 // Differences from ONNX (opset <= 17):
 //   - Float-only ops also accept bf16 where ONNX lists only f16/f32/f64 (trigonometric ops, Round, Softplus,
 //     Elu, Celu, ...): Cuvil's bf16 precision mode may produce them, and the kernels compute in float anyway.
-//   - Identity and Cast work on tensors only (no sequences, optionals or strings).
+//   - Identity and Cast work on tensors only (no sequences or optionals); Cast reads and writes strings as
+//     src/kernels/ref/number_text.h says.
 //   - Dropout is inference-only: in training mode with a ratio > 0 its kernel fails (the result is random).
 #include <algorithm>
 
@@ -31,6 +32,7 @@ const DTypes kNumeric = join({kFloat, kSignedInt, kUnsignedInt});
 const DTypes kSignedNumeric = join({kFloat, kSignedInt});
 const DTypes kAll = join({kNumeric, {DType::boolean}});
 const DTypes kBool = {DType::boolean};
+const DTypes kAllAndStrings = join({kAll, {DType::str}});  // Equal, Where: strings compare and move
 
 void check_dtype(const InferContext& c, size_t i, const DTypes& allowed) {
   DType t = c.input_dtype(i);
@@ -179,7 +181,6 @@ void expect_scalar(const InferContext& c, size_t i, const char* what) {
 
 DType cast_target(const InferContext& c) {
   int64_t to = c.i("to");
-  if (to == 8) c.error("casting to string is not supported (Cuvil has no string tensors)");
   auto dt = dtype_from_onnx_id(int(to));
   if (!dt) c.error("attribute 'to' = ", to, " is not a supported data type");
   return *dt;
@@ -383,7 +384,7 @@ CUVIL_DEFINE_OP(Or) { binary(s, kBool, true); }
 CUVIL_DEFINE_OP(Xor) { binary(s, kBool, true); }
 // Equal on shape values feeds Where in Reshape-target computations; it is known where the dims are decidable.
 CUVIL_DEFINE_OP(Equal) {
-  binary(s, kAll, true);
+  binary(s, kAllAndStrings, true);
   then_infer(s, [](InferContext& c) {
     if (!carries_dims(c.input_dtype(0))) return;
     propagate_dims2(
@@ -405,7 +406,7 @@ CUVIL_DEFINE_OP(Where) {
   s.inputs(3, 3).outputs(1, 1).allow_inplace(0, 0).allow_inplace(1, 0).allow_inplace(2, 0).infer_with(
       [](InferContext& c) {
         check_dtype(c, 0, kBool);
-        check_dtype(c, 1, kAll);
+        check_dtype(c, 1, kAllAndStrings);
         infer::expect_same_dtype(c, 1, 2);
         infer::broadcast_inputs(c, c.input_dtype(1));
         // Select between shape values (Reshape targets built with Where(Equal(shape, 0), ...)).

@@ -876,7 +876,7 @@ void infer_constant_of_shape(InferContext& c) {
 DType eye_like_dtype(const InferContext& c) {
   if (!c.has("dtype")) return c.input_dtype(0);
   auto dt = dtype_from_onnx_id(int(c.i("dtype")));
-  if (!dt) c.error("dtype ", c.i("dtype"), " is not a supported ONNX element type");
+  if (!dt || *dt == DType::str) c.error("dtype ", c.i("dtype"), " is not a supported ONNX element type here");
   return *dt;
 }
 
@@ -1223,6 +1223,7 @@ CUVIL_DEFINE_OP(BitCast) {
     auto to = dtype_from_onnx_id(int(c.i("to")));
     if (!to) c.error("attribute 'to' = ", c.i("to"), " is not an element type Cuvil has");
     DType from = c.input_dtype(0);
+    if (from == DType::str || *to == DType::str) c.error("strings have no bits to reinterpret");
     if (dtype_size(from) != dtype_size(*to))
       c.error("cannot reinterpret ", dtype_name(from), " (", dtype_size(from), " bytes) as ", dtype_name(*to), " (",
               dtype_size(*to), " bytes): BitCast needs types of one width");

@@ -1,7 +1,7 @@
 // Op definitions (arity, attributes, shape inference) of the text family: TfIdfVectorizer.
 //
-// TfIdfVectorizer works on integer token ids only: Cuvil has no string dtype, so string inputs are rejected by the
-// importer and a `pool_strings` attribute is rejected here. Every attribute is static, so inference checks the
+// TfIdfVectorizer works on integer token ids: the importer turns string tokens and `pool_strings` into ids
+// (src/frontend/onnx/convert_text.cpp), and a `pool_strings` attribute is rejected here. Every attribute is static, so inference checks the
 // whole n-gram pool layout once, at compile time; the kernel relies on that (and re-checks only what it indexes).
 #include <algorithm>
 #include <limits>

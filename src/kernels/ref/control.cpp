@@ -68,7 +68,8 @@ Tensor stack(const std::vector<Tensor>& elems, DType dtype, const std::vector<in
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(dst + size_t(o * len + pos) * inner, src + size_t(o) * inner, inner);
   }
-  return out;
+  // strings: the text of the iterations' values, which go away with the kernel (Tensor::strings)
+  return dtype == DType::str ? out.with_own_strings() : out;
 }
 
 // Collects the per-iteration values of one scan output, checking they keep their dtype and shape.

@@ -12,6 +12,7 @@
 
 #include "ir/low_precision.h"
 #include "kernels/ref/indexing.h"
+#include "kernels/ref/number_text.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace cuvil {
@@ -595,7 +596,17 @@ CUVIL_REF_KERNEL(BitwiseNot) {
 CUVIL_REF_KERNEL(And) { compare<Cls::Bool>(ctx, [](int a, int b) { return a && b; }); }
 CUVIL_REF_KERNEL(Or) { compare<Cls::Bool>(ctx, [](int a, int b) { return a || b; }); }
 CUVIL_REF_KERNEL(Xor) { compare<Cls::Bool>(ctx, [](int a, int b) { return a != b; }); }
-CUVIL_REF_KERNEL(Equal) { compare<Cls::All>(ctx, [](auto a, auto b) { return a == b; }); }
+CUVIL_REF_KERNEL(Equal) {
+  if (ctx.input(0).dtype() == DType::str) {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    bool* y = ctx.output(0).data<bool>();
+    for_each_broadcast(ctx, ctx.output(0).shape(), {&a, &b},
+                       [&](int64_t i, const int64_t* o) { y[i] = a.str(o[0]) == b.str(o[1]); });
+    return;
+  }
+  compare<Cls::All>(ctx, [](auto a, auto b) { return a == b; });
+}
 CUVIL_REF_KERNEL(Greater) { compare<Cls::Numeric>(ctx, [](auto a, auto b) { return a > b; }); }
 CUVIL_REF_KERNEL(GreaterOrEqual) { compare<Cls::Numeric>(ctx, [](auto a, auto b) { return a >= b; }); }
 CUVIL_REF_KERNEL(Less) { compare<Cls::Numeric>(ctx, [](auto a, auto b) { return a < b; }); }
@@ -607,6 +618,15 @@ CUVIL_REF_KERNEL(Where) {
   const Tensor& yt = ctx.input(2);
   Tensor& out = ctx.output(0);
   if (cond.dtype() != DType::boolean) ctx.error("condition must be bool, got ", dtype_name(cond.dtype()));
+  if (xt.dtype() == DType::str) {  // the chosen elements' pointers: the runtime copies their text (Tensor::strings)
+    const bool* c = cond.data<bool>();
+    auto x = static_cast<const std::string* const*>(xt.raw());
+    auto y = static_cast<const std::string* const*>(yt.raw());
+    auto o = static_cast<const std::string**>(out.raw());
+    for_each_broadcast(ctx, out.shape(), {&cond, &xt, &yt},
+                       [&](int64_t i, const int64_t* off) { o[i] = c[off[0]] ? x[off[1]] : y[off[2]]; });
+    return;
+  }
   dispatch<Cls::All>(ctx, xt.dtype(), [&]<class T>() {
     const bool* c = cond.data<bool>();
     const T* x = xt.data<T>();
@@ -709,8 +729,25 @@ void cast_low_precision(KernelContext& ctx, const Tensor& x, Tensor& y, DType to
   });
 }
 
+// Numbers to text and back (ref/number_text.h); text that is no number of the type fails the run.
+void cast_strings(KernelContext& ctx, const Tensor& x, DType to) {
+  if (x.dtype() == DType::str && to == DType::str) return ctx.set_output(0, x);
+  if (to == DType::str) {
+    if (is_low_precision(x.dtype())) ctx.error("casting ", dtype_name(x.dtype()), " to strings is not supported");
+    std::vector<std::string> text(static_cast<size_t>(x.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) text[size_t(i)] = ref::number_text(x, i);
+    return ctx.set_output(0, Tensor::strings(std::move(text), x.shape()));
+  }
+  if (is_low_precision(to)) ctx.error("casting strings to ", dtype_name(to), " is not supported");
+  Tensor& y = ctx.output(0);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (!ref::read_number(x.str(i), y, i))
+      ctx.error("element ", i, " (\"", x.str(i), "\") is not a ", dtype_name(to), " value");
+}
+
 void cast_to(KernelContext& ctx, DType to) {
   const Tensor& x = ctx.input(0);
+  if (x.dtype() == DType::str || to == DType::str) return cast_strings(ctx, x, to);
   Tensor& y = ctx.output(0);
   if (y.dtype() != to || x.numel() != y.numel()) ctx.internal_error("output is ", y.type_str());
   if (is_low_precision(x.dtype()) || is_low_precision(to)) return cast_low_precision(ctx, x, y, to);

@@ -74,6 +74,9 @@ class Interpreter final : public RegionRunner {
     Interpreter regions(frame, depth_);
     KernelContext ctx(n, ins, &outs, &regions);
     ref_kernel(n.op())(ctx);
+    // a string output may point at its inputs' text, which the caller may free (Tensor::strings)
+    for (Tensor& t : outs)
+      if (t.defined() && t.dtype() == DType::str) t = t.with_own_strings();
     return outs;
   }
 
