@@ -1197,6 +1197,56 @@ TEST(Codegen, QuantizeDequantizeGenerate) {
   check_fused_graph(g, {random_tensor(DType::u8, {16, 64}, seed++)}, 0, "QDQ", 1);
 }
 
+// Quantize -> Dequantize in f32 (a QDQ model's activations between float ops): the saturated integer's round trip
+// through i32 becomes one f32 subtraction of the zero point (codegen/llvm/values.cpp, float_round_trips); the
+// results must keep the reference's bits at every rounding boundary, at both ends of the range, for NaN and
+// infinities, with zero points at 0, inside and at the ends, u8 and i8, and after a second QDQ step.
+TEST(Codegen, QuantizeDequantizeRoundTripKeepsBits) {
+  std::vector<float> xs;
+  const float sc = 0.047153853f;
+  for (int k = -300; k <= 300; ++k) {
+    float half = (float(k) + 0.5f) * sc;
+    for (float v : {half, std::nextafter(half, INFINITY), std::nextafter(half, -INFINITY), float(k) * sc})
+      xs.push_back(v);
+  }
+  for (float v : {0.f, -0.f, -0.3f * sc, 1e-30f, -1e-30f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN}) xs.push_back(v);
+  Tensor x = Tensor::zeros(DType::f32, {int64_t(xs.size())});
+  std::copy(xs.begin(), xs.end(), x.data<float>());
+  for (DType q : {DType::u8, DType::i8})
+    for (int zp : q == DType::u8 ? std::vector<int>{0, 128, 255} : std::vector<int>{0, -3, 127}) {
+      auto g = std::make_shared<Graph>();
+      Value* in = g->add_input("x", {DType::f32, Shape::of({x.numel()})});
+      Value* z = g->add_constant("z", q == DType::u8 ? Tensor::scalar<uint8_t>(uint8_t(zp)) : Tensor::scalar<int8_t>(int8_t(zp)));
+      Value* s1 = g->add_constant("s1", Tensor::scalar<float>(sc));
+      Value* s2 = g->add_constant("s2", Tensor::scalar<float>(0.02f));
+      Value* v = g->add_node(OpKind::QuantizeLinear, {in, s1, z}, {"q1"})->output(0);
+      v = g->add_node(OpKind::DequantizeLinear, {v, s1, z}, {"d1"})->output(0);
+      v = g->add_node(OpKind::Mul, {v, g->add_constant("k", Tensor::scalar<float>(-1.5f))}, {"m"})->output(0);
+      v = g->add_node(OpKind::QuantizeLinear, {v, s2, z}, {"q2"})->output(0);
+      g->add_output(g->add_node(OpKind::DequantizeLinear, {v, s2, z}, {"d2"})->output(0));
+      infer_shapes(*g);
+      std::string what = std::string(dtype_name(q)) + " zero point " + std::to_string(zp);
+      std::vector<Tensor> want = Executor(g, reference_kernels()).run({x});
+      PassContext ctx;
+      run_pass(*create_pass("fuse-elementwise"), *g, ctx);
+      int kernels = 0;
+      for (auto& n : g->nodes()) kernels += n->op() == OpKind::FusedKernel;
+      EXPECT_EQ(kernels, 1) << what;
+      Tensor got = Executor(g, ExecutorOptions{}).run({x})[0];
+      ASSERT_EQ(got.numel(), want[0].numel()) << what;
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        uint32_t gb, wb;
+        std::memcpy(&gb, got.data<float>() + i, 4);
+        std::memcpy(&wb, want[0].data<float>() + i, 4);
+        if (gb != wb) {
+          ADD_FAILURE() << what << ": element " << i << " (x = " << xs[size_t(i)] << ") = " << got.data<float>()[i]
+                        << ", reference " << want[0].data<float>()[i];
+          break;
+        }
+      }
+    }
+}
+
 // Expand is the broadcast of the iteration space: alone a generated copy, and fused into its consumers without a
 // copy. Shapes whose 1s keep the input's dims, a rank-raising shape, integers and bools.
 TEST(Codegen, ExpandGenerates) {

@@ -45,6 +45,7 @@ class Emitter {
       : C(c), M(m), B(c), K(k), S(s), uniform(k.row_uniform()), rounded_quotient(rounded_quotients(k)) {
     for (size_t i = 0; i < k.exprs.size(); ++i)
       if (k.exprs[i].op == Op::scan_sum) scans.push_back(int(i));
+    float_round_trip = float_round_trips();
   }
 
   // Defines function `symbol` computing the kernel, for tm's CPU.
@@ -58,6 +59,12 @@ class Emitter {
   const Schedule& S;
   std::vector<bool> uniform;
   std::vector<bool> rounded_quotient;  // per expression: an f32 divide by a constant that only round / is_nan read
+  // per expression: a dequantized integer that is exactly `clamped - zero_point` in f32 (values.cpp)
+  struct FloatRoundTrip {
+    int clamped = -1;
+    double zero_point = 0;
+  };
+  std::vector<FloatRoundTrip> float_round_trip;
   llvm::Function* F = nullptr;
   std::vector<Value*> dim;
   std::vector<std::vector<Value*>> stride;
@@ -154,6 +161,10 @@ class Emitter {
   Value* compute(const Expr& x, Value* a, Value* b, Value* c, int w);
   static std::vector<bool> rounded_quotients(const Kernel& k);
   bool clamped_to_i32(int e) const;
+  bool clamp_bounds(int e, int* t, double* lo, double* hi) const;
+  bool integral(int e, int depth = 0) const;
+  bool nan_free(int e, int depth = 0) const;
+  std::vector<FloatRoundTrip> float_round_trips() const;
   Value* quotient_by_constant(Value* a, float divisor);
 
   // ---- reductions.cpp

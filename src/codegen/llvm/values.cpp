@@ -55,6 +55,10 @@ Value* Emitter::elem_at(int e, const Lanes& l, const std::vector<Value*>& memo) 
   if (x.op == Op::load) return x.imm != 0 ? shifted_load(x, l) : load(x, l);
   if (x.op == Op::row_index) return K.columns ? splat_i64(column_pos, l.w) : positions(l.j, l.w);
   if (x.op == Op::scan_sum) return scan(e, operand(x.a), l);
+  if (const FloatRoundTrip& f = float_round_trip[size_t(e)]; f.clamped >= 0 && memo[size_t(f.clamped)]) {
+    Value* c = memo[size_t(f.clamped)];
+    return f.zero_point == 0 ? B.CreateFAdd(c, fc(c, 0.0)) : B.CreateFSub(c, fc(c, f.zero_point));
+  }
   return compute(x, operand(x.a), operand(x.b), operand(x.c), l.w);
 }
 
@@ -136,30 +140,126 @@ std::vector<bool> Emitter::rounded_quotients(const Kernel& k) {
 // Whether expression e is t clamped between two constants inside i32's range, as QuantizeLinear's saturation
 // writes it: select(t < lo, lo, select(t > hi, hi, t)) (or the two tests the other way round). Its value is then
 // in [lo, hi], or NaN where t is.
-bool Emitter::clamped_to_i32(int e) const {
+bool Emitter::clamp_bounds(int e, int* t, double* lo, double* hi) const {
   auto constant_in_range = [&](int c, double* v) {
     if (c < 0 || K.exprs[size_t(c)].op != Op::constant) return false;
     *v = K.exprs[size_t(c)].imm;
     double as_f32 = double(float(*v));  // (the bound as the f32 compare sees it; 2^31 - 1 is 2^31 there)
     return as_f32 >= -2147483648.0 && as_f32 < 2147483648.0;
   };
-  // select(t OP bound, bound, rest): returns t and rest, or -1.
-  auto clamp_step = [&](int sel, Op test, int* t, int* rest) {
+  // select(t OP bound, bound, rest): returns t, the bound and rest.
+  auto clamp_step = [&](int sel, Op test, int* t, double* bound, int* rest) {
+    if (sel < 0) return false;
     const Expr& s = K.exprs[size_t(sel)];
     if (s.op != Op::select) return false;
     const Expr& c = K.exprs[size_t(s.a)];
-    double bound, chosen;
-    if (c.op != test || !constant_in_range(c.b, &bound) || !constant_in_range(s.b, &chosen) || bound != chosen)
+    double chosen;
+    if (c.op != test || !constant_in_range(c.b, bound) || !constant_in_range(s.b, &chosen) || *bound != chosen)
       return false;
     *t = c.a, *rest = s.c;
     return true;
   };
   for (auto [outer, inner] : {std::pair{Op::lt, Op::gt}, std::pair{Op::gt, Op::lt}}) {
     int t1, rest, t2, rest2;
-    if (clamp_step(e, outer, &t1, &rest) && clamp_step(rest, inner, &t2, &rest2) && t1 == t2 && rest2 == t1)
+    double b1, b2;
+    if (clamp_step(e, outer, &t1, &b1, &rest) && clamp_step(rest, inner, &t2, &b2, &rest2) && t1 == t2 &&
+        rest2 == t1) {
+      *t = t1;
+      *lo = outer == Op::lt ? b1 : b2;
+      *hi = outer == Op::lt ? b2 : b1;
       return true;
+    }
   }
   return false;
+}
+
+bool Emitter::clamped_to_i32(int e) const {
+  int t;
+  double lo, hi;
+  return clamp_bounds(e, &t, &lo, &hi);
+}
+
+// Whether f32 expression e only takes integer values (or infinities or NaN): rounded values, integers converted,
+// integer constants, and sums, differences, products and choices of such (a float of magnitude 2^24 or more is an
+// integer, so their rounding keeps them integers). Looks a few levels deep.
+bool Emitter::integral(int e, int depth) const {
+  if (e < 0 || depth > 8) return false;
+  const Expr& x = K.exprs[size_t(e)];
+  switch (x.op) {
+    case Op::constant: return x.imm == std::floor(x.imm);
+    case Op::round: case Op::floor: case Op::ceil: return true;
+    case Op::cast: return !is_float(K.exprs[size_t(x.a)].type);
+    case Op::add: case Op::sub: case Op::mul: return integral(x.a, depth + 1) && integral(x.b, depth + 1);
+    case Op::select: return integral(x.b, depth + 1) && integral(x.c, depth + 1);
+    default: return false;
+  }
+}
+
+// Whether f32 expression e is never NaN: finite constants, integers converted, a choice that replaces NaN
+// (select(is_nan(q), k, round(q))), rounding of such, and a sum or difference of such with a finite operand (no
+// inf - inf). Looks a few levels deep.
+bool Emitter::nan_free(int e, int depth) const {
+  if (e < 0 || depth > 8) return false;
+  const Expr& x = K.exprs[size_t(e)];
+  auto finite = [&](int o) {
+    const Expr& y = K.exprs[size_t(o)];
+    return (y.op == Op::constant && std::isfinite(y.imm)) || (y.op == Op::cast && !is_float(K.exprs[size_t(y.a)].type));
+  };
+  switch (x.op) {
+    case Op::constant: return !std::isnan(x.imm);
+    case Op::cast: return !is_float(K.exprs[size_t(x.a)].type);
+    case Op::round: case Op::floor: case Op::ceil: return nan_free(x.a, depth + 1);
+    case Op::add: case Op::sub:
+      return (finite(x.a) && nan_free(x.b, depth + 1)) || (finite(x.b) && nan_free(x.a, depth + 1));
+    case Op::select: {
+      if (!nan_free(x.b, depth + 1)) return false;
+      if (nan_free(x.c, depth + 1)) return true;
+      // select(is_nan(q), k, r(q)): NaN only where q is NaN, and that case takes k
+      const Expr& test = K.exprs[size_t(x.a)];
+      const Expr& other = K.exprs[size_t(x.c)];
+      bool rounds_q = x.c == test.a || ((other.op == Op::round || other.op == Op::floor || other.op == Op::ceil) &&
+                                        other.a == test.a);
+      return test.op == Op::is_nan && rounds_q;
+    }
+    default: return false;
+  }
+}
+
+// DequantizeLinear after QuantizeLinear takes the saturated value through i32 and back: cast.f32(sub.i32(
+// wrap(cast.i32(c)), zp)). Where c is an integral, NaN-free f32 clamped inside the wrap's range, every integer step
+// is exact and the value is c - zp in f32 (both integers under 2^24, so the difference is exact too): one
+// subtraction where the round trip takes five instructions (MiniLM's QDQ GELU kernels make six round trips an
+// element). A zero point of 0 adds +0.0 instead, so that -0.0 comes out as the integers' +0.
+std::vector<Emitter::FloatRoundTrip> Emitter::float_round_trips() const {
+  std::vector<FloatRoundTrip> r(K.exprs.size());
+  for (size_t i = 0; i < K.exprs.size(); ++i) {
+    const Expr& x = K.exprs[i];
+    if (x.op != Op::cast || x.type != Scalar::f32 || K.exprs[size_t(x.a)].type != Scalar::i32) continue;
+    int e = x.a;
+    double zp = 0;
+    if (K.exprs[size_t(e)].op == Op::sub) {
+      const Expr& z = K.exprs[size_t(K.exprs[size_t(e)].b)];
+      if (z.op != Op::constant || std::fabs(z.imm) >= 16777216.0) continue;
+      zp = z.imm;
+      e = K.exprs[size_t(e)].a;
+    }
+    double wrap_lo = -2147483648.0, wrap_hi = 2147483647.0;
+    if (const Expr& w = K.exprs[size_t(e)]; w.op == Op::wrap_u || w.op == Op::wrap_s) {
+      double span = std::ldexp(1.0, int(w.imm));
+      wrap_lo = w.op == Op::wrap_u ? 0 : -span / 2;
+      wrap_hi = w.op == Op::wrap_u ? span - 1 : span / 2 - 1;
+      e = w.a;
+    }
+    const Expr& to_int = K.exprs[size_t(e)];
+    if (to_int.op != Op::cast || to_int.type != Scalar::i32 || K.exprs[size_t(to_int.a)].type != Scalar::f32) continue;
+    int clamped = to_int.a, t;
+    double lo, hi;
+    if (!clamp_bounds(clamped, &t, &lo, &hi) || lo < wrap_lo || hi > wrap_hi || lo != std::floor(lo) ||
+        hi != std::floor(hi) || std::fabs(lo) >= 16777216.0 || std::fabs(hi) >= 16777216.0)
+      continue;
+    if (integral(t) && nan_free(t)) r[i] = {clamped, zp};
+  }
+  return r;
 }
 
 // a / d with d = 1 / r: q0 = a * r, e = a - q0 * d (exact, one FMA), q = q0 + e * r (Markstein's correction:
