@@ -260,30 +260,13 @@ def test_linear_classifier_with_string_labels(tmp_path):
 
 
 def test_tree_classifier_with_string_labels(tmp_path):
-    sklearn = pytest.importorskip("sklearn")
+    pytest.importorskip("sklearn")
     from sklearn.datasets import load_iris
     from sklearn.tree import DecisionTreeClassifier
     x, y = load_iris(return_X_y=True)
-    tree = DecisionTreeClassifier(max_depth=4, random_state=0).fit(x, y).tree_
-    a = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
-                         "nodes_truenodeids", "nodes_falsenodeids")}
-    c = {k: [] for k in ("class_treeids", "class_nodeids", "class_ids", "class_weights")}
-    for i in range(tree.node_count):
-        leaf = tree.children_left[i] == -1
-        a["nodes_treeids"].append(0)
-        a["nodes_nodeids"].append(i)
-        a["nodes_featureids"].append(0 if leaf else int(tree.feature[i]))
-        a["nodes_modes"].append("LEAF" if leaf else "BRANCH_LEQ")
-        a["nodes_values"].append(0.0 if leaf else float(tree.threshold[i]))
-        a["nodes_truenodeids"].append(0 if leaf else int(tree.children_left[i]))
-        a["nodes_falsenodeids"].append(0 if leaf else int(tree.children_right[i]))
-        if leaf:
-            p = tree.value[i][0] / tree.value[i][0].sum()
-            for k in range(3):
-                c["class_treeids"].append(0)
-                c["class_nodeids"].append(i)
-                c["class_ids"].append(k)
-                c["class_weights"].append(float(p[k]))
+    from test_onnx_trees import class_weights, sklearn_nodes
+    a, leaves = sklearn_nodes([DecisionTreeClassifier(max_depth=4, random_state=0).fit(x, y)])
+    c = class_weights(leaves, 3)
     node = helper.make_node("TreeEnsembleClassifier", ["x"], ["label", "probs"], domain=ML,
                             classlabels_strings=["setosa", "versicolor", "virginica"], **a, **c)
     m = model([node], [vi("x", F, [None, 4])], [vi("label", S, None), vi("probs", F, None)], opset=17,

@@ -55,6 +55,20 @@ def sklearn_nodes(trees):
     return a, leaves
 
 
+def class_weights(leaves, classes, scale=1.0):
+    """The class_* attributes of a classifier whose leaves hold each class's share of their samples (times
+    `scale`: 1 / the number of trees for a forest's mean)."""
+    cls = {"class_treeids": [], "class_nodeids": [], "class_ids": [], "class_weights": []}
+    for t, i, v in leaves:
+        p = v[0] / v[0].sum()
+        for k in range(classes):
+            cls["class_treeids"].append(t)
+            cls["class_nodeids"].append(i)
+            cls["class_ids"].append(k)
+            cls["class_weights"].append(float(p[k]) * scale)
+    return cls
+
+
 def run_both(m, feeds, tmp_path, rtol=1e-5, atol=1e-5, reference=False):
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))
@@ -125,14 +139,7 @@ def test_random_forest_classifier_probabilities_and_labels(tmp_path):
     x, y = load_digits(return_X_y=True)
     rf = RandomForestClassifier(n_estimators=8, max_depth=9, random_state=0).fit(x, y)
     a, leaves = sklearn_nodes(rf.estimators_)
-    cls = {"class_treeids": [], "class_nodeids": [], "class_ids": [], "class_weights": []}
-    for t, i, v in leaves:
-        p = v[0] / v[0].sum()
-        for k in range(10):
-            cls["class_treeids"].append(t)
-            cls["class_nodeids"].append(i)
-            cls["class_ids"].append(k)
-            cls["class_weights"].append(float(p[k]) / 8)
+    cls = class_weights(leaves, 10, 1 / 8)
     node = helper.make_node("TreeEnsembleClassifier", ["x"], ["label", "p"], domain=ML,
                             classlabels_int64s=[100 + k for k in range(10)], **a, **cls)
     m = model(node, [vi("x", F, ["n", 64])], [vi("label", I64, ["n"]), vi("p", F, ["n", 10])])
