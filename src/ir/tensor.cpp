@@ -24,6 +24,10 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+namespace {
+const std::string kEmptyString;  // what a zeroed or null string element reads as
+}  // namespace
+
 Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
   t.dtype_ = dtype;
@@ -39,9 +43,8 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
   t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   t.data_ = p;
   if (dtype == DType::str) {
-    static const std::string kEmpty;
     auto** e = static_cast<const std::string**>(p);
-    for (int64_t i = 0; i < t.numel_; ++i) e[i] = &kEmpty;
+    for (int64_t i = 0; i < t.numel_; ++i) e[i] = &kEmptyString;
   }
   return t;
 }
@@ -58,15 +61,15 @@ Tensor Tensor::strings(std::vector<std::string> values, std::vector<int64_t> sha
   auto** e = static_cast<const std::string**>(t.data_);
   for (size_t i = 0; i < owner->text.size(); ++i) e[i] = &owner->text[i];
   t.storage_ = std::shared_ptr<void>(owner, t.data_);
+  t.owns_text_ = true;
   return t;
 }
 
 const std::string& Tensor::str(int64_t i) const {
   CUVIL_ASSERT(dtype_ == DType::str, "tensor of ", dtype_name(dtype_), " read as strings");
   CUVIL_ASSERT(i >= 0 && i < numel_, "string element ", i, " of ", type_str());
-  static const std::string kEmpty;
   const std::string* s = static_cast<const std::string* const*>(data_)[i];
-  return s ? *s : kEmpty;  // (a kernel that pads or zeroes writes null: the empty string)
+  return s ? *s : kEmptyString;  // (a kernel that pads or zeroes writes null: the empty string)
 }
 
 std::vector<std::string> Tensor::str_values() const {
@@ -75,7 +78,7 @@ std::vector<std::string> Tensor::str_values() const {
   return v;
 }
 
-Tensor Tensor::with_own_strings() const { return strings(str_values(), shape_); }
+Tensor Tensor::with_own_strings() const { return owns_text_ ? *this : strings(str_values(), shape_); }
 
 Tensor Tensor::view(DType dtype, std::vector<int64_t> shape, void* data) {
   CUVIL_ASSERT(data, "tensor view of a null pointer");
@@ -88,7 +91,7 @@ Tensor Tensor::view(DType dtype, std::vector<int64_t> shape, void* data) {
 }
 
 Tensor Tensor::clone() const {
-  if (dtype_ == DType::str) return with_own_strings();
+  if (dtype_ == DType::str) return strings(str_values(), shape_);
   Tensor t = zeros(dtype_, shape_);
   if (nbytes()) std::memcpy(t.data_, data_, nbytes());
   return t;

@@ -33,8 +33,9 @@ class Tensor {
 
   // String tensors (DType::str): each element is a `const std::string*`. One made here owns its text. A kernel's
   // output may instead point at its inputs' text (a move such as Gather writes the pointers it read); the runtime
-  // replaces such an output by with_own_strings() before the inputs can go away. zeros(DType::str, ...) points
-  // every element at one static empty string.
+  // replaces such an output by with_own_strings() before the inputs can go away (a tensor that owns its text, and
+  // its copies, are returned as they are: the text is never written). zeros(DType::str, ...) points every element
+  // at one static empty string.
   static Tensor strings(std::vector<std::string> values, std::vector<int64_t> shape);
   const std::string& str(int64_t i) const;
   std::vector<std::string> str_values() const;
@@ -78,6 +79,7 @@ class Tensor {
   int64_t numel_ = 0;
   void* data_ = nullptr;
   std::shared_ptr<void> storage_;
+  bool owns_text_ = false;  // made by strings(): every element points into storage_
 };
 
 int64_t shape_numel(const std::vector<int64_t>& shape);

@@ -39,29 +39,26 @@ CUVIL_REF_KERNEL(LabelEncoder) {
   const Tensor& keys = ctx.t("keys");
   const Tensor& values = ctx.t("values");
   const Tensor& fallback = ctx.t("default");
-  size_t width = dtype_size(values.dtype());
-  if (is_integer(x.dtype())) {
-    // integers exactly (a double key would merge int64s beyond 2^53)
-    std::unordered_map<int64_t, int64_t> index;
-    for (int64_t k = keys.numel(); k-- > 0;) index[keys.get_i64(k)] = k;  // the first of equal keys wins (as ORT)
-    Tensor& y = ctx.output(0);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      auto it = index.find(x.get_i64(i));
-      const char* from = it == index.end() ? static_cast<const char*>(fallback.raw())
-                                           : static_cast<const char*>(values.raw()) + size_t(it->second) * width;
-      std::memcpy(static_cast<char*>(y.raw()) + size_t(i) * width, from, width);
-    }
-    return;
-  }
-  std::unordered_map<Key, int64_t, KeyHash> index;
-  for (int64_t k = keys.numel(); k-- > 0;) index[key_at(keys, k)] = k;
   Tensor& y = ctx.output(0);
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    auto it = index.find(key_at(x, i));
-    const char* from = it == index.end() ? static_cast<const char*>(fallback.raw())
-                                         : static_cast<const char*>(values.raw()) + size_t(it->second) * width;
+  const size_t width = dtype_size(values.dtype());
+  // Element i takes the value of key k (-1: the default).
+  auto write = [&](int64_t i, int64_t k) {
+    const char* from = k < 0 ? static_cast<const char*>(fallback.raw())
+                             : static_cast<const char*>(values.raw()) + size_t(k) * width;
     std::memcpy(static_cast<char*>(y.raw()) + size_t(i) * width, from, width);
-  }
+  };
+  // Integers compare exactly (a double key would merge int64s beyond 2^53); the first of equal keys wins (as ORT).
+  auto look_up = [&](auto&& key_of, auto index) {
+    for (int64_t k = keys.numel(); k-- > 0;) index[key_of(keys, k)] = k;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      auto it = index.find(key_of(x, i));
+      write(i, it == index.end() ? -1 : it->second);
+    }
+  };
+  if (is_integer(x.dtype()))
+    look_up([](const Tensor& t, int64_t i) { return t.get_i64(i); }, std::unordered_map<int64_t, int64_t>());
+  else
+    look_up(key_at, std::unordered_map<Key, int64_t, KeyHash>());
 }
 
 }  // namespace cuvil
